@@ -1,0 +1,294 @@
+//! The turn loop: load the workstream, stream the model, run tool batches through the
+//! [`pipeline`](crate::pipeline), and loop until the model answers without tool calls.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::model::{ChatModel, ChatRequest, Message, ModelError, ResponseAssembler};
+use crate::pipeline::Batch;
+use crate::prompt::system_prompt;
+use crate::protocol::{Approver, TurnEvent, TurnSink};
+use crate::store::{Store, StoreError};
+use crate::tools::{RegistryError, ToolContext, ToolRegistry};
+use crate::workstream::{Workstream, Workstreams};
+
+/// Why a turn could not run. The channel shows it to the user.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The database failed; what was committed before stays.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The model failed (after retries) or sent garbage.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The tool registry is inconsistent (a start-up error).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}
+
+/// One user message to answer.
+pub struct TurnRequest<'a> {
+    /// Workstream key (`console:default`, `discord:<thread>`, ...).
+    pub workstream: &'a str,
+    /// Who sent the message (becomes the owner of a new workstream).
+    pub author: Option<&'a str>,
+    /// The message.
+    pub text: String,
+    /// Where events go.
+    pub sink: &'a dyn TurnSink,
+    /// Who decides approvals.
+    pub approver: &'a dyn Approver,
+    /// Cancelled by `/stop`, Ctrl-C or shutdown.
+    pub cancel: CancellationToken,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TurnOutcome {
+    /// The final answer text.
+    pub text: String,
+    /// Model calls made.
+    pub rounds: u32,
+    /// Tool calls made.
+    pub tool_calls: usize,
+    /// Whether it was cancelled.
+    pub cancelled: bool,
+    /// Whether it stopped at `agent.max_rounds`.
+    pub hit_round_limit: bool,
+}
+
+/// The agent: configuration, model, tools, storage and live workstreams.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    tools_config: Arc<crate::config::ToolsConfig>,
+    model: Arc<dyn ChatModel>,
+    registry: ToolRegistry,
+    store: Store,
+    workstreams: Workstreams,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", &self.inner.model.model_name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Builds an agent with the built-in tools.
+    pub fn new(config: Config, model: Arc<dyn ChatModel>, store: Store) -> Result<Self, AgentError> {
+        let workdir = config
+            .tools
+            .workdir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let workstreams = Workstreams::new(store.clone(), workdir, config.agent.workstream_cache);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                tools_config: Arc::new(config.tools.clone()),
+                config,
+                model,
+                registry: ToolRegistry::builtin()?,
+                store,
+                workstreams,
+            }),
+        })
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The tool registry.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.inner.registry
+    }
+
+    /// A workstream's history (loading it if needed).
+    pub async fn history(&self, workstream: &str) -> Result<Vec<Message>, AgentError> {
+        let handle = self.inner.workstreams.get(workstream, None).await?;
+        let ws = handle.lock().await;
+        Ok(ws.history.clone())
+    }
+
+    /// Answers one user message. Turns in one workstream run one at a time, in arrival order.
+    /// Every message is committed before it is shown; on cancellation or error what was done
+    /// stays recorded.
+    pub async fn run_turn(&self, req: TurnRequest<'_>) -> Result<TurnOutcome, AgentError> {
+        let inner = &self.inner;
+        let handle = inner.workstreams.get(req.workstream, req.author).await?;
+        let mut ws = handle.lock().await;
+        let result = self.turn(&mut ws, &req).await;
+        match &result {
+            Ok(outcome) => {
+                tracing::info!(
+                    workstream = req.workstream,
+                    rounds = outcome.rounds,
+                    tool_calls = outcome.tool_calls,
+                    cancelled = outcome.cancelled,
+                    "turn complete"
+                );
+                req.sink.event(TurnEvent::TurnComplete {
+                    text: outcome.text.clone(),
+                    cancelled: outcome.cancelled,
+                });
+            }
+            Err(e) => {
+                tracing::warn!(workstream = req.workstream, error = %e, "turn failed");
+                if matches!(e, AgentError::Store(_)) {
+                    // Memory may be ahead of or behind the database: reload next time.
+                    drop(ws);
+                    inner.workstreams.evict(req.workstream);
+                }
+                req.sink.event(TurnEvent::Error(e.to_string()));
+            }
+        }
+        result
+    }
+
+    async fn turn(&self, ws: &mut Workstream, req: &TurnRequest<'_>) -> Result<TurnOutcome, AgentError> {
+        let inner = &self.inner;
+        let config = &inner.config;
+        ws.append(&inner.store, Message::user(req.text.clone()), req.author)
+            .await?;
+        let tools = if config.model.capabilities.supports_tools {
+            inner.registry.tools()
+        } else {
+            &[]
+        };
+        let system = system_prompt(
+            chrono::Local::now(),
+            &ws.workdir,
+            tools,
+            config.agent.system_prompt_extra.as_deref(),
+        );
+        let mut outcome = TurnOutcome::default();
+        loop {
+            if outcome.rounds >= config.agent.max_rounds {
+                outcome.hit_round_limit = true;
+                req.sink.event(TurnEvent::Notice(format!(
+                    "stopped after {} model calls in one turn (agent.max_rounds); say \"continue\" to go on",
+                    outcome.rounds
+                )));
+                break;
+            }
+            outcome.rounds += 1;
+            let request = ChatRequest {
+                system: &system,
+                messages: &ws.history,
+                tools,
+            };
+            let mut assembler = ResponseAssembler::default();
+            let streamed = tokio::select! {
+                r = stream_into(inner.model.as_ref(), request, &mut assembler, req.sink) => Some(r),
+                () = req.cancel.cancelled() => None,
+            };
+            match streamed {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    self.keep_partial(ws, &assembler, "[the model's answer broke off]")
+                        .await?;
+                    return Err(e.into());
+                }
+                None => {
+                    self.keep_partial(ws, &assembler, "[stopped]").await?;
+                    outcome.cancelled = true;
+                    break;
+                }
+            }
+            let response = assembler.finish();
+            let mut message = Message::assistant(response.text.clone());
+            message.tool_calls = response.tool_calls;
+            let calls = message.tool_calls.clone();
+            ws.append(&inner.store, message, None).await?;
+            outcome.text = response.text;
+            if calls.is_empty() {
+                break;
+            }
+            outcome.tool_calls += calls.len();
+            let batch = Batch {
+                registry: &inner.registry,
+                store: &inner.store,
+                tool_ctx: ToolContext {
+                    workdir: ws.workdir.clone(),
+                    config: inner.tools_config.clone(),
+                    capabilities: config.model.capabilities,
+                    files_read: ws.files_read.clone(),
+                    cancel: req.cancel.child_token(),
+                },
+                workstream: &ws.key,
+                first_seq: ws.next_seq(),
+                requested_by: req.author,
+                auto_approve: config.approval.auto_approve,
+                grants: &ws.grants,
+                approval_timeout: config.approval.timeout,
+                max_parallel: config.tools.max_parallel,
+                max_output_bytes: config.tools.max_output_bytes,
+                sink: req.sink,
+                approver: req.approver,
+            };
+            let done = batch.run(&calls).await?;
+            ws.history.extend(done.results);
+            ws.grants.extend(done.new_grants);
+            if req.cancel.is_cancelled() {
+                outcome.cancelled = true;
+                break;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Records the text streamed before an interruption, so the history shows what the user saw.
+    async fn keep_partial(
+        &self,
+        ws: &mut Workstream,
+        assembler: &ResponseAssembler,
+        note: &str,
+    ) -> Result<(), StoreError> {
+        if assembler.text().trim().is_empty() {
+            return Ok(());
+        }
+        let text = format!("{}\n{note}", assembler.text());
+        ws.append(&self.inner.store, Message::assistant(text), None).await
+    }
+}
+
+async fn stream_into(
+    model: &dyn ChatModel,
+    request: ChatRequest<'_>,
+    assembler: &mut ResponseAssembler,
+    sink: &dyn TurnSink,
+) -> Result<(), ModelError> {
+    let mut stream = model.stream(request).await?;
+    let mut done = false;
+    while let Some(event) = stream.next().await {
+        let event = event?;
+        if let crate::model::ModelEvent::TextDelta(t) = &event {
+            sink.event(TurnEvent::TextDelta(t.clone()));
+        }
+        done |= matches!(event, crate::model::ModelEvent::Done { .. });
+        assembler.push(&event);
+    }
+    if done {
+        Ok(())
+    } else {
+        Err(ModelError::Protocol("the response ended before it was complete".into()))
+    }
+}

@@ -1,0 +1,575 @@
+//! Typed configuration, loaded once from TOML and the environment and passed down explicitly.
+//!
+//! Precedence: `--config FILE`, else `$SANDPIPER_CONFIG`, else `./sandpiper.toml`, else
+//! `~/.config/sandpiper/config.toml`, else built-in defaults. Environment overrides are applied
+//! last. Unknown keys and bad values are errors that name the key and the file.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Why the configuration could not be loaded. Shown to the operator at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys or bad values.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// toml's message, which names the key, line and column.
+        message: String,
+    },
+    /// A value (from the file or the environment) is out of range or inconsistent.
+    #[error("invalid config value `{key}` (from {source_name}): {message}")]
+    Invalid {
+        /// Dotted key, e.g. `model.provider`.
+        key: String,
+        /// Where the value came from: a file path or an environment variable.
+        source_name: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A secret string (API key, token). Never printed: `Debug` and `Serialize` redact it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one place that needs it (an HTTP header).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"<redacted>\"")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("<redacted>")
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where workstreams and messages are stored.
+    pub database: DatabaseConfig,
+    /// The chat model.
+    pub model: ModelConfig,
+    /// Who approves tool calls and how long to wait.
+    pub approval: ApprovalConfig,
+    /// Built-in tool settings.
+    pub tools: ToolsConfig,
+    /// Turn loop limits.
+    pub agent: AgentConfig,
+}
+
+/// `[database]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `sqlite://FILE` (created if missing) or `postgres://...`.
+    pub url: String,
+    /// Pool size.
+    pub max_connections: u32,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://sandpiper.db".into(),
+            max_connections: 8,
+        }
+    }
+}
+
+/// Which wire protocol the model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// OpenAI-compatible chat completions (OpenAI, vLLM, llama.cpp, Ollama, NIM).
+    #[default]
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Provider {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "openai" => Some(Self::Openai),
+            "anthropic" => Some(Self::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// `[model]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Wire protocol.
+    pub provider: Provider,
+    /// API base, e.g. `https://api.openai.com/v1` (OpenAI: `/chat/completions` is appended)
+    /// or `https://api.anthropic.com` (Anthropic: `/v1/messages` is appended). Default: the
+    /// provider's public API.
+    pub base_url: Option<String>,
+    /// Model name sent to the provider.
+    pub model: String,
+    /// Name of the environment variable holding the API key. Default: `OPENAI_API_KEY`, or
+    /// `ANTHROPIC_API_KEY` for anthropic.
+    pub api_key_env: Option<String>,
+    /// The API key, read from `api_key_env` at load time. Never read from the file.
+    #[serde(skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<Secret>,
+    /// Timeout for one model call (connect, then the whole stream), e.g. `"5m"` or `300`.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// Retries on connection errors, 429 and 5xx.
+    pub max_retries: u32,
+    /// Maximum tokens of one response (Anthropic requires it).
+    pub max_tokens: u32,
+    /// Sampling temperature; provider default when unset.
+    pub temperature: Option<f32>,
+    /// What the model can do.
+    pub capabilities: Capabilities,
+}
+
+impl ModelConfig {
+    /// The base URL in effect (configured or the provider's default), without a trailing `/`.
+    pub fn effective_base_url(&self) -> String {
+        let url = self.base_url.clone().unwrap_or_else(|| match self.provider {
+            Provider::Openai => "https://api.openai.com/v1".into(),
+            Provider::Anthropic => "https://api.anthropic.com".into(),
+        });
+        url.trim_end_matches('/').to_owned()
+    }
+
+    /// The API key variable in effect.
+    pub fn effective_api_key_env(&self) -> String {
+        self.api_key_env.clone().unwrap_or_else(|| match self.provider {
+            Provider::Openai => "OPENAI_API_KEY".into(),
+            Provider::Anthropic => "ANTHROPIC_API_KEY".into(),
+        })
+    }
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            provider: Provider::Openai,
+            base_url: None,
+            model: "gpt-4.1-mini".into(),
+            api_key_env: None,
+            api_key: None,
+            timeout: Duration::from_secs(300),
+            max_retries: 4,
+            max_tokens: 8192,
+            temperature: None,
+            capabilities: Capabilities::default(),
+        }
+    }
+}
+
+/// `[model.capabilities]`
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Capabilities {
+    /// The model accepts function tools. When false no tools are offered.
+    pub supports_tools: bool,
+    /// The model accepts images (read_file sends images instead of a description).
+    pub supports_vision: bool,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Self {
+            supports_tools: true,
+            supports_vision: false,
+        }
+    }
+}
+
+/// `[approval]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalConfig {
+    /// Approve every tool call without asking (the `--yes` flag sets it too).
+    pub auto_approve: bool,
+    /// How long an approval may wait before it counts as denied; `0` waits forever.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for ApprovalConfig {
+    fn default() -> Self {
+        Self {
+            auto_approve: false,
+            timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// `[tools]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Working directory of workstreams; default: the directory sandpiper was started in.
+    pub workdir: Option<PathBuf>,
+    /// bash timeout, e.g. `"120s"`.
+    #[serde(with = "duration")]
+    pub bash_timeout: Duration,
+    /// Cap on a tool's output sent to the model, in bytes; the rest is cut with a note.
+    pub max_output_bytes: usize,
+    /// Cap on the number of matches the `search` tool returns.
+    pub search_max_matches: usize,
+    /// How many tool calls of one batch run at once.
+    pub max_parallel: usize,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            workdir: None,
+            bash_timeout: Duration::from_secs(120),
+            max_output_bytes: 64 * 1024,
+            search_max_matches: 200,
+            max_parallel: 4,
+        }
+    }
+}
+
+/// `[agent]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Maximum model calls in one turn.
+    pub max_rounds: u32,
+    /// How many workstreams stay in memory before the least recently used is evicted.
+    pub workstream_cache: usize,
+    /// Extra text appended to the system prompt.
+    pub system_prompt_extra: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_rounds: 50,
+            workstream_cache: 256,
+            system_prompt_extra: None,
+        }
+    }
+}
+
+/// Where a configuration came from, for messages and `config check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// A file.
+    File(PathBuf),
+    /// No file was found; built-in defaults.
+    Defaults,
+}
+
+impl fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigSource::File(p) => write!(f, "{}", p.display()),
+            ConfigSource::Defaults => f.write_str("built-in defaults"),
+        }
+    }
+}
+
+/// Reads environment variables; a seam so tests need not touch the process environment.
+pub trait Env {
+    /// The value of `name`, if set and not empty.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl<const N: usize> Env for [(&str, &str); N] {
+    fn var(&self, name: &str) -> Option<String> {
+        self.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_owned())
+    }
+}
+
+impl Config {
+    /// A configuration for tests: in-memory defaults, auto-approve off.
+    pub fn for_test() -> Self {
+        Self::default()
+    }
+
+    /// Finds and loads the configuration (see the module docs), then applies `env`.
+    pub fn load(explicit: Option<&Path>, env: &dyn Env) -> Result<(Self, ConfigSource), ConfigError> {
+        let source = Self::locate(explicit, env)?;
+        let mut config = match &source {
+            ConfigSource::File(path) => Self::from_file(path)?,
+            ConfigSource::Defaults => Self::default(),
+        };
+        config.apply_env(env, &source)?;
+        config.validate(&source)?;
+        Ok((config, source))
+    }
+
+    fn locate(explicit: Option<&Path>, env: &dyn Env) -> Result<ConfigSource, ConfigError> {
+        if let Some(path) = explicit {
+            return Ok(ConfigSource::File(path.to_owned()));
+        }
+        if let Some(path) = env.var("SANDPIPER_CONFIG") {
+            return Ok(ConfigSource::File(path.into()));
+        }
+        let local = PathBuf::from("sandpiper.toml");
+        if local.is_file() {
+            return Ok(ConfigSource::File(local));
+        }
+        if let Some(home) = env.var("HOME") {
+            let user = Path::new(&home).join(".config/sandpiper/config.toml");
+            if user.is_file() {
+                return Ok(ConfigSource::File(user));
+            }
+        }
+        Ok(ConfigSource::Defaults)
+    }
+
+    /// Parses one TOML file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text, path)
+    }
+
+    /// Parses TOML text; `path` is named in errors.
+    pub fn from_toml(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })
+    }
+
+    fn apply_env(&mut self, env: &dyn Env, source: &ConfigSource) -> Result<(), ConfigError> {
+        if let Some(url) = env.var("SANDPIPER_DATABASE_URL") {
+            self.database.url = url;
+        }
+        if let Some(p) = env.var("SANDPIPER_MODEL_PROVIDER") {
+            self.model.provider = Provider::parse(&p).ok_or_else(|| ConfigError::Invalid {
+                key: "model.provider".into(),
+                source_name: "SANDPIPER_MODEL_PROVIDER".into(),
+                message: format!("`{p}` is not a provider; use `openai` or `anthropic`"),
+            })?;
+        }
+        if let Some(url) = env.var("SANDPIPER_MODEL_BASE_URL") {
+            self.model.base_url = Some(url);
+        }
+        if let Some(model) = env.var("SANDPIPER_MODEL") {
+            self.model.model = model;
+        }
+        let key_env = self.model.effective_api_key_env();
+        self.model.api_key = env.var(&key_env).map(Secret::new);
+        let _ = source;
+        Ok(())
+    }
+
+    fn validate(&self, source: &ConfigSource) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.into(),
+            source_name: source.to_string(),
+            message,
+        };
+        let url = &self.database.url;
+        if !(url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(invalid(
+                "database.url",
+                format!("`{url}` is neither `sqlite://FILE` nor `postgres://...`"),
+            ));
+        }
+        let base = self.model.effective_base_url();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(invalid("model.base_url", format!("`{base}` is not an http(s) URL")));
+        }
+        if self.model.model.trim().is_empty() {
+            return Err(invalid("model.model", "the model name is empty".into()));
+        }
+        if self.agent.max_rounds == 0 {
+            return Err(invalid("agent.max_rounds", "must be at least 1".into()));
+        }
+        if self.tools.max_parallel == 0 {
+            return Err(invalid("tools.max_parallel", "must be at least 1".into()));
+        }
+        if self.tools.max_output_bytes < 1024 {
+            return Err(invalid("tools.max_output_bytes", "must be at least 1024".into()));
+        }
+        Ok(())
+    }
+
+    /// The effective configuration as TOML, secrets redacted.
+    pub fn to_redacted_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+}
+
+/// Durations as seconds (`120`) or with a unit (`"120s"`, `"5m"`, `"4h"`, `"500ms"`).
+mod duration {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        let secs = d.as_secs();
+        if d.subsec_millis() != 0 {
+            s.serialize_str(&format!("{}ms", d.as_millis()))
+        } else if secs != 0 && secs % 3600 == 0 {
+            s.serialize_str(&format!("{}h", secs / 3600))
+        } else if secs != 0 && secs % 60 == 0 {
+            s.serialize_str(&format!("{}m", secs / 60))
+        } else {
+            s.serialize_str(&format!("{secs}s"))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Secs(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Secs(s) => Ok(Duration::from_secs(s)),
+            Raw::Text(t) => parse(&t).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "`{t}` is not a duration; write seconds (120) or a number with ms, s, m or h (\"5m\")"
+                ))
+            }),
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Duration> {
+        let t = text.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let n: u64 = num.parse().ok()?;
+        match unit.trim() {
+            "" | "s" => Some(Duration::from_secs(n)),
+            "ms" => Some(Duration::from_millis(n)),
+            "m" => n.checked_mul(60).map(Duration::from_secs),
+            "h" => n.checked_mul(3600).map(Duration::from_secs),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn defaults_need_no_file() {
+        let env: [(&str, &str); 0] = [];
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent.toml");
+        // An explicit file that does not exist is an error, not a silent default.
+        let err = Config::load(Some(&missing), &env).unwrap_err();
+        assert!(err.to_string().contains("absent.toml"), "{err}");
+        let c = Config::default();
+        assert_eq!(c.database.url, "sqlite://sandpiper.db");
+        assert_eq!(c.agent.max_rounds, 50);
+        assert_eq!(c.tools.bash_timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_file() {
+        let err = Config::from_toml("[model]\nmodle = \"x\"\n", Path::new("/etc/sp.toml")).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("/etc/sp.toml"), "{msg}");
+        assert!(msg.contains("modle"), "{msg}");
+    }
+
+    #[test]
+    fn bad_value_names_key_and_file() {
+        let err = Config::from_toml("[approval]\ntimeout = \"soon\"\n", Path::new("a.toml")).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("a.toml") && msg.contains("timeout") && msg.contains("soon"), "{msg}");
+    }
+
+    #[test]
+    fn env_overrides_apply_last_and_key_is_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "[model]\nprovider = \"openai\"\nmodel = \"file-model\"\napi_key_env = \"MY_KEY\"\n[approval]\ntimeout = \"5m\"\n",
+        )
+        .unwrap();
+        let env = [
+            ("SANDPIPER_MODEL", "env-model"),
+            ("SANDPIPER_MODEL_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("SANDPIPER_DATABASE_URL", "postgres://localhost/test"),
+            ("MY_KEY", "sk-very-secret"),
+        ];
+        let (c, source) = Config::load(Some(&path), &env).unwrap();
+        assert_eq!(source, ConfigSource::File(path.clone()));
+        assert_eq!(c.model.model, "env-model");
+        assert_eq!(c.model.effective_base_url(), "http://127.0.0.1:9/v1");
+        assert_eq!(c.database.url, "postgres://localhost/test");
+        assert_eq!(c.approval.timeout, Duration::from_secs(300));
+        assert_eq!(c.model.api_key.as_ref().map(Secret::expose), Some("sk-very-secret"));
+        let shown = c.to_redacted_toml();
+        assert!(!shown.contains("sk-very-secret"), "{shown}");
+        assert!(!format!("{c:?}").contains("sk-very-secret"));
+    }
+
+    #[test]
+    fn anthropic_defaults_follow_provider() {
+        let env = [("SANDPIPER_MODEL_PROVIDER", "anthropic"), ("ANTHROPIC_API_KEY", "k")];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "").unwrap();
+        let (c, _) = Config::load(Some(&path), &env).unwrap();
+        assert_eq!(c.model.provider, Provider::Anthropic);
+        assert_eq!(c.model.effective_base_url(), "https://api.anthropic.com");
+        assert!(c.model.api_key.is_some());
+        let bad = [("SANDPIPER_MODEL_PROVIDER", "gemini")];
+        let err = Config::load(Some(&path), &bad).unwrap_err().to_string();
+        assert!(err.contains("SANDPIPER_MODEL_PROVIDER") && err.contains("gemini"), "{err}");
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(duration::parse("90"), Some(Duration::from_secs(90)));
+        assert_eq!(duration::parse("4h"), Some(Duration::from_secs(14400)));
+        assert_eq!(duration::parse("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(duration::parse("x"), None);
+    }
+}

@@ -1,0 +1,27 @@
+//! The sandpiper agent: everything that is not a chat platform.
+//!
+//! # Layout
+//!
+//! - [`config`]: the typed configuration (TOML, then environment overrides).
+//! - [`model`]: the [`model::ChatModel`] seam and the OpenAI-compatible and Anthropic providers.
+//! - [`tools`]: built-in tools (one file each), their registry and argument handling.
+//! - [`store`]: persistence of workstreams, messages, approvals and grants (sqlx: SQLite and
+//!   PostgreSQL).
+//! - [`protocol`]: what a channel sees and answers: turn events, approval items, decisions.
+//! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
+//! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
+//! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
+//! - [`prompt`]: the system message.
+
+pub mod agent;
+pub mod config;
+pub mod model;
+pub mod pipeline;
+pub mod prompt;
+pub mod protocol;
+pub mod store;
+pub mod tools;
+pub mod workstream;
+
+pub use agent::{Agent, AgentError, TurnOutcome, TurnRequest};
+pub use config::Config;

@@ -1,0 +1,434 @@
+//! prepare → approve → execute for one batch of tool calls (the reference's "Execution
+//! Pipeline").
+//!
+//! - **Prepare** every call: parse arguments (with repair and the primary-key fallback),
+//!   validate them against the schema, let the tool describe the call. An unknown tool or bad
+//!   arguments become an error result for the model; the rest of the batch goes on.
+//! - **Approve** the calls that need it in one round-trip to the channel. Auto-approved tools,
+//!   `auto_approve` sessions and always-allow grants never block.
+//! - **Execute** approved calls, at most `max_parallel` at once. Each result is committed at
+//!   its position in the model's call order (`seq` reserved up front) and only then shown.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+
+use crate::model::{Message, ToolCall};
+use crate::protocol::{
+    ApprovalItem, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
+};
+use crate::store::approvals::ApprovalRecord;
+use crate::store::{Store, StoreError};
+use crate::tools::{
+    OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
+    parse_arguments, truncate_output, validate_arguments,
+};
+
+/// Everything one batch needs.
+pub struct Batch<'a> {
+    /// Built-in tools.
+    pub registry: &'a ToolRegistry,
+    /// Where results and approval requests are committed.
+    pub store: &'a Store,
+    /// What tools may use (workdir, files read, cancellation).
+    pub tool_ctx: ToolContext,
+    /// Workstream key.
+    pub workstream: &'a str,
+    /// `seq` of the first tool result; result `i` is stored at `first_seq + i`.
+    pub first_seq: i64,
+    /// Who started the turn.
+    pub requested_by: Option<&'a str>,
+    /// Approve everything (`--yes`).
+    pub auto_approve: bool,
+    /// Tools always allowed in this workstream.
+    pub grants: &'a HashSet<String>,
+    /// How long to wait for a decision; zero waits forever.
+    pub approval_timeout: Duration,
+    /// Calls running at once.
+    pub max_parallel: usize,
+    /// Cap on a result's text.
+    pub max_output_bytes: usize,
+    /// Where events go.
+    pub sink: &'a dyn TurnSink,
+    /// Who decides approvals.
+    pub approver: &'a dyn Approver,
+}
+
+/// What a batch produced.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    /// One tool result per call, in the model's call order (already committed).
+    pub results: Vec<Message>,
+    /// Tools newly always-allowed (already committed).
+    pub new_grants: Vec<String>,
+}
+
+enum Stage {
+    /// Will not run; the text is the result for the model.
+    Done { text: String },
+    /// Ready to run (after approval if needed).
+    Ready {
+        tool: Arc<dyn Tool>,
+        prepared: Prepared,
+        needs_approval: bool,
+        note: Option<String>,
+    },
+}
+
+struct Item<'c> {
+    call: &'c ToolCall,
+    stage: Stage,
+}
+
+impl Batch<'_> {
+    /// Runs the batch. A store error is fatal for the turn; everything else becomes a result.
+    pub async fn run(&self, calls: &[ToolCall]) -> Result<BatchOutcome, StoreError> {
+        let mut items: Vec<Item<'_>> = calls
+            .iter()
+            .map(|call| Item {
+                call,
+                stage: self.prepare(call),
+            })
+            .collect();
+        for item in &items {
+            self.sink.event(TurnEvent::ToolPending(view(item)));
+        }
+        let new_grants = self.approve(&mut items).await?;
+        let results = self.execute(items).await?;
+        Ok(BatchOutcome {
+            results,
+            new_grants,
+        })
+    }
+
+    fn prepare(&self, call: &ToolCall) -> Stage {
+        let Some(registered) = self.registry.get(&call.name) else {
+            let known: Vec<&str> = self.registry.iter().map(|t| t.spec.name.as_str()).collect();
+            return Stage::Done {
+                text: format!(
+                    "error: unknown tool `{}`; available tools: {}",
+                    call.name,
+                    known.join(", ")
+                ),
+            };
+        };
+        let spec = &registered.spec;
+        let args = parse_arguments(&call.arguments, spec.primary_key.as_deref())
+            .and_then(|args| validate_arguments(&spec.parameters, args));
+        let args = match args {
+            Ok(args) => args,
+            Err(e) => {
+                return Stage::Done {
+                    text: format!("error: {}: {e}", call.name),
+                };
+            }
+        };
+        match registered.tool.prepare(args, &self.tool_ctx) {
+            Ok(prepared) => {
+                let needs_approval = prepared.needs_approval
+                    && !self.auto_approve
+                    && !self.grants.contains(&call.name);
+                Stage::Ready {
+                    tool: registered.tool.clone(),
+                    prepared,
+                    needs_approval,
+                    note: None,
+                }
+            }
+            Err(e) => Stage::Done {
+                text: format!("error: {}: {e}", call.name),
+            },
+        }
+    }
+
+    async fn approve(&self, items: &mut [Item<'_>]) -> Result<Vec<String>, StoreError> {
+        let mut asked = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            if let Stage::Ready {
+                prepared,
+                needs_approval: true,
+                ..
+            } = &item.stage
+            {
+                let record = ApprovalRecord {
+                    id: format!("ap_{}", uuid::Uuid::new_v4().simple()),
+                    workstream: self.workstream.to_owned(),
+                    call_id: item.call.id.clone(),
+                    tool: item.call.name.clone(),
+                    header: prepared.header.clone(),
+                    preview: prepared.preview.clone(),
+                    requested_by: self.requested_by.map(str::to_owned),
+                    status: "pending".into(),
+                    decided_by: None,
+                    feedback: None,
+                };
+                self.store.create_approval(&record).await?;
+                asked.push((
+                    i,
+                    ApprovalItem {
+                        request_id: record.id,
+                        call_id: record.call_id,
+                        name: record.tool,
+                        header: record.header,
+                        preview: record.preview,
+                    },
+                ));
+            }
+        }
+        if asked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let requests: Vec<ApprovalItem> = asked.iter().map(|(_, a)| a.clone()).collect();
+        let (decisions, status_override) = self.ask(&requests).await;
+        let mut new_grants = Vec::new();
+        for ((i, request), decision) in asked.into_iter().zip(decisions) {
+            let status = status_override.unwrap_or(decision.verdict.as_str());
+            self.store
+                .decide_approval(
+                    &request.request_id,
+                    status,
+                    decision.decided_by.as_deref(),
+                    decision.feedback.as_deref(),
+                )
+                .await?;
+            if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.name) {
+                self.store
+                    .add_grant(self.workstream, &request.name, decision.decided_by.as_deref())
+                    .await?;
+                new_grants.push(request.name.clone());
+            }
+            let item = &mut items[i];
+            match (&decision.verdict, status_override) {
+                (_, Some("cancelled")) => {
+                    item.stage = Stage::Done {
+                        text: "cancelled: the turn was stopped before this call was approved"
+                            .into(),
+                    }
+                }
+                (_, Some(_)) => {
+                    item.stage = Stage::Done {
+                        text: format!(
+                            "denied: no decision within {}; the call did not run",
+                            human(self.approval_timeout)
+                        ),
+                    }
+                }
+                (Verdict::Deny, None) => {
+                    item.stage = Stage::Done {
+                        text: denial_text(&decision),
+                    }
+                }
+                (_, None) => {
+                    if let Stage::Ready { note, .. } = &mut item.stage {
+                        *note = decision.feedback.as_ref().map(|f| {
+                            let who = decision.decided_by.as_deref().unwrap_or("the user");
+                            format!("[approved by {who} with a note: {f}]\n")
+                        });
+                    }
+                }
+            }
+        }
+        Ok(new_grants)
+    }
+
+    /// One round-trip to the approver, bounded by the timeout and the turn's cancellation.
+    /// Returns one decision per request, and a status that overrides them all (timed out,
+    /// cancelled).
+    async fn ask(&self, requests: &[ApprovalItem]) -> (Vec<Decision>, Option<&'static str>) {
+        let denied = || vec![Decision::deny(None); requests.len()];
+        let wait = self.approver.approve(requests);
+        let cancel = self.tool_ctx.cancel.clone();
+        let decided = if self.approval_timeout.is_zero() {
+            tokio::select! {
+                d = wait => Some(d),
+                () = cancel.cancelled() => return (denied(), Some("cancelled")),
+            }
+        } else {
+            tokio::select! {
+                d = tokio::time::timeout(self.approval_timeout, wait) => d.ok(),
+                () = cancel.cancelled() => return (denied(), Some("cancelled")),
+            }
+        };
+        match decided {
+            Some(mut d) => {
+                d.resize(requests.len(), Decision::deny(None));
+                (d, None)
+            }
+            None => (denied(), Some("timed_out")),
+        }
+    }
+
+    async fn execute(&self, items: Vec<Item<'_>>) -> Result<Vec<Message>, StoreError> {
+        let mut results: Vec<Option<Message>> = vec![None; items.len()];
+        let mut running = FuturesUnordered::new();
+        let mut queue = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            match item.stage {
+                Stage::Done { text } => {
+                    let msg = Message::tool_result(&item.call.id, &item.call.name, text);
+                    self.commit(i, msg, true, &mut results).await?;
+                }
+                Stage::Ready {
+                    tool,
+                    prepared,
+                    note,
+                    ..
+                } => queue.push((i, item.call, tool, prepared, note)),
+            }
+        }
+        let mut queue = queue.into_iter();
+        loop {
+            while running.len() < self.max_parallel.max(1) {
+                let Some((i, call, tool, prepared, note)) = queue.next() else {
+                    break;
+                };
+                running.push(self.run_one(i, call, tool, prepared, note));
+            }
+            let Some((i, msg, is_error)) = running.next().await else {
+                break;
+            };
+            self.commit(i, msg, is_error, &mut results).await?;
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    async fn run_one(
+        &self,
+        index: usize,
+        call: &ToolCall,
+        tool: Arc<dyn Tool>,
+        prepared: Prepared,
+        note: Option<String>,
+    ) -> (usize, Message, bool) {
+        let chunks = ChunkSink {
+            call_id: &call.id,
+            sink: self.sink,
+        };
+        let cancel = self.tool_ctx.cancel.clone();
+        let outcome = if cancel.is_cancelled() {
+            Err(ToolError::Cancelled)
+        } else {
+            tokio::select! {
+                r = tool.execute(&prepared, &self.tool_ctx, &chunks) => r,
+                () = cancel.cancelled() => Err(ToolError::Cancelled),
+            }
+        };
+        let (output, is_error) = match outcome {
+            Ok(out) => {
+                let e = out.is_error;
+                (out, e)
+            }
+            Err(ToolError::Cancelled) => (
+                ToolOutput::text("cancelled: the turn was stopped while this call was running"),
+                true,
+            ),
+            Err(ToolError::Model(m)) => (ToolOutput::text(format!("error: {m}")), true),
+        };
+        let mut text = truncate_output(&output.text, self.max_output_bytes);
+        if let Some(note) = note {
+            text.insert_str(0, &note);
+        }
+        let mut msg = Message::tool_result(&call.id, &call.name, text);
+        msg.images = output.images;
+        (index, msg, is_error)
+    }
+
+    async fn commit(
+        &self,
+        index: usize,
+        msg: Message,
+        is_error: bool,
+        results: &mut [Option<Message>],
+    ) -> Result<(), StoreError> {
+        let seq = self.first_seq + i64::try_from(index).unwrap_or(i64::MAX);
+        self.store
+            .append_message(self.workstream, seq, &msg, None)
+            .await?;
+        self.sink.event(TurnEvent::ToolResult {
+            call_id: msg.tool_call_id.clone().unwrap_or_default(),
+            name: msg.name.clone().unwrap_or_default(),
+            output: msg.content.clone(),
+            is_error,
+        });
+        results[index] = Some(msg);
+        Ok(())
+    }
+}
+
+struct ChunkSink<'a> {
+    call_id: &'a str,
+    sink: &'a dyn TurnSink,
+}
+
+impl OutputSink for ChunkSink<'_> {
+    fn chunk(&self, text: &str) {
+        self.sink.event(TurnEvent::ToolOutputChunk {
+            call_id: self.call_id.to_owned(),
+            chunk: text.to_owned(),
+        });
+    }
+}
+
+fn view(item: &Item<'_>) -> ToolCallView {
+    let (header, preview, needs_approval, error) = match &item.stage {
+        Stage::Done { text } => (item.call.name.clone(), String::new(), false, Some(text.clone())),
+        Stage::Ready {
+            prepared,
+            needs_approval,
+            ..
+        } => (
+            prepared.header.clone(),
+            prepared.preview.clone(),
+            *needs_approval,
+            None,
+        ),
+    };
+    ToolCallView {
+        call_id: item.call.id.clone(),
+        name: item.call.name.clone(),
+        header,
+        preview,
+        needs_approval,
+        error,
+    }
+}
+
+/// `denied by alice: use the staging db`, `denied by alice`, `denied: reason`, or
+/// `denied by the user`.
+fn denial_text(d: &Decision) -> String {
+    let who = d.decided_by.as_deref();
+    let feedback = d.feedback.as_deref().map(str::trim).filter(|f| !f.is_empty());
+    match (who, feedback) {
+        (Some(w), Some(f)) => format!("denied by {w}: {f}"),
+        (Some(w), None) => format!("denied by {w}; the call did not run"),
+        (None, Some(f)) => format!("denied: {f}"),
+        (None, None) => "denied by the user; the call did not run".into(),
+    }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 && s % 60 == 0 {
+        format!("{} min", s / 60)
+    } else {
+        format!("{s} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denial_texts() {
+        assert_eq!(
+            denial_text(&Decision::deny(Some("use the staging db".into())).by("alice")),
+            "denied by alice: use the staging db"
+        );
+        assert_eq!(denial_text(&Decision::deny(Some("  ".into()))), "denied by the user; the call did not run");
+        assert_eq!(human(Duration::from_secs(1800)), "30 min");
+    }
+}

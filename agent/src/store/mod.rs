@@ -1,0 +1,196 @@
+//! Persistence behind one small façade: [`Store`] over sqlx's `Any` driver, serving SQLite
+//! (the embedded default) and PostgreSQL with the same queries.
+//!
+//! One module per table: [`workstreams`], [`messages`], [`approvals`] (requests and
+//! always-allow grants). Migrations are embedded and run at connect time.
+
+pub mod approvals;
+pub mod messages;
+pub mod workstreams;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Executor};
+
+/// Why a storage operation failed. Fatal for the operation: the caller reports it to the
+/// user and does not pretend the data was saved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The URL names no supported database.
+    #[error("unsupported database url `{0}`: use sqlite://FILE or postgres://...")]
+    UnsupportedUrl(String),
+    /// The database could not be reached or a query failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Migrations failed.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored row could not be decoded (corrupt JSON, unknown role).
+    #[error("corrupt row in {table}: {message}")]
+    Corrupt {
+        /// Table.
+        table: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Which database a [`Store`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite file or memory database.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+/// The database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Store {
+    /// Connects (creating a SQLite file if missing, in WAL mode) and runs migrations.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            return Err(StoreError::UnsupportedUrl(redact_url(url)));
+        };
+        let (url, max_connections) = match backend {
+            Backend::Sqlite => sqlite_url(url, max_connections),
+            Backend::Postgres => (url.to_owned(), max_connections.max(1)),
+        };
+        let mut options = AnyPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10));
+        if backend == Backend::Sqlite {
+            options = options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute(
+                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                         PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
+                    )
+                    .await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = options.connect(&url).await?;
+        match backend {
+            Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
+            Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
+        }
+        tracing::debug!(backend = ?backend, "database ready");
+        Ok(Self { pool, backend })
+    }
+
+    /// A private in-memory SQLite database (unit tests, benchmarks).
+    pub async fn memory() -> Result<Self, StoreError> {
+        Self::connect("sqlite::memory:", 1).await
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The pool, for the query modules.
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Adds `mode=rwc` so a missing file is created; in-memory databases get one connection
+/// (each pooled connection to `:memory:` would be a separate database).
+fn sqlite_url(url: &str, max_connections: u32) -> (String, u32) {
+    if url.contains(":memory:") {
+        return (url.to_owned(), 1);
+    }
+    let url = if url.contains("mode=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    };
+    (url, max_connections.max(1))
+}
+
+/// Hides a password in a database URL for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.find(':') {
+                Some(colon) => format!(
+                    "{}{}:<redacted>{}",
+                    &url[..scheme + 3],
+                    &creds[..colon],
+                    &url[at..]
+                ),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Now, in unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            redact_url("postgres://bob:hunter2@db/x"),
+            "postgres://bob:<redacted>@db/x"
+        );
+        assert_eq!(redact_url("sqlite://a.db"), "sqlite://a.db");
+        assert_eq!(sqlite_url("sqlite://a.db", 8).0, "sqlite://a.db?mode=rwc");
+        assert_eq!(sqlite_url("sqlite::memory:", 8), ("sqlite::memory:".into(), 1));
+    }
+
+    #[tokio::test]
+    async fn unsupported_url_is_a_clear_error() {
+        let err = Store::connect("mysql://root:pw@h/db", 1).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unsupported database url `mysql://root:<redacted>@h/db`: use sqlite://FILE or postgres://..."
+        );
+    }
+
+    #[tokio::test]
+    async fn sqlite_file_is_created_in_wal_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        let store = Store::connect(&format!("sqlite://{}", path.display()), 2)
+            .await
+            .unwrap();
+        assert!(path.exists());
+        let mode: (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(mode.0, "wal");
+    }
+}

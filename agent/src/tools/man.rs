@@ -1,0 +1,34 @@
+//! The `man` tool (stub).
+
+use serde_json::Value;
+
+use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
+
+/// The `man` tool.
+#[derive(Debug, Default)]
+pub struct Man;
+
+#[async_trait::async_trait]
+impl Tool for Man {
+    fn name(&self) -> &'static str {
+        "man"
+    }
+
+    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        Ok(Prepared {
+            header: "man".into(),
+            preview: String::new(),
+            needs_approval: true,
+            args,
+        })
+    }
+
+    async fn execute(
+        &self,
+        _prepared: &Prepared,
+        _ctx: &ToolContext,
+        _sink: &dyn OutputSink,
+    ) -> Result<ToolOutput, ToolError> {
+        Err(ToolError::model("not implemented"))
+    }
+}

@@ -1,0 +1,251 @@
+//! Built-in tools: one file per tool, one registration table ([`default_tools`]).
+//!
+//! A tool's metadata (name, description, parameters, `agent`, `task_agent`, `auto_approve`,
+//! `primary_key`) lives in `tools/<name>.json` at the workspace root, embedded at build time;
+//! the Rust side implements [`Tool::prepare`] (validate, build the header and preview, decide
+//! whether approval is needed) and [`Tool::execute`].
+
+mod args;
+mod bash;
+mod edit_file;
+mod man;
+mod read_file;
+mod registry;
+mod search;
+mod write_file;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Capabilities, ToolsConfig};
+use crate::model::ImagePart;
+
+pub use args::{ArgsError, parse_arguments, validate_arguments};
+pub use registry::{RegistryError, ToolRegistry, ToolSpec, default_tools};
+
+/// What `prepare` decided about a call: how to show it and whether a person must approve it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// One line naming the call, e.g. `bash: ls -la`.
+    pub header: String,
+    /// A longer preview (the command, the diff, the file content), may be empty.
+    pub preview: String,
+    /// Whether a person must approve the call before it runs.
+    pub needs_approval: bool,
+    /// The validated arguments `execute` works from.
+    pub args: Value,
+}
+
+/// What a tool produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// Text for the model.
+    pub text: String,
+    /// Images for the model (only when the model supports vision).
+    pub images: Vec<ImagePart>,
+    /// The tool ran but reports failure (non-zero exit, ...); shown as an error in channels.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Why a tool call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The model should see this and can recover (bad arguments, file not found, ...).
+    #[error("{0}")]
+    Model(String),
+    /// The call was cancelled (`/stop`, Ctrl-C, shutdown).
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ToolError {
+    /// A model-visible error.
+    pub fn model(msg: impl Into<String>) -> Self {
+        Self::Model(msg.into())
+    }
+}
+
+/// Receives streamed output of a running tool (bash lines).
+pub trait OutputSink: Send + Sync {
+    /// One chunk of output, usually one line with its newline.
+    fn chunk(&self, text: &str);
+}
+
+/// An [`OutputSink`] that drops everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoOutput;
+
+impl OutputSink for NoOutput {
+    fn chunk(&self, _text: &str) {}
+}
+
+/// The set of files read in a workstream (edit_file refuses files that were not read first).
+/// Shared by the calls of one batch, which may run in parallel.
+#[derive(Debug, Clone, Default)]
+pub struct FilesRead(Arc<Mutex<HashSet<PathBuf>>>);
+
+impl FilesRead {
+    /// Records that `path` (absolute) was read.
+    pub fn record(&self, path: &Path) {
+        if let Ok(mut set) = self.0.lock() {
+            set.insert(normalize(path));
+        }
+    }
+
+    /// Whether `path` (absolute) was read.
+    pub fn contains(&self, path: &Path) -> bool {
+        self.0
+            .lock()
+            .map(|set| set.contains(&normalize(path)))
+            .unwrap_or(false)
+    }
+
+    /// All recorded paths (for persistence).
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.0
+            .lock()
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Lexically normalizes a path (`a/./b/../c` → `a/c`) without touching the file system.
+pub fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// What a tool may use while preparing and running.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The workstream's working directory; relative paths resolve against it.
+    pub workdir: PathBuf,
+    /// Tool settings (timeouts, caps).
+    pub config: Arc<ToolsConfig>,
+    /// What the model can take (vision).
+    pub capabilities: Capabilities,
+    /// Files read in this workstream.
+    pub files_read: FilesRead,
+    /// Cancelled when the turn is stopped; long-running tools must watch it.
+    pub cancel: CancellationToken,
+}
+
+impl ToolContext {
+    /// Resolves a path argument against the working directory, normalized.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_absolute() {
+            normalize(p)
+        } else {
+            normalize(&self.workdir.join(p))
+        }
+    }
+
+    /// A context for unit tests, rooted at `workdir`.
+    pub fn for_test(workdir: &Path) -> Self {
+        Self {
+            workdir: workdir.to_owned(),
+            config: Arc::new(ToolsConfig::default()),
+            capabilities: Capabilities::default(),
+            files_read: FilesRead::default(),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// One built-in tool. Metadata comes from its JSON file; this is the behaviour.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// The name, equal to the JSON file's `name`.
+    fn name(&self) -> &'static str;
+
+    /// Checks the (already schema-validated) arguments and describes the call. Errors here
+    /// go to the model and the call does not run.
+    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError>;
+
+    /// Runs the call. Streamed output goes to `sink`.
+    async fn execute(
+        &self,
+        prepared: &Prepared,
+        ctx: &ToolContext,
+        sink: &dyn OutputSink,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
+/// Cuts `text` to at most `max` bytes (on a char boundary), keeping head and tail, with a note
+/// of how much was cut.
+pub fn truncate_output(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let keep = max.saturating_sub(120);
+    let head_len = floor_char_boundary(text, keep * 3 / 4);
+    let tail_start = ceil_char_boundary(text, text.len() - (keep - head_len));
+    let cut = tail_start - head_len;
+    format!(
+        "{}\n[... {cut} bytes of output cut ({} bytes in all) ...]\n{}",
+        &text[..head_len],
+        text.len(),
+        &text[tail_start..]
+    )
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_head_and_tail_and_says_how_much() {
+        let text = "é".repeat(5000);
+        let out = truncate_output(&text, 2000);
+        assert!(out.len() <= 2000 + 100, "{}", out.len());
+        assert!(out.contains("bytes of output cut (10000 bytes in all)"));
+        assert!(out.starts_with('é') && out.ends_with('é'));
+        assert_eq!(truncate_output("short", 2000), "short");
+    }
+
+    #[test]
+    fn resolve_is_relative_to_workdir() {
+        let ctx = ToolContext::for_test(Path::new("/srv/work"));
+        assert_eq!(ctx.resolve("a/../b.txt"), PathBuf::from("/srv/work/b.txt"));
+        assert_eq!(ctx.resolve("/etc/./hosts"), PathBuf::from("/etc/hosts"));
+    }
+}

@@ -1,0 +1,190 @@
+//! One conversation in memory ([`Workstream`]) and the bounded cache of live ones
+//! ([`Workstreams`]). A workstream is loaded from the store once, then appended to in memory
+//! and in the database together, so a turn never re-reads the history.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::model::Message;
+use crate::store::{Store, StoreError};
+use crate::tools::FilesRead;
+
+/// One conversation: its history and per-workstream state.
+#[derive(Debug)]
+pub struct Workstream {
+    /// Key such as `console:default` or `discord:<thread id>`.
+    pub key: String,
+    /// Who started it.
+    pub owner: Option<String>,
+    /// Every message, oldest first, exactly as stored.
+    pub history: Vec<Message>,
+    /// Files read (edit_file needs a prior read).
+    pub files_read: FilesRead,
+    /// Tools always allowed here.
+    pub grants: HashSet<String>,
+    /// Working directory of its tools.
+    pub workdir: PathBuf,
+    /// Whether history existed when it was loaded (a resumed conversation).
+    pub resumed: bool,
+}
+
+impl Workstream {
+    /// Appends a message: committed to the store first, then added to the history.
+    pub async fn append(
+        &mut self,
+        store: &Store,
+        message: Message,
+        author: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let seq = self.next_seq();
+        store.append_message(&self.key, seq, &message, author).await?;
+        self.history.push(message);
+        Ok(())
+    }
+
+    /// The sequence number the next appended message gets.
+    pub fn next_seq(&self) -> i64 {
+        i64::try_from(self.history.len()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A handle to a live workstream. The async mutex serializes turns in one workstream.
+pub type WorkstreamHandle = Arc<tokio::sync::Mutex<Workstream>>;
+
+#[derive(Debug, Default)]
+struct Lru {
+    entries: HashMap<String, (WorkstreamHandle, u64)>,
+    clock: u64,
+}
+
+/// Live workstreams, least recently used evicted beyond `capacity`. An evicted workstream
+/// that is still in use stays alive through its handle and is reloaded from the store later.
+#[derive(Debug)]
+pub struct Workstreams {
+    store: Store,
+    workdir: PathBuf,
+    capacity: usize,
+    lru: Mutex<Lru>,
+}
+
+impl Workstreams {
+    /// A cache over `store`; new workstreams work in `workdir`.
+    pub fn new(store: Store, workdir: PathBuf, capacity: usize) -> Self {
+        Self {
+            store,
+            workdir,
+            capacity: capacity.max(1),
+            lru: Mutex::new(Lru::default()),
+        }
+    }
+
+    /// The live workstream for `key`, loading (or creating, owned by `owner`) it if needed.
+    pub async fn get(&self, key: &str, owner: Option<&str>) -> Result<WorkstreamHandle, StoreError> {
+        if let Some(handle) = self.lookup(key) {
+            return Ok(handle);
+        }
+        let row = self.store.ensure_workstream(key, owner).await?;
+        let history = self.store.load_messages(key).await?;
+        let grants = self.store.grants(key).await?.into_iter().collect();
+        tracing::debug!(workstream = key, messages = history.len(), "workstream loaded");
+        let ws = Workstream {
+            key: key.to_owned(),
+            owner: row.owner,
+            resumed: !history.is_empty(),
+            history,
+            files_read: FilesRead::default(),
+            grants,
+            workdir: self.workdir.clone(),
+        };
+        Ok(self.insert(key, Arc::new(tokio::sync::Mutex::new(ws))))
+    }
+
+    /// Drops a workstream from memory (it stays in the store).
+    pub fn evict(&self, key: &str) {
+        if let Ok(mut lru) = self.lru.lock() {
+            lru.entries.remove(key);
+        }
+    }
+
+    /// How many workstreams are in memory.
+    pub fn len(&self) -> usize {
+        self.lru.lock().map(|l| l.entries.len()).unwrap_or(0)
+    }
+
+    /// Whether none are in memory.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lookup(&self, key: &str) -> Option<WorkstreamHandle> {
+        let mut lru = self.lru.lock().ok()?;
+        lru.clock += 1;
+        let now = lru.clock;
+        let entry = lru.entries.get_mut(key)?;
+        entry.1 = now;
+        Some(entry.0.clone())
+    }
+
+    fn insert(&self, key: &str, handle: WorkstreamHandle) -> WorkstreamHandle {
+        let Ok(mut lru) = self.lru.lock() else {
+            return handle;
+        };
+        lru.clock += 1;
+        let now = lru.clock;
+        // Another task may have loaded it meanwhile: keep the first so turns stay serialized.
+        if let Some(existing) = lru.entries.get_mut(key) {
+            existing.1 = now;
+            return existing.0.clone();
+        }
+        while lru.entries.len() >= self.capacity {
+            let oldest = lru
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => {
+                    lru.entries.remove(&k);
+                }
+                None => break,
+            }
+        }
+        lru.entries.insert(key.to_owned(), (handle.clone(), now));
+        handle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn evicted_workstreams_reload_with_history() {
+        let store = Store::memory().await.unwrap();
+        let cache = Workstreams::new(store.clone(), PathBuf::from("/tmp"), 2);
+        let a = cache.get("a", Some("alice")).await.unwrap();
+        a.lock()
+            .await
+            .append(&store, Message::user("hello"), Some("alice"))
+            .await
+            .unwrap();
+        cache.get("b", None).await.unwrap();
+        cache.get("c", None).await.unwrap();
+        assert_eq!(cache.len(), 2);
+        let again = cache.get("a", None).await.unwrap();
+        let ws = again.lock().await;
+        assert!(ws.resumed);
+        assert_eq!(ws.owner.as_deref(), Some("alice"));
+        assert_eq!(ws.history, vec![Message::user("hello")]);
+    }
+
+    #[tokio::test]
+    async fn the_same_key_gives_the_same_handle() {
+        let store = Store::memory().await.unwrap();
+        let cache = Workstreams::new(store, PathBuf::from("/tmp"), 4);
+        let a = cache.get("a", None).await.unwrap();
+        let b = cache.get("a", None).await.unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+}

@@ -1,0 +1,86 @@
+//! Output of the informational commands.
+
+use std::fmt::Write as _;
+
+use sandpiper_agent::Config;
+use sandpiper_agent::config::ConfigSource;
+use sandpiper_agent::tools::ToolRegistry;
+
+/// `sandpiper tools`: one row per built-in tool.
+pub fn tools_table(registry: &ToolRegistry) -> String {
+    let mut rows = vec![[
+        "name".to_owned(),
+        "auto-approve".to_owned(),
+        "agent".to_owned(),
+        "task_agent".to_owned(),
+        "primary_key".to_owned(),
+    ]];
+    let yn = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    for t in registry.iter() {
+        let s = &t.spec;
+        rows.push([
+            s.name.clone(),
+            yn(s.auto_approve),
+            yn(s.agent),
+            yn(s.task_agent),
+            s.primary_key.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// `sandpiper config check`: where the config came from and its effective values, secrets
+/// redacted.
+pub fn config_report(config: &Config, source: &ConfigSource) -> String {
+    let key_env = config.model.effective_api_key_env();
+    let key_state = if config.model.api_key.is_some() {
+        format!("set (from ${key_env})")
+    } else {
+        format!("not set (${key_env} is empty; fine for local servers without a key)")
+    };
+    format!(
+        "# configuration is valid\n# source: {source}\n# model: {} via {} at {}\n# api key: {key_state}\n\n{}",
+        config.model.model,
+        match config.model.provider {
+            sandpiper_agent::config::Provider::Openai => "openai",
+            sandpiper_agent::config::Provider::Anthropic => "anthropic",
+        },
+        config.model.effective_base_url(),
+        config.to_redacted_toml()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_table_lists_every_tool() {
+        let table = tools_table(&ToolRegistry::builtin().unwrap());
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "name        auto-approve  agent  task_agent  primary_key");
+        assert_eq!(lines[1], "bash        no            no     yes         command");
+        assert_eq!(lines.len(), 7);
+    }
+
+    #[test]
+    fn config_report_redacts_the_key() {
+        let mut c = Config::for_test();
+        c.model.api_key = Some(sandpiper_agent::config::Secret::new("sk-secret-123"));
+        let r = config_report(&c, &ConfigSource::Defaults);
+        assert!(!r.contains("sk-secret-123"), "{r}");
+        assert!(r.contains("set (from $OPENAI_API_KEY)"));
+    }
+}

@@ -1,0 +1,11 @@
+//! The sandpiper binary's library half: configuration loading, wiring and the CLI commands,
+//! shared by `main.rs` and the end-to-end tests (which drive the same wiring).
+//!
+//! # Layout
+//!
+//! - [`wiring`]: builds the model, the store and the [`Agent`](sandpiper_agent::Agent) from a
+//!   [`Config`](sandpiper_agent::Config).
+//! - [`commands`]: `config check` and `tools` output.
+
+pub mod commands;
+pub mod wiring;
