@@ -413,8 +413,10 @@ fn human(d: Duration) -> String {
     let s = d.as_secs();
     if s >= 60 && s % 60 == 0 {
         format!("{} min", s / 60)
-    } else {
+    } else if s >= 1 {
         format!("{s} s")
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 

@@ -1,1 +1,44 @@
+//! Shared setup for the end-to-end suites.
 
+mod approvals;
+mod console;
+mod failures;
+mod parallel;
+mod providers;
+mod restart;
+
+use std::time::Duration;
+
+use sandpiper_agent::Config;
+use sandpiper_tests::db::TestDb;
+use sandpiper_tests::fake_llm::{FakeLlm, Reply};
+use sandpiper_tests::harness;
+use tempfile::TempDir;
+
+/// Generous bound for things that should take milliseconds (CI machines are slow).
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A fake LLM with `script`, a work dir, and a config pointing at both.
+pub struct Setup {
+    pub llm: FakeLlm,
+    pub work: TempDir,
+    pub config: Config,
+}
+
+pub async fn setup(db: &TestDb, script: Vec<Reply>) -> Setup {
+    let llm = FakeLlm::start(script).await;
+    let work = tempfile::tempdir().expect("work dir");
+    let config = harness::config(db, &llm.openai_base_url(), work.path());
+    Setup { llm, work, config }
+}
+
+/// The content of the messages of a recorded OpenAI request with `role`.
+pub fn contents_with_role(request: &serde_json::Value, role: &str) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == role)
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}

@@ -1,0 +1,181 @@
+//! Drives the real wiring: an [`Agent`] built by `sandpiper::wiring` against a fake LLM and a
+//! test database, and the real console channel fed with scripted input.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sandpiper::wiring;
+use sandpiper_agent::config::Provider;
+use sandpiper_agent::protocol::{ApprovalItem, Approver, Decision, TurnEvent, TurnSink};
+use sandpiper_agent::{Agent, Config};
+use sandpiper_channels::console::{Console, ConsoleOptions, Interrupter, Output};
+use tokio::sync::mpsc;
+
+use crate::db::TestDb;
+
+/// A configuration pointing at a fake LLM's OpenAI endpoint, a test database and a work dir.
+pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> Config {
+    let mut c = Config::for_test();
+    c.database.url = db.url.clone();
+    c.database.max_connections = 4;
+    c.model.provider = Provider::Openai;
+    c.model.base_url = Some(llm_base_url.to_owned());
+    c.model.model = "fake-model".into();
+    c.model.max_retries = 1;
+    c.model.timeout = Duration::from_secs(20);
+    c.tools.workdir = Some(workdir.to_owned());
+    c
+}
+
+/// Builds the agent through the binary's wiring.
+pub async fn agent(config: Config) -> Agent {
+    wiring::build_agent(config).await.expect("agent builds")
+}
+
+/// A `Write` into shared memory, readable while the console runs.
+#[derive(Debug, Clone, Default)]
+pub struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+impl SharedBuf {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A console running in the background, fed line by line like a piped stdin.
+pub struct ConsoleRun {
+    input: Option<mpsc::Sender<String>>,
+    /// What the console printed.
+    pub output: SharedBuf,
+    /// Ctrl-C.
+    pub interrupter: Interrupter,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ConsoleRun {
+    /// Starts the real console channel on `agent` (non-interactive, like piped stdin).
+    pub fn start(agent: Agent, workstream: &str, user: &str, auto_approve: bool) -> Self {
+        let (tx, rx) = mpsc::channel(64);
+        let output = SharedBuf::default();
+        let out: Output = Arc::new(Mutex::new(output.clone()));
+        let console = Console::new(
+            agent,
+            ConsoleOptions {
+                workstream: workstream.to_owned(),
+                user: user.to_owned(),
+                auto_approve,
+                interactive: false,
+            },
+            rx,
+            out,
+        );
+        let interrupter = console.interrupter();
+        let task = tokio::spawn(async move { console.run().await });
+        Self {
+            input: Some(tx),
+            output,
+            interrupter,
+            task,
+        }
+    }
+
+    /// Types one line.
+    pub async fn send(&self, line: &str) {
+        if let Some(tx) = &self.input {
+            tx.send(line.to_owned()).await.expect("console is reading");
+        }
+    }
+
+    /// Waits until the output contains `needle`; panics with the output after `timeout`.
+    pub async fn wait_for(&self, needle: &str, timeout: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let text = self.output.text();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "console output never contained {needle:?}; output so far:\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Ends input (like Ctrl-D) and waits for the console to finish every queued message.
+    pub async fn finish(mut self) -> String {
+        self.input.take();
+        tokio::time::timeout(Duration::from_secs(60), &mut self.task)
+            .await
+            .expect("console finishes")
+            .expect("console task does not panic");
+        self.output.text()
+    }
+}
+
+/// Records every turn event.
+#[derive(Debug, Default, Clone)]
+pub struct RecordingSink(Arc<Mutex<Vec<TurnEvent>>>);
+
+impl RecordingSink {
+    /// Events so far.
+    pub fn events(&self) -> Vec<TurnEvent> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl TurnSink for RecordingSink {
+    fn event(&self, event: TurnEvent) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+    }
+}
+
+/// Answers approvals from a queue of decisions and records what it was asked.
+#[derive(Debug, Default, Clone)]
+pub struct ScriptedApprover {
+    decisions: Arc<Mutex<Vec<Decision>>>,
+    asked: Arc<Mutex<Vec<Vec<ApprovalItem>>>>,
+}
+
+impl ScriptedApprover {
+    /// Decisions given in order, across batches.
+    pub fn new(decisions: Vec<Decision>) -> Self {
+        Self {
+            decisions: Arc::new(Mutex::new(decisions)),
+            asked: Arc::default(),
+        }
+    }
+
+    /// Every batch it was asked about.
+    pub fn asked(&self) -> Vec<Vec<ApprovalItem>> {
+        self.asked.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for ScriptedApprover {
+    async fn approve(&self, items: &[ApprovalItem]) -> Vec<Decision> {
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(items.to_vec());
+        let mut queue = self.decisions.lock().unwrap_or_else(|e| e.into_inner());
+        let n = items.len().min(queue.len());
+        queue.drain(..n).collect()
+    }
+}

@@ -1,0 +1,143 @@
+//! The console channel end to end: streamed bash output, approvals typed on the next line,
+//! feedback, always-allow, cancellation.
+
+use std::time::Duration;
+
+use sandpiper_agent::model::Role;
+use sandpiper_tests::both_backends;
+use sandpiper_tests::fake_llm::{text, tool_call};
+use sandpiper_tests::harness::{self, ConsoleRun};
+use serde_json::json;
+
+use super::{WAIT, contents_with_role, setup};
+
+both_backends! {
+    async fn bash_call_is_approved_and_its_output_streamed(db) {
+        let s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "echo one; echo two"})),
+            text("Both lines printed."),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "e2e", "alice", false);
+        console.send("print two lines").await;
+        console.wait_for("approve bash", WAIT).await;
+        console.send("y").await;
+        let out = console.finish().await;
+        assert!(out.contains("  │ one\n  │ two\n"), "{out}");
+        assert!(out.contains("Both lines printed."), "{out}");
+        s.llm.verify();
+        let requests = s.llm.requests();
+        assert_eq!(requests.len(), 2);
+        let tool_results = contents_with_role(&requests[1], "tool");
+        assert_eq!(tool_results.len(), 1);
+        assert!(tool_results[0].contains("one\ntwo"), "{tool_results:?}");
+        let history = agent.history("console:e2e").await.unwrap();
+        let roles: Vec<Role> = history.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+        assert_eq!(history[3].content, "Both lines printed.");
+    }
+
+    async fn denial_feedback_reaches_the_model(db) {
+        let s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "psql prod -c 'drop table users'"})),
+            text("Understood, I will use staging."),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent, "deny", "alice", false);
+        console.send("clean up the users table").await;
+        console.wait_for("approve bash", WAIT).await;
+        console.send("n, use the staging db").await;
+        let out = console.finish().await;
+        assert!(out.contains("Understood, I will use staging."), "{out}");
+        s.llm.verify();
+        let requests = s.llm.requests();
+        assert_eq!(contents_with_role(&requests[1], "tool"), ["denied by alice: use the staging db"]);
+    }
+
+    async fn approval_feedback_reaches_the_model_with_the_output(db) {
+        let s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "echo ran"})),
+            text("ok"),
+        ]).await;
+        let console = ConsoleRun::start(harness::agent(s.config.clone()).await, "fb", "alice", false);
+        console.send("go").await;
+        console.wait_for("approve bash", WAIT).await;
+        console.send("y, next time use the full path").await;
+        console.finish().await;
+        let tool = contents_with_role(&s.llm.requests()[1], "tool");
+        assert!(tool[0].starts_with("[approved by alice with a note: next time use the full path]\n"), "{tool:?}");
+        assert!(tool[0].contains("ran"), "{tool:?}");
+    }
+
+    async fn always_allow_is_remembered_for_the_workstream(db) {
+        let s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "echo first"})),
+            text("one"),
+            tool_call("c2", "bash", json!({"command": "echo second"})),
+            text("two"),
+            tool_call("c3", "bash", json!({"command": "echo third"})),
+            text("three"),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "always", "alice", false);
+        console.send("first").await;
+        console.wait_for("approve bash", WAIT).await;
+        console.send("a").await;
+        console.wait_for("one", WAIT).await;
+        console.send("second").await;
+        let out = console.finish().await;
+        assert_eq!(out.matches("approve bash").count(), 1, "{out}");
+        assert!(out.contains("  │ second"), "{out}");
+        assert_eq!(agent.store().grants("console:always").await.unwrap(), ["bash"]);
+        drop(agent);
+        // The grant survives a restart.
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent, "always", "alice", false);
+        console.send("third").await;
+        let out = console.finish().await;
+        assert!(!out.contains("approve bash"), "{out}");
+        assert!(out.contains("three"), "{out}");
+        s.llm.verify();
+    }
+
+    async fn ctrl_c_cancels_a_running_bash_call_and_the_console_goes_on(db) {
+        let s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "echo started; sleep 30; echo never"})),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "cancel", "alice", false);
+        console.send("long job").await;
+        console.wait_for("approve bash", WAIT).await;
+        console.send("y").await;
+        console.wait_for("  │ started", WAIT).await;
+        let started = std::time::Instant::now();
+        assert!(console.interrupter.interrupt());
+        console.wait_for("(turn cancelled)", Duration::from_secs(5)).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        s.llm.push(text("still here"));
+        console.send("are you there?").await;
+        let out = console.finish().await;
+        assert!(out.contains("still here"), "{out}");
+        assert!(!out.contains("never"), "{out}");
+        let history = agent.history("console:cancel").await.unwrap();
+        assert_eq!(history[2].role, Role::Tool);
+        assert!(history[2].content.starts_with("cancelled"), "{:?}", history[2]);
+        // The cancelled call was answered in the next request, as every call must be.
+        s.llm.verify();
+    }
+
+    async fn yes_flag_approves_everything_and_primary_key_rescues_bare_strings(db) {
+        let s = setup(&db, vec![
+            sandpiper_tests::fake_llm::tool_call_raw("c1", "bash", "echo fallback-ok"),
+            text("done"),
+        ]).await;
+        let console = ConsoleRun::start(harness::agent(s.config.clone()).await, "yes", "alice", true);
+        console.send("run it").await;
+        let out = console.finish().await;
+        assert!(!out.contains("approve"), "{out}");
+        assert!(out.contains("  │ fallback-ok"), "{out}");
+        let tool = contents_with_role(&s.llm.requests()[1], "tool");
+        assert!(tool[0].contains("fallback-ok"), "{tool:?}");
+        s.llm.verify();
+    }
+}
