@@ -16,12 +16,21 @@ fn main() {
         })
         .unwrap_or_default();
     entries.sort();
-    let mut out = String::from("/// `(file stem, JSON text)` of every file in `tools/`.\npub static TOOL_SCHEMAS: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// `(file stem, JSON text)` of every file in `tools/`.\npub static TOOL_SCHEMAS: &[(&str, &str)] = &[\n",
+    );
     for path in entries {
         println!("cargo:rerun-if-changed={}", path.display());
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
         let abs = path.canonicalize().unwrap_or(path.clone());
-        let _ = writeln!(out, "    ({stem:?}, include_str!({:?})),", abs.display().to_string());
+        let _ = writeln!(
+            out,
+            "    ({stem:?}, include_str!({:?})),",
+            abs.display().to_string()
+        );
     }
     out.push_str("];\n");
     let dest = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("tool_schemas.rs");

@@ -23,7 +23,10 @@ async fn agent_with_history(dir: &std::path::Path, prior: usize) -> Agent {
     let store = Store::connect(&format!("sqlite://{}", dir.join("bench.db").display()), 4)
         .await
         .expect("store");
-    store.ensure_workstream(TEMPLATE, Some("bench")).await.expect("workstream");
+    store
+        .ensure_workstream(TEMPLATE, Some("bench"))
+        .await
+        .expect("workstream");
     for i in 0..prior {
         let m = if i % 2 == 0 {
             Message::user(format!("question {i}: {}", "lorem ipsum ".repeat(20)))
@@ -64,7 +67,11 @@ fn round_trip(c: &mut Criterion) {
                     // the measured turn sees a warm workstream of exactly that size.
                     let key = format!("bench:{}", counter.fetch_add(1, Ordering::Relaxed));
                     rt.block_on(async {
-                        agent.store().fork_workstream(TEMPLATE, &key).await.expect("fork");
+                        agent
+                            .store()
+                            .fork_workstream(TEMPLATE, &key)
+                            .await
+                            .expect("fork");
                         agent.history(&key).await.expect("load");
                     });
                     key

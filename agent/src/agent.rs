@@ -86,7 +86,11 @@ impl std::fmt::Debug for Agent {
 
 impl Agent {
     /// Builds an agent with the built-in tools.
-    pub fn new(config: Config, model: Arc<dyn ChatModel>, store: Store) -> Result<Self, AgentError> {
+    pub fn new(
+        config: Config,
+        model: Arc<dyn ChatModel>,
+        store: Store,
+    ) -> Result<Self, AgentError> {
         let workdir = config
             .tools
             .workdir
@@ -163,7 +167,11 @@ impl Agent {
         result
     }
 
-    async fn turn(&self, ws: &mut Workstream, req: &TurnRequest<'_>) -> Result<TurnOutcome, AgentError> {
+    async fn turn(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+    ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
         ws.append(&inner.store, Message::user(req.text.clone()), req.author)
@@ -266,7 +274,8 @@ impl Agent {
             return Ok(());
         }
         let text = format!("{}\n{note}", assembler.text());
-        ws.append(&self.inner.store, Message::assistant(text), None).await
+        ws.append(&self.inner.store, Message::assistant(text), None)
+            .await
     }
 }
 
@@ -289,6 +298,8 @@ async fn stream_into(
     if done {
         Ok(())
     } else {
-        Err(ModelError::Protocol("the response ended before it was complete".into()))
+        Err(ModelError::Protocol(
+            "the response ended before it was complete".into(),
+        ))
     }
 }

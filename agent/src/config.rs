@@ -159,19 +159,24 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// The base URL in effect (configured or the provider's default), without a trailing `/`.
     pub fn effective_base_url(&self) -> String {
-        let url = self.base_url.clone().unwrap_or_else(|| match self.provider {
-            Provider::Openai => "https://api.openai.com/v1".into(),
-            Provider::Anthropic => "https://api.anthropic.com".into(),
-        });
+        let url = self
+            .base_url
+            .clone()
+            .unwrap_or_else(|| match self.provider {
+                Provider::Openai => "https://api.openai.com/v1".into(),
+                Provider::Anthropic => "https://api.anthropic.com".into(),
+            });
         url.trim_end_matches('/').to_owned()
     }
 
     /// The API key variable in effect.
     pub fn effective_api_key_env(&self) -> String {
-        self.api_key_env.clone().unwrap_or_else(|| match self.provider {
-            Provider::Openai => "OPENAI_API_KEY".into(),
-            Provider::Anthropic => "ANTHROPIC_API_KEY".into(),
-        })
+        self.api_key_env
+            .clone()
+            .unwrap_or_else(|| match self.provider {
+                Provider::Openai => "OPENAI_API_KEY".into(),
+                Provider::Anthropic => "ANTHROPIC_API_KEY".into(),
+            })
     }
 }
 
@@ -331,7 +336,10 @@ impl Config {
     }
 
     /// Finds and loads the configuration (see the module docs), then applies `env`.
-    pub fn load(explicit: Option<&Path>, env: &dyn Env) -> Result<(Self, ConfigSource), ConfigError> {
+    pub fn load(
+        explicit: Option<&Path>,
+        env: &dyn Env,
+    ) -> Result<(Self, ConfigSource), ConfigError> {
         let source = Self::locate(explicit, env)?;
         let mut config = match &source {
             ConfigSource::File(path) => Self::from_file(path)?,
@@ -409,7 +417,10 @@ impl Config {
             message,
         };
         let url = &self.database.url;
-        if !(url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        if !(url.starts_with("sqlite:")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://"))
+        {
             return Err(invalid(
                 "database.url",
                 format!("`{url}` is neither `sqlite://FILE` nor `postgres://...`"),
@@ -417,7 +428,10 @@ impl Config {
         }
         let base = self.model.effective_base_url();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(invalid("model.base_url", format!("`{base}` is not an http(s) URL")));
+            return Err(invalid(
+                "model.base_url",
+                format!("`{base}` is not an http(s) URL"),
+            ));
         }
         if self.model.model.trim().is_empty() {
             return Err(invalid("model.model", "the model name is empty".into()));
@@ -429,7 +443,10 @@ impl Config {
             return Err(invalid("tools.max_parallel", "must be at least 1".into()));
         }
         if self.tools.max_output_bytes < 1024 {
-            return Err(invalid("tools.max_output_bytes", "must be at least 1024".into()));
+            return Err(invalid(
+                "tools.max_output_bytes",
+                "must be at least 1024".into(),
+            ));
         }
         Ok(())
     }
@@ -448,9 +465,9 @@ mod duration {
         let secs = d.as_secs();
         if d.subsec_millis() != 0 {
             s.serialize_str(&format!("{}ms", d.as_millis()))
-        } else if secs != 0 && secs % 3600 == 0 {
+        } else if secs != 0 && secs.is_multiple_of(3600) {
             s.serialize_str(&format!("{}h", secs / 3600))
-        } else if secs != 0 && secs % 60 == 0 {
+        } else if secs != 0 && secs.is_multiple_of(60) {
             s.serialize_str(&format!("{}m", secs / 60))
         } else {
             s.serialize_str(&format!("{secs}s"))
@@ -510,7 +527,8 @@ mod tests {
 
     #[test]
     fn unknown_key_names_key_and_file() {
-        let err = Config::from_toml("[model]\nmodle = \"x\"\n", Path::new("/etc/sp.toml")).unwrap_err();
+        let err =
+            Config::from_toml("[model]\nmodle = \"x\"\n", Path::new("/etc/sp.toml")).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("/etc/sp.toml"), "{msg}");
         assert!(msg.contains("modle"), "{msg}");
@@ -518,9 +536,13 @@ mod tests {
 
     #[test]
     fn bad_value_names_key_and_file() {
-        let err = Config::from_toml("[approval]\ntimeout = \"soon\"\n", Path::new("a.toml")).unwrap_err();
+        let err =
+            Config::from_toml("[approval]\ntimeout = \"soon\"\n", Path::new("a.toml")).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("a.toml") && msg.contains("timeout") && msg.contains("soon"), "{msg}");
+        assert!(
+            msg.contains("a.toml") && msg.contains("timeout") && msg.contains("soon"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -544,7 +566,10 @@ mod tests {
         assert_eq!(c.model.effective_base_url(), "http://127.0.0.1:9/v1");
         assert_eq!(c.database.url, "postgres://localhost/test");
         assert_eq!(c.approval.timeout, Duration::from_secs(300));
-        assert_eq!(c.model.api_key.as_ref().map(Secret::expose), Some("sk-very-secret"));
+        assert_eq!(
+            c.model.api_key.as_ref().map(Secret::expose),
+            Some("sk-very-secret")
+        );
         let shown = c.to_redacted_toml();
         assert!(!shown.contains("sk-very-secret"), "{shown}");
         assert!(!format!("{c:?}").contains("sk-very-secret"));
@@ -552,7 +577,10 @@ mod tests {
 
     #[test]
     fn anthropic_defaults_follow_provider() {
-        let env = [("SANDPIPER_MODEL_PROVIDER", "anthropic"), ("ANTHROPIC_API_KEY", "k")];
+        let env = [
+            ("SANDPIPER_MODEL_PROVIDER", "anthropic"),
+            ("ANTHROPIC_API_KEY", "k"),
+        ];
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
         std::fs::write(&path, "").unwrap();
@@ -562,7 +590,10 @@ mod tests {
         assert!(c.model.api_key.is_some());
         let bad = [("SANDPIPER_MODEL_PROVIDER", "gemini")];
         let err = Config::load(Some(&path), &bad).unwrap_err().to_string();
-        assert!(err.contains("SANDPIPER_MODEL_PROVIDER") && err.contains("gemini"), "{err}");
+        assert!(
+            err.contains("SANDPIPER_MODEL_PROVIDER") && err.contains("gemini"),
+            "{err}"
+        );
     }
 
     #[test]

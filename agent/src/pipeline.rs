@@ -23,8 +23,8 @@ use crate::protocol::{
 use crate::store::approvals::ApprovalRecord;
 use crate::store::{Store, StoreError};
 use crate::tools::{
-    OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
-    parse_arguments, truncate_output, validate_arguments,
+    OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_arguments,
+    truncate_output, validate_arguments,
 };
 
 /// Everything one batch needs.
@@ -196,7 +196,11 @@ impl Batch<'_> {
                 .await?;
             if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.name) {
                 self.store
-                    .add_grant(self.workstream, &request.name, decision.decided_by.as_deref())
+                    .add_grant(
+                        self.workstream,
+                        &request.name,
+                        decision.decided_by.as_deref(),
+                    )
                     .await?;
                 new_grants.push(request.name.clone());
             }
@@ -374,7 +378,12 @@ impl OutputSink for ChunkSink<'_> {
 
 fn view(item: &Item<'_>) -> ToolCallView {
     let (header, preview, needs_approval, error) = match &item.stage {
-        Stage::Done { text } => (item.call.name.clone(), String::new(), false, Some(text.clone())),
+        Stage::Done { text } => (
+            item.call.name.clone(),
+            String::new(),
+            false,
+            Some(text.clone()),
+        ),
         Stage::Ready {
             prepared,
             needs_approval,
@@ -400,7 +409,11 @@ fn view(item: &Item<'_>) -> ToolCallView {
 /// `denied by the user`.
 fn denial_text(d: &Decision) -> String {
     let who = d.decided_by.as_deref();
-    let feedback = d.feedback.as_deref().map(str::trim).filter(|f| !f.is_empty());
+    let feedback = d
+        .feedback
+        .as_deref()
+        .map(str::trim)
+        .filter(|f| !f.is_empty());
     match (who, feedback) {
         (Some(w), Some(f)) => format!("denied by {w}: {f}"),
         (Some(w), None) => format!("denied by {w}; the call did not run"),
@@ -411,7 +424,7 @@ fn denial_text(d: &Decision) -> String {
 
 fn human(d: Duration) -> String {
     let s = d.as_secs();
-    if s >= 60 && s % 60 == 0 {
+    if s >= 60 && s.is_multiple_of(60) {
         format!("{} min", s / 60)
     } else if s >= 1 {
         format!("{s} s")
@@ -430,7 +443,10 @@ mod tests {
             denial_text(&Decision::deny(Some("use the staging db".into())).by("alice")),
             "denied by alice: use the staging db"
         );
-        assert_eq!(denial_text(&Decision::deny(Some("  ".into()))), "denied by the user; the call did not run");
+        assert_eq!(
+            denial_text(&Decision::deny(Some("  ".into()))),
+            "denied by the user; the call did not run"
+        );
         assert_eq!(human(Duration::from_secs(1800)), "30 min");
     }
 }

@@ -38,7 +38,9 @@ impl Workstream {
         author: Option<&str>,
     ) -> Result<(), StoreError> {
         let seq = self.next_seq();
-        store.append_message(&self.key, seq, &message, author).await?;
+        store
+            .append_message(&self.key, seq, &message, author)
+            .await?;
         self.history.push(message);
         Ok(())
     }
@@ -80,14 +82,22 @@ impl Workstreams {
     }
 
     /// The live workstream for `key`, loading (or creating, owned by `owner`) it if needed.
-    pub async fn get(&self, key: &str, owner: Option<&str>) -> Result<WorkstreamHandle, StoreError> {
+    pub async fn get(
+        &self,
+        key: &str,
+        owner: Option<&str>,
+    ) -> Result<WorkstreamHandle, StoreError> {
         if let Some(handle) = self.lookup(key) {
             return Ok(handle);
         }
         let row = self.store.ensure_workstream(key, owner).await?;
         let history = self.store.load_messages(key).await?;
         let grants = self.store.grants(key).await?.into_iter().collect();
-        tracing::debug!(workstream = key, messages = history.len(), "workstream loaded");
+        tracing::debug!(
+            workstream = key,
+            messages = history.len(),
+            "workstream loaded"
+        );
         let ws = Workstream {
             key: key.to_owned(),
             owner: row.owner,

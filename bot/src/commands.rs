@@ -70,8 +70,14 @@ mod tests {
     fn tools_table_lists_every_tool() {
         let table = tools_table(&ToolRegistry::builtin().unwrap());
         let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines[0], "name        auto-approve  agent  task_agent  primary_key");
-        assert_eq!(lines[1], "bash        no            no     yes         command");
+        assert_eq!(
+            lines[0],
+            "name        auto-approve  agent  task_agent  primary_key"
+        );
+        assert_eq!(
+            lines[1],
+            "bash        no            no     yes         command"
+        );
         assert_eq!(lines.len(), 7);
     }
 

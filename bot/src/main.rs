@@ -13,7 +13,11 @@ use sandpiper_agent::tools::ToolRegistry;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
 
 #[derive(Debug, Parser)]
-#[command(name = "sandpiper", version, about = "A chat-ops AI agent for Discord, Slack and the terminal")]
+#[command(
+    name = "sandpiper",
+    version,
+    about = "A chat-ops AI agent for Discord, Slack and the terminal"
+)]
 struct Cli {
     /// Configuration file (else $SANDPIPER_CONFIG, ./sandpiper.toml, ~/.config/sandpiper/config.toml).
     #[arg(long, global = true, value_name = "FILE")]

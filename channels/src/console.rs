@@ -109,7 +109,10 @@ impl Console {
                     &self.out,
                     &format!("(continuing workstream {key}: {} messages)\n", h.len()),
                 ),
-                Ok(_) => say(&self.out, &format!("(new workstream {key}; Ctrl-D to quit)\n")),
+                Ok(_) => say(
+                    &self.out,
+                    &format!("(new workstream {key}; Ctrl-D to quit)\n"),
+                ),
                 Err(e) => say(&self.out, &format!("error: {e}\n")),
             }
         }
@@ -185,7 +188,13 @@ impl TurnSink for ConsoleSink {
                 is_error,
                 ..
             } => {
-                let first = output.lines().next().unwrap_or("").chars().take(160).collect::<String>();
+                let first = output
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(160)
+                    .collect::<String>();
                 if is_error {
                     format!("  ✗ {name}: {first}\n")
                 } else {
@@ -221,7 +230,11 @@ fn clip_lines(text: &str, max: usize) -> String {
     if lines.len() <= max {
         return text.to_owned();
     }
-    format!("{}\n… ({} more lines)", lines[..max].join("\n"), lines.len() - max)
+    format!(
+        "{}\n… ({} more lines)",
+        lines[..max].join("\n"),
+        lines.len() - max
+    )
 }
 
 /// Asks `approve? [y]es / [n]o / [a]lways` for each item, reading the next input line.
@@ -239,7 +252,10 @@ impl Approver for ConsoleApprover {
         let mut input = self.input.lock().await;
         for item in items {
             loop {
-                say(&self.out, &format!("approve {}? [y]es / [n]o / [a]lways: ", item.header));
+                say(
+                    &self.out,
+                    &format!("approve {}? [y]es / [n]o / [a]lways: ", item.header),
+                );
                 let Some(line) = input.recv().await else {
                     say(&self.out, "\n(no more input: denied)\n");
                     return decisions;
@@ -252,7 +268,10 @@ impl Approver for ConsoleApprover {
                         decisions.push(d.by(self.user.clone()));
                         break;
                     }
-                    None => say(&self.out, "please answer y, n or a (text after a comma is feedback)\n"),
+                    None => say(
+                        &self.out,
+                        "please answer y, n or a (text after a comma is feedback)\n",
+                    ),
                 }
             }
         }
@@ -291,7 +310,10 @@ mod tests {
             parse_answer("n, use the staging db"),
             Some(Decision::deny(Some("use the staging db".into())))
         );
-        assert_eq!(parse_answer(" Always ").map(|d| d.verdict), Some(Verdict::AlwaysAllow));
+        assert_eq!(
+            parse_answer(" Always ").map(|d| d.verdict),
+            Some(Verdict::AlwaysAllow)
+        );
         assert_eq!(parse_answer("maybe"), None);
         assert_eq!(parse_answer("yes,").map(|d| d.feedback), Some(None));
     }

@@ -44,16 +44,21 @@ impl TestDb {
     /// A fresh PostgreSQL schema, or `None` (with a notice) when PostgreSQL is not reachable
     /// and not required.
     pub async fn postgres() -> Option<Self> {
-        let admin = std::env::var("SANDPIPER_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_PG.into());
+        let admin =
+            std::env::var("SANDPIPER_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_PG.into());
         let required = std::env::var("SANDPIPER_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
         sqlx::any::install_default_drivers();
         let mut conn = match sqlx::AnyConnection::connect(&admin).await {
             Ok(c) => c,
             Err(e) if !required => {
-                eprintln!("NOTICE: PostgreSQL at {admin} is not reachable ({e}); skipping the PostgreSQL half of this test");
+                eprintln!(
+                    "NOTICE: PostgreSQL at {admin} is not reachable ({e}); skipping the PostgreSQL half of this test"
+                );
                 return None;
             }
-            Err(e) => panic!("PostgreSQL is required (SANDPIPER_REQUIRE_POSTGRES=1) but {admin} is not reachable: {e}"),
+            Err(e) => panic!(
+                "PostgreSQL is required (SANDPIPER_REQUIRE_POSTGRES=1) but {admin} is not reachable: {e}"
+            ),
         };
         let schema = format!("sp_test_{}", uuid::Uuid::new_v4().simple());
         conn.execute(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
@@ -86,13 +91,18 @@ impl Drop for TestDb {
         };
         // Drop runs inside a test's runtime: use a thread with its own.
         let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             rt.block_on(async move {
                 if let Ok(mut conn) = sqlx::AnyConnection::connect(&admin).await {
                     let _ = conn
-                        .execute(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
+                        .execute(sqlx::AssertSqlSafe(format!(
+                            "DROP SCHEMA IF EXISTS {schema} CASCADE"
+                        )))
                         .await;
                     let _ = conn.close().await;
                 }

@@ -95,7 +95,18 @@ impl Store {
         .fetch_optional(self.pool())
         .await?;
         Ok(row.map(
-            |(id, workstream, call_id, tool, header, preview, requested_by, status, decided_by, feedback)| {
+            |(
+                id,
+                workstream,
+                call_id,
+                tool,
+                header,
+                preview,
+                requested_by,
+                status,
+                decided_by,
+                feedback,
+            )| {
                 ApprovalRecord {
                     id,
                     workstream,
@@ -165,9 +176,24 @@ mod tests {
             feedback: None,
         };
         store.create_approval(&rec).await.unwrap();
-        assert!(store.decide_approval("ap1", "denied", Some("alice"), Some("no")).await.unwrap());
-        assert!(!store.decide_approval("ap1", "approved", Some("mallory"), None).await.unwrap());
-        assert!(!store.decide_approval("nope", "approved", None, None).await.unwrap());
+        assert!(
+            store
+                .decide_approval("ap1", "denied", Some("alice"), Some("no"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .decide_approval("ap1", "approved", Some("mallory"), None)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .decide_approval("nope", "approved", None, None)
+                .await
+                .unwrap()
+        );
         rec.status = "denied".into();
         rec.decided_by = Some("alice".into());
         rec.feedback = Some("no".into());

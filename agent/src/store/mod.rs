@@ -167,7 +167,10 @@ mod tests {
         );
         assert_eq!(redact_url("sqlite://a.db"), "sqlite://a.db");
         assert_eq!(sqlite_url("sqlite://a.db", 8).0, "sqlite://a.db?mode=rwc");
-        assert_eq!(sqlite_url("sqlite::memory:", 8), ("sqlite::memory:".into(), 1));
+        assert_eq!(
+            sqlite_url("sqlite::memory:", 8),
+            ("sqlite::memory:".into(), 1)
+        );
     }
 
     #[tokio::test]

@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgsError {
     /// Not JSON even after repair, and the tool has no primary key to fall back on.
-    #[error("arguments are not valid JSON ({detail}); send a JSON object like {{\"param\": \"value\"}}")]
+    #[error(
+        "arguments are not valid JSON ({detail}); send a JSON object like {{\"param\": \"value\"}}"
+    )]
     NotJson {
         /// serde_json's message for the original text.
         detail: String,
@@ -312,7 +314,10 @@ mod tests {
             ("```json\n{\"path\": \"a\"}\n```", json!({"path": "a"})),
             ("Arguments: {\"path\": \"a\"} done", json!({"path": "a"})),
             ("{\"path\": \"a\",}", json!({"path": "a"})),
-            ("{\"content\": \"line1\nline2\"}", json!({"content": "line1\nline2"})),
+            (
+                "{\"content\": \"line1\nline2\"}",
+                json!({"content": "line1\nline2"}),
+            ),
             ("{\"path\": \"a\"", json!({"path": "a"})),
             (r#""{\"path\": \"a\"}""#, json!({"path": "a"})),
             ("{\"a\": [1, 2,], }", json!({"a": [1, 2]})),
@@ -357,8 +362,11 @@ mod tests {
             ArgsError::Missing("path".into())
         );
         assert_eq!(
-            validate_arguments(&schema, json!({"path": "a", "offset": "12", "flag": "true", "extra": 1, "x": null}))
-                .unwrap(),
+            validate_arguments(
+                &schema,
+                json!({"path": "a", "offset": "12", "flag": "true", "extra": 1, "x": null})
+            )
+            .unwrap(),
             json!({"path": "a", "offset": 12, "flag": true})
         );
         assert_eq!(

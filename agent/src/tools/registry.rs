@@ -99,7 +99,9 @@ pub struct ToolRegistry {
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolRegistry").field("tools", &self.order).finish()
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.order)
+            .finish()
     }
 }
 
@@ -241,7 +243,9 @@ fn check_schema(spec: &ToolSpec) -> Result<(), String> {
     {
         let name = req.as_str().ok_or("`required` holds a non-string")?;
         if !props.contains_key(name) {
-            return Err(format!("required parameter `{name}` is not in `properties`"));
+            return Err(format!(
+                "required parameter `{name}` is not in `properties`"
+            ));
         }
     }
     if let Some(pk) = &spec.primary_key
@@ -266,8 +270,10 @@ mod tests {
             .iter()
             .map(|(f, _)| (*f).to_owned())
             .collect();
-        let implemented: BTreeSet<String> =
-            default_tools().iter().map(|t| t.name().to_owned()).collect();
+        let implemented: BTreeSet<String> = default_tools()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect();
         assert_eq!(files, implemented);
         ToolRegistry::builtin().expect("the built-in registry must build");
     }
@@ -291,12 +297,26 @@ mod tests {
         let names = |v: Vec<ToolSchema>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
         assert_eq!(
             names(r.tools().to_vec()),
-            ["bash", "read_file", "write_file", "edit_file", "search", "man"]
+            [
+                "bash",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "search",
+                "man"
+            ]
         );
         assert_eq!(names(r.agent_tools()), ["read_file", "search", "man"]);
         assert_eq!(
             names(r.task_agent_tools()),
-            ["bash", "read_file", "write_file", "edit_file", "search", "man"]
+            [
+                "bash",
+                "read_file",
+                "write_file",
+                "edit_file",
+                "search",
+                "man"
+            ]
         );
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
         assert_eq!(auto, ["man", "read_file", "search"]);
