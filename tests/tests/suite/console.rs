@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sandpiper_agent::model::Role;
 use sandpiper_tests::both_backends;
-use sandpiper_tests::fake_llm::{text, tool_call};
+use sandpiper_tests::fake_llm::{Reply, text, tool_call};
 use sandpiper_tests::harness::{self, ConsoleRun};
 use serde_json::json;
 
@@ -124,6 +124,25 @@ both_backends! {
         assert!(history[2].content.starts_with("cancelled"), "{:?}", history[2]);
         // The cancelled call was answered in the next request, as every call must be.
         s.llm.verify();
+    }
+
+    async fn ctrl_c_stops_a_streaming_answer_and_keeps_what_was_shown(db) {
+        let s = setup(&db, vec![
+            Reply::slow_text("one two three four five six seven eight nine ten", Duration::from_millis(300)),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "stream", "alice", false);
+        console.send("count slowly").await;
+        console.wait_for("two", WAIT).await;
+        assert!(console.interrupter.interrupt());
+        let out = console.wait_for("(turn cancelled)", Duration::from_secs(5)).await;
+        assert!(!out.contains("ten"), "{out}");
+        console.finish().await;
+        let history = agent.history("console:stream").await.unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[1].role, Role::Assistant);
+        assert!(history[1].content.starts_with("one two"), "{:?}", history[1]);
+        assert!(history[1].content.ends_with("[stopped]"), "{:?}", history[1]);
     }
 
     async fn yes_flag_approves_everything_and_primary_key_rescues_bare_strings(db) {

@@ -1,0 +1,324 @@
+//! Decoding Messages stream events into [`ModelEvent`]s.
+//!
+//! Tool-use blocks are keyed by their content block index. A tool-use block that streams no
+//! `partial_json` at all (a call without arguments) gets arguments `{}` at its
+//! `content_block_stop`. Unknown events and block types (thinking, server tools) are ignored.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::model::sse::{self, SsePayload};
+use crate::model::{ModelError, ModelEvent, Usage};
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    MessageStart {
+        message: MessageStart,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: BlockStart,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: BlockDelta,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        #[serde(default)]
+        delta: Option<MessageDeltaBody>,
+        #[serde(default)]
+        usage: Option<WireUsage>,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        error: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessageStart {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockStart {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        #[serde(default)]
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// All prompt tokens (uncached, written to and read from the cache), when reported.
+    fn input(&self) -> Option<u64> {
+        let parts = [
+            self.input_tokens,
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+        ];
+        parts
+            .iter()
+            .any(Option::is_some)
+            .then(|| parts.iter().flatten().sum())
+    }
+}
+
+/// A tool-use block being streamed.
+#[derive(Debug)]
+struct OpenToolUse {
+    index: usize,
+    got_arguments: bool,
+}
+
+/// The decoder for one Messages stream.
+#[derive(Debug, Default)]
+pub(super) struct EventDecoder {
+    usage: Usage,
+    stop_reason: Option<String>,
+    tool_uses: Vec<OpenToolUse>,
+}
+
+impl EventDecoder {
+    fn event(&mut self, event: Event, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+        match event {
+            Event::MessageStart { message } => {
+                if let Some(usage) = message.usage {
+                    self.update_usage(&usage);
+                    out.push(ModelEvent::Usage(self.usage));
+                }
+            }
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => match content_block {
+                BlockStart::Text { text } if !text.is_empty() => {
+                    out.push(ModelEvent::TextDelta(text));
+                }
+                BlockStart::ToolUse { id, name } => {
+                    self.tool_uses.push(OpenToolUse {
+                        index,
+                        got_arguments: false,
+                    });
+                    out.push(ModelEvent::ToolCallDelta {
+                        index,
+                        id: Some(id),
+                        name: Some(name),
+                        arguments: String::new(),
+                    });
+                }
+                BlockStart::Text { .. } | BlockStart::Other => {}
+            },
+            Event::ContentBlockDelta { index, delta } => match delta {
+                BlockDelta::TextDelta { text } if !text.is_empty() => {
+                    out.push(ModelEvent::TextDelta(text));
+                }
+                BlockDelta::InputJsonDelta { partial_json } if !partial_json.is_empty() => {
+                    if let Some(open) = self.tool_uses.iter_mut().find(|t| t.index == index) {
+                        open.got_arguments = true;
+                    }
+                    out.push(ModelEvent::ToolCallDelta {
+                        index,
+                        id: None,
+                        name: None,
+                        arguments: partial_json,
+                    });
+                }
+                BlockDelta::TextDelta { .. }
+                | BlockDelta::InputJsonDelta { .. }
+                | BlockDelta::Other => {}
+            },
+            Event::ContentBlockStop { index } => {
+                if let Some(pos) = self.tool_uses.iter().position(|t| t.index == index) {
+                    let open = self.tool_uses.swap_remove(pos);
+                    if !open.got_arguments {
+                        out.push(ModelEvent::ToolCallDelta {
+                            index,
+                            id: None,
+                            name: None,
+                            arguments: "{}".into(),
+                        });
+                    }
+                }
+            }
+            Event::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.and_then(|d| d.stop_reason) {
+                    self.stop_reason = Some(reason);
+                }
+                if let Some(usage) = usage {
+                    self.update_usage(&usage);
+                    out.push(ModelEvent::Usage(self.usage));
+                }
+            }
+            Event::MessageStop => out.push(ModelEvent::Done {
+                finish_reason: self.stop_reason.take(),
+            }),
+            Event::Error { error } => return Err(ModelError::Provider(sse::error_message(&error))),
+            Event::Ping | Event::Other => {}
+        }
+        Ok(())
+    }
+
+    fn update_usage(&mut self, usage: &WireUsage) {
+        if let Some(input) = usage.input() {
+            self.usage.input_tokens = input;
+        }
+        if let Some(output) = usage.output_tokens {
+            self.usage.output_tokens = output;
+        }
+    }
+}
+
+impl sse::Decoder for EventDecoder {
+    fn payload(
+        &mut self,
+        payload: SsePayload,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<(), ModelError> {
+        let SsePayload::Json { event, mut data } = payload else {
+            // `[DONE]` is not part of this protocol; some proxies add it.
+            return Ok(());
+        };
+        // The type is in the data; fall back to the SSE event name when a proxy drops it.
+        if let Value::Object(map) = &mut data
+            && !map.contains_key("type")
+        {
+            map.insert("type".into(), Value::String(event));
+        }
+        let event: Event = serde_json::from_value(data)
+            .map_err(|e| ModelError::Protocol(format!("unexpected Messages event: {e}")))?;
+        self.event(event, out)
+    }
+
+    fn end(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+        match self.stop_reason.take() {
+            Some(reason) => {
+                out.push(ModelEvent::Done {
+                    finish_reason: Some(reason),
+                });
+                Ok(())
+            }
+            None => Err(ModelError::Protocol("stream ended early".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::sse::Decoder;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn feed(d: &mut EventDecoder, event: &str, data: Value) -> Result<Vec<ModelEvent>, ModelError> {
+        let mut out = Vec::new();
+        d.payload(
+            SsePayload::Json {
+                event: event.into(),
+                data,
+            },
+            &mut out,
+        )?;
+        Ok(out)
+    }
+
+    #[test]
+    fn tool_use_without_arguments_gets_an_empty_object() {
+        let mut d = EventDecoder::default();
+        let mut out = feed(
+            &mut d,
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t", "name": "now", "input": {}}}),
+        )
+        .expect("ok");
+        out.extend(
+            feed(
+                &mut d,
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+            )
+            .expect("ok"),
+        );
+        out.extend(feed(&mut d, "content_block_stop", json!({"index": 1})).expect("ok"));
+        assert_eq!(
+            out,
+            vec![
+                ModelEvent::ToolCallDelta {
+                    index: 1,
+                    id: Some("t".into()),
+                    name: Some("now".into()),
+                    arguments: String::new()
+                },
+                ModelEvent::ToolCallDelta {
+                    index: 1,
+                    id: None,
+                    name: None,
+                    arguments: "{}".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_events_are_ignored_and_bad_ones_fail() {
+        let mut d = EventDecoder::default();
+        assert_eq!(
+            feed(&mut d, "x", json!({"type": "thinking_started"})).expect("ok"),
+            vec![]
+        );
+        let thinking = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hm"}});
+        assert_eq!(feed(&mut d, "x", thinking).expect("ok"), vec![]);
+        let err = feed(&mut d, "x", json!({"type": "content_block_delta"})).expect_err("bad");
+        assert!(matches!(err, ModelError::Protocol(_)));
+        let mut out = Vec::new();
+        assert!(
+            matches!(d.end(&mut out), Err(ModelError::Protocol(m)) if m == "stream ended early")
+        );
+    }
+}

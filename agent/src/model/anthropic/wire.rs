@@ -1,0 +1,253 @@
+//! The Messages request body: the history converted to alternating user/assistant messages
+//! of content blocks, borrowing the history's text.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::model::{ChatRequest, ImagePart, Message, Role, ToolCall, ToolSchema};
+
+/// `POST /v1/messages` body.
+#[derive(Debug, Serialize)]
+pub(super) struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    stream: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    Image {
+        source: ImageSource<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        content: Vec<Block<'a>>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+/// Builds the request body for `request`.
+pub(super) fn request_body<'a>(
+    model: &'a str,
+    max_tokens: u32,
+    temperature: Option<f32>,
+    request: &ChatRequest<'a>,
+) -> Body<'a> {
+    Body {
+        model,
+        max_tokens,
+        system: request.system,
+        messages: messages(request.messages),
+        tools: request.tools.iter().map(tool).collect(),
+        // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
+        temperature: temperature.and_then(|t| t.to_string().parse().ok()),
+        stream: true,
+    }
+}
+
+fn tool(schema: &ToolSchema) -> WireTool<'_> {
+    WireTool {
+        name: &schema.name,
+        description: &schema.description,
+        input_schema: &schema.parameters,
+    }
+}
+
+/// Converts the history. Tool results travel in user messages; adjacent messages of one role
+/// are merged (the API requires alternation) with tool results ahead of other blocks; blank
+/// text blocks and messages left without blocks are dropped.
+fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
+    let mut out: Vec<WireMessage<'_>> = Vec::with_capacity(history.len());
+    for message in history {
+        let (role, blocks) = match message.role {
+            Role::User => {
+                let mut blocks = text_block(&message.content);
+                blocks.extend(message.images.iter().map(image_block));
+                ("user", blocks)
+            }
+            Role::Assistant => {
+                let mut blocks = text_block(&message.content);
+                blocks.extend(message.tool_calls.iter().map(tool_use_block));
+                ("assistant", blocks)
+            }
+            Role::Tool => {
+                let mut content = text_block(&message.content);
+                content.extend(message.images.iter().map(image_block));
+                let block = Block::ToolResult {
+                    tool_use_id: message.tool_call_id.as_deref().unwrap_or_default(),
+                    content,
+                };
+                ("user", vec![block])
+            }
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.role == role => merge(&mut last.content, blocks),
+            _ => out.push(WireMessage {
+                role,
+                content: blocks,
+            }),
+        }
+    }
+    out
+}
+
+/// Appends `blocks`, keeping tool results ahead of the other blocks.
+fn merge<'a>(content: &mut Vec<Block<'a>>, blocks: Vec<Block<'a>>) {
+    for block in blocks {
+        if matches!(block, Block::ToolResult { .. }) {
+            let pos = content
+                .iter()
+                .position(|b| !matches!(b, Block::ToolResult { .. }))
+                .unwrap_or(content.len());
+            content.insert(pos, block);
+        } else {
+            content.push(block);
+        }
+    }
+}
+
+fn text_block(text: &str) -> Vec<Block<'_>> {
+    if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        vec![Block::Text { text }]
+    }
+}
+
+fn image_block(image: &ImagePart) -> Block<'_> {
+    Block::Image {
+        source: ImageSource {
+            kind: "base64",
+            media_type: &image.media_type,
+            data: &image.data,
+        },
+    }
+}
+
+/// A `tool_use` block; arguments that are not a JSON object are sent as `{}`.
+fn tool_use_block(call: &ToolCall) -> Block<'_> {
+    let input = match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(Value::Object(map)) => Value::Object(map),
+        _ => Value::Object(Map::new()),
+    };
+    Block::ToolUse {
+        id: &call.id,
+        name: &call.name,
+        input,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn convert(messages: &[Message]) -> Value {
+        serde_json::to_value(super::messages(messages)).expect("serializes")
+    }
+
+    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    #[test]
+    fn invalid_arguments_become_an_empty_object_and_blank_text_is_skipped() {
+        let mut a = Message::assistant("  ");
+        a.tool_calls = vec![call("t1", "bash", "{not json"), call("t2", "bash", "[1]")];
+        assert_eq!(
+            convert(&[Message::user("go"), a]),
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "go"}]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t1", "name": "bash", "input": {}},
+                    {"type": "tool_use", "id": "t2", "name": "bash", "input": {}}
+                ]}
+            ])
+        );
+    }
+
+    #[test]
+    fn same_role_messages_merge_with_tool_results_first() {
+        let mut a = Message::assistant("Looking.");
+        a.tool_calls = vec![call("t1", "read_file", r#"{"path":"a.png"}"#)];
+        let mut r = Message::tool_result("t1", "read_file", "");
+        r.images = vec![ImagePart {
+            media_type: "image/png".into(),
+            data: "AAAA".into(),
+        }];
+        let history = [
+            Message::user("first"),
+            Message::user(""),
+            Message::user("second"),
+            a,
+            Message::assistant("More."),
+            Message::user("interjection"),
+            r,
+        ];
+        assert_eq!(
+            convert(&history),
+            json!([
+                {"role": "user", "content": [
+                    {"type": "text", "text": "first"},
+                    {"type": "text", "text": "second"}
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.png"}},
+                    {"type": "text", "text": "More."}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": [
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+                    ]},
+                    {"type": "text", "text": "interjection"}
+                ]}
+            ])
+        );
+    }
+}

@@ -1,0 +1,322 @@
+//! The chat completions request body, borrowing the history (nothing large is copied).
+
+use std::borrow::Cow;
+
+use serde::{Serialize, Serializer};
+
+use crate::model::{ChatRequest, ImagePart, Message, Role, ToolCall, ToolSchema};
+
+/// `POST /chat/completions` body.
+#[derive(Debug, Serialize)]
+pub(super) struct Body<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: Content<'a>,
+    },
+    Assistant {
+        /// `null` when the message only calls tools.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: DataUrl<'a> },
+}
+
+/// `{"url": "data:<media type>;base64,<data>"}`, written without building the string first.
+#[derive(Debug)]
+struct DataUrl<'a>(&'a ImagePart);
+
+impl Serialize for DataUrl<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Url<'b>(&'b ImagePart);
+        impl Serialize for Url<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(&format_args!(
+                    "data:{};base64,{}",
+                    self.0.media_type, self.0.data
+                ))
+            }
+        }
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry("url", &Url(self.0))?;
+        map.end()
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// Serializes as `{name, description, parameters}`.
+    function: &'a ToolSchema,
+}
+
+/// Builds the request body for `request`.
+pub(super) fn request_body<'a>(
+    model: &'a str,
+    temperature: Option<f32>,
+    request: &ChatRequest<'a>,
+) -> Body<'a> {
+    Body {
+        model,
+        messages: messages(request.system, request.messages),
+        tools: request
+            .tools
+            .iter()
+            .map(|function| WireTool {
+                kind: "function",
+                function,
+            })
+            .collect(),
+        // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
+        temperature: temperature.and_then(|t| t.to_string().parse().ok()),
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+    }
+}
+
+/// The system message, then the history. Tool messages carry text only, so the images of a
+/// run of tool results follow the run as one user message (a user message between the tool
+/// results of one assistant message would be refused).
+fn messages<'a>(system: &'a str, history: &'a [Message]) -> Vec<WireMessage<'a>> {
+    let mut out = Vec::with_capacity(history.len() + 2);
+    if !system.is_empty() {
+        out.push(WireMessage::System { content: system });
+    }
+    let mut pending_images: Vec<Part<'a>> = Vec::new();
+    for message in history {
+        if message.role != Role::Tool && !pending_images.is_empty() {
+            out.push(images_message(&mut pending_images));
+        }
+        match message.role {
+            Role::User => out.push(WireMessage::User {
+                content: user_content(&message.content, &message.images),
+            }),
+            Role::Assistant => out.push(assistant(message)),
+            Role::Tool => {
+                let id = message.tool_call_id.as_deref().unwrap_or_default();
+                out.push(WireMessage::Tool {
+                    tool_call_id: id,
+                    content: &message.content,
+                });
+                if !message.images.is_empty() {
+                    let tool = message.name.as_deref().unwrap_or("tool");
+                    pending_images.push(Part::Text {
+                        text: Cow::Owned(format!("Images returned by {tool} (call {id}):")),
+                    });
+                    pending_images.extend(message.images.iter().map(image_part));
+                }
+            }
+        }
+    }
+    if !pending_images.is_empty() {
+        out.push(images_message(&mut pending_images));
+    }
+    out
+}
+
+fn images_message<'a>(parts: &mut Vec<Part<'a>>) -> WireMessage<'a> {
+    WireMessage::User {
+        content: Content::Parts(std::mem::take(parts)),
+    }
+}
+
+fn user_content<'a>(text: &'a str, images: &'a [ImagePart]) -> Content<'a> {
+    if images.is_empty() {
+        return Content::Text(text);
+    }
+    let mut parts = Vec::with_capacity(images.len() + 1);
+    if !text.is_empty() {
+        parts.push(Part::Text {
+            text: Cow::Borrowed(text),
+        });
+    }
+    parts.extend(images.iter().map(image_part));
+    Content::Parts(parts)
+}
+
+fn image_part(image: &ImagePart) -> Part<'_> {
+    Part::ImageUrl {
+        image_url: DataUrl(image),
+    }
+}
+
+fn assistant(message: &Message) -> WireMessage<'_> {
+    let tool_calls: Vec<WireToolCall<'_>> = message.tool_calls.iter().map(tool_call).collect();
+    let content = if message.content.is_empty() && !tool_calls.is_empty() {
+        None
+    } else {
+        Some(message.content.as_str())
+    };
+    WireMessage::Assistant {
+        content,
+        tool_calls,
+    }
+}
+
+fn tool_call(call: &ToolCall) -> WireToolCall<'_> {
+    WireToolCall {
+        id: &call.id,
+        kind: "function",
+        function: WireFunctionCall {
+            name: &call.name,
+            arguments: &call.arguments,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn body_json(
+        system: &str,
+        messages: &[Message],
+        tools: &[ToolSchema],
+        t: Option<f32>,
+    ) -> serde_json::Value {
+        let request = ChatRequest {
+            system,
+            messages,
+            tools,
+        };
+        serde_json::to_value(request_body("m", t, &request)).expect("serializes")
+    }
+
+    fn png(data: &str) -> ImagePart {
+        ImagePart {
+            media_type: "image/png".into(),
+            data: data.into(),
+        }
+    }
+
+    #[test]
+    fn plain_text_without_tools_or_temperature() {
+        let body = body_json("", &[Message::user("hi")], &[], None);
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": true,
+                "stream_options": {"include_usage": true}
+            })
+        );
+    }
+
+    #[test]
+    fn images_on_user_messages_are_content_parts() {
+        let mut m = Message::user("what is this?");
+        m.images = vec![png("AAAA")];
+        let mut only_image = Message::user("");
+        only_image.images = vec![png("BBBB")];
+        let body = body_json("sys", &[m, only_image], &[], Some(0.2));
+        assert_eq!(body["temperature"], json!(0.2));
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,BBBB"}}
+                ]}
+            ])
+        );
+    }
+
+    #[test]
+    fn tool_result_images_follow_the_run_of_tool_messages() {
+        let mut call = Message::assistant("");
+        call.tool_calls = vec![
+            ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: "{\"path\":\"a.png\"}".into(),
+            },
+            ToolCall {
+                id: "c2".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
+        ];
+        let mut r1 = Message::tool_result("c1", "read_file", "a.png (PNG, 4 bytes)");
+        r1.images = vec![png("AAAA")];
+        let r2 = Message::tool_result("c2", "bash", "ok");
+        let body = body_json("", &[call, r1, r2, Message::assistant("done")], &[], None);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.png\"}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a.png (PNG, 4 bytes)"},
+                {"role": "tool", "tool_call_id": "c2", "content": "ok"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Images returned by read_file (call c1):"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                ]},
+                {"role": "assistant", "content": "done"}
+            ])
+        );
+    }
+}
