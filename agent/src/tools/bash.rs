@@ -1,12 +1,71 @@
-//! The `bash` tool (stub).
+//! The `bash` tool: runs a command in the workstream's working directory, streaming each
+//! output line as it arrives, with a timeout, cancellation and a blocklist of catastrophic
+//! commands.
+//!
+//! The command runs in its own process group so that a timeout or `/stop` kills everything it
+//! started, not just the shell. Output is kept bounded however much the command prints: the
+//! first `max_output_bytes` and a rolling tail, counted in full so the note says how much was
+//! cut. When the shell exits but a background job still holds the pipes, the tool waits
+//! [`DRAIN_GRACE`] and returns; the job keeps running (redirect its output to a file).
 
+mod blocklist;
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use serde::Deserialize;
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
-use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
+use super::{
+    OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ceil_char_boundary,
+    floor_char_boundary, truncate_output,
+};
 
-/// The `bash` tool.
+/// The `bash` tool. Always needs approval; refuses commands on the blocklist.
 #[derive(Debug, Default)]
 pub struct Bash;
+
+/// Characters of the command shown in the header.
+const HEADER_CHARS: usize = 80;
+/// Longest piece of a line sent at once; longer lines reach the sink in several pieces.
+const MAX_PIECE_BYTES: usize = 16 * 1024;
+/// How long background jobs may keep the pipes open after the shell has exited.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// How long reaping a killed shell may take before we give up on it.
+const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    command: String,
+}
+
+fn parse_args(args: &Value) -> Result<Args, ToolError> {
+    serde_json::from_value(args.clone()).map_err(|e| {
+        ToolError::model(format!(
+            "invalid arguments for bash ({e}); send {{\"command\": \"<bash command>\"}}"
+        ))
+    })
+}
+
+fn check_command(command: &str) -> Result<(), ToolError> {
+    if command.trim().is_empty() {
+        return Err(ToolError::model(
+            "`command` is empty; send the bash command to run",
+        ));
+    }
+    match blocklist::blocked_reason(command) {
+        Some(reason) => Err(ToolError::model(format!(
+            "refused: this command runs {reason}, which can destroy the machine, so sandpiper \
+             never runs it. Do the task another way; if it is really intended, ask the user to \
+             run it themselves."
+        ))),
+        None => Ok(()),
+    }
+}
 
 #[async_trait::async_trait]
 impl Tool for Bash {
@@ -15,9 +74,11 @@ impl Tool for Bash {
     }
 
     fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let parsed = parse_args(&args)?;
+        check_command(&parsed.command)?;
         Ok(Prepared {
-            header: "bash".into(),
-            preview: String::new(),
+            header: format!("bash: {}", header_line(&parsed.command)),
+            preview: parsed.command,
             needs_approval: true,
             args,
         })
@@ -25,10 +86,297 @@ impl Tool for Bash {
 
     async fn execute(
         &self,
-        _prepared: &Prepared,
-        _ctx: &ToolContext,
-        _sink: &dyn OutputSink,
+        prepared: &Prepared,
+        ctx: &ToolContext,
+        sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::model("not implemented"))
+        let args = parse_args(&prepared.args)?;
+        check_command(&args.command)?;
+        run(&args.command, ctx, sink).await
     }
 }
+
+/// The first line of the command, cut to [`HEADER_CHARS`], with `…` when anything is left out.
+fn header_line(command: &str) -> String {
+    let trimmed = command.trim();
+    let first = trimmed.lines().next().unwrap_or_default();
+    let mut line: String = first.chars().take(HEADER_CHARS).collect();
+    if line.len() < trimmed.len() {
+        line.push('…');
+    }
+    line
+}
+
+/// How the wait for the command ended.
+enum Outcome {
+    Finished(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+async fn run(
+    command: &str,
+    ctx: &ToolContext,
+    sink: &dyn OutputSink,
+) -> Result<ToolOutput, ToolError> {
+    let mut child = tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&ctx.workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            ToolError::model(format!(
+                "cannot start bash in {}: {e}",
+                ctx.workdir.display()
+            ))
+        })?;
+    // Kills the whole group if this future is dropped half-way.
+    let mut group = ProcessGroup(child.id().and_then(|id| libc::pid_t::try_from(id).ok()));
+
+    let (tx, mut rx) = mpsc::channel::<String>(16);
+    let mut readers = JoinSet::new();
+    if let Some(out) = child.stdout.take() {
+        readers.spawn(forward_pieces(out, tx.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.spawn(forward_pieces(err, tx.clone()));
+    }
+    drop(tx);
+
+    let timeout = ctx.config.bash_timeout;
+    let deadline = tokio::time::sleep(timeout);
+    let drain = tokio::time::sleep(timeout);
+    tokio::pin!(deadline, drain);
+    let mut collected = Collected::new(ctx.config.max_output_bytes);
+    let mut pipes_open = true;
+    let mut status = None;
+    let outcome = loop {
+        if let (false, Some(st)) = (pipes_open, status) {
+            break Outcome::Finished(st);
+        }
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => break Outcome::Cancelled,
+            () = &mut deadline => break Outcome::TimedOut,
+            piece = rx.recv(), if pipes_open => match piece {
+                Some(piece) => {
+                    send_lines(sink, &piece);
+                    collected.push(&piece);
+                }
+                None => pipes_open = false,
+            },
+            st = child.wait(), if status.is_none() => {
+                let st = st.map_err(|e| ToolError::model(format!("waiting for bash failed: {e}")))?;
+                status = Some(st);
+                drain.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+            }
+            () = &mut drain, if status.is_some() => {
+                if let Some(st) = status {
+                    break Outcome::Finished(st);
+                }
+            }
+        }
+    };
+
+    if !matches!(outcome, Outcome::Finished(_)) {
+        group.kill();
+        if status.is_none() {
+            // Reap the shell; the rest of the group is reaped by its new parent.
+            let _ = tokio::time::timeout(REAP_TIMEOUT, child.wait()).await;
+        }
+    }
+    group.release();
+    drop(readers);
+    while let Ok(piece) = rx.try_recv() {
+        send_lines(sink, &piece);
+        collected.push(&piece);
+    }
+
+    let mut text = collected.finish();
+    let note = match outcome {
+        Outcome::Cancelled => return Err(ToolError::Cancelled),
+        Outcome::TimedOut => Some(format!(
+            "[timed out after {}; the process group was killed]",
+            format_duration(timeout)
+        )),
+        Outcome::Finished(st) => match (st.code(), st.signal()) {
+            (Some(0), _) => None,
+            (Some(code), _) => Some(format!("[exit code {code}]")),
+            (None, Some(signal)) => Some(format!("[killed by signal {signal}]")),
+            (None, None) => Some("[exited abnormally]".to_owned()),
+        },
+    };
+    let is_error = note.is_some();
+    if let Some(note) = note {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&note);
+    }
+    if text.is_empty() {
+        text.push_str("[no output]");
+    }
+    Ok(ToolOutput {
+        text,
+        images: Vec::new(),
+        is_error,
+    })
+}
+
+/// Streams a piece to the sink line by line.
+fn send_lines(sink: &dyn OutputSink, piece: &str) {
+    for line in piece.split_inclusive('\n') {
+        sink.chunk(line);
+    }
+}
+
+fn format_duration(d: Duration) -> String {
+    match d.subsec_millis() {
+        0 => format!("{}s", d.as_secs()),
+        _ => format!("{}ms", d.as_millis()),
+    }
+}
+
+/// Reads `reader` and sends it on as pieces of whole lines (with their newlines), cutting
+/// lines longer than [`MAX_PIECE_BYTES`] so memory stays bounded.
+async fn forward_pieces<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<String>) {
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let buf = match reader.fill_buf().await {
+            Ok(buf) if !buf.is_empty() => buf,
+            _ => break,
+        };
+        let room = MAX_PIECE_BYTES.saturating_sub(pending.len()).max(1);
+        let window = &buf[..buf.len().min(room)];
+        // Everything up to the last newline: whole lines travel together, the sink still
+        // gets them one by one.
+        let (take, line_end) = match window.iter().rposition(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (window.len(), false),
+        };
+        pending.extend_from_slice(&window[..take]);
+        reader.consume(take);
+        if line_end || pending.len() >= MAX_PIECE_BYTES {
+            let piece = take_text(&mut pending, line_end);
+            if tx.send(piece).await.is_err() {
+                return;
+            }
+        }
+    }
+    if !pending.is_empty() {
+        let _ = tx
+            .send(String::from_utf8_lossy(&pending).into_owned())
+            .await;
+    }
+}
+
+/// Takes the text out of `pending`; a piece cut mid-line keeps an incomplete UTF-8 sequence
+/// at its end for the next piece.
+fn take_text(pending: &mut Vec<u8>, line_end: bool) -> String {
+    let split = match std::str::from_utf8(pending) {
+        Err(e) if !line_end && e.error_len().is_none() => e.valid_up_to(),
+        _ => pending.len(),
+    };
+    let rest = pending.split_off(split);
+    let text = String::from_utf8_lossy(pending).into_owned();
+    *pending = rest;
+    text
+}
+
+/// Output kept for the model: the first `max` bytes and a rolling tail of up to `max` bytes,
+/// with the total counted, so a command printing gigabytes costs ~2×`max` of memory.
+struct Collected {
+    max: usize,
+    head: String,
+    tail: String,
+    total: usize,
+}
+
+impl Collected {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            head: String::new(),
+            tail: String::new(),
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, text: &str) {
+        self.total += text.len();
+        let mut rest = text;
+        if self.tail.is_empty() && self.head.len() < self.max {
+            let cut = floor_char_boundary(text, self.max - self.head.len());
+            self.head.push_str(&text[..cut]);
+            rest = &text[cut..];
+        }
+        self.tail.push_str(rest);
+        if self.tail.len() > self.max {
+            // Drop down to half so the copying is amortized over many pushes.
+            let start = ceil_char_boundary(&self.tail, self.tail.len() - self.max / 2);
+            self.tail.drain(..start);
+        }
+    }
+
+    /// The kept output, cut like [`truncate_output`] with the true total in the note.
+    fn finish(self) -> String {
+        if self.head.len() + self.tail.len() == self.total {
+            return truncate_output(&(self.head + &self.tail), self.max);
+        }
+        let keep = self.max.saturating_sub(120);
+        let head_len = floor_char_boundary(&self.head, keep * 3 / 4);
+        let tail_len = keep.saturating_sub(head_len);
+        let tail_start = ceil_char_boundary(&self.tail, self.tail.len().saturating_sub(tail_len));
+        let cut = self.total - head_len - (self.tail.len() - tail_start);
+        format!(
+            "{}\n[... {cut} bytes of output cut ({} bytes in all) ...]\n{}",
+            &self.head[..head_len],
+            self.total,
+            &self.tail[tail_start..]
+        )
+    }
+}
+
+/// The command's process group; killed on drop unless released.
+struct ProcessGroup(Option<libc::pid_t>);
+
+impl ProcessGroup {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            kill_process_group(pgid);
+        }
+    }
+
+    fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends SIGKILL to every process in group `pgid`.
+#[allow(unsafe_code)]
+fn kill_process_group(pgid: libc::pid_t) {
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: killpg takes two integers and touches no memory of ours. `pgid` is greater
+    // than 1 and names the group created for this command by `process_group(0)`, so the call
+    // cannot signal every process (pgid 0 or -1) or init.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests;

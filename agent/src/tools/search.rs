@@ -1,12 +1,59 @@
-//! The `search` tool (stub).
+//! The `search` tool: a regex search over files like `grep -rn`, built on ripgrep's crates.
+//!
+//! The walk honours `.gitignore` (also outside a git repository), `.ignore` and hidden-file
+//! rules, visits files in path order so results are stable, skips binary files, stops after
+//! `search_max_matches` matches and checks for cancellation between files.
 
+use std::path::{Path, PathBuf};
+
+use grep::regex::{RegexMatcher, RegexMatcherBuilder};
+use grep::searcher::sinks::Lossy;
+use grep::searcher::{BinaryDetection, SearcherBuilder};
+use ignore::WalkBuilder;
+use serde::Deserialize;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
+use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
 
-/// The `search` tool.
+/// The `search` tool. Auto-approved: searching has no side effects.
 #[derive(Debug, Default)]
 pub struct Search;
+
+/// Characters of a matching line shown.
+const MAX_LINE_CHARS: usize = 500;
+
+#[derive(Debug, Deserialize)]
+struct Args {
+    query: String,
+    path: Option<String>,
+}
+
+fn parse(args: &Value) -> Result<(Args, RegexMatcher), ToolError> {
+    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
+        ToolError::model(format!(
+            "invalid arguments for search ({e}); send {{\"query\": \"<regex>\"}} and optionally \
+             \"path\""
+        ))
+    })?;
+    if args.query.is_empty() {
+        return Err(ToolError::model(
+            "`query` is empty; give a regular expression to search for",
+        ));
+    }
+    let matcher = RegexMatcherBuilder::new()
+        .line_terminator(Some(b'\n'))
+        .build(&args.query)
+        .map_err(|e| {
+            ToolError::model(format!(
+                "invalid regex /{}/: {e}. Escape special characters such as ( [ {{ . * + ? with \
+                 a backslash to match them literally; the search works line by line, so the \
+                 pattern cannot match a newline.",
+                args.query
+            ))
+        })?;
+    Ok((args, matcher))
+}
 
 #[async_trait::async_trait]
 impl Tool for Search {
@@ -15,20 +62,301 @@ impl Tool for Search {
     }
 
     fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let (parsed, _) = parse(&args)?;
+        let header = match &parsed.path {
+            Some(p) => format!("search: /{}/ in {p}", parsed.query),
+            None => format!("search: /{}/", parsed.query),
+        };
         Ok(Prepared {
-            header: "search".into(),
+            header,
             preview: String::new(),
-            needs_approval: true,
+            needs_approval: false,
             args,
         })
     }
 
     async fn execute(
         &self,
-        _prepared: &Prepared,
-        _ctx: &ToolContext,
+        prepared: &Prepared,
+        ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::model("not implemented"))
+        let (args, matcher) = parse(&prepared.args)?;
+        let root = match &args.path {
+            Some(p) if !p.trim().is_empty() => ctx.resolve(p),
+            _ => ctx.workdir.clone(),
+        };
+        let shown = args
+            .path
+            .clone()
+            .unwrap_or_else(|| ctx.workdir.display().to_string());
+        if !tokio::fs::try_exists(&root).await.unwrap_or(false) {
+            return Err(ToolError::model(format!(
+                "no such file or directory: {shown}"
+            )));
+        }
+        let job = Job {
+            matcher,
+            root,
+            workdir: ctx.workdir.clone(),
+            max: ctx.config.search_max_matches.max(1),
+            cancel: ctx.cancel.clone(),
+        };
+        let found = tokio::task::spawn_blocking(move || job.run())
+            .await
+            .map_err(|e| ToolError::model(format!("search failed: {e}")))??;
+        if found.lines.is_empty() {
+            return Ok(ToolOutput::text(format!(
+                "no matches for /{}/ in {shown}",
+                args.query
+            )));
+        }
+        let mut text = found.lines.join("\n");
+        text.push('\n');
+        if found.stopped {
+            text.push_str(&format!(
+                "[stopped after {} matches; narrow the query or the path to see the rest]",
+                found.lines.len()
+            ));
+        }
+        Ok(ToolOutput::text(truncate_output(
+            &text,
+            ctx.config.max_output_bytes,
+        )))
+    }
+}
+
+/// One search, run on a blocking thread.
+struct Job {
+    matcher: RegexMatcher,
+    root: PathBuf,
+    workdir: PathBuf,
+    max: usize,
+    cancel: CancellationToken,
+}
+
+struct Found {
+    lines: Vec<String>,
+    stopped: bool,
+}
+
+impl Job {
+    fn run(self) -> Result<Found, ToolError> {
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(b'\0'))
+            .build();
+        let walk = WalkBuilder::new(&self.root)
+            .require_git(false)
+            .sort_by_file_path(|a, b| a.cmp(b))
+            .build();
+        let mut found = Found {
+            lines: Vec::new(),
+            stopped: false,
+        };
+        for entry in walk {
+            if self.cancel.is_cancelled() {
+                return Err(ToolError::Cancelled);
+            }
+            // Unreadable entries (permissions, broken links) are skipped like grep -s does.
+            let Ok(entry) = entry else { continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let shown = self.display(entry.path());
+            let lines = &mut found.lines;
+            let max = self.max;
+            let result = searcher.search_path(
+                &self.matcher,
+                entry.path(),
+                Lossy(|number, line| {
+                    lines.push(format!("{shown}:{number}:{}", cut_line(line)));
+                    Ok(lines.len() < max)
+                }),
+            );
+            if result.is_err() {
+                continue;
+            }
+            if found.lines.len() >= self.max {
+                found.stopped = true;
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    /// The path relative to the working directory when it is under it.
+    fn display(&self, path: &Path) -> String {
+        path.strip_prefix(&self.workdir)
+            .ok()
+            .filter(|rel| !rel.as_os_str().is_empty())
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+}
+
+/// The line without its newline, cut at [`MAX_LINE_CHARS`] characters.
+fn cut_line(line: &str) -> String {
+    let line = line.trim_end_matches(['\n', '\r']);
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((end, _)) => format!("{}[... line cut]", &line[..end]),
+        None => line.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ToolsConfig;
+    use crate::tools::NoOutput;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    async fn search(ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let prepared = Search.prepare(args, ctx)?;
+        Search.execute(&prepared, ctx, &NoOutput).await
+    }
+
+    fn tree() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::create_dir_all(root.join("target")).unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        std::fs::write(root.join("src/main.rs"), "fn main() {\n    helper();\n}\n").unwrap();
+        std::fs::write(root.join("src/deep/lib.rs"), "pub fn helper() {}\n").unwrap();
+        std::fs::write(root.join("target/out.rs"), "fn helper_copy() {}\n").unwrap();
+        std::fs::write(root.join(".hidden.rs"), "fn helper_hidden() {}\n").unwrap();
+        std::fs::write(root.join("blob.bin"), b"helper\0\x01\x02").unwrap();
+        dir
+    }
+
+    #[test]
+    fn prepare_validates_the_regex() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::for_test(dir.path());
+        let p = Search
+            .prepare(json!({"query": "fn \\w+", "path": "src"}), &ctx)
+            .unwrap();
+        assert_eq!(
+            p,
+            Prepared {
+                header: "search: /fn \\w+/ in src".into(),
+                preview: String::new(),
+                needs_approval: false,
+                args: json!({"query": "fn \\w+", "path": "src"}),
+            }
+        );
+        let err = Search.prepare(json!({"query": "foo("}), &ctx).unwrap_err();
+        assert!(
+            matches!(&err, ToolError::Model(m) if m.starts_with("invalid regex /foo(/")),
+            "{err}"
+        );
+        assert!(Search.prepare(json!({"query": ""}), &ctx).is_err());
+    }
+
+    #[tokio::test]
+    async fn finds_matches_honouring_gitignore_hidden_and_binary() {
+        let dir = tree();
+        let ctx = ToolContext::for_test(dir.path());
+        let out = search(&ctx, json!({"query": "helper"})).await.unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::text("src/deep/lib.rs:1:pub fn helper() {}\nsrc/main.rs:2:    helper();\n")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_path_may_be_a_file_or_outside_the_workdir() {
+        let dir = tree();
+        let ctx = ToolContext::for_test(&dir.path().join("src"));
+        let out = search(&ctx, json!({"query": "fn", "path": "main.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(out.text, "main.rs:1:fn main() {\n");
+        // A hidden file named explicitly is searched.
+        let out = search(&ctx, json!({"query": "fn", "path": "../.hidden.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.text,
+            format!(
+                "{}:1:fn helper_hidden() {{}}\n",
+                dir.path().join(".hidden.rs").display()
+            )
+        );
+        let outside = dir.path().join("target");
+        let out = search(
+            &ctx,
+            json!({"query": "copy", "path": outside.to_str().unwrap()}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out.text,
+            format!(
+                "{}:1:fn helper_copy() {{}}\n",
+                outside.join("out.rs").display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn no_match_and_missing_path_are_explained() {
+        let dir = tree();
+        let ctx = ToolContext::for_test(dir.path());
+        let out = search(&ctx, json!({"query": "nothing_here", "path": "src"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::text("no matches for /nothing_here/ in src")
+        );
+        let err = search(&ctx, json!({"query": "x", "path": "nope"}))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ToolError::Model(m) if m == "no such file or directory: nope"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn stops_at_the_match_cap_and_cuts_long_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (1..=50).map(|n| format!("match {n}\n")).collect();
+        std::fs::write(dir.path().join("a.txt"), text).unwrap();
+        std::fs::write(
+            dir.path().join("b.txt"),
+            format!("match {}\n", "x".repeat(600)),
+        )
+        .unwrap();
+        let mut ctx = ToolContext::for_test(dir.path());
+        let out = search(&ctx, json!({"query": "x{600}"})).await.unwrap();
+        assert_eq!(
+            out.text,
+            format!("b.txt:1:match {}[... line cut]\n", "x".repeat(494))
+        );
+        ctx.config = Arc::new(ToolsConfig {
+            search_max_matches: 3,
+            ..ToolsConfig::default()
+        });
+        let out = search(&ctx, json!({"query": "^match"})).await.unwrap();
+        assert_eq!(
+            out.text,
+            "a.txt:1:match 1\na.txt:2:match 2\na.txt:3:match 3\n\
+             [stopped after 3 matches; narrow the query or the path to see the rest]"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_search_says_so() {
+        let dir = tree();
+        let ctx = ToolContext::for_test(dir.path());
+        ctx.cancel.cancel();
+        let err = search(&ctx, json!({"query": "helper"})).await.unwrap_err();
+        assert!(matches!(err, ToolError::Cancelled), "{err:?}");
     }
 }

@@ -1,0 +1,273 @@
+//! Tests of the `bash` tool.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+use crate::config::ToolsConfig;
+use crate::tools::NoOutput;
+
+/// Records every chunk.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl OutputSink for Recorder {
+    fn chunk(&self, text: &str) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(text.to_owned());
+        }
+    }
+}
+
+impl Recorder {
+    fn chunks(&self) -> Vec<String> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+fn ctx_with(dir: &std::path::Path, config: ToolsConfig) -> ToolContext {
+    let mut ctx = ToolContext::for_test(dir);
+    ctx.config = Arc::new(config);
+    ctx
+}
+
+async fn run_cmd(
+    ctx: &ToolContext,
+    command: &str,
+    sink: &dyn OutputSink,
+) -> Result<ToolOutput, ToolError> {
+    let prepared = Bash.prepare(json!({ "command": command }), ctx)?;
+    Bash.execute(&prepared, ctx, sink).await
+}
+
+/// Whether `pid` is still a live (non-zombie) process.
+fn alive(pid: &str) -> bool {
+    let signalled = std::process::Command::new("kill")
+        .args(["-0", pid])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false);
+    signalled && !zombie
+}
+
+#[test]
+fn prepare_describes_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let long = format!("echo {}\necho second", "x".repeat(100));
+    let p = Bash.prepare(json!({ "command": long }), &ctx).unwrap();
+    assert_eq!(
+        p,
+        Prepared {
+            header: format!("bash: echo {}…", "x".repeat(75)),
+            preview: long.clone(),
+            needs_approval: true,
+            args: json!({ "command": long }),
+        }
+    );
+    assert_eq!(
+        Bash.prepare(json!({"command": "ls"}), &ctx).unwrap().header,
+        "bash: ls"
+    );
+    assert!(Bash.prepare(json!({"command": "  "}), &ctx).is_err());
+    assert!(Bash.prepare(json!({}), &ctx).is_err());
+}
+
+#[test]
+fn blocklisted_commands_are_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let err = Bash
+        .prepare(json!({"command": "sudo rm -rf / "}), &ctx)
+        .unwrap_err();
+    assert!(
+        matches!(&err, ToolError::Model(m) if m.contains("`rm -r` on `/`")),
+        "{err}"
+    );
+    assert!(
+        Bash.prepare(json!({"command": "rm -rf ./build"}), &ctx)
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn echo_runs_in_the_workdir() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("marker.txt"), "").unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let out = run_cmd(&ctx, "echo hello; ls", &NoOutput).await.unwrap();
+    assert_eq!(out, ToolOutput::text("hello\nmarker.txt\n"));
+    let out = run_cmd(&ctx, "true", &NoOutput).await.unwrap();
+    assert_eq!(out, ToolOutput::text("[no output]"));
+}
+
+#[tokio::test]
+async fn lines_stream_in_arrival_order_with_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let sink = Recorder::default();
+    let out = run_cmd(
+        &ctx,
+        "echo a; sleep 0.1; echo b >&2; sleep 0.1; printf c",
+        &sink,
+    )
+    .await
+    .unwrap();
+    assert_eq!(sink.chunks(), ["a\n", "b\n", "c"]);
+    assert_eq!(out, ToolOutput::text("a\nb\nc"));
+}
+
+#[tokio::test]
+async fn non_zero_exit_is_an_error_with_the_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let out = run_cmd(&ctx, "echo oops >&2; exit 3", &NoOutput)
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        ToolOutput {
+            text: "oops\n[exit code 3]".into(),
+            images: vec![],
+            is_error: true,
+        }
+    );
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ToolsConfig {
+        bash_timeout: Duration::from_secs(1),
+        ..ToolsConfig::default()
+    };
+    let ctx = ctx_with(dir.path(), config);
+    let started = Instant::now();
+    let out = run_cmd(&ctx, "sleep 30 & echo $!; sleep 30", &NoOutput)
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let pid = out.text.lines().next().unwrap().to_owned();
+    assert_eq!(
+        out,
+        ToolOutput {
+            text: format!("{pid}\n[timed out after 1s; the process group was killed]"),
+            images: vec![],
+            is_error: true,
+        }
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!alive(&pid), "background sleep {pid} survived");
+}
+
+#[tokio::test]
+async fn cancellation_stops_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let token = ctx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel();
+    });
+    let sink = Recorder::default();
+    let started = Instant::now();
+    let err = run_cmd(&ctx, "sleep 30 & echo $!; sleep 30", &sink)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Cancelled), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let pid = sink.chunks().first().map(|l| l.trim().to_owned()).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!alive(&pid), "background sleep {pid} survived");
+}
+
+#[tokio::test]
+async fn huge_output_is_capped_but_counted_and_streamed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    /// Counts chunks and bytes.
+    #[derive(Default)]
+    struct Counter(AtomicUsize, AtomicUsize);
+    impl OutputSink for Counter {
+        fn chunk(&self, text: &str) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            self.1.fetch_add(text.len(), Ordering::Relaxed);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let sink = Counter::default();
+    let out = run_cmd(&ctx, "yes | head -c 5000000", &sink).await.unwrap();
+    // One chunk per line: "y\n" 2,500,000 times.
+    assert_eq!(
+        (sink.0.into_inner(), sink.1.into_inner()),
+        (2_500_000, 5_000_000)
+    );
+    let max = ctx.config.max_output_bytes;
+    assert!(out.text.len() <= max + 100, "{}", out.text.len());
+    assert!(out.text.starts_with("y\ny\n"));
+    assert!(out.text.ends_with("y\ny\n"));
+    assert!(
+        out.text
+            .contains("bytes of output cut (5000000 bytes in all) ...]"),
+        "{}",
+        &out.text[max / 2..max / 2 + 400]
+    );
+    assert!(!out.is_error);
+}
+
+#[tokio::test]
+async fn a_long_line_without_newline_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ToolContext::for_test(dir.path());
+    let sink = Recorder::default();
+    let out = run_cmd(&ctx, "yes é | head -n 50000 | tr -d '\\n'", &sink)
+        .await
+        .unwrap();
+    let chunks = sink.chunks();
+    assert!(
+        chunks.iter().all(|c| c.len() <= MAX_PIECE_BYTES),
+        "a piece is too long"
+    );
+    assert_eq!(chunks.concat(), "é".repeat(50_000));
+    assert!(out.text.contains("bytes in all"));
+}
+
+#[test]
+fn collected_output_is_exact_when_nothing_was_dropped() {
+    let mut c = Collected::new(2000);
+    for _ in 0..100 {
+        c.push("0123456789\n");
+    }
+    assert_eq!(c.finish(), "0123456789\n".repeat(100));
+    let mut c = Collected::new(1024);
+    let line = "é".repeat(50) + "\n";
+    let mut all = String::new();
+    for _ in 0..1000 {
+        c.push(&line);
+        all.push_str(&line);
+    }
+    assert!(c.head.len() + c.tail.len() <= 2 * 1024 + line.len());
+    let out = c.finish();
+    assert_eq!(out, truncate_output(&all, 1024));
+}
+
+#[test]
+fn header_cuts_long_and_multiline_commands() {
+    assert_eq!(header_line("  ls -la  "), "ls -la");
+    assert_eq!(header_line("cd x\nmake"), "cd x…");
+    assert_eq!(header_line(&"é".repeat(90)), format!("{}…", "é".repeat(80)));
+}
