@@ -118,7 +118,7 @@ both_backends! {
         console.send("are you there?").await;
         let out = console.finish().await;
         assert!(out.contains("still here"), "{out}");
-        assert!(!out.contains("never"), "{out}");
+        assert!(!out.contains("  │ never\n"), "{out}");
         let history = agent.history("console:cancel").await.unwrap();
         assert_eq!(history[2].role, Role::Tool);
         assert!(history[2].content.starts_with("cancelled"), "{:?}", history[2]);
