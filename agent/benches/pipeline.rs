@@ -7,8 +7,9 @@
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use sandpiper_agent::agent::TurnRequest;
 use sandpiper_agent::model::{Message, ScriptedModel};
 use sandpiper_agent::protocol::{ApproveAll, NullSink};
@@ -61,23 +62,24 @@ fn round_trip(c: &mut Criterion) {
         let agent = rt.block_on(agent_with_history(dir.path(), prior));
         let counter = AtomicU64::new(0);
         group.bench_function(BenchmarkId::from_parameter(prior), |b| {
-            b.iter_batched(
-                || {
-                    // A fresh workstream with `prior` messages, already loaded in memory, so
-                    // the measured turn sees a warm workstream of exactly that size.
-                    let key = format!("bench:{}", counter.fetch_add(1, Ordering::Relaxed));
-                    rt.block_on(async {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut measured = Duration::ZERO;
+                    for _ in 0..iters {
+                        // Untimed: a fresh workstream with exactly `prior` messages, loaded in
+                        // memory, and the WAL that the copy produced checkpointed, so the
+                        // measured turn pays for nothing but itself. Each one is deleted
+                        // afterwards so the database stays the same size throughout.
+                        let key = format!("bench:{}", counter.fetch_add(1, Ordering::Relaxed));
                         agent
                             .store()
                             .fork_workstream(TEMPLATE, &key)
                             .await
                             .expect("fork");
                         agent.history(&key).await.expect("load");
-                    });
-                    key
-                },
-                |key| {
-                    rt.block_on(async {
+                        agent.store().checkpoint().await.expect("checkpoint");
+
+                        let start = Instant::now();
                         let outcome = agent
                             .run_turn(TurnRequest {
                                 workstream: &key,
@@ -89,12 +91,16 @@ fn round_trip(c: &mut Criterion) {
                             })
                             .await
                             .expect("turn");
+                        measured += start.elapsed();
+
                         assert_eq!(outcome.tool_calls, 1);
-                        black_box(outcome)
-                    })
-                },
-                BatchSize::SmallInput,
-            );
+                        black_box(outcome);
+                        agent.forget(&key);
+                        agent.store().delete_workstream(&key).await.expect("delete");
+                    }
+                    measured
+                })
+            });
         });
     }
     group.finish();

@@ -125,6 +125,11 @@ impl Agent {
         &self.inner.registry
     }
 
+    /// Drops a workstream from memory; it is reloaded from the store when next used.
+    pub fn forget(&self, workstream: &str) {
+        self.inner.workstreams.evict(workstream);
+    }
+
     /// A workstream's history (loading it if needed).
     pub async fn history(&self, workstream: &str) -> Result<Vec<Message>, AgentError> {
         let handle = self.inner.workstreams.get(workstream, None).await?;

@@ -14,7 +14,8 @@ type Row = (
 
 impl Store {
     /// Appends `message` at position `seq` and commits it. `author` records who sent a user
-    /// message. Also bumps the workstream's activity time.
+    /// message. A user message also marks the workstream as active (one statement per message
+    /// otherwise: appends are on every turn's hot path).
     pub async fn append_message(
         &self,
         workstream: &str,
@@ -25,8 +26,7 @@ impl Store {
         let now = now_ms();
         let tool_calls = non_empty_json(&message.tool_calls)?;
         let images = non_empty_json(&message.images)?;
-        let mut tx = self.pool().begin().await?;
-        sqlx::query(
+        let insert = sqlx::query(
             "INSERT INTO messages (workstream, seq, role, content, tool_calls, tool_call_id, \
              name, images, author, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
@@ -39,15 +39,16 @@ impl Store {
         .bind(message.name.as_deref())
         .bind(images)
         .bind(author)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE workstreams SET updated_at = $1 WHERE key = $2")
-            .bind(now)
-            .bind(workstream)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        .bind(now);
+        insert.execute(self.pool()).await?;
+        if message.role == Role::User {
+            // Activity time only orders workstream lists; it needs no transaction.
+            sqlx::query("UPDATE workstreams SET updated_at = $1 WHERE key = $2")
+                .bind(now)
+                .bind(workstream)
+                .execute(self.pool())
+                .await?;
+        }
         Ok(())
     }
 

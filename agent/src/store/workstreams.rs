@@ -42,6 +42,25 @@ impl Store {
         })
     }
 
+    /// Deletes a workstream with its messages, approval requests and grants.
+    pub async fn delete_workstream(&self, key: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        for table in ["messages", "tool_approvals", "tool_grants"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DELETE FROM {table} WHERE workstream = $1"
+            )))
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("DELETE FROM workstreams WHERE key = $1")
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Keys of every workstream, most recently active first.
     pub async fn list_workstreams(&self) -> Result<Vec<String>, StoreError> {
         let rows: Vec<(String,)> =
@@ -49,5 +68,32 @@ impl Store {
                 .fetch_all(self.pool())
                 .await?;
         Ok(rows.into_iter().map(|r| r.0).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Message;
+
+    #[tokio::test]
+    async fn delete_removes_everything_of_one_workstream() {
+        let store = Store::memory().await.unwrap();
+        for key in ["a", "b"] {
+            store.ensure_workstream(key, None).await.unwrap();
+            store
+                .append_message(key, 0, &Message::user("hi"), None)
+                .await
+                .unwrap();
+            store.add_grant(key, "bash", None).await.unwrap();
+        }
+        store.delete_workstream("a").await.unwrap();
+        assert_eq!(
+            store.list_workstreams().await.unwrap(),
+            vec!["b".to_owned()]
+        );
+        assert!(store.load_messages("a").await.unwrap().is_empty());
+        assert!(store.grants("a").await.unwrap().is_empty());
+        assert_eq!(store.load_messages("b").await.unwrap().len(), 1);
     }
 }

@@ -1,0 +1,123 @@
+//! The `sandpiper` binary itself, as a user runs it: piped stdin, environment configuration, a
+//! scripted OpenAI-compatible server on 127.0.0.1, SQLite in a temporary directory.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use sandpiper_tests::fake_llm::{FakeLlm, text, tool_call};
+use serde_json::json;
+
+fn sandpiper(dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandpiper"));
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("USER", "carol");
+    cmd
+}
+
+fn run_with_stdin(mut cmd: Command, stdin: &str) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sandpiper starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("sandpiper exits")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_runs_a_scripted_session_from_piped_stdin() {
+    let llm = FakeLlm::start(vec![
+        tool_call(
+            "c1",
+            "bash",
+            json!({"command": "echo from-binary > proof.txt; cat proof.txt"}),
+        ),
+        text("The file says from-binary."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.args(["chat", "--workstream", "cli"])
+        .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url())
+        .env("SANDPIPER_MODEL", "fake")
+        .env("OPENAI_API_KEY", "sk-cli-secret");
+    let out =
+        tokio::task::spawn_blocking(move || run_with_stdin(cmd, "write the proof\ny, thanks\n"))
+            .await
+            .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("approve bash: "), "{stdout}");
+    assert!(stdout.contains("  │ from-binary\n"), "{stdout}");
+    assert!(stdout.contains("The file says from-binary."), "{stdout}");
+    assert!(!stdout.contains("sk-cli-secret") && !stderr.contains("sk-cli-secret"));
+    // The default database was created next to where it ran, and the tool ran there too.
+    assert!(dir.path().join("sandpiper.db").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("proof.txt")).unwrap(),
+        "from-binary\n"
+    );
+    llm.verify();
+    let headers = llm.request_headers();
+    assert_eq!(
+        headers[0].get("authorization").map(String::as_str),
+        Some("Bearer sk-cli-secret")
+    );
+}
+
+#[test]
+fn config_check_names_the_bad_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sandpiper.toml");
+    std::fs::write(&file, "[tools]\nbash_timout = \"5s\"\n").unwrap();
+    let out = sandpiper(dir.path())
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("sandpiper.toml") && stderr.contains("bash_timout"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_check_prints_the_effective_config_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sandpiper(dir.path())
+        .args(["config", "check"])
+        .env("SANDPIPER_MODEL_PROVIDER", "anthropic")
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("# source: built-in defaults"), "{stdout}");
+    assert!(stdout.contains("provider = \"anthropic\""), "{stdout}");
+    assert!(stdout.contains("api_key = \"<redacted>\""), "{stdout}");
+    assert!(!stdout.contains("sk-ant-secret"), "{stdout}");
+}
+
+#[test]
+fn tools_prints_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sandpiper(dir.path()).arg("tools").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(stdout.starts_with("name "), "{stdout}");
+    assert!(
+        stdout.contains("read_file   yes           yes    yes         path"),
+        "{stdout}"
+    );
+}
