@@ -34,7 +34,9 @@ pub enum AgentError {
 pub struct TurnRequest<'a> {
     /// Workstream key (`console:default`, `discord:<thread>`, ...).
     pub workstream: &'a str,
-    /// Who sent the message (becomes the owner of a new workstream).
+    /// Who sent the message: a sandpiper user id (see `Store::user_for_identity`). Becomes
+    /// the owner of a new workstream, is recorded on the message, and selects the `user`
+    /// memory scope.
     pub author: Option<&'a str>,
     /// The message.
     pub text: String,
@@ -245,6 +247,9 @@ impl Agent {
                     capabilities: config.model.capabilities,
                     files_read: ws.files_read.clone(),
                     cancel: req.cancel.child_token(),
+                    workstream: ws.key.clone(),
+                    user_id: req.author.map(str::to_owned),
+                    store: Some(inner.store.clone()),
                 },
                 workstream: &ws.key,
                 first_seq: ws.next_seq(),

@@ -152,6 +152,12 @@ pub struct ToolContext {
     pub files_read: FilesRead,
     /// Cancelled when the turn is stopped; long-running tools must watch it.
     pub cancel: CancellationToken,
+    /// The workstream the call belongs to.
+    pub workstream: String,
+    /// The user whose message is being answered (a sandpiper user id), when known.
+    pub user_id: Option<String>,
+    /// The store, for tools that keep data (memory, recall). `None` in file-tool unit tests.
+    pub store: Option<crate::store::Store>,
 }
 
 impl ToolContext {
@@ -173,7 +179,17 @@ impl ToolContext {
             capabilities: Capabilities::default(),
             files_read: FilesRead::default(),
             cancel: CancellationToken::new(),
+            workstream: "test:workstream".into(),
+            user_id: None,
+            store: None,
         }
+    }
+
+    /// The store, or an error for the model when this context has none.
+    pub fn store(&self) -> Result<&crate::store::Store, ToolError> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| ToolError::model("this tool needs storage, which is not available here"))
     }
 }
 
