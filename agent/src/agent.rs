@@ -1,17 +1,22 @@
 //! The turn loop: load the workstream, stream the model, run tool batches through the
 //! [`pipeline`](crate::pipeline), and loop until the model answers without tool calls.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::model::{ChatModel, ChatRequest, Message, ModelError, ResponseAssembler};
+use crate::memory::MemoryContext;
+use crate::model::{ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role};
+use crate::nudge::Signals;
 use crate::pipeline::Batch;
 use crate::prompt::system_prompt;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
+use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
 use crate::tools::{RegistryError, ToolContext, ToolRegistry};
 use crate::workstream::{Workstream, Workstreams};
@@ -181,6 +186,16 @@ impl Agent {
     ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
+        let previous_answer = ws
+            .history
+            .last()
+            .filter(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
+            .map(|m| m.content.clone());
+        let resumed = (ws.resumed && ws.turns_since_load == 0)
+            || ws
+                .last_turn_end
+                .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
+        ws.turns_since_load += 1;
         ws.append(&inner.store, Message::user(req.text.clone()), req.author)
             .await?;
         let tools = if config.model.capabilities.supports_tools {
@@ -188,12 +203,19 @@ impl Agent {
         } else {
             &[]
         };
-        let system = system_prompt(
+        let base_system = system_prompt(
             chrono::Local::now(),
             &ws.workdir,
             tools,
             config.agent.system_prompt_extra.as_deref(),
         );
+        let visibility = Visibility {
+            workstream: ws.key.clone(),
+            user_id: req.author.map(str::to_owned),
+        };
+        let mut memories = self.load_memories(&visibility).await?;
+        let mut injected: HashSet<String> = HashSet::new();
+        let mut denied = false;
         let mut outcome = TurnOutcome::default();
         loop {
             if outcome.rounds >= config.agent.max_rounds {
@@ -204,7 +226,30 @@ impl Agent {
                 )));
                 break;
             }
+            let first_call = outcome.rounds == 0;
             outcome.rounds += 1;
+            let relevant = memories.relevant(&ws.history);
+            let new_ids: Vec<&str> = relevant
+                .iter()
+                .filter(|m| !injected.contains(&m.id))
+                .map(|m| m.id.as_str())
+                .collect();
+            if !new_ids.is_empty() {
+                inner.store.touch_memories(&new_ids).await?;
+                injected.extend(new_ids.iter().map(|s| (*s).to_owned()));
+            }
+            let signals = Signals {
+                new_user_message: first_call.then_some(req.text.as_str()),
+                denied,
+                resumed: first_call && resumed,
+                previous_answer: previous_answer.as_deref().filter(|_| first_call),
+            };
+            let nudges = crate::nudge::due(&mut ws.nudges, &signals, Instant::now());
+            let system = format!(
+                "{base_system}{}{}",
+                crate::memory::render(&relevant),
+                crate::nudge::render(&nudges)
+            );
             let request = ChatRequest {
                 system: &system,
                 messages: &ws.history,
@@ -263,6 +308,10 @@ impl Agent {
                 approver: req.approver,
             };
             let done = batch.run(&calls).await?;
+            denied = done.results.iter().any(|m| m.content.starts_with("denied"));
+            if calls.iter().any(|c| c.name == "memory") {
+                memories = self.load_memories(&visibility).await?;
+            }
             ws.history.extend(done.results);
             ws.grants.extend(done.new_grants);
             if req.cancel.is_cancelled() {
@@ -270,7 +319,17 @@ impl Agent {
                 break;
             }
         }
+        ws.last_turn_end = Some(Instant::now());
         Ok(outcome)
+    }
+
+    async fn load_memories(&self, vis: &Visibility) -> Result<MemoryContext, StoreError> {
+        let found = self
+            .inner
+            .store
+            .visible_memories(vis, crate::memory::SCAN_LIMIT)
+            .await?;
+        Ok(MemoryContext::new(found))
     }
 
     /// Records the text streamed before an interruption, so the history shows what the user saw.

@@ -12,10 +12,16 @@
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
 //! - [`prompt`]: the system message.
+//! - [`memory`]: relevance injection of memories into the system message.
+//! - [`nudge`]: ephemeral hints that suggest saving a memory at the right moments.
+//! - [`bm25`]: relevance ranking shared by memory injection and tool search.
 
 pub mod agent;
+pub mod bm25;
 pub mod config;
+pub mod memory;
 pub mod model;
+pub mod nudge;
 pub mod pipeline;
 pub mod prompt;
 pub mod protocol;

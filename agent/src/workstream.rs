@@ -27,6 +27,12 @@ pub struct Workstream {
     pub workdir: PathBuf,
     /// Whether history existed when it was loaded (a resumed conversation).
     pub resumed: bool,
+    /// Turns answered since it was loaded.
+    pub turns_since_load: u64,
+    /// When the last turn ended (monotonic), for "resumed after a long pause".
+    pub last_turn_end: Option<std::time::Instant>,
+    /// Nudge cooldowns.
+    pub nudges: crate::nudge::Nudges,
 }
 
 impl Workstream {
@@ -106,6 +112,9 @@ impl Workstreams {
             files_read: FilesRead::default(),
             grants,
             workdir: self.workdir.clone(),
+            turns_since_load: 0,
+            last_turn_end: None,
+            nudges: crate::nudge::Nudges::default(),
         };
         Ok(self.insert(key, Arc::new(tokio::sync::Mutex::new(ws))))
     }

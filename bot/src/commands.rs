@@ -78,7 +78,7 @@ mod tests {
             lines[1],
             "bash        no            no     yes         command"
         );
-        assert_eq!(lines.len(), 7);
+        assert_eq!(lines.len(), 8);
     }
 
     #[test]

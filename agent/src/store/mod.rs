@@ -5,6 +5,7 @@
 //! always-allow grants). Migrations are embedded and run at connect time.
 
 pub mod approvals;
+pub mod memories;
 pub mod messages;
 pub mod workstreams;
 

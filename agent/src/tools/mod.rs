@@ -9,6 +9,7 @@ mod args;
 mod bash;
 mod edit_file;
 mod man;
+mod memory;
 mod read_file;
 mod registry;
 mod search;

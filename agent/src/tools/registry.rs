@@ -25,6 +25,7 @@ pub fn default_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(edit_file::EditFile),
         Arc::new(search::Search),
         Arc::new(man::Man),
+        Arc::new(memory::MemoryTool),
     ]
 }
 
@@ -303,7 +304,8 @@ mod tests {
                 "write_file",
                 "edit_file",
                 "search",
-                "man"
+                "man",
+                "memory"
             ]
         );
         assert_eq!(names(r.agent_tools()), ["read_file", "search", "man"]);
@@ -319,14 +321,15 @@ mod tests {
             ]
         );
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
-        assert_eq!(auto, ["man", "read_file", "search"]);
+        assert_eq!(auto, ["man", "memory", "read_file", "search"]);
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 6);
+        assert_eq!(r.builtin_tool_names().len(), 7);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
             ("edit_file", "old_string"),
             ("man", "page"),
+            ("memory", "name"),
             ("read_file", "path"),
             ("search", "query"),
             ("write_file", "content"),

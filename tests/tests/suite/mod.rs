@@ -3,6 +3,7 @@
 mod approvals;
 mod console;
 mod failures;
+mod memory;
 mod parallel;
 mod providers;
 mod restart;

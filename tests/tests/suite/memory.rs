@@ -1,0 +1,99 @@
+//! Memory end to end: saved through the tool by a scripted model, injected into later system
+//! messages by relevance, and never visible to another user — in the same thread or another.
+
+use sandpiper_tests::both_backends;
+use sandpiper_tests::fake_llm::{text, tool_call};
+use sandpiper_tests::harness::{self, ConsoleRun};
+use serde_json::json;
+
+use super::{contents_with_role, setup};
+
+fn system_of(request: &serde_json::Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+both_backends! {
+    async fn user_memories_follow_their_user_and_nobody_else(db) {
+        let s = setup(&db, vec![
+            // alice, in the shared thread, saves a personal preference and a global fact.
+            tool_call("m1", "memory", json!({"action": "save", "name": "alice_editor", "scope": "user",
+                "type": "user", "description": "alice's editor preference for indentation",
+                "content": "alice wants tabs for indentation, never spaces"})),
+            tool_call("m2", "memory", json!({"action": "save", "name": "deploy_command",
+                "description": "how to deploy indentation-checked code", "content": "make deploy"})),
+            text("Noted."),
+            // bob, in the same thread, asks about indentation: the model lists memories.
+            tool_call("m3", "memory", json!({"action": "list"})),
+            text("bob answer"),
+            // alice, in another thread, asks about indentation.
+            text("alice answer"),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+
+        let alice = ConsoleRun::start(agent.clone(), "shared", "alice", true);
+        alice.send("remember my indentation preference").await;
+        alice.finish().await;
+
+        let bob = ConsoleRun::start(agent.clone(), "shared", "bob", true);
+        bob.send("what indentation should I use?").await;
+        bob.finish().await;
+
+        let alice = ConsoleRun::start(agent.clone(), "elsewhere", "alice", true);
+        alice.send("which indentation do I like?").await;
+        alice.finish().await;
+        s.llm.verify();
+
+        let requests = s.llm.requests();
+        assert_eq!(requests.len(), 6);
+        // bob's first call: the global memory is injected, alice's personal one is not.
+        let bob_system = system_of(&requests[3]);
+        assert!(bob_system.contains("deploy_command"), "{bob_system}");
+        assert!(!bob_system.contains("tabs"), "{bob_system}");
+        // bob's list shows only the global memory.
+        let listed = contents_with_role(&requests[4], "tool");
+        assert_eq!(listed.last().unwrap(), "- deploy_command [project, global]: how to deploy indentation-checked code\n");
+        // alice, in another thread, gets her preference injected.
+        let alice_system = system_of(&requests[5]);
+        assert!(alice_system.contains("alice wants tabs"), "{alice_system}");
+        // Nothing injected is stored in history.
+        let history = agent.history("console:elsewhere").await.unwrap();
+        assert!(history.iter().all(|m| !m.content.contains("<memories>")));
+    }
+
+    async fn a_correction_nudges_once_and_is_never_stored(db) {
+        let s = setup(&db, vec![text("Port 80."), text("Sorry, 8080."), text("ok")]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "nudge", "alice", true);
+        console.send("which port?").await;
+        console.send("no, that's wrong").await;
+        console.send("no, that's wrong again").await;
+        console.finish().await;
+        let requests = s.llm.requests();
+        assert!(!system_of(&requests[0]).contains("<nudges>"));
+        let second = system_of(&requests[1]);
+        assert!(second.contains("<nudges>") && second.contains("The user just corrected you"), "{second}");
+        // The cooldown holds within 300 s.
+        assert!(!system_of(&requests[2]).contains("corrected you"));
+        let history = agent.history("console:nudge").await.unwrap();
+        assert!(history.iter().all(|m| !m.content.contains("nudges")));
+    }
+
+    async fn a_resumed_workstream_is_nudged_after_restart(db) {
+        let s = setup(&db, vec![text("first"), text("second")]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "resume", "alice", true);
+        console.send("hello").await;
+        console.finish().await;
+        drop(agent);
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent, "resume", "alice", true);
+        console.send("where were we?").await;
+        console.finish().await;
+        let requests = s.llm.requests();
+        assert!(!system_of(&requests[0]).contains("resuming"));
+        assert!(system_of(&requests[1]).contains("This workstream is resuming"));
+    }
+}
