@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sandpiper::{commands, wiring};
+use sandpiper::{account, commands, wiring};
 use sandpiper_agent::Config;
 use sandpiper_agent::config::ProcessEnv;
 use sandpiper_agent::tools::ToolRegistry;
@@ -44,6 +44,37 @@ enum Command {
     },
     /// List the built-in tools and their approval settings.
     Tools,
+    /// Join this terminal account with your Discord or Slack identity (or another terminal
+    /// user): without CODE, print a one-time code; with CODE, join the account that made it.
+    Link {
+        /// A code from `/link` or `sandpiper link` on your other account.
+        code: Option<String>,
+        /// Detach this terminal account from the user it was linked to.
+        #[arg(long, conflicts_with = "code")]
+        unlink: bool,
+    },
+    /// List or delete the memories you can see (global, yours, and the workstream's).
+    Memory {
+        #[command(subcommand)]
+        command: Option<MemoryCommand>,
+        /// Workstream whose memories are included.
+        #[arg(long, default_value = "default", value_name = "NAME", global = true)]
+        workstream: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MemoryCommand {
+    /// List memories (the default).
+    List,
+    /// Delete a memory by name.
+    Delete {
+        /// The memory's name.
+        name: String,
+        /// global, workstream or user (needed when the name exists in several).
+        #[arg(long)]
+        scope: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -91,6 +122,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", commands::tools_table(&ToolRegistry::builtin()?));
             Ok(())
         }
+        Command::Link { code, unlink } => {
+            let store = wiring::open_store(&config).await?;
+            println!(
+                "{}",
+                account::link(&store, &os_user(), code.as_deref(), unlink).await?
+            );
+            Ok(())
+        }
+        Command::Memory {
+            command,
+            workstream,
+        } => {
+            let store = wiring::open_store(&config).await?;
+            let text = match command.unwrap_or(MemoryCommand::List) {
+                MemoryCommand::List => {
+                    account::memory_list(&store, &os_user(), &workstream).await?
+                }
+                MemoryCommand::Delete { name, scope } => {
+                    account::memory_delete(&store, &os_user(), &workstream, &name, scope.as_deref())
+                        .await?
+                }
+            };
+            println!("{}", text.trim_end());
+            Ok(())
+        }
         Command::Chat { yes, workstream } => {
             if yes {
                 config.approval.auto_approve = true;
@@ -100,7 +156,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let interactive = std::io::stdin().is_terminal();
             let options = ConsoleOptions {
                 workstream,
-                user: std::env::var("USER").unwrap_or_else(|_| "local".into()),
+                user: os_user(),
                 auto_approve,
                 interactive,
             };
@@ -118,6 +174,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The person at the terminal: the OS user name.
+fn os_user() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "local".into())
 }
 
 /// Reads stdin lines on a blocking thread into a bounded channel.

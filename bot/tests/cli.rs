@@ -121,3 +121,99 @@ fn tools_prints_the_table() {
         "{stdout}"
     );
 }
+
+fn stdout_of(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn link_joins_two_terminal_accounts_and_a_code_works_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = stdout_of(&sandpiper(dir.path()).arg("link").output().unwrap());
+    let code = made.split_whitespace().nth(4).unwrap().to_owned();
+    assert_eq!(code.len(), 8, "{made}");
+    let joined = stdout_of(
+        &sandpiper(dir.path())
+            .args(["link", &code])
+            .env("USER", "carol-laptop")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        joined.trim(),
+        "linked: you are carol on console:carol, console:carol-laptop"
+    );
+    let again = sandpiper(dir.path())
+        .args(["link", &code])
+        .env("USER", "mallory")
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("that code is not valid"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_lists_and_deletes_only_what_the_caller_sees() {
+    let llm = FakeLlm::start(vec![
+        tool_call(
+            "m1",
+            "memory",
+            json!({"action": "save", "name": "carol_shell", "scope": "user", "content": "fish", "description": "carol's shell"}),
+        ),
+        text("saved"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.args(["chat", "--yes"])
+        .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url());
+    let out = tokio::task::spawn_blocking(move || run_with_stdin(cmd, "remember my shell\n"))
+        .await
+        .unwrap();
+    stdout_of(&out);
+    let dir = dir.path().to_owned();
+    let d = dir.clone();
+    let listed = tokio::task::spawn_blocking(move || {
+        stdout_of(&sandpiper(&d).arg("memory").output().unwrap())
+    })
+    .await
+    .unwrap();
+    assert!(listed.starts_with("carol_shell"), "{listed}");
+    assert!(
+        listed.contains("user") && listed.contains("carol's shell"),
+        "{listed}"
+    );
+    let d = dir.clone();
+    let (others, deleted) = tokio::task::spawn_blocking(move || {
+        let others = stdout_of(
+            &sandpiper(&d)
+                .arg("memory")
+                .env("USER", "dave")
+                .output()
+                .unwrap(),
+        );
+        let refused = sandpiper(&d)
+            .args(["memory", "delete", "carol_shell"])
+            .env("USER", "dave")
+            .output()
+            .unwrap();
+        assert!(!refused.status.success());
+        let deleted = stdout_of(
+            &sandpiper(&d)
+                .args(["memory", "delete", "carol_shell"])
+                .output()
+                .unwrap(),
+        );
+        (others, deleted)
+    })
+    .await
+    .unwrap();
+    assert_eq!(others.trim(), "no memories");
+    assert_eq!(deleted.trim(), "deleted `carol_shell` (user scope)");
+}

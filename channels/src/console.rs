@@ -32,6 +32,9 @@ pub struct ConsoleOptions {
     pub interactive: bool,
 }
 
+/// The identity platform name of console users (keyed by OS user name).
+pub const PLATFORM: &str = "console";
+
 /// Cancels the running turn (Ctrl-C), never the process.
 #[derive(Debug, Clone, Default)]
 pub struct Interrupter(Arc<Mutex<Option<CancellationToken>>>);
@@ -94,6 +97,19 @@ impl Console {
     /// Reads messages until input ends (or `/quit`), answering each.
     pub async fn run(&self) {
         let key = self.workstream_key();
+        // The person at the terminal is a sandpiper user like any platform user.
+        let user = match self
+            .agent
+            .store()
+            .user_for_identity(PLATFORM, &self.options.user, &self.options.user)
+            .await
+        {
+            Ok(user) => user,
+            Err(e) => {
+                say(&self.out, &format!("error: cannot look up user: {e}\n"));
+                return;
+            }
+        };
         let sink = ConsoleSink {
             out: self.out.clone(),
         };
@@ -101,7 +117,7 @@ impl Console {
             input: self.input.clone(),
             out: self.out.clone(),
             interactive: self.options.interactive,
-            user: self.options.user.clone(),
+            user: user.username.clone(),
         };
         if self.options.interactive {
             match self.agent.history(&key).await {
@@ -141,7 +157,7 @@ impl Console {
                 .agent
                 .run_turn(TurnRequest {
                     workstream: &key,
-                    author: Some(&self.options.user),
+                    author: Some(&user.id),
                     text: text.to_owned(),
                     sink: &sink,
                     approver,

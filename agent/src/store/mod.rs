@@ -2,11 +2,13 @@
 //! (the embedded default) and PostgreSQL with the same queries.
 //!
 //! One module per table: [`workstreams`], [`messages`], [`approvals`] (requests and
-//! always-allow grants). Migrations are embedded and run at connect time.
+//! always-allow grants), [`memories`] (scoped memories), [`users`] (users, their platform
+//! identities and linking). Migrations are embedded and run at connect time.
 
 pub mod approvals;
 pub mod memories;
 pub mod messages;
+pub mod users;
 pub mod workstreams;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

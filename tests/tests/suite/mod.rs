@@ -3,6 +3,7 @@
 mod approvals;
 mod console;
 mod failures;
+mod identity;
 mod memory;
 mod parallel;
 mod providers;

@@ -1,0 +1,366 @@
+use pretty_assertions::assert_eq;
+
+use super::linking::{ATTEMPT_WINDOW_MS, LINK_CODE_TTL_MS};
+use super::*;
+use crate::model::Message;
+
+const T0: i64 = 1_700_000_000_000;
+
+async fn store() -> Store {
+    Store::memory().await.unwrap()
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn display_names_become_usernames() {
+    let cases = [
+        ("Alice", "alice"),
+        ("  Bob Smith ", "bob_smith"),
+        ("ALICE!", "alice_"),
+        ("élodie.k-9", "_lodie.k-9"),
+        ("", "user"),
+        ("   ", "user"),
+        ("x".repeat(40).as_str(), "x".repeat(32).as_str()),
+    ]
+    .map(|(a, b)| (a.to_owned(), b.to_owned()));
+    for (display, username) in cases {
+        assert_eq!(normalise_username(&display), username, "{display:?}");
+    }
+    assert_eq!(numbered("alice", 1), "alice");
+    assert_eq!(numbered("alice", 12), "alice-12");
+    assert_eq!(
+        numbered(&"x".repeat(32), 2),
+        format!("{}-2", "x".repeat(30))
+    );
+    assert!(is_valid_username("a.b-c_9"));
+    for bad in ["", "Alice", "a b", "ü", &"x".repeat(33)] {
+        assert!(!is_valid_username(bad), "{bad:?}");
+    }
+    assert_eq!(escape_like("a_b%c\\"), "a\\_b\\%c\\\\");
+}
+
+#[tokio::test]
+async fn first_contact_creates_and_the_same_identity_returns_the_same_user() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity("console", "alice", "Alice")
+        .await
+        .unwrap();
+    assert_eq!(alice.username, "alice");
+    assert_eq!(alice.display_name.as_deref(), Some("Alice"));
+    let again = store
+        .user_for_identity("console", "alice", "Someone Else")
+        .await
+        .unwrap();
+    assert_eq!(again, alice);
+    assert_eq!(store.user(&alice.id).await.unwrap(), Some(alice.clone()));
+    assert_eq!(
+        store.user_by_username(" @Alice ").await.unwrap(),
+        Some(alice.clone())
+    );
+    assert_eq!(store.user("nobody").await.unwrap(), None);
+    assert_eq!(
+        store.identities_of(&alice.id).await.unwrap(),
+        pairs(&[("console", "alice")])
+    );
+}
+
+#[tokio::test]
+async fn usernames_are_de_duplicated() {
+    let store = store().await;
+    let mut names = Vec::new();
+    for (i, display) in ["Alice", "alice", "ALICE!", "Alice", "", "?"]
+        .iter()
+        .enumerate()
+    {
+        let user = store
+            .user_for_identity("discord", &i.to_string(), display)
+            .await
+            .unwrap();
+        names.push(user.username);
+    }
+    assert_eq!(
+        names,
+        ["alice", "alice-2", "alice_", "alice-3", "user", "_"]
+    );
+    // A name with LIKE wildcards only collides with itself.
+    let a = store.user_for_identity("slack", "U1", "a_b").await.unwrap();
+    let b = store.user_for_identity("slack", "U2", "a_b").await.unwrap();
+    let c = store.user_for_identity("slack", "U3", "axb").await.unwrap();
+    assert_eq!(
+        [a.username, b.username, c.username],
+        ["a_b", "a_b-2", "axb"].map(String::from)
+    );
+}
+
+#[tokio::test]
+async fn rename_checks_the_name() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity("console", "a", "alice")
+        .await
+        .unwrap();
+    let bob = store
+        .user_for_identity("console", "b", "bob")
+        .await
+        .unwrap();
+    let renamed = store.rename_user(&alice.id, " ally ").await.unwrap();
+    assert_eq!(
+        renamed,
+        User {
+            username: "ally".into(),
+            ..alice.clone()
+        }
+    );
+    assert_eq!(store.user_by_username("alice").await.unwrap(), None);
+    let err = store.rename_user(&alice.id, "bob").await.unwrap_err();
+    assert!(
+        matches!(&err, IdentityError::UsernameTaken(n) if n == "bob"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the username `bob` is already taken: choose another one"
+    );
+    let err = store.rename_user(&alice.id, "Ally!").await.unwrap_err();
+    assert!(
+        matches!(&err, IdentityError::BadUsername(n) if n == "Ally!"),
+        "{err:?}"
+    );
+    let err = store.rename_user("nobody", "carol").await.unwrap_err();
+    assert!(matches!(err, IdentityError::UnknownUser(_)), "{err:?}");
+    assert_eq!(store.rename_user(&bob.id, "bob").await.unwrap(), bob);
+}
+
+#[tokio::test]
+async fn a_code_links_identities_and_history_follows() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity("console", "alice", "alice")
+        .await
+        .unwrap();
+    let old = store
+        .user_for_identity("discord", "42", "Alice W")
+        .await
+        .unwrap();
+    store.ensure_workstream("discord:1", None).await.unwrap();
+    store
+        .append_message("discord:1", 0, &Message::user("hi"), Some(&old.id))
+        .await
+        .unwrap();
+    store
+        .append_message("discord:1", 1, &Message::user("from bob"), Some("bob"))
+        .await
+        .unwrap();
+
+    let code = store.create_link_code_at(&alice.id, T0).await.unwrap();
+    assert_eq!(code.len(), 8);
+    assert!(
+        code.bytes()
+            .all(|b| b"ABCDEFGHJKMNPQRSTUVWXYZ23456789".contains(&b))
+    );
+    let linked = store
+        .redeem_link_code_at(
+            "discord",
+            "42",
+            "Alice W",
+            &format!(" {} ", code.to_lowercase()),
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(linked, alice);
+    assert_eq!(
+        store
+            .user_for_identity("discord", "42", "Alice W")
+            .await
+            .unwrap(),
+        alice
+    );
+    assert_eq!(
+        store.identities_of(&alice.id).await.unwrap(),
+        pairs(&[("console", "alice"), ("discord", "42")])
+    );
+    assert_eq!(store.user(&old.id).await.unwrap(), None);
+    let authors: Vec<(Option<String>,)> =
+        sqlx::query_as("SELECT author FROM messages ORDER BY seq")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        authors,
+        vec![(Some(alice.id.clone()),), (Some("bob".to_owned()),)]
+    );
+
+    // Spent: nobody can use it again.
+    let err = store
+        .redeem_link_code_at("slack", "U1", "x", &code, T0 + 2)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IdentityError::CodeInvalid), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_user_who_keeps_other_identities_is_not_merged() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity("console", "alice", "alice")
+        .await
+        .unwrap();
+    let bob = store
+        .user_for_identity("discord", "1", "bob")
+        .await
+        .unwrap();
+    let code = store.create_link_code_at(&bob.id, T0).await.unwrap();
+    store
+        .redeem_link_code_at("slack", "U1", "bob", &code, T0)
+        .await
+        .unwrap();
+    // Bob's Slack identity now moves to Alice: Bob keeps his Discord identity and his user.
+    let code = store.create_link_code_at(&alice.id, T0).await.unwrap();
+    store
+        .redeem_link_code_at("slack", "U1", "bob", &code, T0)
+        .await
+        .unwrap();
+    assert_eq!(store.user(&bob.id).await.unwrap(), Some(bob.clone()));
+    assert_eq!(
+        store.identities_of(&bob.id).await.unwrap(),
+        pairs(&[("discord", "1")])
+    );
+    assert_eq!(
+        store.identities_of(&alice.id).await.unwrap(),
+        pairs(&[("console", "alice"), ("slack", "U1")])
+    );
+}
+
+#[tokio::test]
+async fn expired_used_and_own_codes_are_refused() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity("console", "alice", "alice")
+        .await
+        .unwrap();
+    let code = store.create_link_code_at(&alice.id, T0).await.unwrap();
+    let err = store
+        .redeem_link_code_at("discord", "1", "a", &code, T0 + LINK_CODE_TTL_MS)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IdentityError::CodeInvalid), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "that code is not valid: it may have expired (codes last 10 minutes) or been used already"
+    );
+
+    let code = store.create_link_code_at(&alice.id, T0).await.unwrap();
+    let err = store
+        .redeem_link_code_at("console", "alice", "alice", &code, T0 + 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IdentityError::SameUser), "{err:?}");
+    // Refusing your own code does not spend it.
+    store
+        .redeem_link_code_at("discord", "1", "a", &code, T0 + 2)
+        .await
+        .unwrap();
+    let err = store
+        .redeem_link_code_at("slack", "U1", "a", &code, T0 + 3)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IdentityError::CodeInvalid), "{err:?}");
+    let err = store.merge_users(&alice.id, &alice.id).await.unwrap_err();
+    assert!(matches!(err, IdentityError::SameUser), "{err:?}");
+}
+
+#[tokio::test]
+async fn the_sixth_attempt_in_an_hour_is_refused_even_with_a_valid_code() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity("console", "alice", "alice")
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let err = store
+            .redeem_link_code_at("discord", "1", "m", "WRONG", T0 + i)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, IdentityError::CodeInvalid), "{err:?}");
+    }
+    let code = store.create_link_code_at(&alice.id, T0).await.unwrap();
+    let err = store
+        .redeem_link_code_at("discord", "1", "m", &code, T0 + 10)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IdentityError::TooManyAttempts), "{err:?}");
+    // Another identity is not limited.
+    let err = store
+        .redeem_link_code_at("discord", "2", "n", "WRONG", T0 + 10)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IdentityError::CodeInvalid), "{err:?}");
+    // The refused attempt did not look at the code: it is still good for another identity.
+    let user = store
+        .redeem_link_code_at("slack", "U5", "m", &code, T0 + 11)
+        .await
+        .unwrap();
+    assert_eq!(user, alice);
+    // An hour after the first attempts, the identity may try again.
+    let code = store
+        .create_link_code_at(&alice.id, T0 + ATTEMPT_WINDOW_MS + 5)
+        .await
+        .unwrap();
+    let user = store
+        .redeem_link_code_at("discord", "1", "m", &code, T0 + ATTEMPT_WINDOW_MS + 5)
+        .await
+        .unwrap();
+    assert_eq!(user, alice);
+}
+
+#[tokio::test]
+async fn unlink_gives_a_fresh_user_but_not_to_an_only_identity() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity("console", "alice", "alice")
+        .await
+        .unwrap();
+    let err = store.unlink("console", "alice").await.unwrap_err();
+    assert!(matches!(err, IdentityError::NothingToUnlink), "{err:?}");
+    let err = store.unlink("discord", "unknown").await.unwrap_err();
+    assert!(matches!(err, IdentityError::NothingToUnlink), "{err:?}");
+
+    store
+        .user_for_identity("discord", "7", "Alice")
+        .await
+        .unwrap();
+    let code = store.create_link_code_at(&alice.id, T0).await.unwrap();
+    store
+        .redeem_link_code_at("discord", "7", "Alice", &code, T0)
+        .await
+        .unwrap();
+    let fresh = store.unlink_at("discord", "7", T0 + 1).await.unwrap();
+    assert_ne!(fresh.id, alice.id);
+    assert_eq!(fresh.username, "alice-2");
+    assert_eq!(fresh.display_name.as_deref(), Some("Alice"));
+    assert_eq!(
+        store
+            .user_for_identity("discord", "7", "Alice")
+            .await
+            .unwrap(),
+        fresh
+    );
+    assert_eq!(
+        store.identities_of(&alice.id).await.unwrap(),
+        pairs(&[("console", "alice")])
+    );
+    assert_eq!(
+        store.identities_of(&fresh.id).await.unwrap(),
+        pairs(&[("discord", "7")])
+    );
+    let err = store.unlink("discord", "7").await.unwrap_err();
+    assert!(matches!(err, IdentityError::NothingToUnlink), "{err:?}");
+}
