@@ -78,7 +78,11 @@ mod tests {
             lines[1],
             "bash        no            no     yes         command"
         );
-        assert_eq!(lines.len(), 8);
+        assert_eq!(
+            lines[8],
+            "recall      yes           no     no          query"
+        );
+        assert_eq!(lines.len(), 9);
     }
 
     #[test]

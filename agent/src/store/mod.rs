@@ -3,11 +3,13 @@
 //!
 //! One module per table: [`workstreams`], [`messages`], [`approvals`] (requests and
 //! always-allow grants), [`memories`] (scoped memories), [`users`] (users, their platform
-//! identities and linking). Migrations are embedded and run at connect time.
+//! identities and linking); [`recall`] is full-text search over the messages. Migrations are
+//! embedded and run at connect time.
 
 pub mod approvals;
 pub mod memories;
 pub mod messages;
+pub mod recall;
 pub mod users;
 pub mod workstreams;
 
@@ -29,6 +31,13 @@ pub enum StoreError {
     /// Migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A search query has nothing to search for (empty, or only punctuation). Not a fault of
+    /// the database: show it to whoever asked (the model), who can rephrase.
+    #[error(
+        "nothing to search for in {0:?}: the query needs at least one word or number (letters \
+         or digits); punctuation and search operators are ignored"
+    )]
+    EmptyQuery(String),
     /// A stored row could not be decoded (corrupt JSON, unknown role).
     #[error("corrupt row in {table}: {message}")]
     Corrupt {

@@ -11,6 +11,7 @@ mod edit_file;
 mod man;
 mod memory;
 mod read_file;
+mod recall;
 mod registry;
 mod search;
 mod write_file;

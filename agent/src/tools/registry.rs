@@ -26,6 +26,7 @@ pub fn default_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(search::Search),
         Arc::new(man::Man),
         Arc::new(memory::MemoryTool),
+        Arc::new(recall::Recall),
     ]
 }
 
@@ -305,7 +306,8 @@ mod tests {
                 "edit_file",
                 "search",
                 "man",
-                "memory"
+                "memory",
+                "recall"
             ]
         );
         assert_eq!(names(r.agent_tools()), ["read_file", "search", "man"]);
@@ -321,15 +323,16 @@ mod tests {
             ]
         );
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
-        assert_eq!(auto, ["man", "memory", "read_file", "search"]);
+        assert_eq!(auto, ["man", "memory", "read_file", "recall", "search"]);
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 7);
+        assert_eq!(r.builtin_tool_names().len(), 8);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
             ("edit_file", "old_string"),
             ("man", "page"),
             ("memory", "name"),
+            ("recall", "query"),
             ("read_file", "path"),
             ("search", "query"),
             ("write_file", "content"),

@@ -7,6 +7,7 @@ mod identity;
 mod memory;
 mod parallel;
 mod providers;
+mod recall;
 mod restart;
 
 use std::time::Duration;
