@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::memory::MemoryContext;
+use crate::memory::MemoryIndex;
 use crate::model::{ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role};
 use crate::nudge::Signals;
 use crate::pipeline::Batch;
@@ -81,6 +81,7 @@ struct Inner {
     registry: ToolRegistry,
     store: Store,
     workstreams: Workstreams,
+    memories: MemoryIndex,
 }
 
 impl std::fmt::Debug for Agent {
@@ -113,6 +114,7 @@ impl Agent {
                 registry: ToolRegistry::builtin()?,
                 store,
                 workstreams,
+                memories: MemoryIndex::default(),
             }),
         })
     }
@@ -213,7 +215,7 @@ impl Agent {
             workstream: ws.key.clone(),
             user_id: req.author.map(str::to_owned),
         };
-        let mut memories = self.load_memories(&visibility).await?;
+        inner.memories.sync(&inner.store).await?;
         let mut injected: HashSet<String> = HashSet::new();
         let mut denied = false;
         let mut outcome = TurnOutcome::default();
@@ -228,7 +230,7 @@ impl Agent {
             }
             let first_call = outcome.rounds == 0;
             outcome.rounds += 1;
-            let relevant = memories.relevant(&ws.history);
+            let relevant = inner.memories.relevant(&visibility, &ws.history);
             let new_ids: Vec<&str> = relevant
                 .iter()
                 .filter(|m| !injected.contains(&m.id))
@@ -310,7 +312,7 @@ impl Agent {
             let done = batch.run(&calls).await?;
             denied = done.results.iter().any(|m| m.content.starts_with("denied"));
             if calls.iter().any(|c| c.name == "memory") {
-                memories = self.load_memories(&visibility).await?;
+                inner.memories.sync(&inner.store).await?;
             }
             ws.history.extend(done.results);
             ws.grants.extend(done.new_grants);
@@ -321,15 +323,6 @@ impl Agent {
         }
         ws.last_turn_end = Some(Instant::now());
         Ok(outcome)
-    }
-
-    async fn load_memories(&self, vis: &Visibility) -> Result<MemoryContext, StoreError> {
-        let found = self
-            .inner
-            .store
-            .visible_memories(vis, crate::memory::SCAN_LIMIT)
-            .await?;
-        Ok(MemoryContext::new(found))
     }
 
     /// Records the text streamed before an interruption, so the history shows what the user saw.

@@ -270,7 +270,11 @@ impl<K: Clone + Eq + Hash> Bm25Index<K> {
         F: IntoIterator<Item = T>,
         T: AsRef<str>,
     {
+        let docs = docs.into_iter();
         let mut index = Self::new();
+        let n = docs.size_hint().0;
+        (index.keys, index.doc_len) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        index.slots.reserve(n);
         for (key, fields) in docs {
             index.insert_fields(key, fields);
         }

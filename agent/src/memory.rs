@@ -1,17 +1,23 @@
 //! Relevance injection: before each model call, the memories visible to the turn are ranked
 //! with BM25 against the recent conversation and the top [`INJECTED`] go into the system
 //! message.
+//!
+//! One [`MemoryIndex`] per agent holds every memory in a BM25 index; a turn checks the table's
+//! fingerprint once ([`Store::memories_version`]) and rebuilds only when memories changed (here
+//! or on another node). Scope filtering happens while scoring, so a turn only ever ranks what
+//! it may see.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 use crate::bm25::Bm25Index;
 use crate::model::{Message, Role};
-use crate::store::memories::Memory;
+use crate::store::memories::{Memory, Visibility};
+use crate::store::{Store, StoreError};
 
 /// How many memories are injected.
 pub const INJECTED: usize = 5;
-/// How many visible memories a turn considers (the most recently updated).
-pub const SCAN_LIMIT: usize = 10_000;
 /// Messages of recent conversation (besides the latest user message) used as the query.
 const RECENT_MESSAGES: usize = 6;
 /// Characters of one message used in the query.
@@ -19,41 +25,70 @@ const QUERY_CHARS_PER_MESSAGE: usize = 2_000;
 /// Characters of a memory's content shown in the system message.
 const SHOWN_CONTENT_CHARS: usize = 1_500;
 
-/// The memories a turn can see, indexed once per turn (and again after the memory tool ran).
 #[derive(Debug, Default)]
-pub struct MemoryContext {
-    memories: Vec<Memory>,
-    index: Bm25Index<usize>,
+struct Snapshot {
+    version: Option<(i64, i64)>,
+    index: Bm25Index<String>,
+    memories: HashMap<String, Arc<Memory>>,
 }
 
-impl MemoryContext {
-    /// Indexes `memories` over name, description and content.
-    pub fn new(memories: Vec<Memory>) -> Self {
-        let index = Bm25Index::build(memories.iter().enumerate().map(|(i, m)| {
+/// Every memory, indexed for relevance; shared by all turns of an agent.
+#[derive(Debug, Default)]
+pub struct MemoryIndex {
+    snapshot: Mutex<Arc<Snapshot>>,
+}
+
+impl MemoryIndex {
+    /// Brings the index up to date with the store (one cheap query when nothing changed).
+    pub async fn sync(&self, store: &Store) -> Result<(), StoreError> {
+        let version = store.memories_version().await?;
+        if self.current().version == Some(version) {
+            return Ok(());
+        }
+        let all = store.all_memories().await?;
+        let index = Bm25Index::build_fields(all.iter().map(|m| {
             (
-                i,
-                format!(
-                    "{} {} {}",
-                    m.name,
+                m.id.clone(),
+                [
+                    m.name.as_str(),
                     m.description.as_deref().unwrap_or_default(),
-                    m.content
-                ),
+                    m.content.as_str(),
+                ],
             )
         }));
-        Self { memories, index }
+        let memories = all
+            .into_iter()
+            .map(|m| (m.id.clone(), Arc::new(m)))
+            .collect();
+        let fresh = Arc::new(Snapshot {
+            version: Some(version),
+            index,
+            memories,
+        });
+        if let Ok(mut slot) = self.snapshot.lock() {
+            *slot = fresh;
+        }
+        Ok(())
     }
 
-    /// The most relevant memories for the conversation so far, best first.
-    pub fn relevant(&self, history: &[Message]) -> Vec<&Memory> {
-        if self.memories.is_empty() {
+    /// The most relevant memories visible from `vis` for the conversation so far, best first.
+    pub fn relevant(&self, vis: &Visibility, history: &[Message]) -> Vec<Arc<Memory>> {
+        let snap = self.current();
+        if snap.memories.is_empty() {
             return Vec::new();
         }
         let query = recent_text(history);
-        self.index
-            .search(&query, INJECTED)
+        snap.index
+            .search_filtered(&query, INJECTED, |id| {
+                snap.memories.get(id).is_some_and(|m| vis.sees(m))
+            })
             .into_iter()
-            .filter_map(|(i, _)| self.memories.get(i))
+            .filter_map(|(id, _)| snap.memories.get(&id).cloned())
             .collect()
+    }
+
+    fn current(&self) -> Arc<Snapshot> {
+        self.snapshot.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 
@@ -79,7 +114,7 @@ fn push_cut(out: &mut String, s: &str) {
 }
 
 /// The `<memories>` block for the system message, or an empty string.
-pub fn render(memories: &[&Memory]) -> String {
+pub fn render(memories: &[Arc<Memory>]) -> String {
     if memories.is_empty() {
         return String::new();
     }
@@ -108,49 +143,120 @@ pub fn render(memories: &[&Memory]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memories::Scope;
+    use crate::store::memories::{NewMemory, Scope};
 
-    fn mem(name: &str, description: &str, content: &str) -> Memory {
-        Memory {
-            id: name.into(),
-            name: name.into(),
-            scope: Scope::Global,
-            kind: "project".into(),
-            description: Some(description.into()),
-            content: content.into(),
-            updated_at: 0,
-            access_count: 0,
+    fn vis(ws: &str, user: Option<&str>) -> Visibility {
+        Visibility {
+            workstream: ws.into(),
+            user_id: user.map(str::to_owned),
         }
     }
 
-    #[test]
-    fn the_most_relevant_memories_are_picked_and_rendered() {
-        let ctx = MemoryContext::new(vec![
-            mem(
-                "deploy_command",
-                "how to deploy the api",
-                "run make deploy from the repo root",
-            ),
-            mem("coffee", "office coffee order", "oat milk flat white"),
-            mem(
-                "db_staging",
-                "staging database",
-                "postgres on db-staging port 5433",
-            ),
-        ]);
+    async fn save(
+        store: &Store,
+        v: &Visibility,
+        name: &str,
+        scope: Scope,
+        desc: &str,
+        content: &str,
+    ) {
+        store
+            .save_memory(
+                v,
+                &NewMemory {
+                    name,
+                    scope,
+                    kind: None,
+                    description: Some(desc),
+                    content,
+                    created_by: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn relevant_visible_memories_are_picked_and_rendered() {
+        let store = Store::memory().await.unwrap();
+        let alice = vis("w", Some("alice"));
+        save(
+            &store,
+            &alice,
+            "deploy_command",
+            Scope::Global,
+            "how to deploy the api",
+            "run make deploy from the repo root",
+        )
+        .await;
+        save(
+            &store,
+            &alice,
+            "coffee",
+            Scope::Global,
+            "office coffee order",
+            "oat milk flat white",
+        )
+        .await;
+        save(
+            &store,
+            &alice,
+            "alice_deploy",
+            Scope::User,
+            "alice deploys the api on fridays",
+            "deploy api",
+        )
+        .await;
+        let index = MemoryIndex::default();
+        index.sync(&store).await.unwrap();
         let history = vec![Message::user("please deploy the api to staging")];
-        let picked: Vec<&str> = ctx
-            .relevant(&history)
-            .iter()
-            .map(|m| m.name.as_str())
-            .collect();
-        assert_eq!(picked.first(), Some(&"deploy_command"));
-        assert!(!picked.contains(&"coffee"));
-        let block = render(&ctx.relevant(&history));
-        assert!(block.contains(
-            "- deploy_command [project, global]: how to deploy the api\n  run make deploy"
-        ));
+
+        let names = |v: &Visibility| -> Vec<String> {
+            index
+                .relevant(v, &history)
+                .iter()
+                .map(|m| m.name.clone())
+                .collect()
+        };
+        let for_alice = names(&alice);
+        assert!(
+            for_alice.contains(&"deploy_command".to_owned())
+                && for_alice.contains(&"alice_deploy".to_owned())
+        );
+        assert!(!for_alice.contains(&"coffee".to_owned()));
+        assert_eq!(names(&vis("w", Some("bob"))), ["deploy_command"]);
+
+        let block = render(&index.relevant(&vis("w", None), &history));
+        assert!(
+            block.contains(
+                "- deploy_command [project, global]: how to deploy the api\n  run make deploy"
+            ),
+            "{block}"
+        );
         assert_eq!(render(&[]), "");
-        assert!(MemoryContext::default().relevant(&history).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_index_follows_the_store() {
+        let store = Store::memory().await.unwrap();
+        let v = vis("w", None);
+        let index = MemoryIndex::default();
+        index.sync(&store).await.unwrap();
+        let history = vec![Message::user("where is the runbook")];
+        assert!(index.relevant(&v, &history).is_empty());
+        save(
+            &store,
+            &v,
+            "runbook",
+            Scope::Global,
+            "the runbook",
+            "wiki/runbook",
+        )
+        .await;
+        index.sync(&store).await.unwrap();
+        assert_eq!(index.relevant(&v, &history).len(), 1);
+        store.delete_memory(&v, "runbook", None).await.unwrap();
+        index.sync(&store).await.unwrap();
+        assert!(index.relevant(&v, &history).is_empty());
     }
 }

@@ -6,7 +6,7 @@ use super::{Bm25Params, Posting, accumulate, for_each_token, query_terms, select
 
 /// Ranks `docs` against `query` in one shot, without keeping an index: the top `k` as
 /// `(key, score)`, best first, ties in slice order. Tokenizes every document on each call, so
-/// use a [`Bm25Index`] for large or long-lived sets.
+/// use a [`Bm25Index`](super::Bm25Index) for large or long-lived sets.
 pub fn top_k<K: Clone>(docs: &[(K, &str)], query: &str, k: usize) -> Vec<(K, f32)> {
     top_k_with(docs, query, k, Bm25Params::default())
 }

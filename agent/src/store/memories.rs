@@ -45,6 +45,15 @@ pub struct Visibility {
 }
 
 impl Visibility {
+    /// Whether a memory is visible from here.
+    pub fn sees(&self, m: &Memory) -> bool {
+        match m.scope {
+            Scope::Global => true,
+            Scope::Workstream => m.scope_id == self.workstream,
+            Scope::User => self.user_id.as_deref().is_some_and(|u| u == m.scope_id),
+        }
+    }
+
     /// The `scope_id` a memory of `scope` gets when saved from here, or `None` when this
     /// context cannot own such a memory (a `user` memory without a known user).
     pub fn scope_id(&self, scope: Scope) -> Option<String> {
@@ -65,6 +74,8 @@ pub struct Memory {
     pub name: String,
     /// Scope.
     pub scope: Scope,
+    /// `''` for global, the workstream key, or the user id.
+    pub scope_id: String,
     /// `user`, `project`, `feedback` or `reference`.
     pub kind: String,
     /// Short description for relevance matching.
@@ -99,13 +110,15 @@ type Row = (
     String,
     String,
     String,
+    String,
     Option<String>,
     String,
     i64,
     i64,
 );
 
-const COLUMNS: &str = "id, name, scope, type, description, content, updated_at, access_count";
+const COLUMNS: &str =
+    "id, name, scope, scope_id, type, description, content, updated_at, access_count";
 
 /// `(scope = 'global') OR (workstream match) OR (user match)`, binding $1 = workstream and
 /// $2 = user id ('' matches nothing, since no user id is empty).
@@ -150,6 +163,27 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(existed.is_none())
+    }
+
+    /// Every memory of every scope (for the in-process relevance index, which filters by
+    /// [`Visibility`] itself).
+    pub async fn all_memories(&self) -> Result<Vec<Memory>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM memories ORDER BY updated_at, id"
+        )))
+        .fetch_all(self.pool())
+        .await?;
+        rows.into_iter().map(decode).collect()
+    }
+
+    /// A cheap fingerprint of the table (count and latest update) that changes whenever a
+    /// memory is saved or deleted, by this node or another.
+    pub async fn memories_version(&self) -> Result<(i64, i64), StoreError> {
+        let v: (i64, Option<i64>) =
+            sqlx::query_as("SELECT COUNT(*), MAX(updated_at) FROM memories")
+                .fetch_one(self.pool())
+                .await?;
+        Ok((v.0, v.1.unwrap_or(0)))
     }
 
     /// Every memory visible from `vis`, most recently updated first, at most `limit`.
@@ -258,7 +292,7 @@ pub fn escape_like(s: &str) -> String {
 }
 
 fn decode(row: Row) -> Result<Memory, StoreError> {
-    let (id, name, scope, kind, description, content, updated_at, access_count) = row;
+    let (id, name, scope, scope_id, kind, description, content, updated_at, access_count) = row;
     let scope = Scope::parse(&scope).ok_or_else(|| StoreError::Corrupt {
         table: "memories",
         message: format!("unknown scope `{scope}`"),
@@ -267,6 +301,7 @@ fn decode(row: Row) -> Result<Memory, StoreError> {
         id,
         name,
         scope,
+        scope_id,
         kind,
         description,
         content,
