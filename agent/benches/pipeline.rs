@@ -1,19 +1,22 @@
 //! One tool round-trip through the whole turn loop: a user message, an in-process scripted
 //! model that calls `read_file` on a tiny file, prepare → approve → execute, and the final
-//! answer, with all four messages committed to a SQLite file (WAL). Measured with 10 and with
-//! 500 messages of prior history: the cost must not grow with history, since a turn neither
-//! re-reads nor re-serializes it.
+//! answer, with all four messages committed to a SQLite file (WAL, full-text index kept by
+//! triggers). Measured on a warm workstream with 10 and with 500 messages of prior history:
+//! the cost must not grow with history, since a turn neither re-reads nor re-serializes it.
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use sandpiper_agent::agent::TurnRequest;
-use sandpiper_agent::model::{Message, ScriptedModel};
+use std::collections::HashSet;
+
+use sandpiper_agent::model::{Message, ScriptedModel, ToolCall};
+use sandpiper_agent::pipeline::Batch;
 use sandpiper_agent::protocol::{ApproveAll, NullSink};
 use sandpiper_agent::store::Store;
+use sandpiper_agent::tools::{ToolContext, ToolRegistry};
 use sandpiper_agent::{Agent, Config};
 use tokio_util::sync::CancellationToken;
 
@@ -56,33 +59,19 @@ fn round_trip(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let mut group = c.benchmark_group("tool_round_trip");
+    let mut group = c.benchmark_group("turn_with_tool_call");
     for prior in [10usize, 500] {
         let dir = tempfile::tempdir().expect("tempdir");
         let agent = rt.block_on(agent_with_history(dir.path(), prior));
-        let counter = AtomicU64::new(0);
         group.bench_function(BenchmarkId::from_parameter(prior), |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async {
                     let mut measured = Duration::ZERO;
                     for _ in 0..iters {
-                        // Untimed: a fresh workstream with exactly `prior` messages, loaded in
-                        // memory, and the WAL that the copy produced checkpointed, so the
-                        // measured turn pays for nothing but itself. Each one is deleted
-                        // afterwards so the database stays the same size throughout.
-                        let key = format!("bench:{}", counter.fetch_add(1, Ordering::Relaxed));
-                        agent
-                            .store()
-                            .fork_workstream(TEMPLATE, &key)
-                            .await
-                            .expect("fork");
-                        agent.history(&key).await.expect("load");
-                        agent.store().checkpoint().await.expect("checkpoint");
-
                         let start = Instant::now();
                         let outcome = agent
                             .run_turn(TurnRequest {
-                                workstream: &key,
+                                workstream: TEMPLATE,
                                 author: Some("bench"),
                                 text: "what does tiny.txt say?".into(),
                                 sink: &NullSink,
@@ -92,11 +81,20 @@ fn round_trip(c: &mut Criterion) {
                             .await
                             .expect("turn");
                         measured += start.elapsed();
-
                         assert_eq!(outcome.tool_calls, 1);
                         black_box(outcome);
-                        agent.forget(&key);
-                        agent.store().delete_workstream(&key).await.expect("delete");
+
+                        // Untimed: rewind the workstream to exactly `prior` messages (in the
+                        // database and in memory) and checkpoint the WAL, so every measured
+                        // turn starts from the same state and pays for nothing but itself.
+                        agent
+                            .store()
+                            .rewind_workstream(TEMPLATE, prior as i64)
+                            .await
+                            .expect("rewind");
+                        agent.forget(TEMPLATE);
+                        agent.history(TEMPLATE).await.expect("reload");
+                        agent.store().checkpoint().await.expect("checkpoint");
                     }
                     measured
                 })
@@ -106,5 +104,74 @@ fn round_trip(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, round_trip);
+/// Exactly one tool round-trip through the pipeline: the assistant message carrying the call is
+/// committed, then prepare → approve → execute → commit the result.
+fn pipeline_only(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let registry = ToolRegistry::builtin().expect("registry");
+    let grants = HashSet::new();
+    let mut group = c.benchmark_group("tool_round_trip");
+    for prior in [10usize, 500] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let agent = rt.block_on(agent_with_history(dir.path(), prior));
+        let store = agent.store().clone();
+        let mut call = Message::assistant("");
+        call.tool_calls.push(ToolCall {
+            id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"tiny.txt"}"#.into(),
+        });
+        let calls = call.tool_calls.clone();
+        let mut tool_ctx = ToolContext::for_test(dir.path());
+        tool_ctx.store = Some(store.clone());
+        tool_ctx.workstream = TEMPLATE.into();
+        group.bench_function(BenchmarkId::from_parameter(prior), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut measured = Duration::ZERO;
+                    for _ in 0..iters {
+                        let seq = prior as i64;
+                        let start = Instant::now();
+                        store
+                            .append_message(TEMPLATE, seq, &call, None)
+                            .await
+                            .expect("append");
+                        let batch = Batch {
+                            registry: &registry,
+                            store: &store,
+                            tool_ctx: tool_ctx.clone(),
+                            workstream: TEMPLATE,
+                            first_seq: seq + 1,
+                            requested_by: Some("bench"),
+                            auto_approve: false,
+                            grants: &grants,
+                            approval_timeout: Duration::from_secs(60),
+                            max_parallel: 4,
+                            max_output_bytes: 64 * 1024,
+                            sink: &NullSink,
+                            approver: &ApproveAll,
+                        };
+                        let done = batch.run(&calls).await.expect("batch");
+                        measured += start.elapsed();
+                        assert_eq!(done.results.len(), 1);
+                        black_box(done);
+                        store
+                            .rewind_workstream(TEMPLATE, seq)
+                            .await
+                            .expect("rewind");
+                        store.checkpoint().await.expect("checkpoint");
+                    }
+                    measured
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, pipeline_only, round_trip);
 criterion_main!(benches);

@@ -215,7 +215,7 @@ impl Agent {
             workstream: ws.key.clone(),
             user_id: req.author.map(str::to_owned),
         };
-        inner.memories.sync(&inner.store).await?;
+        inner.memories.sync(&inner.store, false).await?;
         let mut injected: HashSet<String> = HashSet::new();
         let mut denied = false;
         let mut outcome = TurnOutcome::default();
@@ -310,9 +310,9 @@ impl Agent {
                 approver: req.approver,
             };
             let done = batch.run(&calls).await?;
-            denied = done.results.iter().any(|m| m.content.starts_with("denied"));
+            denied = done.denied;
             if calls.iter().any(|c| c.name == "memory") {
-                inner.memories.sync(&inner.store).await?;
+                inner.memories.sync(&inner.store, true).await?;
             }
             ws.history.extend(done.results);
             ws.grants.extend(done.new_grants);

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::bm25::Bm25Index;
 use crate::model::{Message, Role};
@@ -25,6 +26,10 @@ const QUERY_CHARS_PER_MESSAGE: usize = 2_000;
 /// Characters of a memory's content shown in the system message.
 const SHOWN_CONTENT_CHARS: usize = 1_500;
 
+/// How long a turn trusts the index without asking the store whether memories changed on
+/// another node. Changes made through this agent are seen at once (see [`MemoryIndex::sync`]).
+pub const REMOTE_STALENESS: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Default)]
 struct Snapshot {
     version: Option<(i64, i64)>,
@@ -36,12 +41,27 @@ struct Snapshot {
 #[derive(Debug, Default)]
 pub struct MemoryIndex {
     snapshot: Mutex<Arc<Snapshot>>,
+    checked: Mutex<Option<Instant>>,
 }
 
 impl MemoryIndex {
-    /// Brings the index up to date with the store (one cheap query when nothing changed).
-    pub async fn sync(&self, store: &Store) -> Result<(), StoreError> {
+    /// Brings the index up to date with the store: at most one cheap query every
+    /// [`REMOTE_STALENESS`], a rebuild only when the table changed. `force` checks at once
+    /// (after this agent's memory tool ran).
+    pub async fn sync(&self, store: &Store, force: bool) -> Result<(), StoreError> {
+        let recent = self
+            .checked
+            .lock()
+            .ok()
+            .and_then(|c| *c)
+            .is_some_and(|at| at.elapsed() < REMOTE_STALENESS);
+        if recent && !force {
+            return Ok(());
+        }
         let version = store.memories_version().await?;
+        if let Ok(mut checked) = self.checked.lock() {
+            *checked = Some(Instant::now());
+        }
         if self.current().version == Some(version) {
             return Ok(());
         }
@@ -208,7 +228,7 @@ mod tests {
         )
         .await;
         let index = MemoryIndex::default();
-        index.sync(&store).await.unwrap();
+        index.sync(&store, true).await.unwrap();
         let history = vec![Message::user("please deploy the api to staging")];
 
         let names = |v: &Visibility| -> Vec<String> {
@@ -241,7 +261,7 @@ mod tests {
         let store = Store::memory().await.unwrap();
         let v = vis("w", None);
         let index = MemoryIndex::default();
-        index.sync(&store).await.unwrap();
+        index.sync(&store, true).await.unwrap();
         let history = vec![Message::user("where is the runbook")];
         assert!(index.relevant(&v, &history).is_empty());
         save(
@@ -253,10 +273,10 @@ mod tests {
             "wiki/runbook",
         )
         .await;
-        index.sync(&store).await.unwrap();
+        index.sync(&store, true).await.unwrap();
         assert_eq!(index.relevant(&v, &history).len(), 1);
         store.delete_memory(&v, "runbook", None).await.unwrap();
-        index.sync(&store).await.unwrap();
+        index.sync(&store, true).await.unwrap();
         assert!(index.relevant(&v, &history).is_empty());
     }
 }

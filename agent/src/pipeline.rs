@@ -64,6 +64,8 @@ pub struct BatchOutcome {
     pub results: Vec<Message>,
     /// Tools newly always-allowed (already committed).
     pub new_grants: Vec<String>,
+    /// Whether a person denied a call (or let it time out).
+    pub denied: bool,
 }
 
 enum Stage {
@@ -96,11 +98,12 @@ impl Batch<'_> {
         for item in &items {
             self.sink.event(TurnEvent::ToolPending(view(item)));
         }
-        let new_grants = self.approve(&mut items).await?;
+        let (new_grants, denied) = self.approve(&mut items).await?;
         let results = self.execute(items).await?;
         Ok(BatchOutcome {
             results,
             new_grants,
+            denied,
         })
     }
 
@@ -144,7 +147,9 @@ impl Batch<'_> {
         }
     }
 
-    async fn approve(&self, items: &mut [Item<'_>]) -> Result<Vec<String>, StoreError> {
+    /// Asks about the calls that need it; returns new always-allow grants and whether
+    /// anything was denied.
+    async fn approve(&self, items: &mut [Item<'_>]) -> Result<(Vec<String>, bool), StoreError> {
         let mut asked = Vec::new();
         for (i, item) in items.iter().enumerate() {
             if let Stage::Ready {
@@ -179,11 +184,12 @@ impl Batch<'_> {
             }
         }
         if asked.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         }
         let requests: Vec<ApprovalItem> = asked.iter().map(|(_, a)| a.clone()).collect();
         let (decisions, status_override) = self.ask(&requests).await;
         let mut new_grants = Vec::new();
+        let mut denied = false;
         for ((i, request), decision) in asked.into_iter().zip(decisions) {
             let status = status_override.unwrap_or(decision.verdict.as_str());
             self.store
@@ -213,6 +219,7 @@ impl Batch<'_> {
                     }
                 }
                 (_, Some(_)) => {
+                    denied = true;
                     item.stage = Stage::Done {
                         text: format!(
                             "denied: no decision within {}; the call did not run",
@@ -221,6 +228,7 @@ impl Batch<'_> {
                     }
                 }
                 (Verdict::Deny, None) => {
+                    denied = true;
                     item.stage = Stage::Done {
                         text: denial_text(&decision),
                     }
@@ -235,7 +243,7 @@ impl Batch<'_> {
                 }
             }
         }
-        Ok(new_grants)
+        Ok((new_grants, denied))
     }
 
     /// One round-trip to the approver, bounded by the timeout and the turn's cancellation.

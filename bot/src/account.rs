@@ -65,6 +65,21 @@ pub async fn link(
     }
 }
 
+/// `sandpiper whoami`: username and linked identities.
+pub async fn whoami(store: &Store, os_user: &str) -> Result<String, AccountError> {
+    let user = me(store, os_user).await?;
+    let ids = store.identities_of(&user.id).await?;
+    let list: Vec<String> = ids.iter().map(|(p, id)| format!("{p}:{id}")).collect();
+    Ok(format!("{} ({})", user.username, list.join(", ")))
+}
+
+/// `sandpiper rename NAME`.
+pub async fn rename(store: &Store, os_user: &str, username: &str) -> Result<String, AccountError> {
+    let user = me(store, os_user).await?;
+    let renamed = store.rename_user(&user.id, username).await?;
+    Ok(format!("you are now {}", renamed.username))
+}
+
 /// `sandpiper memory list`: what a turn of this user in this workstream could see.
 pub async fn memory_list(
     store: &Store,

@@ -53,6 +53,13 @@ enum Command {
         #[arg(long, conflicts_with = "code")]
         unlink: bool,
     },
+    /// Show who you are to sandpiper: username and linked identities.
+    Whoami,
+    /// Change your username.
+    Rename {
+        /// The new username (a-z, 0-9, `_`, `.`, `-`; at most 32 characters).
+        username: String,
+    },
     /// List or delete the memories you can see (global, yours, and the workstream's).
     Memory {
         #[command(subcommand)]
@@ -128,6 +135,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "{}",
                 account::link(&store, &os_user(), code.as_deref(), unlink).await?
             );
+            Ok(())
+        }
+        Command::Whoami => {
+            let store = wiring::open_store(&config).await?;
+            println!("{}", account::whoami(&store, &os_user()).await?);
+            Ok(())
+        }
+        Command::Rename { username } => {
+            let store = wiring::open_store(&config).await?;
+            println!("{}", account::rename(&store, &os_user(), &username).await?);
             Ok(())
         }
         Command::Memory {

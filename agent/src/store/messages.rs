@@ -78,6 +78,16 @@ impl Store {
         Ok(())
     }
 
+    /// Rewinds a workstream to its first `len` messages (later ones are deleted).
+    pub async fn rewind_workstream(&self, workstream: &str, len: i64) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM messages WHERE workstream = $1 AND seq >= $2")
+            .bind(workstream)
+            .bind(len)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// The whole history of a workstream, oldest first.
     pub async fn load_messages(&self, workstream: &str) -> Result<Vec<Message>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(
@@ -177,6 +187,23 @@ mod tests {
         );
         let row = store.ensure_workstream("b", None).await.unwrap();
         assert_eq!(row.owner.as_deref(), Some("alice"));
+    }
+
+    #[tokio::test]
+    async fn rewind_keeps_the_first_messages() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", None).await.unwrap();
+        for i in 0..4 {
+            store
+                .append_message("w", i, &Message::user(format!("m{i}")), None)
+                .await
+                .unwrap();
+        }
+        store.rewind_workstream("w", 2).await.unwrap();
+        assert_eq!(
+            store.load_messages("w").await.unwrap(),
+            vec![Message::user("m0"), Message::user("m1")]
+        );
     }
 
     #[tokio::test]

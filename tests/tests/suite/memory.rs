@@ -97,3 +97,37 @@ both_backends! {
         assert!(system_of(&requests[1]).contains("This workstream is resuming"));
     }
 }
+
+mod store_level {
+    use sandpiper_agent::store::Store;
+    use sandpiper_agent::store::memories::{NewMemory, Scope, Visibility};
+    use sandpiper_tests::both_backends;
+
+    both_backends! {
+        async fn like_wildcards_match_themselves_on_every_backend(db) {
+            let store = Store::connect(&db.url, 2).await.unwrap();
+            let v = Visibility { workstream: "w".into(), user_id: Some("u".into()) };
+            for (name, content) in [("pct", "100% sure"), ("plain", "1000 sure"), ("path", r"C:\temp_dir"), ("under", "a_b")] {
+                let m = NewMemory { name, scope: Scope::Global, kind: None, description: None, content, created_by: None };
+                store.save_memory(&v, &m).await.unwrap();
+            }
+            let names = |found: Vec<sandpiper_agent::store::memories::Memory>| {
+                let mut n: Vec<String> = found.into_iter().map(|m| m.name).collect();
+                n.sort();
+                n
+            };
+            assert_eq!(names(store.search_memories(&v, "0%", 20).await.unwrap()), ["pct"]);
+            assert_eq!(names(store.search_memories(&v, r"\temp_", 20).await.unwrap()), ["path"]);
+            assert_eq!(names(store.search_memories(&v, "a_b", 20).await.unwrap()), ["under"]);
+            assert_eq!(names(store.search_memories(&v, "_", 20).await.unwrap()), ["path", "under"]);
+            // Saving again keeps type and description unless given, on both backends.
+            let m = NewMemory { name: "pct", scope: Scope::Global, kind: Some("reference"), description: Some("d"), content: "x", created_by: None };
+            store.save_memory(&v, &m).await.unwrap();
+            let m = NewMemory { name: "pct", scope: Scope::Global, kind: None, description: None, content: "y", created_by: None };
+            assert!(!store.save_memory(&v, &m).await.unwrap());
+            let found = store.search_memories(&v, "y", 20).await.unwrap();
+            let pct = found.iter().find(|m| m.name == "pct").unwrap();
+            assert_eq!((pct.kind.as_str(), pct.description.as_deref(), pct.content.as_str()), ("reference", Some("d"), "y"));
+        }
+    }
+}
