@@ -83,6 +83,24 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Turn loop limits.
     pub agent: AgentConfig,
+    /// The HTTP endpoints of `sandpiper serve`.
+    pub server: ServerConfig,
+}
+
+/// `[server]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address of the HTTP endpoints (`/health`); env `SANDPIPER_LISTEN`.
+    pub listen: std::net::SocketAddr,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 8090)),
+        }
+    }
 }
 
 /// `[database]`
@@ -403,6 +421,13 @@ impl Config {
         }
         if let Some(model) = env.var("SANDPIPER_MODEL") {
             self.model.model = model;
+        }
+        if let Some(listen) = env.var("SANDPIPER_LISTEN") {
+            self.server.listen = listen.parse().map_err(|e| ConfigError::Invalid {
+                key: "server.listen".into(),
+                source_name: "SANDPIPER_LISTEN".into(),
+                message: format!("`{listen}` is not an address like 127.0.0.1:8090 ({e})"),
+            })?;
         }
         let key_env = self.model.effective_api_key_env();
         self.model.api_key = env.var(&key_env).map(Secret::new);

@@ -7,7 +7,9 @@
 //!   [`Config`](sandpiper_agent::Config).
 //! - [`commands`]: `config check` and `tools` output.
 //! - [`account`]: `link` and `memory`, about the person at the terminal.
+//! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`).
 
 pub mod account;
 pub mod commands;
+pub mod serve;
 pub mod wiring;

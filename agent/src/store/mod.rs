@@ -9,6 +9,7 @@
 pub mod approvals;
 pub mod memories;
 pub mod messages;
+pub mod prompt_templates;
 pub mod recall;
 pub mod users;
 pub mod workstreams;

@@ -1,0 +1,63 @@
+//! `sandpiper serve`: the long-running gateway. Today it serves the HTTP endpoints (`/health`);
+//! the Discord and Slack channels attach here as they land.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+/// What `/health` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Health {
+    /// Always `ok` while the process serves requests.
+    pub status: &'static str,
+    /// MCP counts, when MCP servers are configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpHealth>,
+}
+
+/// MCP counts for `/health`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct McpHealth {
+    /// Connected servers.
+    pub servers: usize,
+    /// Resources across connected servers.
+    pub resources: usize,
+    /// Prompts across connected servers.
+    pub prompts: usize,
+}
+
+/// Computes the current health; shared with the handler.
+pub type HealthSource = Arc<dyn Fn() -> Health + Send + Sync>;
+
+/// The HTTP routes.
+pub fn router(health: HealthSource) -> Router {
+    Router::new()
+        .route("/health", get(health_handler))
+        .with_state(health)
+}
+
+async fn health_handler(State(health): State<HealthSource>) -> Json<Health> {
+    Json(health())
+}
+
+/// Serves `router` on `listen` until `shutdown` is cancelled. Returns the bound address
+/// through `bound` as soon as it is listening (port 0 picks a free port).
+pub async fn run(
+    listen: SocketAddr,
+    router: Router,
+    shutdown: CancellationToken,
+    bound: tokio::sync::oneshot::Sender<SocketAddr>,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "HTTP endpoints listening");
+    let _ = bound.send(addr);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
