@@ -12,6 +12,8 @@
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
 //! - [`prompt`]: the system message.
+//! - [`mcp`]: the MCP client: external tool servers (stdio, HTTP), their tools, resources and
+//!   prompts.
 //! - [`memory`]: relevance injection of memories into the system message.
 //! - [`nudge`]: ephemeral hints that suggest saving a memory at the right moments.
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
@@ -19,6 +21,7 @@
 pub mod agent;
 pub mod bm25;
 pub mod config;
+pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod nudge;

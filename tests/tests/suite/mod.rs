@@ -4,6 +4,7 @@ mod approvals;
 mod console;
 mod failures;
 mod identity;
+mod mcp;
 mod memory;
 mod parallel;
 mod providers;

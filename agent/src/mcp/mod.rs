@@ -1,0 +1,235 @@
+//! The MCP (Model Context Protocol) client: external tool servers over stdio or streamable
+//! HTTP, their tools, resources and prompts.
+//!
+//! [`McpManager`] owns one connection per configured server and publishes what they offer as
+//! a copy-on-write [`McpCatalog`]; [`McpManager::generation`] says when it changed (push
+//! notifications, periodic and manual refresh). Each server has a circuit breaker so a failing
+//! server costs the model one clear error, not a minute per call.
+//!
+//! - [`config`]: server configuration (TOML and the standard `mcp.json`).
+//! - `connection`: connecting, the client handler that receives list-changed notifications,
+//!   and listing one server.
+//! - `convert`: MCP content into text and images for the model.
+//! - `breaker`: the per-server circuit breaker.
+//! - `refresh`: connecting, re-listing and publishing the catalog.
+//! - `slot`: one server's state inside the manager; `tasks`: background refresh.
+//! - `manager`: [`McpManager`].
+
+mod breaker;
+pub mod config;
+mod connection;
+mod convert;
+mod error;
+mod manager;
+mod refresh;
+mod slot;
+mod tasks;
+
+use std::time::{Duration, Instant};
+
+pub use config::{McpServerConfig, load_mcp_json, parse_mcp_json, validate_server_name};
+pub use error::McpError;
+pub use manager::McpManager;
+
+use crate::model::ImagePart;
+
+/// The prefix of every MCP tool name the model sees.
+pub const TOOL_PREFIX: &str = "mcp__";
+
+/// The name the model sees for `tool` of `server`: `mcp__{server}__{tool}`.
+pub fn full_tool_name(server: &str, tool: &str) -> String {
+    format!("{TOOL_PREFIX}{server}__{tool}")
+}
+
+/// Splits `mcp__{server}__{tool}` into `(server, tool)`; `None` if it is not an MCP name.
+pub fn split_tool_name(full_name: &str) -> Option<(&str, &str)> {
+    let rest = full_name.strip_prefix(TOOL_PREFIX)?;
+    let (server, tool) = rest.split_once("__")?;
+    (!server.is_empty() && !tool.is_empty()).then_some((server, tool))
+}
+
+/// A tool offered by an MCP server, as the model will see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The server's configured name.
+    pub server: String,
+    /// The tool's own name on that server.
+    pub name: String,
+    /// `mcp__{server}__{name}`: the name the model calls.
+    pub full_name: String,
+    /// The server's description (may be empty).
+    pub description: String,
+    /// The JSON schema of the arguments.
+    pub input_schema: serde_json::Value,
+}
+
+/// A fixed resource (one URI) a server offers for `read_resource`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpResource {
+    /// The server's configured name.
+    pub server: String,
+    /// The URI to read.
+    pub uri: String,
+    /// The server's name for it.
+    pub name: String,
+    /// What it is.
+    pub description: Option<String>,
+    /// Its MIME type, if known.
+    pub mime_type: Option<String>,
+}
+
+/// A family of resources addressed by an RFC 6570 URI template (`db://tables/{table}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpResourceTemplate {
+    /// The server's configured name.
+    pub server: String,
+    /// The template, e.g. `db://tables/{table}`.
+    pub uri_template: String,
+    /// The server's name for it.
+    pub name: String,
+    /// What it is.
+    pub description: Option<String>,
+}
+
+/// One argument of a prompt template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpPromptArgument {
+    /// Its name.
+    pub name: String,
+    /// What to pass.
+    pub description: Option<String>,
+    /// Whether the prompt needs it.
+    pub required: bool,
+}
+
+/// A reusable prompt template a server offers for `use_prompt`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpPrompt {
+    /// The server's configured name.
+    pub server: String,
+    /// The prompt's name on that server.
+    pub name: String,
+    /// What it does.
+    pub description: Option<String>,
+    /// Its arguments.
+    pub arguments: Vec<McpPromptArgument>,
+}
+
+/// Everything the connected servers offer; replaced as a whole when anything changes, so a
+/// reader holding an `Arc` sees one consistent snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpCatalog {
+    /// Tools, sorted by server then name.
+    pub tools: Vec<McpTool>,
+    /// Fixed resources, sorted by server then URI.
+    pub resources: Vec<McpResource>,
+    /// Resource templates, sorted by server then template.
+    pub templates: Vec<McpResourceTemplate>,
+    /// Prompts, sorted by server then name.
+    pub prompts: Vec<McpPrompt>,
+}
+
+impl McpCatalog {
+    /// The tool the model calls `full_name`, if any.
+    pub fn tool(&self, full_name: &str) -> Option<&McpTool> {
+        self.tools.iter().find(|t| t.full_name == full_name)
+    }
+}
+
+/// Bounds and schedules of the MCP client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpOptions {
+    /// How long one tool call, resource read or prompt may take before it is cancelled.
+    pub call_timeout: Duration,
+    /// How long connecting (spawn or HTTP handshake, plus the first listing) may take.
+    pub connect_timeout: Duration,
+    /// How often servers without list-changed notifications are re-listed; `ZERO` disables.
+    pub refresh_interval: Duration,
+    /// Consecutive failures (timeouts, transport errors, crashes) that trip the breaker.
+    pub failure_threshold: u32,
+    /// The first cool-off after a trip; doubled on each repeated trip.
+    pub cooldown_base: Duration,
+    /// The longest cool-off.
+    pub cooldown_max: Duration,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(30),
+            refresh_interval: Duration::from_secs(4 * 60 * 60),
+            failure_threshold: 3,
+            cooldown_base: Duration::from_secs(30),
+            cooldown_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What a tool call or resource read produced, ready for a [`crate::tools::ToolOutput`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpCallOutput {
+    /// Text parts joined with newlines (embedded resources and binary summaries included).
+    pub text: String,
+    /// Image parts.
+    pub images: Vec<ImagePart>,
+    /// The server reported the call as failed (`isError`); the model should see the text.
+    pub is_error: bool,
+}
+
+impl From<McpCallOutput> for crate::tools::ToolOutput {
+    fn from(out: McpCallOutput) -> Self {
+        Self {
+            text: out.text,
+            images: out.images,
+            is_error: out.is_error,
+        }
+    }
+}
+
+/// What one server's refresh changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RefreshReport {
+    /// The server's configured name.
+    pub server: String,
+    /// Full names of tools that appeared.
+    pub added: Vec<String>,
+    /// Full names of tools that disappeared.
+    pub removed: Vec<String>,
+    /// Why the refresh failed, if it did (the previous listing is kept).
+    pub error: Option<String>,
+}
+
+/// One server's health, for `/mcp` and logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerStatus {
+    /// The server's configured name.
+    pub name: String,
+    /// Whether a live connection exists.
+    pub connected: bool,
+    /// Number of tools listed.
+    pub tools: usize,
+    /// Number of resources and templates listed.
+    pub resources: usize,
+    /// Number of prompts listed.
+    pub prompts: usize,
+    /// The last error (bad config, failed connect, crash), cleared by success.
+    pub error: Option<String>,
+    /// When the circuit breaker lets calls through again, if it is open.
+    pub cooling_off_until: Option<Instant>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_round_trip() {
+        let full = full_tool_name("git-hub", "search_repos");
+        assert_eq!(full, "mcp__git-hub__search_repos");
+        assert_eq!(split_tool_name(&full), Some(("git-hub", "search_repos")));
+        assert_eq!(split_tool_name("mcp__a__b__c"), Some(("a", "b__c")));
+        assert_eq!(split_tool_name("bash"), None);
+        assert_eq!(split_tool_name("mcp____x"), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! Connecting, re-listing and publishing: how a server's listing gets into the catalog.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::ServiceError;
+
+use super::connection::{self, Client};
+use super::slot::{Slot, classify, millis};
+use super::{McpCatalog, McpError, McpManager, RefreshReport};
+
+impl McpManager {
+    /// Connects and lists, bounded by `connect_timeout`. The caller holds `connect_lock`.
+    pub(crate) async fn connect_slot(&self, slot: &Slot) -> Result<Arc<Client>, McpError> {
+        let started = Instant::now();
+        let attempt = async {
+            let client = connection::connect(&slot.name, &slot.config, slot.signal.clone()).await?;
+            let listing =
+                connection::list(&slot.name, &client)
+                    .await
+                    .map_err(|e| McpError::Connect {
+                        server: slot.name.clone(),
+                        message: format!("listing failed: {e}"),
+                    })?;
+            Ok::<_, McpError>((client, listing))
+        };
+        let result = tokio::time::timeout(self.options.connect_timeout, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(McpError::Connect {
+                    server: slot.name.clone(),
+                    message: format!(
+                        "no answer within {} ms",
+                        millis(self.options.connect_timeout)
+                    ),
+                })
+            });
+        let elapsed_ms = millis(started.elapsed());
+        match result {
+            Ok((client, listing)) => {
+                let client = Arc::new(client);
+                tracing::info!(server = %slot.name, tools = listing.tools.len(), resources = listing.resources.len(),
+                    prompts = listing.prompts.len(), elapsed_ms, "MCP server connected");
+                drop(slot.connected(client.clone(), listing));
+                Ok(client)
+            }
+            Err(error) => {
+                tracing::warn!(server = %slot.name, elapsed_ms, error = %error, "MCP server connection failed");
+                let old = {
+                    let mut state = slot.state();
+                    state.error = Some(error.to_string());
+                    state.client.take()
+                };
+                drop(old);
+                Err(error)
+            }
+        }
+    }
+
+    pub(crate) async fn refresh_slot(&self, slot: &Slot) -> RefreshReport {
+        let mut report = RefreshReport {
+            server: slot.name.clone(),
+            ..RefreshReport::default()
+        };
+        if let Some(error) = &slot.invalid {
+            report.error = Some(error.clone());
+            return report;
+        }
+        let before: BTreeSet<String> = slot.tool_names().into_iter().collect();
+        let outcome = {
+            let _guard = slot.connect_lock.lock().await;
+            match slot.live_client() {
+                Some(client) => {
+                    let listed = tokio::time::timeout(
+                        self.options.call_timeout,
+                        connection::list(&slot.name, &client),
+                    )
+                    .await;
+                    match listed {
+                        Ok(Ok(listing)) => {
+                            slot.listed(listing);
+                            slot.record_success();
+                            Ok(())
+                        }
+                        Ok(Err(e)) if !matches!(e, ServiceError::McpError(_)) => {
+                            // The connection is gone: start over.
+                            drop(slot.take_client());
+                            self.connect_slot(slot).await.map(drop)
+                        }
+                        Ok(Err(e)) => Err(classify(&slot.name, e, self.options.call_timeout)),
+                        Err(_) => Err(McpError::Timeout {
+                            server: slot.name.clone(),
+                            after: self.options.call_timeout,
+                        }),
+                    }
+                }
+                None => self.connect_slot(slot).await.map(drop),
+            }
+        };
+        if let Err(error) = outcome {
+            if error.is_server_failure() {
+                slot.record_failure(&error, None, &self.options);
+            }
+            report.error = Some(error.to_string());
+        }
+        self.rebuild_catalog();
+        let after: BTreeSet<String> = slot.tool_names().into_iter().collect();
+        report.added = after.difference(&before).cloned().collect();
+        report.removed = before.difference(&after).cloned().collect();
+        if !report.added.is_empty() || !report.removed.is_empty() {
+            tracing::info!(server = %slot.name, added = ?report.added, removed = ?report.removed, "MCP tools changed");
+        }
+        report
+    }
+
+    /// Rebuilds the catalog from every server's listing; publishes it (and bumps the
+    /// generation) only if something changed. The catalog lock is taken before any slot lock,
+    /// so concurrent rebuilds cannot publish an older state last.
+    pub(crate) fn rebuild_catalog(&self) {
+        let mut current = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = McpCatalog::default();
+        for slot in self.slots.values() {
+            let state = slot.state();
+            next.tools.extend(state.listing.tools.iter().cloned());
+            next.resources
+                .extend(state.listing.resources.iter().cloned());
+            next.templates
+                .extend(state.listing.templates.iter().cloned());
+            next.prompts.extend(state.listing.prompts.iter().cloned());
+        }
+        if **current != next {
+            *current = Arc::new(next);
+            drop(current);
+            self.generation.send_modify(|generation| *generation += 1);
+        }
+    }
+}
