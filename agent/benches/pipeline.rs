@@ -154,6 +154,7 @@ fn pipeline_only(c: &mut Criterion) {
                             max_output_bytes: 64 * 1024,
                             sink: &NullSink,
                             approver: &ApproveAll,
+                            tool_search: None,
                         };
                         let done = batch.run(&calls).await.expect("batch");
                         measured += start.elapsed();

@@ -1,9 +1,14 @@
 //! The turn loop: load the workstream, stream the model, run tool batches through the
 //! [`pipeline`](crate::pipeline), and loop until the model answers without tool calls.
+//!
+//! Each model call is offered the tools of the agent's [`ToolCatalog`] as the workstream sees
+//! them (see [`tool_search`](crate::tool_search)): with tool search active, deferred tools
+//! appear once `tool_search` found them or the model called them by name. This loop serves
+//! the top-level conversation only; sub-agents would get their scoped tool sets unsearched.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -11,13 +16,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::memory::MemoryIndex;
-use crate::model::{ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role};
+use crate::model::{
+    ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role, ToolSchema,
+};
 use crate::nudge::Signals;
 use crate::pipeline::Batch;
 use crate::prompt::system_prompt;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
+use crate::tool_search::{ToolCatalog, TurnTools};
 use crate::tools::{RegistryError, ToolContext, ToolRegistry};
 use crate::workstream::{Workstream, Workstreams};
 
@@ -79,6 +87,8 @@ struct Inner {
     tools_config: Arc<crate::config::ToolsConfig>,
     model: Arc<dyn ChatModel>,
     registry: ToolRegistry,
+    /// Built-in and external tools; swapped whole by [`Agent::set_external_tools`].
+    catalog: RwLock<Arc<ToolCatalog>>,
     store: Store,
     workstreams: Workstreams,
     memories: MemoryIndex,
@@ -106,12 +116,15 @@ impl Agent {
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("."));
         let workstreams = Workstreams::new(store.clone(), workdir, config.agent.workstream_cache);
+        let registry = ToolRegistry::builtin()?;
+        let catalog = ToolCatalog::new(registry.tools(), Vec::new());
         Ok(Self {
             inner: Arc::new(Inner {
                 tools_config: Arc::new(config.tools.clone()),
                 config,
                 model,
-                registry: ToolRegistry::builtin()?,
+                registry,
+                catalog: RwLock::new(Arc::new(catalog)),
                 store,
                 workstreams,
                 memories: MemoryIndex::default(),
@@ -132,6 +145,26 @@ impl Agent {
     /// The tool registry.
     pub fn registry(&self) -> &ToolRegistry {
         &self.inner.registry
+    }
+
+    /// Replaces the external (MCP) tools offered after the built-ins. They are deferrable:
+    /// with tool search active the model finds them with `tool_search` (or the provider's
+    /// native search). Turns already running keep the tools they started with; workstreams
+    /// keep the tools they expanded.
+    pub fn set_external_tools(&self, tools: Vec<ToolSchema>) {
+        let catalog = Arc::new(ToolCatalog::new(self.inner.registry.tools(), tools));
+        match self.inner.catalog.write() {
+            Ok(mut slot) => *slot = catalog,
+            Err(poisoned) => *poisoned.into_inner() = catalog,
+        }
+    }
+
+    /// The tools in effect: built-ins, then external ones.
+    pub fn catalog(&self) -> Arc<ToolCatalog> {
+        match self.inner.catalog.read() {
+            Ok(slot) => Arc::clone(&slot),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
     }
 
     /// Drops a workstream from memory; it is reloaded from the store when next used.
@@ -197,18 +230,21 @@ impl Agent {
             || ws
                 .last_turn_end
                 .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
+        let tools = TurnTools::new(
+            self.catalog(),
+            &inner.tools_config,
+            config.model.capabilities,
+        );
+        if ws.turns_since_load == 0 {
+            ws.expanded_tools.extend(tools.replay(&ws.history));
+        }
         ws.turns_since_load += 1;
         ws.append(&inner.store, Message::user(req.text.clone()), req.author)
             .await?;
-        let tools = if config.model.capabilities.supports_tools {
-            inner.registry.tools()
-        } else {
-            &[]
-        };
         let base_system = system_prompt(
             chrono::Local::now(),
             &ws.workdir,
-            tools,
+            &tools.offered(&ws.expanded_tools),
             config.agent.system_prompt_extra.as_deref(),
         );
         let visibility = Visibility {
@@ -252,10 +288,11 @@ impl Agent {
                 crate::memory::render(&relevant),
                 crate::nudge::render(&nudges)
             );
+            let offered = tools.offered(&ws.expanded_tools);
             let request = ChatRequest {
                 system: &system,
                 messages: &ws.history,
-                tools,
+                tools: &offered,
             };
             let mut assembler = ResponseAssembler::default();
             let streamed = tokio::select! {
@@ -308,8 +345,10 @@ impl Agent {
                 max_output_bytes: config.tools.max_output_bytes,
                 sink: req.sink,
                 approver: req.approver,
+                tool_search: tools.client_search(),
             };
             let done = batch.run(&calls).await?;
+            tools.expand(&mut ws.expanded_tools, done.expanded, &calls);
             denied = done.denied;
             if calls.iter().any(|c| c.name == "memory") {
                 inner.memories.sync(&inner.store, true).await?;

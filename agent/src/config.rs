@@ -223,6 +223,10 @@ pub struct Capabilities {
     pub supports_tools: bool,
     /// The model accepts images (read_file sends images instead of a description).
     pub supports_vision: bool,
+    /// The provider searches deferred tools itself (`defer_loading`): Anthropic's
+    /// `tool_search_tool_bm25_20251119` server tool, OpenAI's hosted tool search. When false
+    /// and tool search is active, sandpiper offers its own `tool_search` tool instead.
+    pub native_tool_search: bool,
 }
 
 impl Default for Capabilities {
@@ -230,6 +234,7 @@ impl Default for Capabilities {
         Self {
             supports_tools: true,
             supports_vision: false,
+            native_tool_search: false,
         }
     }
 }
@@ -269,6 +274,12 @@ pub struct ToolsConfig {
     pub search_max_matches: usize,
     /// How many tool calls of one batch run at once.
     pub max_parallel: usize,
+    /// Dynamic tool search: defer external (MCP) tools and let the model search for them.
+    pub search: ToolSearchMode,
+    /// With `search = "auto"`: the total tool count (built-in + external) that turns it on.
+    pub search_threshold: usize,
+    /// Most tools one search returns (and makes visible).
+    pub search_max_results: usize,
 }
 
 impl Default for ToolsConfig {
@@ -279,6 +290,38 @@ impl Default for ToolsConfig {
             max_output_bytes: 64 * 1024,
             search_max_matches: 200,
             max_parallel: 4,
+            search: ToolSearchMode::Auto,
+            search_threshold: 20,
+            search_max_results: 5,
+        }
+    }
+}
+
+/// `tools.search`: when external tools are deferred behind a search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSearchMode {
+    /// On when the total tool count reaches `search_threshold`.
+    #[default]
+    Auto,
+    /// Always on (as soon as there is anything to defer).
+    On,
+    /// Never: every tool is offered on every call.
+    Off,
+}
+
+impl std::str::FromStr for ToolSearchMode {
+    type Err = String;
+
+    /// Parses `auto`, `on` or `off` (the CLI flag's values).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            _ => Err(format!(
+                "`{s}` is not a tool search mode; use auto, on or off"
+            )),
         }
     }
 }
@@ -467,6 +510,12 @@ impl Config {
         if self.tools.max_parallel == 0 {
             return Err(invalid("tools.max_parallel", "must be at least 1".into()));
         }
+        if self.tools.search_max_results == 0 {
+            return Err(invalid(
+                "tools.search_max_results",
+                "must be at least 1".into(),
+            ));
+        }
         if self.tools.max_output_bytes < 1024 {
             return Err(invalid(
                 "tools.max_output_bytes",
@@ -619,6 +668,44 @@ mod tests {
             err.contains("SANDPIPER_MODEL_PROVIDER") && err.contains("gemini"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn tool_search_settings_parse_with_defaults() {
+        let c = Config::default();
+        assert_eq!(
+            (
+                c.tools.search,
+                c.tools.search_threshold,
+                c.tools.search_max_results,
+                c.model.capabilities.native_tool_search
+            ),
+            (ToolSearchMode::Auto, 20, 5, false)
+        );
+        let text = "[tools]\nsearch = \"off\"\nsearch_threshold = 3\nsearch_max_results = 7\n\
+                    [model.capabilities]\nnative_tool_search = true\n";
+        let c = Config::from_toml(text, Path::new("t.toml")).unwrap();
+        assert_eq!(
+            (
+                c.tools.search,
+                c.tools.search_threshold,
+                c.tools.search_max_results,
+                c.model.capabilities.native_tool_search
+            ),
+            (ToolSearchMode::Off, 3, 7, true)
+        );
+        let err = Config::from_toml("[tools]\nsearch = \"maybe\"\n", Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("search") && err.contains("maybe"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "[tools]\nsearch_max_results = 0\n").unwrap();
+        let env: [(&str, &str); 0] = [];
+        let err = Config::load(Some(&path), &env).unwrap_err().to_string();
+        assert!(err.contains("tools.search_max_results"), "{err}");
+        assert_eq!("on".parse::<ToolSearchMode>(), Ok(ToolSearchMode::On));
+        assert!("yes".parse::<ToolSearchMode>().is_err());
     }
 
     #[test]

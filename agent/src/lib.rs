@@ -17,6 +17,8 @@
 //! - [`memory`]: relevance injection of memories into the system message.
 //! - [`nudge`]: ephemeral hints that suggest saving a memory at the right moments.
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
+//! - [`tool_search`]: dynamic tool search: which tools each model call is offered, and the
+//!   client-side `tool_search` tool.
 
 pub mod agent;
 pub mod bm25;
@@ -29,6 +31,7 @@ pub mod pipeline;
 pub mod prompt;
 pub mod protocol;
 pub mod store;
+pub mod tool_search;
 pub mod tools;
 pub mod workstream;
 

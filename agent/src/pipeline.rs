@@ -8,6 +8,11 @@
 //!   `auto_approve` sessions and always-allow grants never block.
 //! - **Execute** approved calls, at most `max_parallel` at once. Each result is committed at
 //!   its position in the model's call order (`seq` reserved up front) and only then shown.
+//!
+//! The client-side `tool_search` tool is answered here too (when [`Batch::tool_search`] is
+//! set): it is prepared like any call, needs no approval and its result is committed in call
+//! order, so a batch that mixes it with other calls keeps every result at its `seq`. The tools
+//! it found come back in [`BatchOutcome::expanded`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,6 +27,7 @@ use crate::protocol::{
 };
 use crate::store::approvals::ApprovalRecord;
 use crate::store::{Store, StoreError};
+use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
     OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_arguments,
     truncate_output, validate_arguments,
@@ -55,6 +61,8 @@ pub struct Batch<'a> {
     pub sink: &'a dyn TurnSink,
     /// Who decides approvals.
     pub approver: &'a dyn Approver,
+    /// Client-side tool search, when it is active for this model.
+    pub tool_search: Option<ClientToolSearch<'a>>,
 }
 
 /// What a batch produced.
@@ -66,11 +74,21 @@ pub struct BatchOutcome {
     pub new_grants: Vec<String>,
     /// Whether a person denied a call (or let it time out).
     pub denied: bool,
+    /// Tools found by `tool_search` calls, to make visible for good.
+    pub expanded: Vec<String>,
 }
 
 enum Stage {
     /// Will not run; the text is the result for the model.
     Done { text: String },
+    /// Answered while preparing (`tool_search`): nothing to approve or run.
+    Answered {
+        header: String,
+        text: String,
+        is_error: bool,
+        /// Tools it found.
+        expand: Vec<String>,
+    },
     /// Ready to run (after approval if needed).
     Ready {
         tool: Arc<dyn Tool>,
@@ -98,16 +116,32 @@ impl Batch<'_> {
         for item in &items {
             self.sink.event(TurnEvent::ToolPending(view(item)));
         }
+        let mut expanded = Vec::new();
+        for item in &mut items {
+            if let Stage::Answered { expand, .. } = &mut item.stage {
+                expanded.append(expand);
+            }
+        }
         let (new_grants, denied) = self.approve(&mut items).await?;
         let results = self.execute(items).await?;
         Ok(BatchOutcome {
             results,
             new_grants,
             denied,
+            expanded,
         })
     }
 
     fn prepare(&self, call: &ToolCall) -> Stage {
+        if let Some(search) = self.tool_search.filter(|_| call.name == TOOL_SEARCH) {
+            let found = run_tool_search(search.index, &call.arguments, search.max_results);
+            return Stage::Answered {
+                header: format!("{TOOL_SEARCH}: {}", found.query),
+                text: found.text,
+                is_error: found.is_error,
+                expand: found.expand,
+            };
+        }
         let Some(registered) = self.registry.get(&call.name) else {
             let known: Vec<&str> = self.registry.iter().map(|t| t.spec.name.as_str()).collect();
             return Stage::Done {
@@ -283,6 +317,10 @@ impl Batch<'_> {
                     let msg = Message::tool_result(&item.call.id, &item.call.name, text);
                     self.commit(i, msg, true, &mut results).await?;
                 }
+                Stage::Answered { text, is_error, .. } => {
+                    let msg = Message::tool_result(&item.call.id, &item.call.name, text);
+                    self.commit(i, msg, is_error, &mut results).await?;
+                }
                 Stage::Ready {
                     tool,
                     prepared,
@@ -391,6 +429,17 @@ fn view(item: &Item<'_>) -> ToolCallView {
             String::new(),
             false,
             Some(text.clone()),
+        ),
+        Stage::Answered {
+            header,
+            text,
+            is_error,
+            ..
+        } => (
+            header.clone(),
+            String::new(),
+            false,
+            is_error.then(|| text.clone()),
         ),
         Stage::Ready {
             prepared,

@@ -69,6 +69,7 @@ mod tests {
             name: "bash".into(),
             description: "d".into(),
             parameters: serde_json::json!({}),
+            defer_loading: false,
         }];
         let p = system_prompt(now, Path::new("/srv/app"), &tools, Some("Be brief."));
         assert!(p.contains("2026-11-29"), "{p}");

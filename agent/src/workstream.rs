@@ -33,6 +33,9 @@ pub struct Workstream {
     pub last_turn_end: Option<std::time::Instant>,
     /// Nudge cooldowns.
     pub nudges: crate::nudge::Nudges,
+    /// Deferred tools found by tool search (or called by name): offered from then on, for
+    /// good. Rebuilt from the history when the workstream is reloaded.
+    pub expanded_tools: HashSet<String>,
 }
 
 impl Workstream {
@@ -115,6 +118,7 @@ impl Workstreams {
             turns_since_load: 0,
             last_turn_end: None,
             nudges: crate::nudge::Nudges::default(),
+            expanded_tools: HashSet::new(),
         };
         Ok(self.insert(key, Arc::new(tokio::sync::Mutex::new(ws))))
     }

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use sandpiper::{account, commands, wiring};
 use sandpiper_agent::Config;
-use sandpiper_agent::config::ProcessEnv;
+use sandpiper_agent::config::{ProcessEnv, ToolSearchMode};
 use sandpiper_agent::tools::ToolRegistry;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
 
@@ -36,6 +36,15 @@ enum Command {
         /// Continue (or create) a named workstream.
         #[arg(long, default_value = "default", value_name = "NAME")]
         workstream: String,
+        /// Dynamic tool search: auto, on or off (overrides `tools.search`).
+        #[arg(long, value_name = "auto|on|off")]
+        tool_search: Option<ToolSearchMode>,
+        /// Total tool count that turns tool search on in auto mode (`tools.search_threshold`).
+        #[arg(long, value_name = "N")]
+        tool_search_threshold: Option<usize>,
+        /// Most tools one search returns (`tools.search_max_results`).
+        #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        tool_search_max_results: Option<usize>,
     },
     /// Configuration commands.
     Config {
@@ -164,10 +173,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", text.trim_end());
             Ok(())
         }
-        Command::Chat { yes, workstream } => {
+        Command::Chat {
+            yes,
+            workstream,
+            tool_search,
+            tool_search_threshold,
+            tool_search_max_results,
+        } => {
             if yes {
                 config.approval.auto_approve = true;
             }
+            let tools = &mut config.tools;
+            tools.search = tool_search.unwrap_or(tools.search);
+            tools.search_threshold = tool_search_threshold.unwrap_or(tools.search_threshold);
+            tools.search_max_results = tool_search_max_results.unwrap_or(tools.search_max_results);
             let auto_approve = config.approval.auto_approve;
             let agent = wiring::build_agent(config).await?;
             let interactive = std::io::stdin().is_terminal();
@@ -220,4 +239,41 @@ fn stdin_lines() -> tokio::sync::mpsc::Receiver<String> {
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_takes_tool_search_flags() {
+        let cli = Cli::try_parse_from([
+            "sandpiper",
+            "chat",
+            "--tool-search",
+            "on",
+            "--tool-search-threshold",
+            "3",
+            "--tool-search-max-results",
+            "7",
+        ])
+        .expect("parses");
+        let Command::Chat {
+            tool_search,
+            tool_search_threshold,
+            tool_search_max_results,
+            ..
+        } = cli.command
+        else {
+            panic!("not chat: {cli:?}");
+        };
+        assert_eq!(
+            (tool_search, tool_search_threshold, tool_search_max_results),
+            (Some(ToolSearchMode::On), Some(3), Some(7))
+        );
+        let bad = Cli::try_parse_from(["sandpiper", "chat", "--tool-search", "maybe"]);
+        assert!(bad.is_err());
+        let zero = Cli::try_parse_from(["sandpiper", "chat", "--tool-search-max-results", "0"]);
+        assert!(zero.is_err());
+    }
 }

@@ -142,6 +142,10 @@ pub struct ToolSchema {
     pub description: String,
     /// JSON schema of the arguments object.
     pub parameters: serde_json::Value,
+    /// Deferred by tool search: the provider keeps it out of the model's context until its
+    /// own tool search finds it (only set for providers with native tool search).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub defer_loading: bool,
 }
 
 /// What a model call is asked to do. Borrows the history so that a turn never copies it.

@@ -57,6 +57,7 @@ impl ToolSpec {
             name: self.name.clone(),
             description: self.description.clone(),
             parameters: self.parameters.clone(),
+            defer_loading: false,
         }
     }
 }

@@ -10,6 +10,7 @@ mod parallel;
 mod providers;
 mod recall;
 mod restart;
+mod tool_search;
 
 use std::time::Duration;
 

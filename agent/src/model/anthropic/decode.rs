@@ -2,7 +2,9 @@
 //!
 //! Tool-use blocks are keyed by their content block index. A tool-use block that streams no
 //! `partial_json` at all (a call without arguments) gets arguments `{}` at its
-//! `content_block_stop`. Unknown events and block types (thinking, server tools) are ignored.
+//! `content_block_stop`. Unknown events and block types (thinking, server tools such as
+//! `server_tool_use` and `tool_search_tool_result` of the native tool search, which Anthropic
+//! runs itself) are ignored, including the input deltas of those blocks.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -160,15 +162,17 @@ impl EventDecoder {
                     out.push(ModelEvent::TextDelta(text));
                 }
                 BlockDelta::InputJsonDelta { partial_json } if !partial_json.is_empty() => {
+                    // Only client tool calls: a server tool's input (`server_tool_use`, run by
+                    // Anthropic) streams the same deltas and must not become a call.
                     if let Some(open) = self.tool_uses.iter_mut().find(|t| t.index == index) {
                         open.got_arguments = true;
+                        out.push(ModelEvent::ToolCallDelta {
+                            index,
+                            id: None,
+                            name: None,
+                            arguments: partial_json,
+                        });
                     }
-                    out.push(ModelEvent::ToolCallDelta {
-                        index,
-                        id: None,
-                        name: None,
-                        arguments: partial_json,
-                    });
                 }
                 BlockDelta::TextDelta { .. }
                 | BlockDelta::InputJsonDelta { .. }
@@ -297,6 +301,42 @@ mod tests {
                 },
                 ModelEvent::ToolCallDelta {
                     index: 1,
+                    id: None,
+                    name: None,
+                    arguments: "{}".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn server_tool_search_blocks_are_not_client_calls() {
+        let mut d = EventDecoder::default();
+        let events = [
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "tool_search_tool_bm25", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": \"github issue\"}"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_1", "content": {"type": "tool_search_tool_search_result", "tool_references": [{"type": "tool_reference", "tool_name": "mcp__github__create_issue"}]}}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "mcp__github__create_issue"}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{}"}}),
+            json!({"type": "content_block_stop", "index": 2}),
+        ];
+        let mut out = Vec::new();
+        for e in events {
+            out.extend(feed(&mut d, "x", e).expect("ok"));
+        }
+        assert_eq!(
+            out,
+            vec![
+                ModelEvent::ToolCallDelta {
+                    index: 2,
+                    id: Some("toolu_1".into()),
+                    name: Some("mcp__github__create_issue".into()),
+                    arguments: String::new()
+                },
+                ModelEvent::ToolCallDelta {
+                    index: 2,
                     id: None,
                     name: None,
                     arguments: "{}".into()

@@ -194,6 +194,7 @@ async fn request_body_and_headers() {
         name: "bash".into(),
         description: "Runs a command.".into(),
         parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+        defer_loading: false,
     }];
     let request = ChatRequest {
         system: "You are sandpiper.",

@@ -57,11 +57,29 @@ struct ImageSource<'a> {
 }
 
 #[derive(Debug, Serialize)]
-struct WireTool<'a> {
-    name: &'a str,
-    description: &'a str,
-    input_schema: &'a Value,
+#[serde(untagged)]
+enum WireTool<'a> {
+    Function {
+        name: &'a str,
+        description: &'a str,
+        input_schema: &'a Value,
+        /// Kept out of the context until the server-side tool search finds it.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        defer_loading: bool,
+    },
+    /// A tool Anthropic runs itself (here: the BM25 tool search).
+    Server {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        name: &'static str,
+    },
 }
+
+/// Anthropic's server-side BM25 search over tools sent with `defer_loading`.
+const TOOL_SEARCH_SERVER_TOOL: WireTool<'static> = WireTool::Server {
+    kind: "tool_search_tool_bm25_20251119",
+    name: "tool_search_tool_bm25",
+};
 
 /// Builds the request body for `request`.
 pub(super) fn request_body<'a>(
@@ -75,19 +93,28 @@ pub(super) fn request_body<'a>(
         max_tokens,
         system: request.system,
         messages: messages(request.messages),
-        tools: request.tools.iter().map(tool).collect(),
+        tools: tools(request.tools),
         // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
         temperature: temperature.and_then(|t| t.to_string().parse().ok()),
         stream: true,
     }
 }
 
-fn tool(schema: &ToolSchema) -> WireTool<'_> {
-    WireTool {
-        name: &schema.name,
-        description: &schema.description,
-        input_schema: &schema.parameters,
+/// The function tools, plus the server-side search tool when any of them is deferred.
+fn tools(schemas: &[ToolSchema]) -> Vec<WireTool<'_>> {
+    let mut out: Vec<WireTool<'_>> = schemas
+        .iter()
+        .map(|schema| WireTool::Function {
+            name: &schema.name,
+            description: &schema.description,
+            input_schema: &schema.parameters,
+            defer_loading: schema.defer_loading,
+        })
+        .collect();
+    if schemas.iter().any(|s| s.defer_loading) {
+        out.push(TOOL_SEARCH_SERVER_TOOL);
     }
+    out
 }
 
 /// Converts the history. Tool results travel in user messages; adjacent messages of one role
@@ -193,6 +220,35 @@ mod tests {
             name: name.into(),
             arguments: arguments.into(),
         }
+    }
+
+    #[test]
+    fn deferred_tools_bring_the_server_search_tool() {
+        let tool = |name: &str, defer_loading| ToolSchema {
+            name: name.into(),
+            description: format!("{name} things"),
+            parameters: json!({"type": "object"}),
+            defer_loading,
+        };
+        let plain = [tool("bash", false)];
+        assert_eq!(
+            serde_json::to_value(super::tools(&plain)).expect("serializes"),
+            json!([{"name": "bash", "description": "bash things", "input_schema": {"type": "object"}}])
+        );
+        let deferred = [tool("bash", false), tool("mcp__jira__create_ticket", true)];
+        assert_eq!(
+            serde_json::to_value(super::tools(&deferred)).expect("serializes"),
+            json!([
+                {"name": "bash", "description": "bash things", "input_schema": {"type": "object"}},
+                {
+                    "name": "mcp__jira__create_ticket",
+                    "description": "mcp__jira__create_ticket things",
+                    "input_schema": {"type": "object"},
+                    "defer_loading": true
+                },
+                {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+            ])
+        );
     }
 
     #[test]

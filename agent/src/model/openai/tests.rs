@@ -180,6 +180,7 @@ async fn request_body_and_auth_header() {
         name: "bash".into(),
         description: "Runs a command.".into(),
         parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        defer_loading: false,
     }];
     let mut cfg = config(Provider::Openai, &base, Some("sk-test"));
     cfg.temperature = Some(0.2);

@@ -99,8 +99,29 @@ struct WireFunctionCall<'a> {
 struct WireTool<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
-    /// Serializes as `{name, description, parameters}`.
-    function: &'a ToolSchema,
+    function: WireFunction<'a>,
+    /// Hosted tool search: the tool stays out of the context until the API's search finds it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    defer_loading: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a serde_json::Value,
+}
+
+fn tool(schema: &ToolSchema) -> WireTool<'_> {
+    WireTool {
+        kind: "function",
+        function: WireFunction {
+            name: &schema.name,
+            description: &schema.description,
+            parameters: &schema.parameters,
+        },
+        defer_loading: schema.defer_loading,
+    }
 }
 
 /// Builds the request body for `request`.
@@ -112,14 +133,7 @@ pub(super) fn request_body<'a>(
     Body {
         model,
         messages: messages(request.system, request.messages),
-        tools: request
-            .tools
-            .iter()
-            .map(|function| WireTool {
-                kind: "function",
-                function,
-            })
-            .collect(),
+        tools: request.tools.iter().map(tool).collect(),
         // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
         temperature: temperature.and_then(|t| t.to_string().parse().ok()),
         stream: true,
@@ -257,6 +271,31 @@ mod tests {
                 "stream": true,
                 "stream_options": {"include_usage": true}
             })
+        );
+    }
+
+    #[test]
+    fn deferred_tools_carry_defer_loading() {
+        let tool = |name: &str, defer_loading| ToolSchema {
+            name: name.into(),
+            description: format!("{name} things"),
+            parameters: json!({"type": "object"}),
+            defer_loading,
+        };
+        let tools = [tool("bash", false), tool("mcp__github__create_issue", true)];
+        let body = body_json("", &[Message::user("hi")], &tools, None);
+        assert_eq!(
+            body["tools"],
+            json!([
+                {"type": "function", "function": {
+                    "name": "bash", "description": "bash things", "parameters": {"type": "object"}
+                }},
+                {"type": "function", "function": {
+                    "name": "mcp__github__create_issue",
+                    "description": "mcp__github__create_issue things",
+                    "parameters": {"type": "object"}
+                }, "defer_loading": true}
+            ])
         );
     }
 

@@ -1,0 +1,269 @@
+use super::*;
+use crate::model::ToolCall;
+use pretty_assertions::assert_eq;
+
+fn schema(name: &str, description: &str) -> ToolSchema {
+    ToolSchema {
+        name: name.into(),
+        description: description.into(),
+        parameters: json!({"type": "object"}),
+        defer_loading: false,
+    }
+}
+
+fn builtins() -> Vec<ToolSchema> {
+    vec![
+        schema("bash", "Runs a shell command."),
+        schema("read_file", "Reads a file."),
+    ]
+}
+
+fn external() -> Vec<ToolSchema> {
+    vec![
+        schema(
+            "mcp__github__create_issue",
+            "Create a new issue in a GitHub repository.\nNeeds a title.",
+        ),
+        schema(
+            "mcp__github__list_repos",
+            "List repositories of a GitHub user or organisation.",
+        ),
+        schema(
+            "mcp__jira__create_ticket",
+            "Create a Jira ticket in a project.",
+        ),
+    ]
+}
+
+fn names(tools: &[ToolSchema]) -> Vec<(&str, bool)> {
+    tools
+        .iter()
+        .map(|t| (t.name.as_str(), t.defer_loading))
+        .collect()
+}
+
+#[test]
+fn activation_follows_mode_and_threshold() {
+    assert!(!is_active(ToolSearchMode::Auto, 19, 20));
+    assert!(is_active(ToolSearchMode::Auto, 20, 20));
+    assert!(is_active(ToolSearchMode::On, 1, 20));
+    assert!(!is_active(ToolSearchMode::Off, 1000, 20));
+}
+
+#[test]
+fn inactive_search_offers_everything_as_is() {
+    let catalog = ToolCatalog::new(&builtins(), external());
+    let expanded = HashSet::new();
+    let offered = catalog.view(&expanded, false, false).offered();
+    assert_eq!(offered, [builtins(), external()].concat());
+}
+
+#[test]
+fn client_side_search_hides_deferred_tools_behind_tool_search() {
+    let catalog = ToolCatalog::new(&builtins(), external());
+    let mut expanded = HashSet::new();
+    let view = catalog.view(&expanded, true, false);
+    assert_eq!(
+        names(&view.offered()),
+        [("bash", false), ("read_file", false), (TOOL_SEARCH, false)]
+    );
+    assert_eq!(view.offered().last(), Some(&tool_search_schema()));
+    expanded.insert("mcp__jira__create_ticket".to_owned());
+    assert_eq!(
+        names(&catalog.view(&expanded, true, false).offered()),
+        [
+            ("bash", false),
+            ("read_file", false),
+            ("mcp__jira__create_ticket", false),
+            (TOOL_SEARCH, false)
+        ]
+    );
+    // Everything expanded: nothing left to search for.
+    expanded.extend(external().into_iter().map(|t| t.name));
+    let all = catalog.view(&expanded, true, false).offered();
+    assert_eq!(all, [builtins(), external()].concat());
+}
+
+#[test]
+fn native_search_flags_deferred_tools_and_adds_no_tool_search() {
+    let catalog = ToolCatalog::new(&builtins(), external());
+    let expanded = HashSet::from(["mcp__github__list_repos".to_owned()]);
+    assert_eq!(
+        names(&catalog.view(&expanded, true, true).offered()),
+        [
+            ("bash", false),
+            ("read_file", false),
+            ("mcp__github__create_issue", true),
+            ("mcp__github__list_repos", false),
+            ("mcp__jira__create_ticket", true)
+        ]
+    );
+}
+
+#[test]
+fn nothing_deferrable_means_no_tool_search() {
+    let catalog = ToolCatalog::new(&builtins(), Vec::new());
+    let expanded = HashSet::new();
+    assert_eq!(catalog.view(&expanded, true, false).offered(), builtins());
+    assert!(catalog.index().is_empty());
+}
+
+#[test]
+fn external_tools_cannot_shadow_builtins_or_tool_search() {
+    let mut ext = external();
+    ext.push(schema("bash", "An impostor."));
+    ext.push(schema(TOOL_SEARCH, "Another impostor."));
+    ext.push(schema("mcp__jira__create_ticket", "A duplicate."));
+    let catalog = ToolCatalog::new(&builtins(), ext);
+    assert_eq!(catalog.tools(), [builtins(), external()].concat());
+    assert_eq!(catalog.index().len(), 3);
+}
+
+#[test]
+fn bm25_ranks_github_issue_tools_first() {
+    let index = ToolSearchIndex::build(&external());
+    assert_eq!(
+        index.search("create github issue", 5),
+        // Both others match two of the three words; the Jira tool says "create" twice.
+        [
+            "mcp__github__create_issue",
+            "mcp__jira__create_ticket",
+            "mcp__github__list_repos"
+        ]
+    );
+    assert_eq!(
+        index.search("create github issue", 1),
+        ["mcp__github__create_issue"]
+    );
+    assert_eq!(index.search("jira", 5), ["mcp__jira__create_ticket"]);
+    assert_eq!(index.search("kubernetes", 5), Vec::<String>::new());
+}
+
+#[test]
+fn a_search_lists_the_tools_it_makes_callable() {
+    let index = ToolSearchIndex::build(&external());
+    let found = run_tool_search(&index, r#"{"query": "github issue", "max_results": 1}"#, 5);
+    assert_eq!(
+        found,
+        ToolSearchOutcome {
+            query: "github issue".into(),
+            text: "Found 1 tool for \"github issue\"; you can call it from now on:\n\
+                   - mcp__github__create_issue: Create a new issue in a GitHub repository.\n"
+                .into(),
+            is_error: false,
+            expand: vec!["mcp__github__create_issue".into()],
+        }
+    );
+    // The model cannot ask for more than the configured cap; a bare string is the query.
+    let capped = run_tool_search(&index, r#"{"query": "create", "max_results": 50}"#, 1);
+    assert_eq!(capped.expand.len(), 1);
+    let bare = run_tool_search(&index, "jira ticket", 5);
+    assert_eq!(bare.expand, ["mcp__jira__create_ticket"]);
+}
+
+#[test]
+fn no_match_and_no_query_are_explained() {
+    let index = ToolSearchIndex::build(&external());
+    let none = run_tool_search(&index, r#"{"query": "kubernetes pods"}"#, 5);
+    assert_eq!(
+        (none.is_error, none.expand.len()),
+        (false, 0),
+        "{}",
+        none.text
+    );
+    assert!(
+        none.text
+            .starts_with("No tools match \"kubernetes pods\". Try other keywords")
+    );
+    let missing = run_tool_search(&index, "{}", 5);
+    assert!(missing.is_error);
+    assert!(missing.text.contains("needs a `query`"), "{}", missing.text);
+}
+
+#[test]
+fn expansions_are_replayed_from_history() {
+    let index = ToolSearchIndex::build(&external());
+    let call = |id: &str, name: &str, arguments: &str| ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    };
+    let mut a = Message::assistant("");
+    a.tool_calls = vec![
+        call(
+            "1",
+            TOOL_SEARCH,
+            r#"{"query": "github issue", "max_results": 1}"#,
+        ),
+        call("2", "mcp__jira__create_ticket", "{}"),
+        call("3", "bash", r#"{"command": "ls"}"#),
+    ];
+    let history = [Message::user("hi"), a];
+    let replayed = replay_expansions(&history, &index, 5);
+    assert_eq!(
+        replayed,
+        HashSet::from([
+            "mcp__github__create_issue".to_owned(),
+            "mcp__jira__create_ticket".to_owned()
+        ])
+    );
+}
+
+#[test]
+fn turn_tools_apply_the_configuration() {
+    let catalog = Arc::new(ToolCatalog::new(&builtins(), external()));
+    let config = ToolsConfig {
+        search: ToolSearchMode::On,
+        ..ToolsConfig::default()
+    };
+    let caps = Capabilities::default();
+    let tools = TurnTools::new(catalog.clone(), &config, caps);
+    assert!(tools.client_search().is_some());
+    let mut expanded = HashSet::new();
+    let calls = [
+        ToolCall {
+            id: "1".into(),
+            name: "mcp__github__list_repos".into(),
+            arguments: "{}".into(),
+        },
+        ToolCall {
+            id: "2".into(),
+            name: "bash".into(),
+            arguments: "{}".into(),
+        },
+    ];
+    tools.expand(
+        &mut expanded,
+        vec!["mcp__jira__create_ticket".into()],
+        &calls,
+    );
+    assert_eq!(
+        names(&tools.offered(&expanded)),
+        [
+            ("bash", false),
+            ("read_file", false),
+            ("mcp__github__list_repos", false),
+            ("mcp__jira__create_ticket", false),
+            (TOOL_SEARCH, false)
+        ]
+    );
+    // Below the threshold in auto mode (5 < 20): everything, no search.
+    let auto = TurnTools::new(catalog.clone(), &ToolsConfig::default(), caps);
+    assert!(auto.client_search().is_none());
+    assert_eq!(auto.offered(&HashSet::new()).len(), 5);
+    let native = Capabilities {
+        native_tool_search: true,
+        ..caps
+    };
+    assert!(
+        TurnTools::new(catalog.clone(), &config, native)
+            .client_search()
+            .is_none()
+    );
+    let no_tools = Capabilities {
+        supports_tools: false,
+        ..caps
+    };
+    let none = TurnTools::new(catalog, &config, no_tools);
+    assert_eq!(none.offered(&expanded), Vec::new());
+}
