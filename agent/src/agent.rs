@@ -15,6 +15,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::mcp::McpManager;
 use crate::memory::MemoryIndex;
 use crate::model::{
     ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role, ToolSchema,
@@ -92,6 +93,31 @@ struct Inner {
     store: Store,
     workstreams: Workstreams,
     memories: MemoryIndex,
+    mcp: Arc<McpManager>,
+}
+
+impl Inner {
+    fn set_external_tools(&self, tools: Vec<ToolSchema>) {
+        let catalog = Arc::new(ToolCatalog::new(self.registry.tools(), tools));
+        match self.catalog.write() {
+            Ok(mut slot) => *slot = catalog,
+            Err(poisoned) => *poisoned.into_inner() = catalog,
+        }
+    }
+}
+
+/// The MCP catalog's tools as function schemas (`mcp__{server}__{tool}`).
+fn mcp_tool_schemas(mcp: &McpManager) -> Vec<ToolSchema> {
+    mcp.catalog()
+        .tools
+        .iter()
+        .map(|t| ToolSchema {
+            name: t.full_name.clone(),
+            description: format!("[MCP: {}] {}", t.server, t.description),
+            parameters: t.input_schema.clone(),
+            defer_loading: false,
+        })
+        .collect()
 }
 
 impl std::fmt::Debug for Agent {
@@ -109,6 +135,17 @@ impl Agent {
         model: Arc<dyn ChatModel>,
         store: Store,
     ) -> Result<Self, AgentError> {
+        Self::with_mcp(config, model, store, McpManager::empty())
+    }
+
+    /// Builds an agent that also offers the tools, resources and prompts of `mcp`'s servers,
+    /// following its catalog as servers add and remove tools.
+    pub fn with_mcp(
+        config: Config,
+        model: Arc<dyn ChatModel>,
+        store: Store,
+        mcp: Arc<McpManager>,
+    ) -> Result<Self, AgentError> {
         let workdir = config
             .tools
             .workdir
@@ -117,8 +154,8 @@ impl Agent {
             .unwrap_or_else(|| PathBuf::from("."));
         let workstreams = Workstreams::new(store.clone(), workdir, config.agent.workstream_cache);
         let registry = ToolRegistry::builtin()?;
-        let catalog = ToolCatalog::new(registry.tools(), Vec::new());
-        Ok(Self {
+        let catalog = ToolCatalog::new(registry.tools(), mcp_tool_schemas(&mcp));
+        let agent = Self {
             inner: Arc::new(Inner {
                 tools_config: Arc::new(config.tools.clone()),
                 config,
@@ -128,8 +165,32 @@ impl Agent {
                 store,
                 workstreams,
                 memories: MemoryIndex::default(),
+                mcp,
             }),
-        })
+        };
+        agent.follow_mcp_catalog();
+        Ok(agent)
+    }
+
+    /// The connected MCP servers.
+    pub fn mcp(&self) -> &Arc<McpManager> {
+        &self.inner.mcp
+    }
+
+    /// Offers the MCP catalog's tools again whenever it changes (copy-on-write: a running
+    /// turn keeps the tools it started with). The task ends when the agent is dropped.
+    fn follow_mcp_catalog(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let mut generation = self.inner.mcp.generation();
+        runtime.spawn(async move {
+            while generation.changed().await.is_ok() {
+                let Some(inner) = weak.upgrade() else { break };
+                inner.set_external_tools(mcp_tool_schemas(&inner.mcp));
+            }
+        });
     }
 
     /// The configuration in effect.
@@ -152,11 +213,7 @@ impl Agent {
     /// native search). Turns already running keep the tools they started with; workstreams
     /// keep the tools they expanded.
     pub fn set_external_tools(&self, tools: Vec<ToolSchema>) {
-        let catalog = Arc::new(ToolCatalog::new(self.inner.registry.tools(), tools));
-        match self.inner.catalog.write() {
-            Ok(mut slot) => *slot = catalog,
-            Err(poisoned) => *poisoned.into_inner() = catalog,
-        }
+        self.inner.set_external_tools(tools);
     }
 
     /// The tools in effect: built-ins, then external ones.
@@ -241,12 +298,13 @@ impl Agent {
         ws.turns_since_load += 1;
         ws.append(&inner.store, Message::user(req.text.clone()), req.author)
             .await?;
-        let base_system = system_prompt(
+        let mut base_system = system_prompt(
             chrono::Local::now(),
             &ws.workdir,
             &tools.offered(&ws.expanded_tools),
             config.agent.system_prompt_extra.as_deref(),
         );
+        base_system.push_str(&crate::prompt::mcp_catalog(&inner.mcp.catalog()));
         let visibility = Visibility {
             workstream: ws.key.clone(),
             user_id: req.author.map(str::to_owned),
@@ -334,6 +392,7 @@ impl Agent {
                     workstream: ws.key.clone(),
                     user_id: req.author.map(str::to_owned),
                     store: Some(inner.store.clone()),
+                    mcp: Some(inner.mcp.clone()),
                 },
                 workstream: &ws.key,
                 first_seq: ws.next_seq(),

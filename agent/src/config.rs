@@ -85,6 +85,69 @@ pub struct Config {
     pub agent: AgentConfig,
     /// The HTTP endpoints of `sandpiper serve`.
     pub server: ServerConfig,
+    /// MCP servers whose tools, resources and prompts the agent uses.
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]` and `[mcp.servers.NAME]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// Servers by name (`command`/`args`/`env`, or `type = "http"` with `url`/`headers`).
+    pub servers: std::collections::BTreeMap<String, crate::mcp::McpServerConfig>,
+    /// How often servers without list-changed notifications are re-listed; `0` disables.
+    #[serde(with = "duration")]
+    pub refresh_interval: Duration,
+    /// How long one MCP tool call, resource read or prompt may take.
+    #[serde(with = "duration")]
+    pub call_timeout: Duration,
+    /// How long connecting to one server may take at start-up.
+    #[serde(with = "duration")]
+    pub connect_timeout: Duration,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        let o = crate::mcp::McpOptions::default();
+        Self {
+            servers: Default::default(),
+            refresh_interval: o.refresh_interval,
+            call_timeout: o.call_timeout,
+            connect_timeout: o.connect_timeout,
+        }
+    }
+}
+
+impl McpConfig {
+    /// The manager options these settings give.
+    pub fn options(&self) -> crate::mcp::McpOptions {
+        crate::mcp::McpOptions {
+            call_timeout: self.call_timeout,
+            connect_timeout: self.connect_timeout,
+            refresh_interval: self.refresh_interval,
+            ..crate::mcp::McpOptions::default()
+        }
+    }
+
+    /// Adds the servers of a standard `mcpServers` JSON file (`--mcp-config`). A name that
+    /// is already configured is an error.
+    pub fn merge_json_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let servers = crate::mcp::load_mcp_json(path).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        for (name, server) in servers {
+            if self.servers.contains_key(&name) {
+                return Err(ConfigError::Invalid {
+                    key: format!("mcp.servers.{name}"),
+                    source_name: path.display().to_string(),
+                    message: "this server is also configured in the TOML file".into(),
+                });
+            }
+            self.servers.insert(name, server);
+        }
+        Ok(())
+    }
 }
 
 /// `[server]`
@@ -525,9 +588,21 @@ impl Config {
         Ok(())
     }
 
-    /// The effective configuration as TOML, secrets redacted.
+    /// The effective configuration as TOML, secrets redacted (API key, MCP server
+    /// environment values and HTTP header values).
     pub fn to_redacted_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+        use crate::mcp::McpServerConfig;
+        let mut shown = self.clone();
+        for server in shown.mcp.servers.values_mut() {
+            let secrets = match server {
+                McpServerConfig::Stdio { env, .. } => env,
+                McpServerConfig::Http { headers, .. } => headers,
+            };
+            for value in secrets.values_mut() {
+                *value = "<redacted>".into();
+            }
+        }
+        toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
     }
 }
 
@@ -706,6 +781,26 @@ mod tests {
         assert!(err.contains("tools.search_max_results"), "{err}");
         assert_eq!("on".parse::<ToolSearchMode>(), Ok(ToolSearchMode::On));
         assert!("yes".parse::<ToolSearchMode>().is_err());
+    }
+
+    #[test]
+    fn mcp_servers_parse_and_their_secrets_are_redacted() {
+        let c = Config::from_toml(
+            "[mcp]\ncall_timeout = \"10s\"\n[mcp.servers.gh]\ncommand = \"npx\"\nargs = [\"-y\", \"gh\"]\n\
+             [mcp.servers.gh.env]\nGITHUB_TOKEN = \"ghp_secret\"\n\
+             [mcp.servers.remote]\ntype = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             [mcp.servers.remote.headers]\nAuthorization = \"Bearer tok_secret\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.mcp.servers.len(), 2);
+        assert_eq!(c.mcp.options().call_timeout, Duration::from_secs(10));
+        let shown = c.to_redacted_toml();
+        assert!(
+            !shown.contains("ghp_secret") && !shown.contains("tok_secret"),
+            "{shown}"
+        );
+        assert!(shown.contains("GITHUB_TOKEN"), "{shown}");
     }
 
     #[test]

@@ -29,9 +29,10 @@ use crate::store::approvals::ApprovalRecord;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
-    OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, parse_arguments,
-    truncate_output, validate_arguments,
+    McpCall, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
+    parse_arguments, truncate_output, validate_arguments,
 };
+use serde_json::Value;
 
 /// Everything one batch needs.
 pub struct Batch<'a> {
@@ -132,6 +133,30 @@ impl Batch<'_> {
         })
     }
 
+    /// The implementation, argument schema and primary key of a built-in or MCP tool.
+    fn resolve(&self, name: &str) -> Option<(Arc<dyn Tool>, Value, Option<String>)> {
+        if let Some(registered) = self.registry.get(name) {
+            let spec = &registered.spec;
+            return Some((
+                registered.tool.clone(),
+                spec.parameters.clone(),
+                spec.primary_key.clone(),
+            ));
+        }
+        let mcp = self.tool_ctx.mcp.as_ref()?;
+        let catalog = mcp.catalog();
+        let tool = catalog.tool(name)?.clone();
+        let auto = mcp
+            .server_config(&tool.server)
+            .is_some_and(|c| c.auto_approve().contains(&tool.name));
+        let schema = tool.input_schema.clone();
+        Some((
+            Arc::new(McpCall::new(mcp.clone(), tool, auto)),
+            schema,
+            None,
+        ))
+    }
+
     fn prepare(&self, call: &ToolCall) -> Stage {
         if let Some(search) = self.tool_search.filter(|_| call.name == TOOL_SEARCH) {
             let found = run_tool_search(search.index, &call.arguments, search.max_results);
@@ -142,7 +167,7 @@ impl Batch<'_> {
                 expand: found.expand,
             };
         }
-        let Some(registered) = self.registry.get(&call.name) else {
+        let Some((tool, schema, primary_key)) = self.resolve(&call.name) else {
             let known: Vec<&str> = self.registry.iter().map(|t| t.spec.name.as_str()).collect();
             return Stage::Done {
                 text: format!(
@@ -152,9 +177,8 @@ impl Batch<'_> {
                 ),
             };
         };
-        let spec = &registered.spec;
-        let args = parse_arguments(&call.arguments, spec.primary_key.as_deref())
-            .and_then(|args| validate_arguments(&spec.parameters, args));
+        let args = parse_arguments(&call.arguments, primary_key.as_deref())
+            .and_then(|args| validate_arguments(&schema, args));
         let args = match args {
             Ok(args) => args,
             Err(e) => {
@@ -163,13 +187,13 @@ impl Batch<'_> {
                 };
             }
         };
-        match registered.tool.prepare(args, &self.tool_ctx) {
+        match tool.prepare(args, &self.tool_ctx) {
             Ok(prepared) => {
                 let needs_approval = prepared.needs_approval
                     && !self.auto_approve
                     && !self.grants.contains(&call.name);
                 Stage::Ready {
-                    tool: registered.tool.clone(),
+                    tool,
                     prepared,
                     needs_approval,
                     note: None,

@@ -57,6 +57,63 @@ pub fn system_prompt(
     s
 }
 
+/// Resources listed in the system message.
+pub const MAX_RESOURCES_SHOWN: usize = 50;
+/// Prompts listed in the system message.
+pub const MAX_PROMPTS_SHOWN: usize = 30;
+
+/// The `<mcp-resources>` and `<mcp-prompts>` blocks, or an empty string when there are none.
+pub fn mcp_catalog(catalog: &crate::mcp::McpCatalog) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let resources: Vec<String> = catalog
+        .resources
+        .iter()
+        .map(|r| {
+            let about = r.description.as_deref().unwrap_or(r.name.as_str());
+            format!("{} {about}", r.uri)
+        })
+        .chain(catalog.templates.iter().map(|t| {
+            let about = t.description.as_deref().unwrap_or(t.name.as_str());
+            format!("{} {about} (template)", t.uri_template)
+        }))
+        .take(MAX_RESOURCES_SHOWN)
+        .collect();
+    if !resources.is_empty() {
+        s.push_str("\n<mcp-resources>\n");
+        for line in &resources {
+            let _ = writeln!(s, "{line}");
+        }
+        s.push_str("</mcp-resources>\nUse read_resource(uri='...') to access the resources listed above.\n");
+    }
+    if !catalog.prompts.is_empty() {
+        s.push_str("\n<mcp-prompts>\n");
+        for p in catalog.prompts.iter().take(MAX_PROMPTS_SHOWN) {
+            let _ = write!(s, "mcp__{}__{}", p.server, p.name);
+            if let Some(d) = &p.description {
+                let _ = write!(s, " — {d}");
+            }
+            if !p.arguments.is_empty() {
+                let args: Vec<String> = p
+                    .arguments
+                    .iter()
+                    .map(|a| {
+                        if a.required {
+                            format!("{}*", a.name)
+                        } else {
+                            a.name.clone()
+                        }
+                    })
+                    .collect();
+                let _ = write!(s, " (arguments: {})", args.join(", "));
+            }
+            s.push('\n');
+        }
+        s.push_str("</mcp-prompts>\nUse use_prompt(name='...', arguments={...}) to expand one (* marks required arguments).\n");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,6 +41,65 @@ pub fn tools_table(registry: &ToolRegistry) -> String {
     out
 }
 
+/// `sandpiper mcp list`: each server with its state and tools.
+pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
+    let status = mcp.status();
+    if status.is_empty() {
+        return "no MCP servers configured ([mcp.servers.NAME] or --mcp-config FILE)\n".into();
+    }
+    let catalog = mcp.catalog();
+    let mut out = String::new();
+    for s in &status {
+        let state = if s.connected {
+            "connected"
+        } else {
+            "disconnected"
+        };
+        let _ = write!(
+            out,
+            "{} ({state}): {} tools, {} resources, {} prompts",
+            s.name, s.tools, s.resources, s.prompts
+        );
+        if let Some(e) = &s.error {
+            let _ = write!(out, " — {e}");
+        }
+        out.push('\n');
+        for t in catalog.tools.iter().filter(|t| t.server == s.name) {
+            let first = t.description.lines().next().unwrap_or_default();
+            let _ = writeln!(out, "  {}  {first}", t.full_name);
+        }
+    }
+    out
+}
+
+/// `sandpiper mcp refresh`: what each server added and removed.
+pub fn mcp_refresh(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
+    let mut out = String::new();
+    for r in reports {
+        match &r.error {
+            Some(e) => {
+                let _ = writeln!(out, "{}: error: {e}", r.server);
+            }
+            None if r.added.is_empty() && r.removed.is_empty() => {
+                let _ = writeln!(out, "{}: no changes", r.server);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "{}: added [{}], removed [{}]",
+                    r.server,
+                    r.added.join(", "),
+                    r.removed.join(", ")
+                );
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("no MCP servers configured\n");
+    }
+    out
+}
+
 /// `sandpiper config check`: where the config came from and its effective values, secrets
 /// redacted.
 pub fn config_report(config: &Config, source: &ConfigSource) -> String {
@@ -72,17 +131,21 @@ mod tests {
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(
             lines[0],
-            "name        auto-approve  agent  task_agent  primary_key"
+            "name           auto-approve  agent  task_agent  primary_key"
         );
         assert_eq!(
             lines[1],
-            "bash        no            no     yes         command"
+            "bash           no            no     yes         command"
         );
         assert_eq!(
             lines[8],
-            "recall      yes           no     no          query"
+            "recall         yes           no     no          query"
         );
-        assert_eq!(lines.len(), 9);
+        assert_eq!(
+            lines[9],
+            "read_resource  no            yes    yes         uri"
+        );
+        assert_eq!(lines.len(), 11);
     }
 
     #[test]

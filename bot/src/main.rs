@@ -22,12 +22,23 @@ struct Cli {
     /// Configuration file (else $SANDPIPER_CONFIG, ./sandpiper.toml, ~/.config/sandpiper/config.toml).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// A standard MCP JSON file (`{"mcpServers": {...}}`) whose servers are added to the
+    /// configured ones.
+    #[arg(long, global = true, value_name = "FILE")]
+    mcp_config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway: HTTP endpoints (`/health`) and the configured chat platforms.
+    Serve,
+    /// MCP servers: list them with their tools, or refresh their lists.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Chat with the agent in the terminal.
     Chat {
         /// Approve every tool call without asking.
@@ -80,6 +91,18 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Connected servers and their tools.
+    List,
+    /// Re-list tools, resources and prompts (reconnecting a disconnected server) and show what
+    /// was added and removed.
+    Refresh {
+        /// Only this server.
+        server: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum MemoryCommand {
     /// List memories (the default).
     List,
@@ -127,11 +150,27 @@ fn init_tracing() {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let (mut config, source) = Config::load(cli.config.as_deref(), &ProcessEnv)?;
+    if let Some(path) = &cli.mcp_config {
+        config.mcp.merge_json_file(path)?;
+    }
     match cli.command {
         Command::Config {
             command: ConfigCommand::Check,
         } => {
             print!("{}", commands::config_report(&config, &source));
+            Ok(())
+        }
+        Command::Serve => serve(config).await,
+        Command::Mcp { command } => {
+            let mcp = wiring::start_mcp(&config).await;
+            let text = match command {
+                McpCommand::List => commands::mcp_list(&mcp),
+                McpCommand::Refresh { server } => {
+                    commands::mcp_refresh(&mcp.refresh(server.as_deref()).await)
+                }
+            };
+            print!("{text}");
+            mcp.shutdown().await;
             Ok(())
         }
         Command::Tools => {
@@ -210,6 +249,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `sandpiper serve`: the HTTP endpoints until Ctrl-C or SIGTERM.
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let listen = config.server.listen;
+    let agent = wiring::build_agent(config).await?;
+    let mcp = agent.mcp().clone();
+    let health: sandpiper::serve::HealthSource =
+        Arc::new(move || sandpiper::serve::health_of(&mcp));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(sandpiper::serve::run(
+        listen,
+        sandpiper::serve::router(health),
+        shutdown.clone(),
+        bound_tx,
+    ));
+    if let Ok(addr) = bound_rx.await {
+        eprintln!("sandpiper: serving http://{addr}/health");
+        eprintln!(
+            "sandpiper: Discord and Slack are not part of this build yet; use `sandpiper chat`"
+        );
+    }
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    let served = server.await.context("the HTTP server task failed")?;
+    served.with_context(|| format!("cannot serve on {listen}"))?;
+    agent.mcp().shutdown().await;
+    Ok(())
 }
 
 /// The person at the terminal: the OS user name.

@@ -31,6 +31,20 @@ pub struct McpHealth {
     pub prompts: usize,
 }
 
+/// The health of a gateway with these MCP servers (MCP counts only when some are configured).
+pub fn health_of(mcp: &sandpiper_agent::mcp::McpManager) -> Health {
+    let status = mcp.status();
+    let mcp = (!status.is_empty()).then(|| {
+        let connected = status.iter().filter(|s| s.connected);
+        McpHealth {
+            servers: status.iter().filter(|s| s.connected).count(),
+            resources: connected.clone().map(|s| s.resources).sum(),
+            prompts: connected.map(|s| s.prompts).sum(),
+        }
+    });
+    Health { status: "ok", mcp }
+}
+
 /// Computes the current health; shared with the handler.
 pub type HealthSource = Arc<dyn Fn() -> Health + Send + Sync>;
 

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use sandpiper_agent::config::Provider;
+use sandpiper_agent::mcp::McpManager;
 use sandpiper_agent::model::{AnthropicModel, ChatModel, OpenAiModel};
+use sandpiper_agent::store::prompt_templates::McpPromptSpec;
 use sandpiper_agent::store::{Store, redact_url};
 use sandpiper_agent::{Agent, Config};
 
@@ -50,15 +52,85 @@ pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
         })
 }
 
-/// The whole agent: model, store, tools.
+/// Connects the configured MCP servers (never fails: a bad server is reported in its status).
+pub async fn start_mcp(config: &Config) -> Arc<McpManager> {
+    install_crypto_provider();
+    if config.mcp.servers.is_empty() {
+        return McpManager::empty();
+    }
+    McpManager::start(config.mcp.servers.clone(), config.mcp.options()).await
+}
+
+/// Keeps the `prompt_templates` table in step with the prompts the MCP servers offer: at once,
+/// and whenever a server's lists change. Ends when the manager is dropped.
+pub fn sync_prompt_templates(mcp: &Arc<McpManager>, store: Store) {
+    let weak = Arc::downgrade(mcp);
+    let mut generation = mcp.generation();
+    tokio::spawn(async move {
+        loop {
+            let Some(mcp) = weak.upgrade() else { break };
+            sync_prompts_once(&mcp, &store).await;
+            drop(mcp);
+            if generation.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// One sync of every connected server's prompts into `prompt_templates`.
+pub async fn sync_prompts_once(mcp: &McpManager, store: &Store) {
+    let catalog = mcp.catalog();
+    for server in mcp.status().into_iter().filter(|s| s.connected) {
+        let specs: Vec<McpPromptSpec> = catalog
+            .prompts
+            .iter()
+            .filter(|p| p.server == server.name)
+            .map(|p| McpPromptSpec {
+                name: format!("mcp__{}__{}", p.server, p.name),
+                description: p.description.clone(),
+                arguments: serde_json::to_string(
+                    &p.arguments
+                        .iter()
+                        .map(|a| {
+                            serde_json::json!({
+                                "name": a.name,
+                                "description": a.description,
+                                "required": a.required,
+                            })
+                        })
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap_or_else(|_| "[]".into()),
+            })
+            .collect();
+        match store.sync_mcp_templates(&server.name, &specs).await {
+            Ok(r) if r.added.len() + r.updated.len() + r.removed.len() > 0 => tracing::info!(
+                server = %server.name,
+                added = r.added.len(),
+                updated = r.updated.len(),
+                removed = r.removed.len(),
+                "prompt templates synced"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(server = %server.name, error = %e, "prompt template sync failed")
+            }
+        }
+    }
+}
+
+/// The whole agent: model, store, tools, MCP servers.
 pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
     let model = build_model(&config)?;
     let store = open_store(&config).await?;
+    let mcp = start_mcp(&config).await;
+    sync_prompt_templates(&mcp, store.clone());
     tracing::info!(
         model = %config.model.model,
         provider = ?config.model.provider,
         database = %redact_url(&config.database.url),
         "sandpiper ready"
     );
-    Ok(Agent::new(config, model, store)?)
+    Ok(Agent::with_mcp(config, model, store, mcp)?)
 }

@@ -117,7 +117,7 @@ fn tools_prints_the_table() {
     assert!(out.status.success());
     assert!(stdout.starts_with("name "), "{stdout}");
     assert!(
-        stdout.contains("read_file   yes           yes    yes         path"),
+        stdout.contains("read_file      yes           yes    yes         path"),
         "{stdout}"
     );
 }

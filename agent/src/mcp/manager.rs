@@ -29,6 +29,14 @@ pub struct McpManager {
     pub(crate) shutdown: CancellationToken,
 }
 
+impl std::fmt::Debug for McpManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpManager")
+            .field("servers", &self.slots.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
 impl McpManager {
     /// Connects every server concurrently, each bounded by `connect_timeout`. A server that
     /// fails, hangs or has a bad name is recorded (see [`McpManager::status`]) and retried on

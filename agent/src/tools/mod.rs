@@ -9,11 +9,14 @@ mod args;
 mod bash;
 mod edit_file;
 mod man;
+mod mcp_call;
 mod memory;
 mod read_file;
+mod read_resource;
 mod recall;
 mod registry;
 mod search;
+mod use_prompt;
 mod write_file;
 
 use std::collections::HashSet;
@@ -27,6 +30,7 @@ use crate::config::{Capabilities, ToolsConfig};
 use crate::model::ImagePart;
 
 pub use args::{ArgsError, parse_arguments, validate_arguments};
+pub use mcp_call::McpCall;
 pub use registry::{RegistryError, ToolRegistry, ToolSpec, default_tools};
 
 /// What `prepare` decided about a call: how to show it and whether a person must approve it.
@@ -160,6 +164,8 @@ pub struct ToolContext {
     pub user_id: Option<String>,
     /// The store, for tools that keep data (memory, recall). `None` in file-tool unit tests.
     pub store: Option<crate::store::Store>,
+    /// Connected MCP servers (read_resource, use_prompt). `None` when none are configured.
+    pub mcp: Option<std::sync::Arc<crate::mcp::McpManager>>,
 }
 
 impl ToolContext {
@@ -184,7 +190,15 @@ impl ToolContext {
             workstream: "test:workstream".into(),
             user_id: None,
             store: None,
+            mcp: None,
         }
+    }
+
+    /// The MCP servers, or an error for the model when none are configured.
+    pub fn mcp(&self) -> Result<&crate::mcp::McpManager, ToolError> {
+        self.mcp
+            .as_deref()
+            .ok_or_else(|| ToolError::model("no MCP servers are configured"))
     }
 
     /// The store, or an error for the model when this context has none.

@@ -27,6 +27,8 @@ pub fn default_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(man::Man),
         Arc::new(memory::MemoryTool),
         Arc::new(recall::Recall),
+        Arc::new(read_resource::ReadResource),
+        Arc::new(use_prompt::UsePrompt),
     ]
 }
 
@@ -308,10 +310,15 @@ mod tests {
                 "search",
                 "man",
                 "memory",
-                "recall"
+                "recall",
+                "read_resource",
+                "use_prompt"
             ]
         );
-        assert_eq!(names(r.agent_tools()), ["read_file", "search", "man"]);
+        assert_eq!(
+            names(r.agent_tools()),
+            ["read_file", "search", "man", "read_resource", "use_prompt"]
+        );
         assert_eq!(
             names(r.task_agent_tools()),
             [
@@ -320,13 +327,15 @@ mod tests {
                 "write_file",
                 "edit_file",
                 "search",
-                "man"
+                "man",
+                "read_resource",
+                "use_prompt"
             ]
         );
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
         assert_eq!(auto, ["man", "memory", "read_file", "recall", "search"]);
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 8);
+        assert_eq!(r.builtin_tool_names().len(), 10);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
@@ -335,7 +344,9 @@ mod tests {
             ("memory", "name"),
             ("recall", "query"),
             ("read_file", "path"),
+            ("read_resource", "uri"),
             ("search", "query"),
+            ("use_prompt", "name"),
             ("write_file", "content"),
         ]
         .into_iter()

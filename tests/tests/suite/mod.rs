@@ -5,6 +5,7 @@ mod console;
 mod failures;
 mod identity;
 mod mcp;
+mod mcp_pipeline;
 mod memory;
 mod parallel;
 mod providers;

@@ -1,0 +1,89 @@
+//! The `use_prompt` tool: expands a prompt (listed in the system message's `<mcp-prompts>`
+//! block) on its MCP server.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
+
+/// The `use_prompt` tool.
+#[derive(Debug, Default)]
+pub struct UsePrompt;
+
+struct Args {
+    /// `server/prompt` as the manager expects it.
+    target: String,
+    shown: String,
+    arguments: BTreeMap<String, String>,
+}
+
+fn parse(args: &Value) -> Result<Args, ToolError> {
+    let name = args
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ToolError::model("`name` is required: one of the prompts in <mcp-prompts>")
+        })?;
+    // Prompts are listed as mcp__{server}__{prompt}; bare names are looked up on every server.
+    let target = match name.strip_prefix("mcp__").and_then(|r| r.split_once("__")) {
+        Some((server, prompt)) => format!("{server}/{prompt}"),
+        None => name.to_owned(),
+    };
+    let mut arguments = BTreeMap::new();
+    if let Some(map) = args.get("arguments").and_then(Value::as_object) {
+        for (k, v) in map {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => continue,
+                other => other.to_string(),
+            };
+            arguments.insert(k.clone(), text);
+        }
+    }
+    Ok(Args {
+        target,
+        shown: name.to_owned(),
+        arguments,
+    })
+}
+
+#[async_trait::async_trait]
+impl Tool for UsePrompt {
+    fn name(&self) -> &'static str {
+        "use_prompt"
+    }
+
+    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let parsed = parse(&args)?;
+        let preview = parsed
+            .arguments
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok(Prepared {
+            header: format!("use_prompt: {}", parsed.shown),
+            preview,
+            needs_approval: true,
+            args,
+        })
+    }
+
+    async fn execute(
+        &self,
+        prepared: &Prepared,
+        ctx: &ToolContext,
+        _sink: &dyn OutputSink,
+    ) -> Result<ToolOutput, ToolError> {
+        let parsed = parse(&prepared.args)?;
+        let text = ctx
+            .mcp()?
+            .get_prompt(&parsed.target, parsed.arguments)
+            .await
+            .map_err(|e| ToolError::model(e.to_string()))?;
+        Ok(ToolOutput::text(text))
+    }
+}
