@@ -287,7 +287,7 @@ impl Agent {
             || ws
                 .last_turn_end
                 .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
-        let tools = TurnTools::new(
+        let mut tools = TurnTools::new(
             self.catalog(),
             &inner.tools_config,
             config.model.capabilities,
@@ -346,6 +346,11 @@ impl Agent {
                 crate::memory::render(&relevant),
                 crate::nudge::render(&nudges)
             );
+            // Servers may add or remove tools mid-turn: the next model call sees the change.
+            let current = self.catalog();
+            if !tools.uses(&current) {
+                tools = TurnTools::new(current, &inner.tools_config, config.model.capabilities);
+            }
             let offered = tools.offered(&ws.expanded_tools);
             let request = ChatRequest {
                 system: &system,

@@ -206,6 +206,12 @@ pub struct TurnTools {
 }
 
 impl TurnTools {
+    /// Whether this turn's view was built from `catalog` (a changed catalog is picked up on
+    /// the next model call).
+    pub fn uses(&self, catalog: &Arc<ToolCatalog>) -> bool {
+        Arc::ptr_eq(&self.catalog, catalog)
+    }
+
     /// Decides activation from `tools.search` and the catalog's size.
     pub fn new(catalog: Arc<ToolCatalog>, config: &ToolsConfig, caps: Capabilities) -> Self {
         let total = catalog.tools().len();

@@ -127,6 +127,53 @@ both_backends! {
         agent.mcp().shutdown().await;
     }
 
+    async fn tools_a_server_adds_are_offered_on_the_next_model_call(db) {
+        let s = setup(&db, vec![
+            tool_call("c1", "mcp__t__add_tool", json!({"name": "fresh"})),
+            text("added"),
+            tool_call("c2", "mcp__t__fresh", json!({})),
+            text("called it"),
+        ]).await;
+        let config = with_servers(s.config.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &["add_tool", "fresh"]))]);
+        let agent = harness::agent(config).await;
+        let console = ConsoleRun::start(agent.clone(), "live", "alice", false);
+        console.send("add a tool").await;
+        console.wait_for("added", WAIT).await;
+        // The server announced the change; the agent's catalog follows it.
+        let start = std::time::Instant::now();
+        while !agent.catalog().tools().iter().any(|t| t.name == "mcp__t__fresh") {
+            assert!(start.elapsed() < WAIT, "the new tool never reached the catalog");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        console.send("now use it").await;
+        let out = console.finish().await;
+        assert!(out.contains("called it"), "{out}");
+        let requests = s.llm.requests();
+        assert!(!offered(&requests[0]).contains(&"mcp__t__fresh".to_owned()));
+        assert!(offered(&requests[2]).contains(&"mcp__t__fresh".to_owned()));
+        s.llm.verify();
+        agent.mcp().shutdown().await;
+    }
+
+    async fn health_endpoint_serves_the_counts(db) {
+        let s = setup(&db, vec![]).await;
+        let config = with_servers(s.config.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &[]))]);
+        let agent = harness::agent(config).await;
+        let mcp = agent.mcp().clone();
+        let health: serve::HealthSource = std::sync::Arc::new(move || serve::health_of(&mcp));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(serve::run("127.0.0.1:0".parse().unwrap(), serve::router(health), shutdown.clone(), tx));
+        let addr = rx.await.unwrap();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let body: serde_json::Value = reqwest::Client::builder().no_proxy().build().unwrap()
+            .get(format!("http://{addr}/health")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(body, json!({"status": "ok", "mcp": {"servers": 1, "resources": 2, "prompts": 1}}));
+        shutdown.cancel();
+        server.await.unwrap().unwrap();
+        agent.mcp().shutdown().await;
+    }
+
     async fn a_broken_server_is_a_clear_error_and_blocks_nothing(db) {
         let s = setup(&db, vec![
             tool_call("c1", "mcp__t__fail", json!({})),
