@@ -804,6 +804,32 @@ mod tests {
     }
 
     #[test]
+    fn an_mcp_json_file_adds_servers_and_a_clash_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("mcp.json");
+        std::fs::write(
+            &json,
+            r#"{"mcpServers": {"time": {"command": "mcp-server-time"}, "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}"#,
+        )
+        .unwrap();
+        let mut c = Config::default();
+        c.mcp.merge_json_file(&json).unwrap();
+        assert_eq!(c.mcp.servers.keys().collect::<Vec<_>>(), ["time", "web"]);
+        let err = c.mcp.merge_json_file(&json).unwrap_err().to_string();
+        assert!(
+            err.contains("mcp.servers.time") && err.contains("mcp.json"),
+            "{err}"
+        );
+        std::fs::write(&json, "{not json").unwrap();
+        let err = Config::default()
+            .mcp
+            .merge_json_file(&json)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mcp.json"), "{err}");
+    }
+
+    #[test]
     fn durations_parse() {
         assert_eq!(duration::parse("90"), Some(Duration::from_secs(90)));
         assert_eq!(duration::parse("4h"), Some(Duration::from_secs(14400)));

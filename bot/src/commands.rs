@@ -148,6 +148,26 @@ mod tests {
         assert_eq!(lines.len(), 11);
     }
 
+    #[tokio::test]
+    async fn mcp_output_without_servers() {
+        let mcp = sandpiper_agent::mcp::McpManager::empty();
+        assert_eq!(
+            mcp_list(&mcp),
+            "no MCP servers configured ([mcp.servers.NAME] or --mcp-config FILE)\n"
+        );
+        let report = sandpiper_agent::mcp::RefreshReport {
+            server: "gh".into(),
+            added: vec!["mcp__gh__a".into()],
+            removed: vec![],
+            error: None,
+        };
+        assert_eq!(
+            mcp_refresh(&[report]),
+            "gh: added [mcp__gh__a], removed []\n"
+        );
+        assert_eq!(mcp_refresh(&[]), "no MCP servers configured\n");
+    }
+
     #[test]
     fn config_report_redacts_the_key() {
         let mut c = Config::for_test();
