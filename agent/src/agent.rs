@@ -42,6 +42,17 @@ pub enum AgentError {
     /// The tool registry is inconsistent (a start-up error).
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// The user's message is larger than `agent.max_message_bytes`; nothing was stored.
+    #[error(
+        "your message is {size} bytes; the limit is {limit} bytes (agent.max_message_bytes). \
+         Attach large content as a file in the working directory and ask me to read it"
+    )]
+    MessageTooLarge {
+        /// Size of the message.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 /// One user message to answer.
@@ -241,6 +252,15 @@ impl Agent {
     /// stays recorded.
     pub async fn run_turn(&self, req: TurnRequest<'_>) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
+        let limit = inner.config.agent.max_message_bytes;
+        if req.text.len() > limit {
+            let e = AgentError::MessageTooLarge {
+                size: req.text.len(),
+                limit,
+            };
+            req.sink.event(TurnEvent::Error(e.to_string()));
+            return Err(e);
+        }
         let handle = inner.workstreams.get(req.workstream, req.author).await?;
         let mut ws = handle.lock().await;
         let result = self.turn(&mut ws, &req).await;

@@ -399,6 +399,9 @@ pub struct AgentConfig {
     pub workstream_cache: usize,
     /// Extra text appended to the system prompt.
     pub system_prompt_extra: Option<String>,
+    /// Largest user message accepted, in bytes; a larger one is refused with a clear error
+    /// and nothing is stored.
+    pub max_message_bytes: usize,
 }
 
 impl Default for AgentConfig {
@@ -407,6 +410,7 @@ impl Default for AgentConfig {
             max_rounds: 50,
             workstream_cache: 256,
             system_prompt_extra: None,
+            max_message_bytes: 256 * 1024,
         }
     }
 }

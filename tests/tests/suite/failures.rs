@@ -69,6 +69,22 @@ both_backends! {
         assert_eq!(s.llm.requests().len(), 4);
     }
 
+    async fn an_oversized_message_is_refused_clearly_and_nothing_is_stored(db) {
+        let mut s = setup(&db, vec![text("short one answered")]).await;
+        s.config.agent.max_message_bytes = 1024;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "big", "alice", false);
+        console.send(&"x".repeat(5000)).await;
+        console.wait_for("error: your message is 5000 bytes; the limit is 1024 bytes", WAIT).await;
+        console.send("short one").await;
+        let out = console.finish().await;
+        assert!(out.contains("short one answered"), "{out}");
+        let history = agent.history("console:big").await.unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history[0].content, "short one");
+        assert_eq!(s.llm.requests().len(), 1);
+    }
+
     async fn edit_file_needs_a_prior_read_and_then_edits(db) {
         let s = setup(&db, vec![
             tool_call("c1", "edit_file", json!({"path": "notes.txt", "old_string": "beta", "new_string": "BETA"})),
