@@ -42,19 +42,11 @@ impl AnthropicModel {
     pub fn new(config: &ModelConfig) -> Result<Self, ModelError> {
         let client = retry::http_client(config)?;
         let url = format!("{}/v1/messages", config.effective_base_url());
-        let api_key = match &config.api_key {
-            Some(key) => {
-                let mut value =
-                    HeaderValue::from_str(key.expose()).map_err(|_| ModelError::Connect {
-                        url: url.clone(),
-                        message: "the API key contains characters not allowed in an HTTP header"
-                            .into(),
-                    })?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-            None => None,
-        };
+        let api_key = config
+            .api_key
+            .as_ref()
+            .map(|key| retry::secret_header(key.expose(), &url))
+            .transpose()?;
         Ok(Self {
             client,
             url,

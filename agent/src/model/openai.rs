@@ -38,19 +38,11 @@ impl OpenAiModel {
     pub fn new(config: &ModelConfig) -> Result<Self, ModelError> {
         let client = retry::http_client(config)?;
         let url = format!("{}/chat/completions", config.effective_base_url());
-        let authorization = match &config.api_key {
-            Some(key) => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                    .map_err(|_| ModelError::Connect {
-                        url: url.clone(),
-                        message: "the API key contains characters not allowed in an HTTP header"
-                            .into(),
-                    })?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-            None => None,
-        };
+        let authorization = config
+            .api_key
+            .as_ref()
+            .map(|key| retry::secret_header(&format!("Bearer {}", key.expose()), &url))
+            .transpose()?;
         Ok(Self {
             client,
             url,

@@ -74,6 +74,21 @@ fn random_u64() -> u64 {
     uuid::Uuid::new_v4().as_u64_pair().0
 }
 
+/// A header value carrying a secret (an API key), marked sensitive so that it is never
+/// printed by `Debug` or logged by the HTTP stack.
+pub(crate) fn secret_header(
+    value: &str,
+    url: &str,
+) -> Result<reqwest::header::HeaderValue, ModelError> {
+    let mut header =
+        reqwest::header::HeaderValue::from_str(value).map_err(|_| ModelError::Connect {
+            url: url.to_owned(),
+            message: "the API key contains characters not allowed in an HTTP header".into(),
+        })?;
+    header.set_sensitive(true);
+    Ok(header)
+}
+
 /// The HTTP client for a provider: ring TLS, a connect timeout, the environment's proxy.
 pub(crate) fn http_client(config: &ModelConfig) -> Result<reqwest::Client, ModelError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
