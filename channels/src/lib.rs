@@ -4,5 +4,7 @@
 //! # Layout
 //!
 //! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`).
+//! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
 
 pub mod console;
+pub mod split;
