@@ -160,10 +160,14 @@ impl Workstreams {
             existing.1 = now;
             return existing.0.clone();
         }
+        // Evict the least recently used workstreams that nobody is using. One that a turn
+        // holds stays (the cache may run over capacity for a while): evicting it would let a
+        // second copy load and two turns run in one workstream at once.
         while lru.entries.len() >= self.capacity {
             let oldest = lru
                 .entries
                 .iter()
+                .filter(|(_, (handle, _))| Arc::strong_count(handle) == 1)
                 .min_by_key(|(_, (_, used))| *used)
                 .map(|(k, _)| k.clone());
             match oldest {
@@ -192,6 +196,7 @@ mod tests {
             .append(&store, Message::user("hello"), Some("alice"))
             .await
             .unwrap();
+        drop(a);
         cache.get("b", None).await.unwrap();
         cache.get("c", None).await.unwrap();
         assert_eq!(cache.len(), 2);
@@ -200,6 +205,23 @@ mod tests {
         assert!(ws.resumed);
         assert_eq!(ws.owner.as_deref(), Some("alice"));
         assert_eq!(ws.history, vec![Message::user("hello")]);
+    }
+
+    #[tokio::test]
+    async fn a_workstream_in_use_is_never_evicted() {
+        let store = Store::memory().await.unwrap();
+        let cache = Workstreams::new(store, PathBuf::from("/tmp"), 1);
+        let busy = cache.get("a", None).await.unwrap();
+        cache.get("b", None).await.unwrap();
+        assert_eq!(cache.len(), 2, "the busy workstream stays beyond capacity");
+        let again = cache.get("a", None).await.unwrap();
+        assert!(
+            Arc::ptr_eq(&busy, &again),
+            "one workstream, one handle, one turn at a time"
+        );
+        drop((busy, again));
+        cache.get("c", None).await.unwrap();
+        assert_eq!(cache.len(), 1);
     }
 
     #[tokio::test]
