@@ -8,6 +8,7 @@
 //! - [`store`]: persistence of workstreams, messages, approvals and grants (sqlx: SQLite and
 //!   PostgreSQL).
 //! - [`protocol`]: what a channel sees and answers: turn events, approval items, decisions.
+//! - [`approval_policy`]: who may decide a click on an approval button, and button ids.
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
@@ -21,6 +22,7 @@
 //!   client-side `tool_search` tool.
 
 pub mod agent;
+pub mod approval_policy;
 pub mod bm25;
 pub mod config;
 pub mod mcp;

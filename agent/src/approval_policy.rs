@@ -1,0 +1,267 @@
+//! Who may decide an approval, as a chain of small pure rules (one per concern), and the
+//! button id format that names a stored request. Chat channels (Discord, Slack) check every
+//! click against the *stored* request with [`rule_on_click`]; nothing carried in a button is
+//! trusted beyond the request id it names.
+
+use crate::store::approvals::ApprovalRecord;
+
+/// Longest button id a platform accepts (Discord: 100).
+pub const MAX_BUTTON_ID: usize = 100;
+
+/// What a button does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClickAction {
+    /// Run it.
+    Approve,
+    /// Do not run it.
+    Deny,
+    /// Run it and stop asking for this tool in this workstream.
+    AlwaysAllow,
+    /// Run it, with a note for the model (asked in a modal).
+    ApproveWithNote,
+    /// Do not run it, with a note for the model (asked in a modal).
+    DenyWithNote,
+}
+
+impl ClickAction {
+    fn code(self) -> &'static str {
+        match self {
+            ClickAction::Approve => "a",
+            ClickAction::Deny => "d",
+            ClickAction::AlwaysAllow => "aa",
+            ClickAction::ApproveWithNote => "an",
+            ClickAction::DenyWithNote => "dn",
+        }
+    }
+
+    fn from_code(code: &str) -> Option<Self> {
+        [
+            ClickAction::Approve,
+            ClickAction::Deny,
+            ClickAction::AlwaysAllow,
+            ClickAction::ApproveWithNote,
+            ClickAction::DenyWithNote,
+        ]
+        .into_iter()
+        .find(|a| a.code() == code)
+    }
+}
+
+/// Why a button id was rejected (forged, truncated or from another program).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ButtonIdError {
+    /// Not `ap:<request id>:<action>`.
+    #[error("not an approval button")]
+    Malformed,
+    /// The action code is unknown.
+    #[error("unknown approval action `{0}`")]
+    UnknownAction(String),
+}
+
+/// `ap:<request id>:<action>`.
+pub fn button_id(request_id: &str, action: ClickAction) -> String {
+    format!("ap:{request_id}:{}", action.code())
+}
+
+/// Parses a button id into the request id and action.
+pub fn parse_button_id(id: &str) -> Result<(&str, ClickAction), ButtonIdError> {
+    if id.len() > MAX_BUTTON_ID {
+        return Err(ButtonIdError::Malformed);
+    }
+    let rest = id.strip_prefix("ap:").ok_or(ButtonIdError::Malformed)?;
+    let (request, code) = rest.rsplit_once(':').ok_or(ButtonIdError::Malformed)?;
+    let valid_request = !request.is_empty()
+        && request
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid_request {
+        return Err(ButtonIdError::Malformed);
+    }
+    let action =
+        ClickAction::from_code(code).ok_or_else(|| ButtonIdError::UnknownAction(code.into()))?;
+    Ok((request, action))
+}
+
+/// The person who clicked.
+#[derive(Debug, Clone, Copy)]
+pub struct Clicker<'a> {
+    /// Their sandpiper user id.
+    pub user_id: &'a str,
+    /// Their platform roles (Discord role ids, Slack user group ids).
+    pub roles: &'a [String],
+}
+
+/// What a click is checked against: the stored request and the workstream's rules.
+#[derive(Debug, Clone, Copy)]
+pub struct ClickContext<'a> {
+    /// The stored request the button names.
+    pub request: &'a ApprovalRecord,
+    /// The workstream's owner (the person who started the thread).
+    pub owner: Option<&'a str>,
+    /// Roles whose members may decide any request (`approver_roles`, `approver_usergroups`).
+    pub approver_roles: &'a [String],
+}
+
+/// A rule's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ruling {
+    /// This rule has no objection.
+    Allow,
+    /// Refused, with a reason shown only to the clicker.
+    Deny(String),
+}
+
+type Rule = fn(&ClickContext<'_>, &Clicker<'_>, ClickAction) -> Ruling;
+
+/// The rules, in order; the first refusal wins.
+const RULES: [Rule; 3] = [still_pending, owner_or_approver, always_allow_is_the_owners];
+
+/// Checks a click against every rule.
+pub fn rule_on_click(ctx: &ClickContext<'_>, who: &Clicker<'_>, action: ClickAction) -> Ruling {
+    RULES
+        .iter()
+        .map(|rule| rule(ctx, who, action))
+        .find(|r| matches!(r, Ruling::Deny(_)))
+        .unwrap_or(Ruling::Allow)
+}
+
+fn is_owner(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
+    ctx.owner == Some(who.user_id) || ctx.request.requested_by.as_deref() == Some(who.user_id)
+}
+
+/// A decided request cannot be decided again.
+fn still_pending(ctx: &ClickContext<'_>, _who: &Clicker<'_>, _a: ClickAction) -> Ruling {
+    if ctx.request.status == "pending" {
+        Ruling::Allow
+    } else {
+        Ruling::Deny(format!(
+            "this request was already decided ({})",
+            ctx.request.status
+        ))
+    }
+}
+
+/// Only the owner, or a member of an approver role, may decide.
+fn owner_or_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>, _a: ClickAction) -> Ruling {
+    let approver = who.roles.iter().any(|r| ctx.approver_roles.contains(r));
+    if is_owner(ctx, who) || approver {
+        Ruling::Allow
+    } else {
+        Ruling::Deny(
+            "only the person who started this thread, or an approver, can decide this".into(),
+        )
+    }
+}
+
+/// "Always allow" changes the workstream's rules: only its owner may choose it.
+fn always_allow_is_the_owners(
+    ctx: &ClickContext<'_>,
+    who: &Clicker<'_>,
+    action: ClickAction,
+) -> Ruling {
+    if action != ClickAction::AlwaysAllow || is_owner(ctx, who) {
+        Ruling::Allow
+    } else {
+        Ruling::Deny("only the person who started this thread can choose Always allow".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn record(status: &str) -> ApprovalRecord {
+        ApprovalRecord {
+            id: "ap_1f2e".into(),
+            workstream: "discord:1".into(),
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            header: "bash: ls".into(),
+            preview: "ls".into(),
+            requested_by: Some("alice".into()),
+            status: status.into(),
+            decided_by: None,
+            feedback: None,
+        }
+    }
+
+    #[test]
+    fn button_ids_round_trip_and_forgeries_are_rejected() {
+        let id = button_id("ap_1f2e", ClickAction::AlwaysAllow);
+        assert_eq!(id, "ap:ap_1f2e:aa");
+        assert_eq!(
+            parse_button_id(&id),
+            Ok(("ap_1f2e", ClickAction::AlwaysAllow))
+        );
+        assert_eq!(
+            parse_button_id("ap:ap_1:zz"),
+            Err(ButtonIdError::UnknownAction("zz".into()))
+        );
+        for forged in ["", "ap:", "ap::a", "xx:ap_1:a", "ap:ap 1:a", "ap:ap_1"] {
+            assert_eq!(
+                parse_button_id(forged),
+                Err(ButtonIdError::Malformed),
+                "{forged}"
+            );
+        }
+        let long = format!("ap:{}:a", "x".repeat(200));
+        assert_eq!(parse_button_id(&long), Err(ButtonIdError::Malformed));
+    }
+
+    #[test]
+    fn the_owner_decides_strangers_are_refused_approvers_may_not_always_allow() {
+        let rec = record("pending");
+        let roles = vec!["ops".to_owned()];
+        let ctx = ClickContext {
+            request: &rec,
+            owner: Some("alice"),
+            approver_roles: &roles,
+        };
+        let none: Vec<String> = vec![];
+        let alice = Clicker {
+            user_id: "alice",
+            roles: &none,
+        };
+        let mallory = Clicker {
+            user_id: "mallory",
+            roles: &none,
+        };
+        let oncall = Clicker {
+            user_id: "bob",
+            roles: &roles,
+        };
+        assert_eq!(
+            rule_on_click(&ctx, &alice, ClickAction::AlwaysAllow),
+            Ruling::Allow
+        );
+        assert_eq!(
+            rule_on_click(&ctx, &oncall, ClickAction::Approve),
+            Ruling::Allow
+        );
+        assert!(
+            matches!(rule_on_click(&ctx, &oncall, ClickAction::AlwaysAllow), Ruling::Deny(m) if m.contains("Always allow"))
+        );
+        assert!(
+            matches!(rule_on_click(&ctx, &mallory, ClickAction::Deny), Ruling::Deny(m) if m.contains("only the person"))
+        );
+    }
+
+    #[test]
+    fn a_decided_request_stays_decided() {
+        let rec = record("approved");
+        let ctx = ClickContext {
+            request: &rec,
+            owner: Some("alice"),
+            approver_roles: &[],
+        };
+        let alice = Clicker {
+            user_id: "alice",
+            roles: &[],
+        };
+        assert_eq!(
+            rule_on_click(&ctx, &alice, ClickAction::Deny),
+            Ruling::Deny("this request was already decided (approved)".into())
+        );
+    }
+}
