@@ -14,6 +14,7 @@
 //! order, so a batch that mixes it with other calls keeps every result at its `seq`. The tools
 //! it found come back in [`BatchOutcome::expanded`].
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +80,13 @@ pub struct BatchOutcome {
     pub expanded: Vec<String>,
 }
 
+/// A tool found by name: its implementation, argument schema and primary key.
+struct Resolved<'a> {
+    tool: Arc<dyn Tool>,
+    schema: Cow<'a, Value>,
+    primary_key: Option<&'a str>,
+}
+
 enum Stage {
     /// Will not run; the text is the result for the model.
     Done { text: String },
@@ -134,14 +142,16 @@ impl Batch<'_> {
     }
 
     /// The implementation, argument schema and primary key of a built-in or MCP tool.
-    fn resolve(&self, name: &str) -> Option<(Arc<dyn Tool>, Value, Option<String>)> {
+    /// Built-ins borrow their schema from the registry; an MCP tool's is copied out of the
+    /// catalog snapshot.
+    fn resolve(&self, name: &str) -> Option<Resolved<'_>> {
         if let Some(registered) = self.registry.get(name) {
             let spec = &registered.spec;
-            return Some((
-                registered.tool.clone(),
-                spec.parameters.clone(),
-                spec.primary_key.clone(),
-            ));
+            return Some(Resolved {
+                tool: registered.tool.clone(),
+                schema: Cow::Borrowed(&spec.parameters),
+                primary_key: spec.primary_key.as_deref(),
+            });
         }
         let mcp = self.tool_ctx.mcp.as_ref()?;
         let catalog = mcp.catalog();
@@ -149,12 +159,12 @@ impl Batch<'_> {
         let auto = mcp
             .server_config(&tool.server)
             .is_some_and(|c| c.auto_approve().contains(&tool.name));
-        let schema = tool.input_schema.clone();
-        Some((
-            Arc::new(McpCall::new(mcp.clone(), tool, auto)),
+        let schema = Cow::Owned(tool.input_schema.clone());
+        Some(Resolved {
+            tool: Arc::new(McpCall::new(mcp.clone(), tool, auto)),
             schema,
-            None,
-        ))
+            primary_key: None,
+        })
     }
 
     fn prepare(&self, call: &ToolCall) -> Stage {
@@ -167,7 +177,12 @@ impl Batch<'_> {
                 expand: found.expand,
             };
         }
-        let Some((tool, schema, primary_key)) = self.resolve(&call.name) else {
+        let Some(Resolved {
+            tool,
+            schema,
+            primary_key,
+        }) = self.resolve(&call.name)
+        else {
             let known: Vec<&str> = self.registry.iter().map(|t| t.spec.name.as_str()).collect();
             return Stage::Done {
                 text: format!(
@@ -177,7 +192,7 @@ impl Batch<'_> {
                 ),
             };
         };
-        let args = parse_arguments(&call.arguments, primary_key.as_deref())
+        let args = parse_arguments(&call.arguments, primary_key)
             .and_then(|args| validate_arguments(&schema, args));
         let args = match args {
             Ok(args) => args,
