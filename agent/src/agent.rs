@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::mcp::McpManager;
 use crate::memory::MemoryIndex;
 use crate::model::{
-    ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role, ToolSchema,
+    ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role, ToolCall, ToolSchema,
 };
 use crate::nudge::Signals;
 use crate::pipeline::Batch;
@@ -71,6 +71,42 @@ pub struct TurnRequest<'a> {
     pub approver: &'a dyn Approver,
     /// Cancelled by `/stop`, Ctrl-C or shutdown.
     pub cancel: CancellationToken,
+}
+
+/// Continue a turn that a restart interrupted while it waited for approval (see
+/// [`resume`](crate::resume)).
+pub struct ResumeRequest<'a> {
+    /// Workstream key.
+    pub workstream: &'a str,
+    /// Who started the interrupted turn (selects the `user` memory scope).
+    pub author: Option<&'a str>,
+    /// Where events go.
+    pub sink: &'a dyn TurnSink,
+    /// Who decides approvals of later tool calls in the resumed turn.
+    pub approver: &'a dyn Approver,
+    /// Cancelled by `/stop` or shutdown.
+    pub cancel: CancellationToken,
+}
+
+/// What `/status` shows about a workstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkstreamStatus {
+    /// Workstream key.
+    pub key: String,
+    /// Who started it (sandpiper user id).
+    pub owner: Option<String>,
+    /// The model answering.
+    pub model: String,
+    /// Prompt tokens used so far.
+    pub tokens_in: u64,
+    /// Completion tokens used so far.
+    pub tokens_out: u64,
+    /// Tools always allowed here, sorted.
+    pub always_allowed: Vec<String>,
+    /// Messages in its history.
+    pub messages: usize,
+    /// Whether it was closed.
+    pub closed: bool,
 }
 
 /// How a turn ended.
@@ -247,6 +283,63 @@ impl Agent {
         Ok(ws.history.clone())
     }
 
+    /// What `/status` shows, or `None` for an unknown workstream.
+    pub async fn status(&self, workstream: &str) -> Result<Option<WorkstreamStatus>, AgentError> {
+        let store = &self.inner.store;
+        let Some(info) = store.workstream(workstream).await? else {
+            return Ok(None);
+        };
+        let mut always_allowed = store.grants(workstream).await?;
+        always_allowed.sort();
+        let messages = self.history(workstream).await?.len();
+        Ok(Some(WorkstreamStatus {
+            key: info.row.key,
+            owner: info.row.owner,
+            model: self.inner.model.model_name().to_owned(),
+            tokens_in: info.tokens_in,
+            tokens_out: info.tokens_out,
+            always_allowed,
+            messages,
+            closed: info.closed_at.is_some(),
+        }))
+    }
+
+    /// Whether the workstream has tool calls waiting for decisions that no running turn will
+    /// collect (sandpiper restarted while it waited).
+    pub async fn has_interrupted_batch(&self, workstream: &str) -> Result<bool, AgentError> {
+        let handle = self.inner.workstreams.get(workstream, None).await?;
+        let ws = handle.lock().await;
+        Ok(!crate::resume::unanswered_calls(&ws.history).is_empty())
+    }
+
+    /// Resumes a turn interrupted while it waited for approval: runs the dangling tool calls
+    /// with the decisions stored for them, then lets the model go on as in a normal turn.
+    /// Does nothing (and returns `None`) when nothing is dangling.
+    pub async fn resume_turn(
+        &self,
+        req: ResumeRequest<'_>,
+    ) -> Result<Option<TurnOutcome>, AgentError> {
+        let handle = self.inner.workstreams.get(req.workstream, None).await?;
+        let mut ws = handle.lock().await;
+        let dangling = crate::resume::unanswered_calls(&ws.history);
+        if dangling.is_empty() {
+            return Ok(None);
+        }
+        let stored = crate::resume::StoredDecisions::new(self.inner.store.clone(), req.workstream);
+        let turn = TurnRequest {
+            workstream: req.workstream,
+            author: req.author,
+            text: String::new(),
+            sink: req.sink,
+            approver: req.approver,
+            cancel: req.cancel,
+        };
+        let result = self
+            .turn(&mut ws, &turn, Some((dangling, &stored)))
+            .await;
+        self.report(&turn, result, ws).map(Some)
+    }
+
     /// Answers one user message. Turns in one workstream run one at a time, in arrival order.
     /// Every message is committed before it is shown; on cancellation or error what was done
     /// stays recorded.
@@ -263,7 +356,18 @@ impl Agent {
         }
         let handle = inner.workstreams.get(req.workstream, req.author).await?;
         let mut ws = handle.lock().await;
-        let result = self.turn(&mut ws, &req).await;
+        let result = self.turn(&mut ws, &req, None).await;
+        self.report(&req, result, ws)
+    }
+
+    /// Tells the sink how a turn ended and logs it.
+    fn report(
+        &self,
+        req: &TurnRequest<'_>,
+        result: Result<TurnOutcome, AgentError>,
+        ws: tokio::sync::MutexGuard<'_, Workstream>,
+    ) -> Result<TurnOutcome, AgentError> {
+        let inner = &self.inner;
         match &result {
             Ok(outcome) => {
                 tracing::info!(
@@ -291,10 +395,13 @@ impl Agent {
         result
     }
 
+    /// The turn loop. `resume` carries the dangling calls of an interrupted turn and the
+    /// approver holding their stored decisions; otherwise `req.text` opens a new turn.
     async fn turn(
         &self,
         ws: &mut Workstream,
         req: &TurnRequest<'_>,
+        resume: Option<(Vec<ToolCall>, &dyn Approver)>,
     ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
@@ -316,8 +423,11 @@ impl Agent {
             ws.expanded_tools.extend(tools.replay(&ws.history));
         }
         ws.turns_since_load += 1;
-        ws.append(&inner.store, Message::user(req.text.clone()), req.author)
-            .await?;
+        if resume.is_none() {
+            self.close_dangling(ws).await?;
+            ws.append(&inner.store, Message::user(req.text.clone()), req.author)
+                .await?;
+        }
         let mut base_system = system_prompt(
             chrono::Local::now(),
             &ws.workdir,
@@ -333,6 +443,16 @@ impl Agent {
         let mut injected: HashSet<String> = HashSet::new();
         let mut denied = false;
         let mut outcome = TurnOutcome::default();
+        if let Some((calls, approver)) = resume {
+            tracing::info!(workstream = %ws.key, calls = calls.len(), "resuming an interrupted turn");
+            outcome.tool_calls += calls.len();
+            denied = self.run_batch(ws, req, &mut tools, &calls, approver).await?;
+            if req.cancel.is_cancelled() {
+                outcome.cancelled = true;
+                ws.last_turn_end = Some(Instant::now());
+                return Ok(outcome);
+            }
+        }
         loop {
             if outcome.rounds >= config.agent.max_rounds {
                 outcome.hit_round_limit = true;
@@ -396,6 +516,16 @@ impl Agent {
                 }
             }
             let response = assembler.finish();
+            if response.usage != crate::model::Usage::default() {
+                inner
+                    .store
+                    .add_usage(
+                        &ws.key,
+                        response.usage.input_tokens,
+                        response.usage.output_tokens,
+                    )
+                    .await?;
+            }
             let mut message = Message::assistant(response.text.clone());
             message.tool_calls = response.tool_calls;
             let calls = message.tool_calls.clone();
@@ -405,40 +535,9 @@ impl Agent {
                 break;
             }
             outcome.tool_calls += calls.len();
-            let batch = Batch {
-                registry: &inner.registry,
-                store: &inner.store,
-                tool_ctx: ToolContext {
-                    workdir: ws.workdir.clone(),
-                    config: inner.tools_config.clone(),
-                    capabilities: config.model.capabilities,
-                    files_read: ws.files_read.clone(),
-                    cancel: req.cancel.child_token(),
-                    workstream: ws.key.clone(),
-                    user_id: req.author.map(str::to_owned),
-                    store: Some(inner.store.clone()),
-                    mcp: Some(inner.mcp.clone()),
-                },
-                workstream: &ws.key,
-                first_seq: ws.next_seq(),
-                requested_by: req.author,
-                auto_approve: config.approval.auto_approve,
-                grants: &ws.grants,
-                approval_timeout: config.approval.timeout,
-                max_parallel: config.tools.max_parallel,
-                max_output_bytes: config.tools.max_output_bytes,
-                sink: req.sink,
-                approver: req.approver,
-                tool_search: tools.client_search(),
-            };
-            let done = batch.run(&calls).await?;
-            tools.expand(&mut ws.expanded_tools, done.expanded, &calls);
-            denied = done.denied;
-            if calls.iter().any(|c| c.name == "memory") {
-                inner.memories.sync(&inner.store, true).await?;
-            }
-            ws.history.extend(done.results);
-            ws.grants.extend(done.new_grants);
+            denied = self
+                .run_batch(ws, req, &mut tools, &calls, req.approver)
+                .await?;
             if req.cancel.is_cancelled() {
                 outcome.cancelled = true;
                 break;
@@ -446,6 +545,79 @@ impl Agent {
         }
         ws.last_turn_end = Some(Instant::now());
         Ok(outcome)
+    }
+
+    /// Prepares, approves and executes one batch of calls; returns whether anything was denied.
+    async fn run_batch(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        tools: &mut TurnTools,
+        calls: &[ToolCall],
+        approver: &dyn Approver,
+    ) -> Result<bool, AgentError> {
+        let inner = &self.inner;
+        let config = &inner.config;
+        let batch = Batch {
+            registry: &inner.registry,
+            store: &inner.store,
+            tool_ctx: ToolContext {
+                workdir: ws.workdir.clone(),
+                config: inner.tools_config.clone(),
+                capabilities: config.model.capabilities,
+                files_read: ws.files_read.clone(),
+                cancel: req.cancel.child_token(),
+                workstream: ws.key.clone(),
+                user_id: req.author.map(str::to_owned),
+                store: Some(inner.store.clone()),
+                mcp: Some(inner.mcp.clone()),
+            },
+            workstream: &ws.key,
+            first_seq: ws.next_seq(),
+            requested_by: req.author,
+            auto_approve: config.approval.auto_approve,
+            grants: &ws.grants,
+            approval_timeout: config.approval.timeout,
+            max_parallel: config.tools.max_parallel,
+            max_output_bytes: config.tools.max_output_bytes,
+            sink: req.sink,
+            approver,
+            tool_search: tools.client_search(),
+        };
+        let done = batch.run(calls).await?;
+        tools.expand(&mut ws.expanded_tools, done.expanded, calls);
+        if calls.iter().any(|c| c.name == "memory") {
+            inner.memories.sync(&inner.store, true).await?;
+        }
+        ws.history.extend(done.results);
+        ws.grants.extend(done.new_grants);
+        Ok(done.denied)
+    }
+
+    /// A new message arrived while tool calls of an interrupted turn still wait: they will not
+    /// run. Each gets a result saying so (the model needs one per call), and their pending
+    /// requests are closed so late clicks say the turn is gone.
+    async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
+        let dangling = crate::resume::unanswered_calls(&ws.history);
+        if dangling.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(workstream = %ws.key, calls = dangling.len(), "closing calls of an interrupted turn");
+        for call in dangling {
+            let text = "not run: sandpiper restarted before this call was decided, and the \
+                        conversation moved on";
+            ws.append(
+                &self.inner.store,
+                Message::tool_result(&call.id, &call.name, text),
+                None,
+            )
+            .await?;
+        }
+        self.inner
+            .store
+            .close_pending_approvals(&ws.key, "cancelled")
+            .await?;
+        Ok(())
     }
 
     /// Records the text streamed before an interruption, so the history shows what the user saw.

@@ -183,6 +183,7 @@ mod tests {
             status: status.into(),
             decided_by: None,
             feedback: None,
+            decided_at: None,
         }
     }
 

@@ -10,6 +10,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+mod channels;
+pub use channels::{
+    DISCORD_API_BASE, DiscordConfig, SLACK_API_BASE, SlackConfig, SlackMode, ThreadAccess,
+};
+
 /// Why the configuration could not be loaded. Shown to the operator at start-up.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -87,6 +92,10 @@ pub struct Config {
     pub server: ServerConfig,
     /// MCP servers whose tools, resources and prompts the agent uses.
     pub mcp: McpConfig,
+    /// The Discord channel.
+    pub discord: DiscordConfig,
+    /// The Slack channel.
+    pub slack: SlackConfig,
 }
 
 /// `[mcp]` and `[mcp.servers.NAME]`
@@ -539,6 +548,7 @@ impl Config {
                 message: format!("`{listen}` is not an address like 127.0.0.1:8090 ({e})"),
             })?;
         }
+        channels::apply_env(&mut self.discord, &mut self.slack, env);
         let key_env = self.model.effective_api_key_env();
         self.model.api_key = env.var(&key_env).map(Secret::new);
         let _ = source;

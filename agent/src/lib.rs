@@ -13,6 +13,7 @@
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
 //! - [`prompt`]: the system message.
+//! - [`resume`]: turns interrupted by a restart while waiting for approval.
 //! - [`mcp`]: the MCP client: external tool servers (stdio, HTTP), their tools, resources and
 //!   prompts.
 //! - [`memory`]: relevance injection of memories into the system message.
@@ -32,10 +33,11 @@ pub mod nudge;
 pub mod pipeline;
 pub mod prompt;
 pub mod protocol;
+pub mod resume;
 pub mod store;
 pub mod tool_search;
 pub mod tools;
 pub mod workstream;
 
-pub use agent::{Agent, AgentError, TurnOutcome, TurnRequest};
+pub use agent::{Agent, AgentError, ResumeRequest, TurnOutcome, TurnRequest, WorkstreamStatus};
 pub use config::Config;

@@ -242,6 +242,7 @@ impl Batch<'_> {
                     status: "pending".into(),
                     decided_by: None,
                     feedback: None,
+                    decided_at: None,
                 };
                 self.store.create_approval(&record).await?;
                 asked.push((

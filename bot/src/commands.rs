@@ -41,64 +41,7 @@ pub fn tools_table(registry: &ToolRegistry) -> String {
     out
 }
 
-/// `sandpiper mcp list`: each server with its state and tools.
-pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
-    let status = mcp.status();
-    if status.is_empty() {
-        return "no MCP servers configured ([mcp.servers.NAME] or --mcp-config FILE)\n".into();
-    }
-    let catalog = mcp.catalog();
-    let mut out = String::new();
-    for s in &status {
-        let state = if s.connected {
-            "connected"
-        } else {
-            "disconnected"
-        };
-        let _ = write!(
-            out,
-            "{} ({state}): {} tools, {} resources, {} prompts",
-            s.name, s.tools, s.resources, s.prompts
-        );
-        if let Some(e) = &s.error {
-            let _ = write!(out, " — {e}");
-        }
-        out.push('\n');
-        for t in catalog.tools.iter().filter(|t| t.server == s.name) {
-            let first = t.description.lines().next().unwrap_or_default();
-            let _ = writeln!(out, "  {}  {first}", t.full_name);
-        }
-    }
-    out
-}
-
-/// `sandpiper mcp refresh`: what each server added and removed.
-pub fn mcp_refresh(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
-    let mut out = String::new();
-    for r in reports {
-        match &r.error {
-            Some(e) => {
-                let _ = writeln!(out, "{}: error: {e}", r.server);
-            }
-            None if r.added.is_empty() && r.removed.is_empty() => {
-                let _ = writeln!(out, "{}: no changes", r.server);
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "{}: added [{}], removed [{}]",
-                    r.server,
-                    r.added.join(", "),
-                    r.removed.join(", ")
-                );
-            }
-        }
-    }
-    if out.is_empty() {
-        out.push_str("no MCP servers configured\n");
-    }
-    out
-}
+pub use sandpiper_channels::answers::{mcp_list, mcp_refresh};
 
 /// `sandpiper config check`: where the config came from and its effective values, secrets
 /// redacted.

@@ -6,10 +6,8 @@
 //! - [`wiring`]: builds the model, the store and the [`Agent`](sandpiper_agent::Agent) from a
 //!   [`Config`](sandpiper_agent::Config).
 //! - [`commands`]: `config check` and `tools` output.
-//! - [`account`]: `link` and `memory`, about the person at the terminal.
 //! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`).
 
-pub mod account;
 pub mod commands;
 pub mod serve;
 pub mod wiring;

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sandpiper::{account, commands, wiring};
+use sandpiper::{commands, wiring};
+use sandpiper_channels::account;
 use sandpiper_agent::Config;
 use sandpiper_agent::config::{ProcessEnv, ToolSearchMode};
 use sandpiper_agent::tools::ToolRegistry;
@@ -178,34 +179,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Link { code, unlink } => {
+            let me = os_user();
             let store = wiring::open_store(&config).await?;
             println!(
                 "{}",
-                account::link(&store, &os_user(), code.as_deref(), unlink).await?
+                account::link(&store, console_person(&me), code.as_deref(), unlink).await?
             );
             Ok(())
         }
         Command::Whoami => {
+            let me = os_user();
             let store = wiring::open_store(&config).await?;
-            println!("{}", account::whoami(&store, &os_user()).await?);
+            println!("{}", account::whoami(&store, console_person(&me)).await?);
             Ok(())
         }
         Command::Rename { username } => {
+            let me = os_user();
             let store = wiring::open_store(&config).await?;
-            println!("{}", account::rename(&store, &os_user(), &username).await?);
+            println!("{}", account::rename(&store, console_person(&me), &username).await?);
             Ok(())
         }
         Command::Memory {
             command,
             workstream,
         } => {
+            let me = os_user();
             let store = wiring::open_store(&config).await?;
+            let workstream = format!("console:{workstream}");
             let text = match command.unwrap_or(MemoryCommand::List) {
                 MemoryCommand::List => {
-                    account::memory_list(&store, &os_user(), &workstream).await?
+                    account::memory_list(&store, console_person(&me), &workstream).await?
                 }
                 MemoryCommand::Delete { name, scope } => {
-                    account::memory_delete(&store, &os_user(), &workstream, &name, scope.as_deref())
+                    account::memory_delete(&store, console_person(&me), &workstream, &name, scope.as_deref())
                         .await?
                 }
             };
@@ -281,6 +287,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     served.with_context(|| format!("cannot serve on {listen}"))?;
     agent.mcp().shutdown().await;
     Ok(())
+}
+
+/// The person at the terminal as a console identity.
+fn console_person(os_user: &str) -> account::Person<'_> {
+    account::Person {
+        platform: sandpiper_channels::console::PLATFORM,
+        platform_user_id: os_user,
+        display_name: os_user,
+    }
 }
 
 /// The person at the terminal: the OS user name.

@@ -3,8 +3,28 @@
 //!
 //! # Layout
 //!
-//! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`).
+//! Shared by every platform:
+//! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing.
+//! - [`answers`]: the text answers of the informational commands.
+//! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
+//! - [`turns`]: one lane per workstream: queued messages, `/stop`.
+//! - [`stream`]: streaming a turn onto a platform (throttled edits, splits, tool lines).
+//! - [`card`]: the approval card, platform-neutral.
+//! - [`live`]: approvals a running turn waits for.
+//! - [`clicks`]: what a click on an approval button does, checked against the store.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
+//!
+//! Platforms:
+//! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`).
+//! - [`discord`]: Discord through serenity.
 
+pub mod account;
+pub mod answers;
+pub mod card;
+pub mod clicks;
+pub mod commands;
 pub mod console;
+pub mod live;
 pub mod split;
+pub mod stream;
+pub mod turns;

@@ -26,6 +26,8 @@ pub struct ApprovalRecord {
     pub decided_by: Option<String>,
     /// Feedback typed with the decision.
     pub feedback: Option<String>,
+    /// When it was decided (unix ms).
+    pub decided_at: Option<i64>,
 }
 
 type Row = (
@@ -39,7 +41,40 @@ type Row = (
     String,
     Option<String>,
     Option<String>,
+    Option<i64>,
 );
+
+const COLUMNS: &str = "id, workstream, call_id, tool, header, preview, requested_by, status, \
+                       decided_by, feedback, decided_at";
+
+fn record(row: Row) -> ApprovalRecord {
+    let (
+        id,
+        workstream,
+        call_id,
+        tool,
+        header,
+        preview,
+        requested_by,
+        status,
+        decided_by,
+        feedback,
+        decided_at,
+    ) = row;
+    ApprovalRecord {
+        id,
+        workstream,
+        call_id,
+        tool,
+        header,
+        preview,
+        requested_by,
+        status,
+        decided_by,
+        feedback,
+        decided_at,
+    }
+}
 
 impl Store {
     /// Stores a new pending request.
@@ -87,40 +122,66 @@ impl Store {
 
     /// Looks a request up.
     pub async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT id, workstream, call_id, tool, header, preview, requested_by, status, \
-             decided_by, feedback FROM tool_approvals WHERE id = $1",
-        )
+        let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM tool_approvals WHERE id = $1"
+        )))
         .bind(id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(
-            |(
-                id,
-                workstream,
-                call_id,
-                tool,
-                header,
-                preview,
-                requested_by,
-                status,
-                decided_by,
-                feedback,
-            )| {
-                ApprovalRecord {
-                    id,
-                    workstream,
-                    call_id,
-                    tool,
-                    header,
-                    preview,
-                    requested_by,
-                    status,
-                    decided_by,
-                    feedback,
-                }
-            },
-        ))
+        Ok(row.map(record))
+    }
+
+    /// The latest request about a tool call (a call is asked about again after a restart).
+    pub async fn approval_for_call(
+        &self,
+        workstream: &str,
+        call_id: &str,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM tool_approvals WHERE workstream = $1 AND call_id = $2 \
+             ORDER BY created_at DESC, id DESC LIMIT 1"
+        )))
+        .bind(workstream)
+        .bind(call_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(record))
+    }
+
+    /// The latest *decided* request about a tool call.
+    pub async fn decided_approval_for_call(
+        &self,
+        workstream: &str,
+        call_id: &str,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM tool_approvals WHERE workstream = $1 AND call_id = $2 \
+             AND status <> 'pending' ORDER BY decided_at DESC, id DESC LIMIT 1"
+        )))
+        .bind(workstream)
+        .bind(call_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(record))
+    }
+
+    /// Marks every pending request of a workstream `status` (`cancelled` when the turn that
+    /// asked is gone). Returns how many changed.
+    pub async fn close_pending_approvals(
+        &self,
+        workstream: &str,
+        status: &str,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tool_approvals SET status = $1, decided_at = $2 \
+             WHERE workstream = $3 AND status = 'pending'",
+        )
+        .bind(status)
+        .bind(now_ms())
+        .bind(workstream)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Remembers "always allow `tool` in this workstream".
@@ -174,6 +235,7 @@ mod tests {
             status: "pending".into(),
             decided_by: None,
             feedback: None,
+            decided_at: None,
         };
         store.create_approval(&rec).await.unwrap();
         assert!(
@@ -197,7 +259,14 @@ mod tests {
         rec.status = "denied".into();
         rec.decided_by = Some("alice".into());
         rec.feedback = Some("no".into());
-        assert_eq!(store.get_approval("ap1").await.unwrap(), Some(rec));
+        let stored = store.get_approval("ap1").await.unwrap().unwrap();
+        assert!(stored.decided_at.is_some());
+        rec.decided_at = stored.decided_at;
+        assert_eq!(stored, rec);
+        assert_eq!(
+            store.approval_for_call("w", "c1").await.unwrap(),
+            Some(rec)
+        );
     }
 
     #[tokio::test]

@@ -13,6 +13,19 @@ pub struct WorkstreamRow {
     pub created_at: i64,
 }
 
+/// A workstream with its counters, for `/status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkstreamInfo {
+    /// Key, owner, creation time.
+    pub row: WorkstreamRow,
+    /// Prompt tokens used so far.
+    pub tokens_in: u64,
+    /// Completion tokens used so far.
+    pub tokens_out: u64,
+    /// When it was closed (unix ms), if it was.
+    pub closed_at: Option<i64>,
+}
+
 impl Store {
     /// Returns the workstream, creating it (owned by `owner`) if it does not exist.
     pub async fn ensure_workstream(
@@ -59,6 +72,78 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// A workstream's row, or `None` when there is no such workstream.
+    pub async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
+        let row: Option<(String, Option<String>, i64, i64, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT key, owner, created_at, tokens_in, tokens_out, closed_at FROM workstreams \
+             WHERE key = $1",
+        )
+        .bind(key)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(
+            |(key, owner, created_at, tokens_in, tokens_out, closed_at)| WorkstreamInfo {
+                row: WorkstreamRow {
+                    key,
+                    owner,
+                    created_at,
+                },
+                tokens_in: u64::try_from(tokens_in).unwrap_or(0),
+                tokens_out: u64::try_from(tokens_out).unwrap_or(0),
+                closed_at,
+            },
+        ))
+    }
+
+    /// Adds a model call's token counts to the workstream's totals.
+    pub async fn add_usage(&self, key: &str, input: u64, output: u64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE workstreams SET tokens_in = tokens_in + $1, tokens_out = tokens_out + $2 \
+             WHERE key = $3",
+        )
+        .bind(i64::try_from(input).unwrap_or(i64::MAX))
+        .bind(i64::try_from(output).unwrap_or(i64::MAX))
+        .bind(key)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Marks a workstream closed (`/close`): its thread no longer gets answers. Its history
+    /// stays (recall still finds it).
+    pub async fn close_workstream(&self, key: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE workstreams SET closed_at = $1 WHERE key = $2 AND closed_at IS NULL")
+            .bind(now_ms())
+            .bind(key)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Records that a platform delivered the event `event_id`; true the first time only, on
+    /// every node (platforms redeliver events they think were missed).
+    pub async fn first_delivery(&self, platform: &str, event_id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO channel_events (platform, event_id, seen_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (platform, event_id) DO NOTHING",
+        )
+        .bind(platform)
+        .bind(event_id)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Forgets delivered event ids older than `max_age_ms` (redeliveries come within minutes).
+    pub async fn prune_delivered(&self, max_age_ms: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM channel_events WHERE seen_at < $1")
+            .bind(now_ms() - max_age_ms)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
     }
 
     /// Keys of every workstream, most recently active first.

@@ -1,12 +1,24 @@
-//! Console commands about the person at the terminal: `sandpiper link` (join identities across
-//! platforms) and `sandpiper memory` (list and delete the memories they can see).
+//! Commands about the person asking, the same on every platform: `link` (join identities
+//! across platforms), `whoami`, `rename` and `memory` (list and delete the memories they can
+//! see). The console's `sandpiper link`, Discord's `/link` and Slack's `/sandpiper link` all
+//! end up here.
 
 use std::fmt::Write as _;
 
 use sandpiper_agent::store::Store;
 use sandpiper_agent::store::memories::{Scope, Visibility};
 use sandpiper_agent::store::users::{IdentityError, User};
-use sandpiper_channels::console::PLATFORM;
+
+/// The person a command is about: a platform identity.
+#[derive(Debug, Clone, Copy)]
+pub struct Person<'a> {
+    /// `console`, `discord`, `slack`.
+    pub platform: &'a str,
+    /// The platform's user id.
+    pub platform_user_id: &'a str,
+    /// Name shown on the platform (the first username comes from it).
+    pub display_name: &'a str,
+}
 
 /// Why an account command failed; the message is for the user.
 #[derive(Debug, thiserror::Error)]
@@ -22,27 +34,30 @@ pub enum AccountError {
     Usage(String),
 }
 
-async fn me(store: &Store, os_user: &str) -> Result<User, AccountError> {
-    Ok(store.user_for_identity(PLATFORM, os_user, os_user).await?)
+async fn me(store: &Store, who: Person<'_>) -> Result<User, AccountError> {
+    Ok(store
+        .user_for_identity(who.platform, who.platform_user_id, who.display_name)
+        .await?)
 }
 
-/// `sandpiper link` (new code), `sandpiper link CODE` (join), `sandpiper link --unlink`.
+/// `link` (new code), `link CODE` (join), `link --unlink`.
 pub async fn link(
     store: &Store,
-    os_user: &str,
+    who: Person<'_>,
     code: Option<&str>,
     unlink: bool,
 ) -> Result<String, AccountError> {
     if unlink {
-        let user = store.unlink(PLATFORM, os_user).await?;
+        let user = store.unlink(who.platform, who.platform_user_id).await?;
         return Ok(format!(
-            "unlinked: this terminal account is now its own user, {}",
+            "unlinked: this {} account is now its own user, {}",
+            who.platform,
             user.username
         ));
     }
     match code {
         None => {
-            let user = me(store, os_user).await?;
+            let user = me(store, who).await?;
             let code = store.create_link_code(&user.id).await?;
             Ok(format!(
                 "Your link code is {code} (valid for 10 minutes, once).\n\
@@ -52,7 +67,7 @@ pub async fn link(
         }
         Some(code) => {
             let user = store
-                .redeem_link_code(PLATFORM, os_user, os_user, code)
+                .redeem_link_code(who.platform, who.platform_user_id, who.display_name, code)
                 .await?;
             let ids = store.identities_of(&user.id).await?;
             let list: Vec<String> = ids.iter().map(|(p, id)| format!("{p}:{id}")).collect();
@@ -66,29 +81,29 @@ pub async fn link(
 }
 
 /// `sandpiper whoami`: username and linked identities.
-pub async fn whoami(store: &Store, os_user: &str) -> Result<String, AccountError> {
-    let user = me(store, os_user).await?;
+pub async fn whoami(store: &Store, who: Person<'_>) -> Result<String, AccountError> {
+    let user = me(store, who).await?;
     let ids = store.identities_of(&user.id).await?;
     let list: Vec<String> = ids.iter().map(|(p, id)| format!("{p}:{id}")).collect();
     Ok(format!("{} ({})", user.username, list.join(", ")))
 }
 
 /// `sandpiper rename NAME`.
-pub async fn rename(store: &Store, os_user: &str, username: &str) -> Result<String, AccountError> {
-    let user = me(store, os_user).await?;
+pub async fn rename(store: &Store, who: Person<'_>, username: &str) -> Result<String, AccountError> {
+    let user = me(store, who).await?;
     let renamed = store.rename_user(&user.id, username).await?;
     Ok(format!("you are now {}", renamed.username))
 }
 
-/// `sandpiper memory list`: what a turn of this user in this workstream could see.
+/// `memory list`: what a turn of this user in `workstream` (a full key) could see.
 pub async fn memory_list(
     store: &Store,
-    os_user: &str,
+    who: Person<'_>,
     workstream: &str,
 ) -> Result<String, AccountError> {
-    let user = me(store, os_user).await?;
+    let user = me(store, who).await?;
     let vis = Visibility {
-        workstream: format!("console:{workstream}"),
+        workstream: workstream.to_owned(),
         user_id: Some(user.id),
     };
     let found = store.visible_memories(&vis, 1000).await?;
@@ -107,10 +122,10 @@ pub async fn memory_list(
     Ok(out)
 }
 
-/// `sandpiper memory delete NAME [--scope S]`.
+/// `memory delete NAME [--scope S]` in `workstream` (a full key).
 pub async fn memory_delete(
     store: &Store,
-    os_user: &str,
+    who: Person<'_>,
     workstream: &str,
     name: &str,
     scope: Option<&str>,
@@ -124,9 +139,9 @@ pub async fn memory_delete(
             })
         })
         .transpose()?;
-    let user = me(store, os_user).await?;
+    let user = me(store, who).await?;
     let vis = Visibility {
-        workstream: format!("console:{workstream}"),
+        workstream: workstream.to_owned(),
         user_id: Some(user.id),
     };
     let found = store.delete_memory(&vis, name, scope).await?;

@@ -1,0 +1,156 @@
+//! `[discord]` and `[slack]`: which chat platforms `sandpiper serve` connects to, and their
+//! rules (where the bot listens, who may approve, how fast answers stream).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Env, Secret, duration};
+
+/// Who may talk to the agent in a thread it answers in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadAccess {
+    /// The thread's owner and anyone else in the thread.
+    #[default]
+    Anyone,
+    /// Only the person who started the thread.
+    Owner,
+}
+
+/// `[discord]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscordConfig {
+    /// Environment variable holding the bot token (default `DISCORD_TOKEN`).
+    pub token_env: String,
+    /// The bot token, read from `token_env`; Discord is off without it.
+    #[serde(skip_deserializing)]
+    pub token: Option<Secret>,
+    /// Channel ids where the bot listens; empty: every channel it can see.
+    pub channels: Vec<u64>,
+    /// Register slash commands in this guild only (instant) instead of globally.
+    pub guild: Option<u64>,
+    /// Who may talk in a thread: `anyone` (default) or `owner`.
+    pub thread_access: ThreadAccess,
+    /// Role ids whose members may decide any approval (besides the thread's owner).
+    pub approver_roles: Vec<String>,
+    /// REST base URL. **Meant for testing** (a fake Discord); env `SANDPIPER_DISCORD_API_BASE`.
+    /// With an override, every request goes there and the gateway URL comes from its
+    /// `/api/v10/gateway` answer.
+    pub api_base_url: String,
+    /// Least time between two edits of a streamed message.
+    #[serde(with = "duration")]
+    pub stream_interval: Duration,
+    /// Requests per second the bot sends in all, across every thread (Discord allows 50).
+    pub requests_per_second: u32,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self {
+            token_env: "DISCORD_TOKEN".into(),
+            token: None,
+            channels: Vec::new(),
+            guild: None,
+            thread_access: ThreadAccess::Anyone,
+            approver_roles: Vec::new(),
+            api_base_url: DISCORD_API_BASE.into(),
+            stream_interval: Duration::from_millis(1500),
+            requests_per_second: 40,
+        }
+    }
+}
+
+/// Discord's real REST base.
+pub const DISCORD_API_BASE: &str = "https://discord.com";
+/// Slack's real Web API base.
+pub const SLACK_API_BASE: &str = "https://slack.com/api";
+
+impl DiscordConfig {
+    /// Whether requests go somewhere other than Discord (a test double).
+    pub fn overridden(&self) -> bool {
+        self.api_base_url.trim_end_matches('/') != DISCORD_API_BASE
+    }
+}
+
+/// How Slack delivers events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlackMode {
+    /// Socket Mode: sandpiper opens a websocket; no public URL needed.
+    #[default]
+    Socket,
+    /// Events API: Slack posts to `/slack/events` and `/slack/interactions` on `[server] listen`.
+    Events,
+}
+
+/// `[slack]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlackConfig {
+    /// Environment variable holding the bot token, `xoxb-…` (default `SLACK_BOT_TOKEN`).
+    pub bot_token_env: String,
+    /// Environment variable holding the app-level token, `xapp-…` (default `SLACK_APP_TOKEN`).
+    pub app_token_env: String,
+    /// Environment variable holding the signing secret (default `SLACK_SIGNING_SECRET`).
+    pub signing_secret_env: String,
+    /// The bot token; Slack is off without it.
+    #[serde(skip_deserializing)]
+    pub bot_token: Option<Secret>,
+    /// The app token (Socket Mode).
+    #[serde(skip_deserializing)]
+    pub app_token: Option<Secret>,
+    /// The signing secret (Events API mode).
+    #[serde(skip_deserializing)]
+    pub signing_secret: Option<Secret>,
+    /// `socket` (default) or `events`.
+    pub mode: SlackMode,
+    /// Channel ids where the bot answers mentions; empty: every channel it is in.
+    pub channels: Vec<String>,
+    /// Who may talk in a thread: `anyone` (default) or `owner`.
+    pub thread_access: ThreadAccess,
+    /// User group ids whose members may decide any approval (besides the thread's owner).
+    pub approver_usergroups: Vec<String>,
+    /// The slash command (default `/sandpiper`).
+    pub command: String,
+    /// Web API base URL. **Meant for testing** (a fake Slack); env `SANDPIPER_SLACK_API_BASE`.
+    pub api_base_url: String,
+    /// Least time between two edits of a streamed message.
+    #[serde(with = "duration")]
+    pub stream_interval: Duration,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        Self {
+            bot_token_env: "SLACK_BOT_TOKEN".into(),
+            app_token_env: "SLACK_APP_TOKEN".into(),
+            signing_secret_env: "SLACK_SIGNING_SECRET".into(),
+            bot_token: None,
+            app_token: None,
+            signing_secret: None,
+            mode: SlackMode::Socket,
+            channels: Vec::new(),
+            thread_access: ThreadAccess::Anyone,
+            approver_usergroups: Vec::new(),
+            command: "/sandpiper".into(),
+            api_base_url: SLACK_API_BASE.into(),
+            stream_interval: Duration::from_millis(1500),
+        }
+    }
+}
+
+/// Reads the platform secrets and URL overrides from the environment.
+pub(super) fn apply_env(discord: &mut DiscordConfig, slack: &mut SlackConfig, env: &dyn Env) {
+    discord.token = env.var(&discord.token_env).map(Secret::new);
+    if let Some(base) = env.var("SANDPIPER_DISCORD_API_BASE") {
+        discord.api_base_url = base;
+    }
+    slack.bot_token = env.var(&slack.bot_token_env).map(Secret::new);
+    slack.app_token = env.var(&slack.app_token_env).map(Secret::new);
+    slack.signing_secret = env.var(&slack.signing_secret_env).map(Secret::new);
+    if let Some(base) = env.var("SANDPIPER_SLACK_API_BASE") {
+        slack.api_base_url = base;
+    }
+}

@@ -1,0 +1,153 @@
+//! Answers to the informational chat commands (`status`, `link`, `memory`, `mcp`, `help`),
+//! the same text on every platform. Commands that act on a thread (`ask`, `stop`, `close`)
+//! belong to each platform's adapter.
+
+use std::fmt::Write as _;
+
+use sandpiper_agent::Agent;
+
+use crate::account::{self, Person};
+use crate::commands::{Command, MemoryAction, help};
+
+/// Where a command was typed.
+#[derive(Debug, Clone, Copy)]
+pub struct Where<'a> {
+    /// The workstream of the thread, when typed in one the agent answers in.
+    pub workstream: Option<&'a str>,
+    /// How commands are typed on this platform (`/`, `/sandpiper `).
+    pub prefix: &'a str,
+}
+
+/// The text answer to an informational command; `None` for the thread commands.
+pub async fn answer(agent: &Agent, cmd: &Command, who: Person<'_>, at: Where<'_>) -> Option<String> {
+    let store = agent.store();
+    let text = match cmd {
+        Command::Ask { .. } | Command::Stop | Command::Close => return None,
+        Command::Help => help(at.prefix),
+        Command::Status => match at.workstream {
+            None => format!(
+                "Use {}status inside a thread I answer in.",
+                at.prefix
+            ),
+            Some(ws) => status(agent, ws).await,
+        },
+        Command::Link { code } => account::link(store, who, code.as_deref(), false)
+            .await
+            .unwrap_or_else(|e| format!("link failed: {e}")),
+        Command::Memory { action } => {
+            let ws = at.workstream.unwrap_or("none");
+            let result = match action {
+                MemoryAction::List => account::memory_list(store, who, ws).await,
+                MemoryAction::Delete { name } => {
+                    account::memory_delete(store, who, ws, name, None).await
+                }
+            };
+            match result {
+                Ok(t) if matches!(action, MemoryAction::List) => format!("```\n{}```", t),
+                Ok(t) => t,
+                Err(e) => format!("memory: {e}"),
+            }
+        }
+        Command::Mcp { refresh } => {
+            let text = if *refresh {
+                mcp_refresh(&agent.mcp().refresh(None).await)
+            } else {
+                mcp_list(agent.mcp())
+            };
+            format!("```\n{text}```")
+        }
+    };
+    Some(text)
+}
+
+async fn status(agent: &Agent, workstream: &str) -> String {
+    let status = match agent.status(workstream).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return format!("No workstream `{workstream}` yet."),
+        Err(e) => return format!("status failed: {e}"),
+    };
+    let owner = match &status.owner {
+        Some(id) => match agent.store().user(id).await {
+            Ok(Some(u)) => u.username,
+            _ => id.clone(),
+        },
+        None => "nobody".into(),
+    };
+    let allowed = if status.always_allowed.is_empty() {
+        "none".to_owned()
+    } else {
+        status.always_allowed.join(", ")
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "Workstream `{}`{}", status.key, if status.closed { " (closed)" } else { "" });
+    let _ = writeln!(out, "Owner: {owner}");
+    let _ = writeln!(out, "Model: {}", status.model);
+    let _ = writeln!(
+        out,
+        "Tokens used: {} in / {} out",
+        status.tokens_in, status.tokens_out
+    );
+    let _ = writeln!(out, "Always allowed: {allowed}");
+    let _ = write!(out, "Messages: {}", status.messages);
+    out
+}
+
+/// `mcp list`: each server with its state and tools.
+pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
+    let status = mcp.status();
+    if status.is_empty() {
+        return "no MCP servers configured ([mcp.servers.NAME] or --mcp-config FILE)\n".into();
+    }
+    let catalog = mcp.catalog();
+    let mut out = String::new();
+    for s in &status {
+        let state = if s.connected {
+            "connected"
+        } else {
+            "disconnected"
+        };
+        let _ = write!(
+            out,
+            "{} ({state}): {} tools, {} resources, {} prompts",
+            s.name, s.tools, s.resources, s.prompts
+        );
+        if let Some(e) = &s.error {
+            let _ = write!(out, " — {e}");
+        }
+        out.push('\n');
+        for t in catalog.tools.iter().filter(|t| t.server == s.name) {
+            let first = t.description.lines().next().unwrap_or_default();
+            let _ = writeln!(out, "  {}  {first}", t.full_name);
+        }
+    }
+    out
+}
+
+/// `mcp refresh`: what each server added and removed.
+pub fn mcp_refresh(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
+    let mut out = String::new();
+    for r in reports {
+        match &r.error {
+            Some(e) => {
+                let _ = writeln!(out, "{}: error: {e}", r.server);
+            }
+            None if r.added.is_empty() && r.removed.is_empty() => {
+                let _ = writeln!(out, "{}: no changes", r.server);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "{}: added [{}], removed [{}]",
+                    r.server,
+                    r.added.join(", "),
+                    r.removed.join(", ")
+                );
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("no MCP servers configured\n");
+    }
+    out
+}
+

@@ -1,0 +1,163 @@
+//! The approval card, platform-neutral: one row per tool call asking for a decision, each
+//! with its tool, header and preview, and once decided, who decided what and when. Discord
+//! renders it as embeds and buttons, Slack as Block Kit; both rebuild it from the stored
+//! requests, so a card can be updated after a restart.
+
+use sandpiper_agent::protocol::ApprovalItem;
+use sandpiper_agent::store::approvals::ApprovalRecord;
+
+/// Most rows on one card: Discord allows five rows of buttons and the last is Approve all /
+/// Deny all. A larger batch is posted as several cards.
+pub const MAX_ROWS: usize = 4;
+
+/// Longest preview shown per row; longer ones are cut with a note (the full arguments are in
+/// the thread's history).
+pub const PREVIEW_LIMIT: usize = 900;
+
+/// A card: the requests of one batch (or part of one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalCard {
+    /// One row per request, in call order.
+    pub rows: Vec<ApprovalRecord>,
+}
+
+impl ApprovalCard {
+    /// A fresh card for items the pipeline just stored as pending.
+    pub fn pending(items: &[ApprovalItem], workstream: &str) -> Self {
+        Self {
+            rows: items
+                .iter()
+                .map(|i| ApprovalRecord {
+                    id: i.request_id.clone(),
+                    workstream: workstream.to_owned(),
+                    call_id: i.call_id.clone(),
+                    tool: i.name.clone(),
+                    header: i.header.clone(),
+                    preview: i.preview.clone(),
+                    requested_by: None,
+                    status: "pending".into(),
+                    decided_by: None,
+                    feedback: None,
+                    decided_at: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether any row still waits.
+    pub fn any_pending(&self) -> bool {
+        self.rows.iter().any(|r| r.status == "pending")
+    }
+
+    /// Replaces the row of `record.id` with `record`.
+    pub fn update(&mut self, record: &ApprovalRecord) {
+        if let Some(row) = self.rows.iter_mut().find(|r| r.id == record.id) {
+            *row = record.clone();
+        }
+    }
+
+    /// Marks every pending row with `status` (a timeout, a stopped turn).
+    pub fn close_pending(&mut self, status: &str) {
+        for row in self.rows.iter_mut().filter(|r| r.status == "pending") {
+            row.status = status.into();
+        }
+    }
+
+    /// Whether several calls share the card (then it offers Approve all / Deny all).
+    pub fn is_batch(&self) -> bool {
+        self.rows.len() > 1
+    }
+}
+
+/// The preview, cut to [`PREVIEW_LIMIT`] characters with a note, safe inside a code block.
+pub fn preview(text: &str) -> String {
+    let text = text.replace("```", "`\u{200b}``");
+    let count = text.chars().count();
+    if count <= PREVIEW_LIMIT {
+        return text;
+    }
+    let cut: String = text.chars().take(PREVIEW_LIMIT).collect();
+    format!(
+        "{cut}\n… ({} more characters not shown)",
+        count - PREVIEW_LIMIT
+    )
+}
+
+/// What happened to a row, in words, e.g. `✅ Approved by alice at 14:03 UTC — note: "ok"`.
+/// `None` while pending.
+pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
+    let by = row
+        .decided_by
+        .as_deref()
+        .map(|b| format!(" by {b}"))
+        .unwrap_or_default();
+    let at = row
+        .decided_at
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| format!(" at {} UTC", t.format("%H:%M")))
+        .unwrap_or_default();
+    let note = row
+        .feedback
+        .as_deref()
+        .map(|f| format!(" — note: \"{f}\""))
+        .unwrap_or_default();
+    let line = match row.status.as_str() {
+        "pending" => return None,
+        "approved" => format!("✅ Approved{by}{at}{note}"),
+        "always" => format!("✅ Always allowed{by}{at} (this tool, in this thread){note}"),
+        "denied" => format!("⛔ Denied{by}{at}{note}"),
+        "timed_out" => format!("⌛ Denied: no decision within {timeout}{at}"),
+        "cancelled" => format!("⏹️ Not run: the turn that asked was stopped or is gone{at}"),
+        other => format!("{other}{by}{at}"),
+    };
+    Some(line)
+}
+
+/// A duration in words for the timeout note.
+pub fn human_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => "forever".into(),
+        s if s % 3600 == 0 => format!("{} h", s / 3600),
+        s if s % 60 == 0 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn long_previews_are_cut_with_a_note_and_fences_cannot_escape() {
+        let long = "x".repeat(PREVIEW_LIMIT + 10);
+        assert!(preview(&long).ends_with("… (10 more characters not shown)"));
+        assert!(!preview("a ``` b").contains("```"));
+    }
+
+    #[test]
+    fn outcome_lines_say_who_what_and_when() {
+        let mut row = ApprovalCard::pending(
+            &[ApprovalItem {
+                request_id: "ap_1".into(),
+                call_id: "c".into(),
+                name: "bash".into(),
+                header: "bash: ls".into(),
+                preview: "ls".into(),
+            }],
+            "discord:1",
+        )
+        .rows
+        .remove(0);
+        assert_eq!(outcome_line(&row, "30 min"), None);
+        row.status = "denied".into();
+        row.decided_by = Some("alice".into());
+        row.feedback = Some("use staging".into());
+        row.decided_at = Some(1_700_000_000_000);
+        assert_eq!(
+            outcome_line(&row, "30 min").unwrap(),
+            "⛔ Denied by alice at 22:13 UTC — note: \"use staging\""
+        );
+    }
+}

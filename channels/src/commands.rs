@@ -1,0 +1,334 @@
+//! The chat commands, from one table. Discord registers each entry as a slash command with
+//! its options; Slack exposes them as subcommands of one slash command (`/sandpiper ask …`),
+//! filling the options from the words in order. Both parse into the same [`Command`].
+
+use std::collections::HashMap;
+
+/// One option of a command (all options are text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionSpec {
+    /// Name (Discord option name).
+    pub name: &'static str,
+    /// What to type.
+    pub description: &'static str,
+    /// Whether it must be given.
+    pub required: bool,
+    /// The allowed values, when limited.
+    pub choices: &'static [&'static str],
+}
+
+/// One command.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandSpec {
+    /// Name (`ask` → `/ask` on Discord, `/sandpiper ask` on Slack).
+    pub name: &'static str,
+    /// One line for the platform's command picker.
+    pub description: &'static str,
+    /// Its options; on Slack the last one takes the rest of the text.
+    pub options: &'static [OptionSpec],
+    /// Builds the command from its options.
+    parse: fn(&Args) -> Result<Command, CommandError>,
+}
+
+/// A parsed command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Start a thread with a prompt.
+    Ask {
+        /// The prompt.
+        prompt: String,
+    },
+    /// Cancel the running turn in this thread.
+    Stop,
+    /// Workstream id, model, tokens used, tools always allowed.
+    Status,
+    /// Archive the thread and end its workstream (owner or admin).
+    Close,
+    /// Join identities across platforms: without a code, get one; with one, redeem it.
+    Link {
+        /// A code from another platform.
+        code: Option<String>,
+    },
+    /// The memories you can see here, or delete one.
+    Memory {
+        /// `list` or `delete`.
+        action: MemoryAction,
+    },
+    /// The MCP servers, or refresh them.
+    Mcp {
+        /// `list` or `refresh`.
+        refresh: bool,
+    },
+    /// What the commands are.
+    Help,
+}
+
+/// `/memory` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryAction {
+    /// List what this thread and person can see.
+    List,
+    /// Delete a memory by name.
+    Delete {
+        /// The memory's name.
+        name: String,
+    },
+}
+
+/// Why a command could not be parsed; the message is for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// No such command.
+    #[error("unknown command `{0}`; try `help`")]
+    Unknown(String),
+    /// A required option is missing or a value is not allowed.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Option values by name.
+#[derive(Debug, Default)]
+struct Args(HashMap<String, String>);
+
+impl Args {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .get(name)
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+    }
+}
+
+const PROMPT: OptionSpec = OptionSpec {
+    name: "prompt",
+    description: "what to ask",
+    required: true,
+    choices: &[],
+};
+
+/// Every command, in the order help lists them.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "ask",
+        description: "Start a thread with the agent",
+        options: &[PROMPT],
+        parse: |a| {
+            let prompt = a
+                .get("prompt")
+                .ok_or_else(|| CommandError::Usage("ask needs a prompt: ask <what to ask>".into()))?;
+            Ok(Command::Ask {
+                prompt: prompt.to_owned(),
+            })
+        },
+    },
+    CommandSpec {
+        name: "stop",
+        description: "Stop the agent's running turn in this thread",
+        options: &[],
+        parse: |_| Ok(Command::Stop),
+    },
+    CommandSpec {
+        name: "status",
+        description: "This thread's workstream: id, model, tokens used, tools always allowed",
+        options: &[],
+        parse: |_| Ok(Command::Status),
+    },
+    CommandSpec {
+        name: "close",
+        description: "Archive this thread and end its workstream (owner or admin)",
+        options: &[],
+        parse: |_| Ok(Command::Close),
+    },
+    CommandSpec {
+        name: "link",
+        description: "Link your accounts across Discord, Slack and the terminal",
+        options: &[OptionSpec {
+            name: "code",
+            description: "a code from your other account (leave empty to get one)",
+            required: false,
+            choices: &[],
+        }],
+        parse: |a| {
+            Ok(Command::Link {
+                code: a.get("code").map(str::to_owned),
+            })
+        },
+    },
+    CommandSpec {
+        name: "memory",
+        description: "List the memories you can see here, or delete one",
+        options: &[
+            OptionSpec {
+                name: "action",
+                description: "list or delete",
+                required: false,
+                choices: &["list", "delete"],
+            },
+            OptionSpec {
+                name: "name",
+                description: "the memory to delete",
+                required: false,
+                choices: &[],
+            },
+        ],
+        parse: |a| match (a.get("action").unwrap_or("list"), a.get("name")) {
+            ("list", _) => Ok(Command::Memory {
+                action: MemoryAction::List,
+            }),
+            ("delete", Some(name)) => Ok(Command::Memory {
+                action: MemoryAction::Delete {
+                    name: name.to_owned(),
+                },
+            }),
+            ("delete", None) => Err(CommandError::Usage(
+                "memory delete needs the memory's name".into(),
+            )),
+            (other, _) => Err(CommandError::Usage(format!(
+                "memory: `{other}` is not an action; use list or delete"
+            ))),
+        },
+    },
+    CommandSpec {
+        name: "mcp",
+        description: "The MCP servers and their tools, or refresh them",
+        options: &[OptionSpec {
+            name: "action",
+            description: "list or refresh",
+            required: false,
+            choices: &["list", "refresh"],
+        }],
+        parse: |a| match a.get("action").unwrap_or("list") {
+            "list" => Ok(Command::Mcp { refresh: false }),
+            "refresh" => Ok(Command::Mcp { refresh: true }),
+            other => Err(CommandError::Usage(format!(
+                "mcp: `{other}` is not an action; use list or refresh"
+            ))),
+        },
+    },
+    CommandSpec {
+        name: "help",
+        description: "What the commands do",
+        options: &[],
+        parse: |_| Ok(Command::Help),
+    },
+];
+
+fn spec(name: &str) -> Result<&'static CommandSpec, CommandError> {
+    COMMANDS
+        .iter()
+        .find(|c| c.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| CommandError::Unknown(name.to_owned()))
+}
+
+impl Command {
+    /// From a command name and named options (Discord slash commands).
+    pub fn from_options(name: &str, options: &[(String, String)]) -> Result<Self, CommandError> {
+        let spec = spec(name)?;
+        let args = Args(options.iter().cloned().collect());
+        (spec.parse)(&args)
+    }
+
+    /// From the text after the slash command (Slack: `ask why is CI red`). Words fill the
+    /// options in order; the last option takes the rest. Empty text is `help`.
+    pub fn from_text(text: &str) -> Result<Self, CommandError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(Command::Help);
+        }
+        let (name, mut rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let spec = spec(name)?;
+        let mut args = Args::default();
+        for (i, opt) in spec.options.iter().enumerate() {
+            rest = rest.trim_start();
+            if rest.is_empty() {
+                break;
+            }
+            let value = if i + 1 == spec.options.len() {
+                std::mem::take(&mut rest)
+            } else {
+                let (word, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                rest = after;
+                word
+            };
+            args.0.insert(opt.name.to_owned(), value.to_owned());
+        }
+        (spec.parse)(&args)
+    }
+}
+
+/// The help text, `prefix` being how commands are typed (`/` on Discord, `/sandpiper ` on
+/// Slack).
+pub fn help(prefix: &str) -> String {
+    let mut out = String::from("Commands:\n");
+    for c in COMMANDS {
+        let opts: Vec<String> = c
+            .options
+            .iter()
+            .map(|o| {
+                if o.required {
+                    format!("<{}>", o.name)
+                } else {
+                    format!("[{}]", o.name)
+                }
+            })
+            .collect();
+        let usage = format!("{prefix}{} {}", c.name, opts.join(" "));
+        out.push_str(&format!("• `{}` — {}\n", usage.trim_end(), c.description));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn slack_text_and_discord_options_parse_to_the_same_commands() {
+        assert_eq!(
+            Command::from_text("ask why is  CI red?").unwrap(),
+            Command::Ask {
+                prompt: "why is  CI red?".into()
+            }
+        );
+        assert_eq!(
+            Command::from_options("ask", &[("prompt".into(), "why is  CI red?".into())]).unwrap(),
+            Command::from_text("ask why is  CI red?").unwrap()
+        );
+        assert_eq!(
+            Command::from_text("memory delete deploy-notes").unwrap(),
+            Command::Memory {
+                action: MemoryAction::Delete {
+                    name: "deploy-notes".into()
+                }
+            }
+        );
+        assert_eq!(Command::from_text("").unwrap(), Command::Help);
+        assert_eq!(Command::from_text("LINK abc123").unwrap(), Command::Link {
+            code: Some("abc123".into())
+        });
+        assert_eq!(Command::from_text("mcp refresh").unwrap(), Command::Mcp { refresh: true });
+    }
+
+    #[test]
+    fn bad_commands_say_what_is_wrong() {
+        assert_eq!(
+            Command::from_text("launch rockets"),
+            Err(CommandError::Unknown("launch".into()))
+        );
+        assert!(matches!(Command::from_text("ask"), Err(CommandError::Usage(m)) if m.contains("prompt")));
+        assert!(matches!(Command::from_text("memory shred x"), Err(CommandError::Usage(_))));
+    }
+
+    #[test]
+    fn every_command_has_a_unique_short_name_and_discord_sized_descriptions() {
+        let mut names: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), COMMANDS.len());
+        for c in COMMANDS {
+            assert!(c.name.len() <= 32 && c.description.len() <= 100, "{}", c.name);
+        }
+        assert!(help("/").contains("`/ask <prompt>`"));
+    }
+}

@@ -1,0 +1,426 @@
+//! Shows a turn as it happens, on any platform: the answer streams into one message edited
+//! at most every `interval`, split at the platform's limit without breaking code blocks;
+//! each tool call is a compact line edited from pending to running (with its streamed
+//! output) to done or error; long tool output goes as a `.txt` attachment instead of being
+//! cut. The platform supplies a [`Surface`]; the agent talks to a [`StreamSink`].
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandpiper_agent::protocol::{TurnEvent, TurnSink};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::split::split_message;
+
+/// How often a typing indicator is renewed while a turn runs (Discord's lasts 10 s).
+const TYPING_EVERY: Duration = Duration::from_secs(8);
+/// Output longer than this many lines (or [`ATTACH_CHARS`]) is attached as a file.
+pub const ATTACH_LINES: usize = 5;
+/// See [`ATTACH_LINES`].
+pub const ATTACH_CHARS: usize = 1500;
+/// Lines of streamed output shown under a running tool.
+const TAIL_LINES: usize = 8;
+
+/// Where a tool call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolState {
+    /// Waiting for someone to approve it.
+    AwaitingApproval,
+    /// Running (or about to).
+    Running,
+    /// Finished.
+    Done,
+    /// Failed, denied or not run.
+    Failed,
+}
+
+/// A tool call as one compact message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLine {
+    /// Tool name.
+    pub name: String,
+    /// One line naming the call.
+    pub header: String,
+    /// Where it is.
+    pub state: ToolState,
+    /// The last lines of its streamed output, or its whole result when short.
+    pub output: String,
+    /// Whether the full output went as an attachment.
+    pub attached: bool,
+}
+
+/// What the renderer shows; the platform turns it into its own message format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Post {
+    /// A piece of the answer; `live` while the turn runs (the platform adds a Stop button).
+    Answer {
+        /// Markdown text, within the platform's limit.
+        text: String,
+        /// Whether the turn still runs.
+        live: bool,
+    },
+    /// A tool call.
+    Tool(ToolLine),
+    /// Something the user should know that is not the answer.
+    Notice(String),
+    /// The turn failed.
+    Error(String),
+}
+
+/// A platform request failed after the platform's own retries; the renderer logs it and goes
+/// on (the answer is in the store whatever happens to its display).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct SurfaceError(pub String);
+
+/// A thread on a platform, as the renderer needs it.
+#[async_trait::async_trait]
+pub trait Surface: Send + Sync + 'static {
+    /// Characters one message may hold.
+    fn limit(&self) -> usize;
+    /// Posts a message; returns its id.
+    async fn post(&self, post: &Post) -> Result<String, SurfaceError>;
+    /// Replaces a message's content.
+    async fn edit(&self, id: &str, post: &Post) -> Result<(), SurfaceError>;
+    /// Uploads a text file into the thread.
+    async fn upload(&self, filename: &str, body: Vec<u8>, comment: &str)
+    -> Result<(), SurfaceError>;
+    /// Shows (renews) a typing indicator.
+    async fn typing(&self) -> Result<(), SurfaceError> {
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    events: VecDeque<TurnEvent>,
+    pushed: u64,
+}
+
+/// The agent's side: events are queued (consecutive text and output chunks merged) and
+/// never block the turn.
+#[derive(Clone)]
+pub struct StreamSink {
+    queue: Arc<Mutex<Queue>>,
+    wake: Arc<Notify>,
+    done: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for StreamSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamSink").finish_non_exhaustive()
+    }
+}
+
+impl TurnSink for StreamSink {
+    fn event(&self, event: TurnEvent) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.pushed += 1;
+        match (q.events.back_mut(), event) {
+            (Some(TurnEvent::TextDelta(prev)), TurnEvent::TextDelta(t)) => prev.push_str(&t),
+            (
+                Some(TurnEvent::ToolOutputChunk { call_id: a, chunk }),
+                TurnEvent::ToolOutputChunk { call_id: b, chunk: more },
+            ) if *a == b => chunk.push_str(&more),
+            (_, event) => q.events.push_back(event),
+        }
+        drop(q);
+        self.wake.notify_one();
+    }
+}
+
+impl StreamSink {
+    /// Waits until everything sent so far is on the platform (an approval card goes after
+    /// the tool lines it is about).
+    pub async fn settle(&self) {
+        let target = self
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pushed;
+        let mut done = self.done.clone();
+        let _ = done.wait_for(|n| *n >= target).await;
+    }
+}
+
+/// Starts rendering a turn onto `surface`; returns the sink to give the agent and the task
+/// that ends once the turn's last event is shown.
+pub fn start<S: Surface>(
+    surface: Arc<S>,
+    interval: Duration,
+) -> (StreamSink, tokio::task::JoinHandle<()>) {
+    let (done_tx, done_rx) = watch::channel(0);
+    let sink = StreamSink {
+        queue: Arc::default(),
+        wake: Arc::new(Notify::new()),
+        done: done_rx,
+    };
+    let renderer = Renderer {
+        surface,
+        interval,
+        segment: Segment::default(),
+        tools: HashMap::new(),
+        order: Vec::new(),
+    };
+    let task = tokio::spawn(renderer.run(sink.clone(), done_tx));
+    (sink, task)
+}
+
+#[derive(Default)]
+struct Segment {
+    text: String,
+    /// Posted chunks: id, text, live.
+    sent: Vec<(String, String, bool)>,
+    dirty: bool,
+    last_flush: Option<Instant>,
+}
+
+struct Tool {
+    id: Option<String>,
+    line: ToolLine,
+    full: String,
+    dirty: bool,
+    last_edit: Option<Instant>,
+}
+
+struct Renderer<S> {
+    surface: Arc<S>,
+    interval: Duration,
+    segment: Segment,
+    tools: HashMap<String, Tool>,
+    order: Vec<String>,
+}
+
+impl<S: Surface> Renderer<S> {
+    async fn run(mut self, sink: StreamSink, done: watch::Sender<u64>) {
+        let mut next_typing = Instant::now();
+        let mut processed = 0u64;
+        loop {
+            if Instant::now() >= next_typing {
+                if let Err(e) = self.surface.typing().await {
+                    tracing::debug!(error = %e, "typing indicator failed");
+                }
+                next_typing = Instant::now() + TYPING_EVERY;
+            }
+            let (events, pushed) = {
+                let mut q = sink.queue.lock().unwrap_or_else(|e| e.into_inner());
+                (std::mem::take(&mut q.events), q.pushed)
+            };
+            let mut finished = false;
+            for event in events {
+                finished |= self.apply(event).await;
+            }
+            self.flush(finished).await;
+            processed = processed.max(pushed);
+            let _ = done.send(processed);
+            if finished {
+                return;
+            }
+            let wait = self.interval.min(TYPING_EVERY);
+            tokio::select! {
+                () = sink.wake.notified() => {
+                    // Let a burst of deltas accumulate before the next edit.
+                    if self.segment.last_flush.is_some() {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Applies one event; true when the turn is over.
+    async fn apply(&mut self, event: TurnEvent) -> bool {
+        match event {
+            TurnEvent::TextDelta(t) => {
+                self.segment.text.push_str(&t);
+                self.segment.dirty = true;
+            }
+            TurnEvent::ToolPending(view) => {
+                self.close_segment().await;
+                let (state, output) = match &view.error {
+                    Some(_) => (ToolState::Failed, String::new()),
+                    None if view.needs_approval => (ToolState::AwaitingApproval, String::new()),
+                    None => (ToolState::Running, String::new()),
+                };
+                let line = ToolLine {
+                    name: view.name.clone(),
+                    header: view.header.clone(),
+                    state,
+                    output,
+                    attached: false,
+                };
+                let id = self.post(&Post::Tool(line.clone())).await;
+                self.order.push(view.call_id.clone());
+                self.tools.insert(
+                    view.call_id,
+                    Tool {
+                        id,
+                        line,
+                        full: String::new(),
+                        dirty: false,
+                        last_edit: Some(Instant::now()),
+                    },
+                );
+            }
+            TurnEvent::ToolOutputChunk { call_id, chunk } => {
+                if let Some(tool) = self.tools.get_mut(&call_id) {
+                    tool.full.push_str(&chunk);
+                    tool.line.state = ToolState::Running;
+                    tool.line.output = tail(&tool.full, TAIL_LINES);
+                    tool.dirty = true;
+                }
+            }
+            TurnEvent::ToolResult {
+                call_id,
+                name,
+                output,
+                is_error,
+            } => self.finish_tool(&call_id, &name, &output, is_error).await,
+            TurnEvent::Notice(text) => {
+                self.close_segment().await;
+                self.post(&Post::Notice(text)).await;
+            }
+            TurnEvent::Error(text) => {
+                self.close_segment().await;
+                self.post(&Post::Error(text)).await;
+                return true;
+            }
+            TurnEvent::TurnComplete { cancelled, .. } => {
+                if cancelled {
+                    self.segment.text.push_str("\n\n*(stopped)*");
+                    self.segment.dirty = true;
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    async fn finish_tool(&mut self, call_id: &str, name: &str, output: &str, is_error: bool) {
+        let Some(tool) = self.tools.get_mut(call_id) else {
+            return;
+        };
+        tool.line.state = if is_error {
+            ToolState::Failed
+        } else {
+            ToolState::Done
+        };
+        let long = output.lines().count() > ATTACH_LINES || output.chars().count() > ATTACH_CHARS;
+        if long {
+            tool.line.output = tail(output, ATTACH_LINES);
+            tool.line.attached = true;
+            let filename = format!("{name}-output.txt");
+            let comment = format!("Full output of `{}`", tool.line.header);
+            if let Err(e) = self
+                .surface
+                .upload(&filename, output.as_bytes().to_vec(), &comment)
+                .await
+            {
+                tracing::warn!(error = %e, call_id, "uploading tool output failed");
+                tool.line.attached = false;
+            }
+        } else {
+            tool.line.output = output.trim_end().to_owned();
+        }
+        tool.dirty = true;
+        tool.last_edit = None;
+    }
+
+    /// Ends the current answer segment (a tool line or notice goes below it).
+    async fn close_segment(&mut self) {
+        self.flush_segment(true).await;
+        self.segment = Segment::default();
+    }
+
+    /// Sends what is due: the answer (throttled, or all of it at the end) and tool lines.
+    async fn flush(&mut self, finished: bool) {
+        let due = |last: Option<Instant>, interval: Duration| {
+            last.is_none_or(|t| t.elapsed() >= interval)
+        };
+        let ids: Vec<String> = self.order.clone();
+        for call_id in ids {
+            let interval = self.interval;
+            let Some(tool) = self.tools.get_mut(&call_id) else {
+                continue;
+            };
+            if tool.dirty && (finished || due(tool.last_edit, interval)) {
+                tool.dirty = false;
+                tool.last_edit = Some(Instant::now());
+                let post = Post::Tool(tool.line.clone());
+                if let Some(id) = tool.id.clone()
+                    && let Err(e) = self.surface.edit(&id, &post).await
+                {
+                    tracing::warn!(error = %e, "editing a tool line failed");
+                }
+            }
+        }
+        if finished || (self.segment.dirty && due(self.segment.last_flush, self.interval)) {
+            self.flush_segment(finished).await;
+        }
+    }
+
+    /// Posts or edits the answer's chunks. `last` removes the live marker.
+    async fn flush_segment(&mut self, last: bool) {
+        let seg = &mut self.segment;
+        if seg.text.trim().is_empty() {
+            seg.dirty = false;
+            return;
+        }
+        if !seg.dirty && (!last || seg.sent.last().is_none_or(|s| !s.2)) {
+            return;
+        }
+        seg.dirty = false;
+        seg.last_flush = Some(Instant::now());
+        let chunks = split_message(&seg.text, self.surface.limit());
+        let n = chunks.len();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let live = !last && i + 1 == n;
+            let post = Post::Answer {
+                text: chunk.clone(),
+                live,
+            };
+            match self.segment.sent.get(i).cloned() {
+                Some((id, text, was_live)) => {
+                    if text != chunk || was_live != live {
+                        if let Err(e) = self.surface.edit(&id, &post).await {
+                            tracing::warn!(error = %e, "editing the answer failed");
+                        }
+                        self.segment.sent[i] = (id, chunk, live);
+                    }
+                }
+                None => match self.surface.post(&post).await {
+                    Ok(id) => self.segment.sent.push((id, chunk, live)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "posting the answer failed");
+                        // Retried at the next flush.
+                        self.segment.dirty = true;
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    async fn post(&self, post: &Post) -> Option<String> {
+        match self.surface.post(post).await {
+            Ok(id) => Some(id),
+            Err(e) => {
+                tracing::warn!(error = %e, "posting to the thread failed");
+                None
+            }
+        }
+    }
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let start = lines.len().saturating_sub(n);
+    lines[start..].join("\n")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,162 @@
+use super::*;
+use pretty_assertions::assert_eq;
+use sandpiper_agent::protocol::ToolCallView;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Op {
+    Post(String, Post),
+    Edit(String, Post),
+    Upload(String, String),
+}
+
+#[derive(Default)]
+struct Recorder {
+    ops: Mutex<Vec<Op>>,
+    limit: usize,
+}
+
+#[async_trait::async_trait]
+impl Surface for Recorder {
+    fn limit(&self) -> usize {
+        self.limit
+    }
+    async fn post(&self, post: &Post) -> Result<String, SurfaceError> {
+        let mut ops = self.ops.lock().unwrap();
+        let id = format!("m{}", ops.len());
+        ops.push(Op::Post(id.clone(), post.clone()));
+        Ok(id)
+    }
+    async fn edit(&self, id: &str, post: &Post) -> Result<(), SurfaceError> {
+        self.ops
+            .lock()
+            .unwrap()
+            .push(Op::Edit(id.into(), post.clone()));
+        Ok(())
+    }
+    async fn upload(&self, name: &str, body: Vec<u8>, _c: &str) -> Result<(), SurfaceError> {
+        self.ops
+            .lock()
+            .unwrap()
+            .push(Op::Upload(name.into(), String::from_utf8(body).unwrap()));
+        Ok(())
+    }
+}
+
+fn recorder(limit: usize) -> Arc<Recorder> {
+    Arc::new(Recorder {
+        ops: Mutex::default(),
+        limit,
+    })
+}
+
+fn answer(text: &str, live: bool) -> Post {
+    Post::Answer {
+        text: text.into(),
+        live,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn text_streams_into_one_message_edited_no_faster_than_the_interval() {
+    let surface = recorder(2000);
+    let (sink, task) = start(surface.clone(), Duration::from_millis(1500));
+    sink.event(TurnEvent::TextDelta("Hel".into()));
+    sink.settle().await;
+    for piece in ["lo", ", ", "wor", "ld"] {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        sink.event(TurnEvent::TextDelta(piece.into()));
+    }
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    sink.event(TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    });
+    task.await.unwrap();
+    let ops = surface.ops.lock().unwrap().clone();
+    assert_eq!(
+        ops,
+        vec![
+            Op::Post("m0".into(), answer("Hel", true)),
+            Op::Edit("m0".into(), answer("Hello, world", true)),
+            Op::Edit("m0".into(), answer("Hello, world", false)),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn tools_get_their_own_line_and_long_output_is_attached() {
+    let surface = recorder(2000);
+    let (sink, task) = start(surface.clone(), Duration::from_millis(1500));
+    sink.event(TurnEvent::TextDelta("Let me look.".into()));
+    sink.event(TurnEvent::ToolPending(ToolCallView {
+        call_id: "c1".into(),
+        name: "bash".into(),
+        header: "bash: seq 10".into(),
+        preview: "seq 10".into(),
+        needs_approval: false,
+        error: None,
+    }));
+    let output: String = (1..=10).map(|i| format!("{i}\n")).collect();
+    sink.event(TurnEvent::ToolOutputChunk {
+        call_id: "c1".into(),
+        chunk: output.clone(),
+    });
+    sink.event(TurnEvent::ToolResult {
+        call_id: "c1".into(),
+        name: "bash".into(),
+        output: output.clone(),
+        is_error: false,
+    });
+    sink.event(TurnEvent::TextDelta("Done.".into()));
+    sink.event(TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    });
+    task.await.unwrap();
+    let ops = surface.ops.lock().unwrap().clone();
+    let line = |state, out: &str, attached| {
+        Post::Tool(ToolLine {
+            name: "bash".into(),
+            header: "bash: seq 10".into(),
+            state,
+            output: out.into(),
+            attached,
+        })
+    };
+    assert_eq!(
+        ops,
+        vec![
+            Op::Post("m0".into(), answer("Let me look.", false)),
+            Op::Post("m1".into(), line(ToolState::Running, "", false)),
+            Op::Upload("bash-output.txt".into(), output),
+            Op::Edit("m1".into(), line(ToolState::Done, "6\n7\n8\n9\n10", true)),
+            Op::Post("m4".into(), answer("Done.", false)),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
+    let surface = recorder(60);
+    let (sink, task) = start(surface.clone(), Duration::from_millis(10));
+    let text = "intro line\n```rust\nfn a() {}\nfn b() {}\nfn c() {}\nfn d() {}\nfn e() {}\n```\nbye";
+    sink.event(TurnEvent::TextDelta(text.into()));
+    sink.event(TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    });
+    task.await.unwrap();
+    let ops = surface.ops.lock().unwrap().clone();
+    let texts: Vec<String> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Op::Post(_, Post::Answer { text, .. }) => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(texts.len() >= 2, "{texts:?}");
+    for t in &texts {
+        assert!(t.chars().count() <= 60);
+        assert_eq!(t.matches("```").count() % 2, 0, "fences balanced in {t:?}");
+    }
+}

@@ -1,0 +1,178 @@
+//! One lane per workstream: messages that arrive while a turn runs wait their turn (never
+//! dropped, never run in parallel in one workstream), and `/stop` cancels the running turn.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+/// Most jobs that may wait in one workstream; beyond it a message is refused (with a reply),
+/// so a flood cannot grow memory without bound.
+pub const MAX_QUEUED: usize = 32;
+
+/// A unit of work run in a workstream's lane; it gets the turn's cancellation token.
+pub type Job = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, ()> + Send>;
+
+/// Where a submitted job landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    /// It starts now.
+    Now,
+    /// It waits behind this many jobs (the running one included).
+    Behind(usize),
+}
+
+/// The queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{MAX_QUEUED} messages are already waiting in this thread; try again when it is done")]
+pub struct QueueFull;
+
+#[derive(Default)]
+struct Lane {
+    waiting: VecDeque<Job>,
+    running: Option<CancellationToken>,
+}
+
+/// Per-workstream FIFO lanes. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct TurnQueue {
+    lanes: Arc<Mutex<HashMap<String, Lane>>>,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for TurnQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnQueue").finish_non_exhaustive()
+    }
+}
+
+impl TurnQueue {
+    /// Lanes whose turns are also cancelled when `shutdown` is.
+    pub fn new(shutdown: CancellationToken) -> Self {
+        Self {
+            lanes: Arc::default(),
+            shutdown,
+        }
+    }
+
+    fn lanes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lane>> {
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `job` in `key`'s lane after the jobs already there.
+    pub fn submit(&self, key: &str, job: Job) -> Result<Queued, QueueFull> {
+        let mut lanes = self.lanes();
+        let lane = lanes.entry(key.to_owned()).or_default();
+        if lane.running.is_none() {
+            let token = self.shutdown.child_token();
+            lane.running = Some(token.clone());
+            drop(lanes);
+            self.spawn_worker(key.to_owned(), job, token);
+            return Ok(Queued::Now);
+        }
+        if lane.waiting.len() >= MAX_QUEUED {
+            return Err(QueueFull);
+        }
+        lane.waiting.push_back(job);
+        Ok(Queued::Behind(lane.waiting.len()))
+    }
+
+    fn spawn_worker(&self, key: String, first: Job, token: CancellationToken) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut job = first;
+            let mut token = token;
+            loop {
+                job(token).await;
+                let mut lanes = this.lanes();
+                let Some(lane) = lanes.get_mut(&key) else {
+                    return;
+                };
+                match lane.waiting.pop_front() {
+                    Some(next) => {
+                        token = this.shutdown.child_token();
+                        lane.running = Some(token.clone());
+                        job = next;
+                    }
+                    None => {
+                        lanes.remove(&key);
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Cancels the running turn of `key` (waiting messages still run). False when idle.
+    pub fn stop(&self, key: &str) -> bool {
+        match self.lanes().get(key).and_then(|l| l.running.as_ref()) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a turn runs in `key`.
+    pub fn is_busy(&self, key: &str) -> bool {
+        self.lanes().get(key).is_some_and(|l| l.running.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+
+    fn job(log: mpsc::UnboundedSender<String>, name: &'static str, ms: u64) -> Job {
+        Box::new(move |cancel: CancellationToken| {
+            Box::pin(async move {
+                let _ = log.send(format!("start {name}"));
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(ms)) => {
+                        let _ = log.send(format!("end {name}"));
+                    }
+                    () = cancel.cancelled() => {
+                        let _ = log.send(format!("cancelled {name}"));
+                    }
+                }
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn jobs_in_one_lane_run_in_order_and_stop_cancels_only_the_running_one() {
+        let q = TurnQueue::new(CancellationToken::new());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        assert_eq!(q.submit("w", job(tx.clone(), "a", 10_000)), Ok(Queued::Now));
+        assert_eq!(q.submit("w", job(tx.clone(), "b", 10)), Ok(Queued::Behind(1)));
+        assert_eq!(q.submit("other", job(tx.clone(), "c", 10)), Ok(Queued::Now));
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            seen.push(rx.recv().await.unwrap());
+        }
+        assert!(seen.contains(&"start a".to_owned()) && seen.contains(&"end c".to_owned()));
+        assert!(q.is_busy("w"));
+        assert!(q.stop("w"));
+        assert_eq!(rx.recv().await.unwrap(), "cancelled a");
+        assert_eq!(rx.recv().await.unwrap(), "start b");
+        assert_eq!(rx.recv().await.unwrap(), "end b");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!q.is_busy("w"));
+        assert!(!q.stop("w"));
+    }
+
+    #[tokio::test]
+    async fn a_full_lane_refuses() {
+        let q = TurnQueue::new(CancellationToken::new());
+        let (tx, _rx) = mpsc::unbounded_channel();
+        q.submit("w", job(tx.clone(), "run", 10_000)).unwrap();
+        for _ in 0..MAX_QUEUED {
+            q.submit("w", job(tx.clone(), "wait", 1)).unwrap();
+        }
+        assert_eq!(q.submit("w", job(tx, "one too many", 1)), Err(QueueFull));
+    }
+}
