@@ -1,0 +1,127 @@
+//! Socket Mode: the websocket behind the URL `apps.connections.open` announces. Each connection is
+//! sent `hello`, then envelopes; acks are read back. An envelope goes to one connection only (the
+//! oldest open one, so tests are deterministic); with none open it waits for the next.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket};
+use axum::extract::{State, WebSocketUpgrade};
+use axum::response::Response;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::events;
+use super::state::{Connection, Outbound, Shared};
+
+/// How long a connection told to disconnect waits for the client to close it (and for acks
+/// still in flight) before closing it itself.
+const DISCONNECT_GRACE: Duration = Duration::from_secs(2);
+
+/// `GET /socket?ticket=N`.
+pub(super) async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgrade) -> Response {
+    ws.on_upgrade(move |socket| serve(socket, shared))
+}
+
+/// Sends `envelope` on one open connection, or queues it for the next connection.
+pub(super) fn deliver(shared: &Shared, envelope: Value) {
+    let frame = envelope.to_string();
+    let mut ledger = shared.ledger();
+    ledger.envelopes.push(envelope);
+    while let Some(connection) = ledger.connections.first() {
+        if connection
+            .outbound
+            .send(Outbound::Frame(frame.clone()))
+            .is_ok()
+        {
+            return;
+        }
+        ledger.connections.remove(0);
+    }
+    ledger.pending.push_back(frame);
+}
+
+/// Tells every open connection to disconnect; later envelopes wait for a new connection.
+pub(super) fn disconnect_all(shared: &Shared) {
+    let connections = std::mem::take(&mut shared.ledger().connections);
+    for connection in connections {
+        let _ = connection.outbound.send(Outbound::Disconnect);
+    }
+}
+
+async fn serve(mut socket: WebSocket, shared: Arc<Shared>) {
+    let id = {
+        let mut ledger = shared.ledger();
+        ledger.connection_count += 1;
+        ledger.connection_count
+    };
+    if send(&mut socket, &events::hello()).await.is_err() {
+        return;
+    }
+    let (outbound, mut queue) = mpsc::unbounded_channel();
+    {
+        let mut ledger = shared.ledger();
+        for frame in ledger.pending.drain(..) {
+            let _ = outbound.send(Outbound::Frame(frame));
+        }
+        ledger.connections.push(Connection { id, outbound });
+        ledger.hello_count += 1;
+    }
+    loop {
+        tokio::select! {
+            () = shared.stop.cancelled() => break,
+            next = queue.recv() => match next {
+                Some(Outbound::Frame(frame)) => {
+                    if socket.send(Message::Text(frame.into())).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Outbound::Disconnect) => {
+                    if send(&mut socket, &events::disconnect()).await.is_ok() {
+                        let _ = tokio::time::timeout(DISCONNECT_GRACE, read_until_closed(&mut socket, &shared)).await;
+                        let _ = socket.send(Message::Close(None)).await;
+                    }
+                    break;
+                }
+                None => break,
+            },
+            inbound = socket.recv() => match inbound {
+                Some(Ok(Message::Text(text))) => record_ack(&shared, text.as_str()),
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    shared.ledger().connections.retain(|c| c.id != id);
+}
+
+/// Reads acks until the client closes the connection.
+async fn read_until_closed(socket: &mut WebSocket, shared: &Shared) {
+    while let Some(Ok(message)) = socket.recv().await {
+        match message {
+            Message::Text(text) => record_ack(shared, text.as_str()),
+            Message::Close(_) => return,
+            _ => {}
+        }
+    }
+}
+
+async fn send(socket: &mut WebSocket, json: &Value) -> Result<(), axum::Error> {
+    socket.send(Message::Text(json.to_string().into())).await
+}
+
+/// Records `{"envelope_id": …, "payload"?: …}`; anything else is reported and ignored.
+fn record_ack(shared: &Shared, text: &str) {
+    let parsed = serde_json::from_str::<Value>(text).ok();
+    match parsed.as_ref().and_then(|v| v["envelope_id"].as_str()) {
+        Some(envelope_id) => {
+            let payload = parsed
+                .as_ref()
+                .and_then(|v| v.get("payload"))
+                .filter(|p| !p.is_null())
+                .cloned();
+            shared.ledger().acks.push((envelope_id.to_owned(), payload));
+        }
+        None => eprintln!("fake slack: unexpected Socket Mode frame from the client: {text}"),
+    }
+}
