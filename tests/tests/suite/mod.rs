@@ -3,6 +3,7 @@
 mod approvals;
 mod console;
 mod failures;
+mod fake_discord;
 mod identity;
 mod mcp;
 mod mcp_pipeline;
