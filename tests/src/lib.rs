@@ -2,12 +2,14 @@
 //!
 //! # Layout
 //!
+//! - [`fake_discord`]: a fake Discord (REST + gateway) that a real serenity client connects to.
 //! - [`fake_llm`]: a scripted OpenAI-compatible and Anthropic streaming server on 127.0.0.1.
 //! - [`fake_slack`]: a fake Slack (Web API and Socket Mode) for the real slack-morphism client.
 //! - [`db`]: a fresh SQLite file or PostgreSQL schema per test, and `both_backends!`.
 //! - [`harness`]: the real wiring and console channel driven by scripted input.
 
 pub mod db;
+pub mod fake_discord;
 pub mod fake_llm;
 pub mod fake_slack;
 pub mod harness;

@@ -3,6 +3,7 @@
 mod approvals;
 mod console;
 mod failures;
+mod fake_discord;
 mod fake_slack;
 mod identity;
 mod mcp;
