@@ -24,6 +24,7 @@ pub mod card;
 pub mod clicks;
 pub mod commands;
 pub mod console;
+pub mod discord;
 pub mod live;
 pub mod split;
 pub mod stream;

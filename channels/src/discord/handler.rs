@@ -1,0 +1,205 @@
+//! Gateway events: a mention in a listened channel opens a thread; a message in one of our
+//! threads (known from the store, so it survives restarts) continues its workstream.
+
+use std::sync::Arc;
+
+use sandpiper_agent::config::ThreadAccess;
+use serenity::all::{
+    ChannelId, Context, CreateThread, EventHandler, Interaction, Message, Ready,
+};
+
+use super::render::Body;
+use super::surface::ThreadSurface;
+use super::{Bot, workstream_key};
+
+/// serenity's event handler.
+pub struct Handler {
+    pub(super) bot: Arc<Bot>,
+}
+
+#[serenity::async_trait]
+impl EventHandler for Handler {
+    async fn ready(&self, ctx: Context, ready: Ready) {
+        let _ = self.bot.me.set(ready.user.id);
+        tracing::info!(user = %ready.user.name, guilds = ready.guilds.len(), "connected to Discord");
+        super::interactions::register_commands(&self.bot, &ctx).await;
+    }
+
+    async fn message(&self, _ctx: Context, msg: Message) {
+        if msg.author.bot {
+            return;
+        }
+        if let Err(e) = on_message(&self.bot, msg).await {
+            tracing::warn!(error = %e, "handling a Discord message failed");
+        }
+    }
+
+    async fn interaction_create(&self, _ctx: Context, interaction: Interaction) {
+        super::interactions::dispatch(&self.bot, interaction).await;
+    }
+}
+
+/// The prompt without the bot's mention.
+fn strip_mention(content: &str, me: u64) -> String {
+    content
+        .replace(&format!("<@{me}>"), "")
+        .replace(&format!("<@!{me}>"), "")
+        .trim()
+        .to_owned()
+}
+
+/// A thread name from the first words of the prompt.
+pub fn thread_name(prompt: &str) -> String {
+    let mut name = String::new();
+    for word in prompt.split_whitespace() {
+        if name.chars().count() + word.chars().count() + 1 > 90 {
+            break;
+        }
+        if !name.is_empty() {
+            name.push(' ');
+        }
+        name.push_str(word);
+    }
+    if name.is_empty() {
+        let fallback: String = prompt.chars().take(90).collect();
+        if fallback.trim().is_empty() {
+            return "sandpiper".into();
+        }
+        return fallback;
+    }
+    name
+}
+
+async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent::AgentError> {
+    let store = bot.agent.store();
+    let key = workstream_key(msg.channel_id);
+    if let Some(ws) = store.workstream(&key).await? {
+        return in_thread(bot, msg, ws).await;
+    }
+    let Some(me) = bot.me.get().copied() else {
+        return Ok(());
+    };
+    let mentioned = msg.mentions.iter().any(|u| u.id == me);
+    let direct = msg.guild_id.is_none();
+    if !direct && !(mentioned && bot.listens_in(msg.channel_id)) {
+        return Ok(());
+    }
+    let prompt = strip_mention(&msg.content, me.get());
+    if prompt.is_empty() {
+        return Ok(());
+    }
+    let author = bot.person(&msg.author).await?;
+    let channel = if direct {
+        // A DM is its own workstream; no threads there.
+        msg.channel_id
+    } else {
+        let http = bot.http();
+        let builder = CreateThread::new(thread_name(&prompt));
+        let thread = bot
+            .pace
+            .send("create thread", || {
+                msg.channel_id
+                    .create_thread_from_message(&http, msg.id, builder.clone())
+            })
+            .await;
+        match thread {
+            Ok(t) => t.id,
+            Err(e) => {
+                tracing::warn!(error = %e, channel = %msg.channel_id, "could not create a thread");
+                return Ok(());
+            }
+        }
+    };
+    start_workstream(bot, channel, &author.id).await?;
+    tracing::info!(workstream = %workstream_key(channel), owner = %author.username, "new workstream");
+    bot.submit_turn(channel, author, prompt);
+    Ok(())
+}
+
+/// Records a new thread's workstream, owned by whoever started it.
+pub(super) async fn start_workstream(
+    bot: &Bot,
+    channel: ChannelId,
+    owner: &str,
+) -> Result<(), sandpiper_agent::store::StoreError> {
+    bot.agent
+        .store()
+        .ensure_workstream(&workstream_key(channel), Some(owner))
+        .await
+        .map(|_| ())
+}
+
+async fn in_thread(
+    bot: &Arc<Bot>,
+    msg: Message,
+    ws: sandpiper_agent::store::workstreams::WorkstreamInfo,
+) -> Result<(), sandpiper_agent::AgentError> {
+    let me = bot.me.get().map(|u| u.get()).unwrap_or_default();
+    let text = strip_mention(&msg.content, me);
+    if text.is_empty() {
+        return Ok(());
+    }
+    let author = bot.person(&msg.author).await?;
+    if ws.closed_at.is_some() {
+        tell_once(bot, msg.channel_id, msg.author.id.get(), "🔒 This thread is closed. Mention me in a channel to start a new one.").await;
+        return Ok(());
+    }
+    let owner = ws.row.owner.as_deref();
+    if bot.config.thread_access == ThreadAccess::Owner && owner != Some(author.id.as_str()) {
+        let owner_name = match owner {
+            Some(id) => bot
+                .agent
+                .store()
+                .user(id)
+                .await?
+                .map(|u| u.username)
+                .unwrap_or_else(|| id.to_owned()),
+            None => "its owner".into(),
+        };
+        let note = format!(
+            "Only {owner_name} can talk to me in this thread, {}. Mention me in a channel to start your own.",
+            author.username
+        );
+        tell_once(bot, msg.channel_id, msg.author.id.get(), &note).await;
+        return Ok(());
+    }
+    bot.submit_turn(msg.channel_id, author, text);
+    Ok(())
+}
+
+/// Posts a notice to a user in a thread, once per thread and user.
+async fn tell_once(bot: &Arc<Bot>, channel: ChannelId, user: u64, text: &str) {
+    let first = bot
+        .told
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((channel.get(), user));
+    if !first {
+        return;
+    }
+    let surface = ThreadSurface {
+        bot: bot.clone(),
+        channel,
+    };
+    let body = Body {
+        content: text.to_owned(),
+        ..Body::default()
+    };
+    if let Err(e) = surface.send(&body, "notice").await {
+        tracing::warn!(error = %e, "could not post a notice");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn thread_names_come_from_the_first_words() {
+        assert_eq!(thread_name("why is   CI red on main?"), "why is CI red on main?");
+        assert_eq!(thread_name(&"word ".repeat(50)).len(), 89);
+        assert_eq!(thread_name(""), "sandpiper");
+        assert_eq!(strip_mention("<@42> hello <@!42>", 42), "hello");
+    }
+}

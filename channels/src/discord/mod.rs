@@ -1,0 +1,280 @@
+//! Discord through serenity. A mention of the bot (or `/ask`) in a listened channel opens a
+//! public thread whose workstream is `discord:<thread id>`; the answer streams into the
+//! thread; risky tool calls post an approval card whose buttons are checked against the
+//! stored request on every click.
+//!
+//! # Layout
+//! - [`handler`]: gateway events: messages (mentions, thread messages) and routing.
+//! - [`interactions`]: buttons, note dialogs and slash commands.
+//! - [`surface`]: a thread as the stream renderer's surface, and the card approver.
+//! - [`render`]: message bodies: answers, tool lines, approval cards.
+//! - [`pace`]: the global request budget, with 429/5xx retries.
+
+pub mod handler;
+pub mod interactions;
+pub mod pace;
+pub mod render;
+pub mod surface;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use sandpiper_agent::config::DiscordConfig;
+use sandpiper_agent::store::users::User;
+use sandpiper_agent::protocol::TurnSink as _;
+use sandpiper_agent::{Agent, ResumeRequest, TurnRequest};
+use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
+use tokio_util::sync::CancellationToken;
+
+use crate::card::{ApprovalCard, human_duration};
+use crate::live::LiveApprovals;
+use crate::stream;
+use crate::turns::{Queued, TurnQueue};
+use surface::{CardApprover, ThreadSurface};
+
+/// The platform name in identities and workstream keys.
+pub const PLATFORM: &str = "discord";
+
+/// The workstream of a thread.
+pub fn workstream_key(channel: ChannelId) -> String {
+    format!("{PLATFORM}:{channel}")
+}
+
+/// Why Discord could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscordError {
+    /// serenity refused to build the client (bad token format, ...).
+    #[error("cannot start the Discord client: {0}")]
+    Client(#[from] serenity::Error),
+}
+
+/// Everything the event handlers share.
+pub struct Bot {
+    agent: Agent,
+    config: DiscordConfig,
+    http: OnceLock<Arc<Http>>,
+    me: OnceLock<UserId>,
+    pace: pace::Pacer,
+    turns: TurnQueue,
+    live: LiveApprovals,
+    /// (thread, user) pairs already told they cannot talk in an owner-only thread.
+    told: Mutex<HashSet<(u64, u64)>>,
+}
+
+impl std::fmt::Debug for Bot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bot").finish_non_exhaustive()
+    }
+}
+
+impl Bot {
+    fn http(&self) -> Arc<Http> {
+        self.http
+            .get()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Http::new("")))
+    }
+
+    fn timeout_words(&self) -> String {
+        human_duration(self.agent.config().approval.timeout)
+    }
+
+    /// Whether the bot listens in `channel` (`[discord] channels`, empty: everywhere).
+    fn listens_in(&self, channel: ChannelId) -> bool {
+        self.config.channels.is_empty() || self.config.channels.contains(&channel.get())
+    }
+
+    /// The sandpiper user behind a Discord user.
+    async fn person(&self, user: &serenity::all::User) -> Result<User, sandpiper_agent::store::StoreError> {
+        let name = user.global_name.clone().unwrap_or_else(|| user.name.clone());
+        self.agent
+            .store()
+            .user_for_identity(PLATFORM, &user.id.to_string(), &name)
+            .await
+    }
+
+    /// The stored card whose buttons name `requests`.
+    async fn load_card(&self, requests: &[String]) -> Option<ApprovalCard> {
+        let mut rows = Vec::new();
+        for id in requests {
+            match self.agent.store().get_approval(id).await {
+                Ok(Some(r)) => rows.push(r),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "loading an approval card failed");
+                    return None;
+                }
+            }
+        }
+        (!rows.is_empty()).then_some(ApprovalCard { rows })
+    }
+
+    /// Queues a user message in the thread's lane; tells the thread when it has to wait.
+    fn submit_turn(self: &Arc<Self>, channel: ChannelId, author: User, text: String) {
+        let key = workstream_key(channel);
+        let bot = self.clone();
+        let job: crate::turns::Job = Box::new(move |cancel| {
+            Box::pin(async move {
+                let surface = Arc::new(ThreadSurface {
+                    bot: bot.clone(),
+                    channel,
+                });
+                let (sink, renderer) =
+                    stream::start(surface.clone(), bot.config.stream_interval);
+                let key = workstream_key(channel);
+                let approver = CardApprover {
+                    surface,
+                    sink: sink.clone(),
+                    workstream: key.clone(),
+                };
+                let result = bot
+                    .agent
+                    .run_turn(TurnRequest {
+                        workstream: &key,
+                        author: Some(&author.id),
+                        text,
+                        sink: &sink,
+                        approver: &approver,
+                        cancel,
+                    })
+                    .await;
+                if let Err(e) = result {
+                    tracing::warn!(workstream = %key, error = %e, "turn failed");
+                }
+                let _ = renderer.await;
+            })
+        });
+        self.queue(channel, &key, job);
+    }
+
+    /// Resumes a turn a restart interrupted, once every call of it is decided.
+    fn submit_resume(self: &Arc<Self>, channel: ChannelId, author: Option<String>) {
+        let key = workstream_key(channel);
+        let bot = self.clone();
+        let job: crate::turns::Job = Box::new(move |cancel| {
+            Box::pin(async move {
+                let surface = Arc::new(ThreadSurface {
+                    bot: bot.clone(),
+                    channel,
+                });
+                let (sink, renderer) =
+                    stream::start(surface.clone(), bot.config.stream_interval);
+                let key = workstream_key(channel);
+                let approver = CardApprover {
+                    surface,
+                    sink: sink.clone(),
+                    workstream: key.clone(),
+                };
+                let result = bot
+                    .agent
+                    .resume_turn(ResumeRequest {
+                        workstream: &key,
+                        author: author.as_deref(),
+                        sink: &sink,
+                        approver: &approver,
+                        cancel,
+                    })
+                    .await;
+                match result {
+                    Ok(Some(_)) => {}
+                    Ok(None) => sink.event(sandpiper_agent::protocol::TurnEvent::TurnComplete {
+                        text: String::new(),
+                        cancelled: false,
+                    }),
+                    Err(e) => tracing::warn!(workstream = %key, error = %e, "resumed turn failed"),
+                }
+                let _ = renderer.await;
+            })
+        });
+        self.queue(channel, &key, job);
+    }
+
+    fn queue(self: &Arc<Self>, channel: ChannelId, key: &str, job: crate::turns::Job) {
+        let notice = match self.turns.submit(key, job) {
+            Ok(Queued::Now) => return,
+            Ok(Queued::Behind(n)) => format!(
+                "⏳ Queued ({n} ahead): I'll answer this when the current turn is done."
+            ),
+            Err(full) => format!("⚠️ {full}"),
+        };
+        let bot = self.clone();
+        tokio::spawn(async move {
+            let surface = ThreadSurface { bot, channel };
+            if let Err(e) = surface.send(&render::Body { content: notice, ..Default::default() }, "queue notice").await {
+                tracing::warn!(error = %e, "could not post a queue notice");
+            }
+        });
+    }
+}
+
+/// A running Discord connection.
+#[derive(Debug)]
+pub struct DiscordChannel {
+    task: tokio::task::JoinHandle<()>,
+    bot: Arc<Bot>,
+}
+
+impl DiscordChannel {
+    /// Connects when a token is configured (`DISCORD_TOKEN` or `[discord] token_env`);
+    /// `Ok(None)` when Discord is off.
+    pub async fn start(
+        agent: Agent,
+        shutdown: CancellationToken,
+    ) -> Result<Option<Self>, DiscordError> {
+        let config = agent.config().discord.clone();
+        let Some(token) = config.token.clone() else {
+            return Ok(None);
+        };
+        let mut http = HttpBuilder::new(token.expose());
+        if config.overridden() {
+            tracing::warn!(api_base_url = %config.api_base_url, "Discord requests go to an override (meant for testing)");
+            // serenity's rate limiter ignores the proxy and would call the real Discord; our
+            // own pacer retries 429s instead.
+            http = http
+                .proxy(config.api_base_url.trim_end_matches('/'))
+                .ratelimiter_disabled(true);
+        }
+        let intents = GatewayIntents::GUILDS
+            | GatewayIntents::GUILD_MESSAGES
+            | GatewayIntents::MESSAGE_CONTENT
+            | GatewayIntents::DIRECT_MESSAGES;
+        let bot = Arc::new(Bot {
+            pace: pace::Pacer::new(config.requests_per_second),
+            turns: TurnQueue::new(shutdown.child_token()),
+            live: LiveApprovals::default(),
+            told: Mutex::default(),
+            http: OnceLock::new(),
+            me: OnceLock::new(),
+            config,
+            agent,
+        });
+        let mut client = serenity::all::ClientBuilder::new_with_http(http.build(), intents)
+            .event_handler(handler::Handler { bot: bot.clone() })
+            .await?;
+        let _ = bot.http.set(client.http.clone());
+        let shards = client.shard_manager.clone();
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                r = client.start() => {
+                    if let Err(e) = r {
+                        tracing::error!(error = %e, "the Discord connection ended");
+                    }
+                }
+                () = shutdown.cancelled() => shards.shutdown_all().await,
+            }
+        });
+        Ok(Some(Self { task, bot }))
+    }
+
+    /// Waits until the connection ends (shutdown).
+    pub async fn join(self) {
+        let _ = self.task.await;
+    }
+
+    /// Whether a turn runs in the thread (for tests and `/health`).
+    pub fn is_busy(&self, channel: u64) -> bool {
+        self.bot
+            .turns
+            .is_busy(&workstream_key(ChannelId::new(channel.max(1))))
+    }
+}

@@ -1,0 +1,269 @@
+//! How sandpiper looks on Discord: stream [`Post`]s and [`ApprovalCard`]s as message bodies
+//! (content, embeds, buttons). Nothing the bot posts can ping anyone: allowed mentions are
+//! empty on every body.
+
+use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id};
+use serenity::all::{
+    ActionRowComponent, ButtonStyle, CreateActionRow, CreateAllowedMentions, CreateButton,
+    CreateEmbed, CreateInteractionResponseMessage, CreateMessage, EditMessage, Message,
+};
+
+use crate::card::{ApprovalCard, outcome_line, preview};
+use crate::stream::{Post, ToolLine, ToolState};
+
+/// Discord's message content limit.
+pub const LIMIT: usize = 2000;
+
+/// A message body, convertible into each serenity builder.
+#[derive(Debug, Clone, Default)]
+pub struct Body {
+    /// Text content.
+    pub content: String,
+    /// Embeds.
+    pub embeds: Vec<CreateEmbed>,
+    /// Rows of buttons (an empty list removes the buttons on edit).
+    pub components: Vec<CreateActionRow>,
+}
+
+impl Body {
+    fn text(content: String) -> Self {
+        Self {
+            content: clip(&content, LIMIT),
+            ..Self::default()
+        }
+    }
+
+    /// For `POST /channels/{c}/messages`.
+    pub fn create(&self) -> CreateMessage {
+        CreateMessage::new()
+            .content(&self.content)
+            .embeds(self.embeds.clone())
+            .components(self.components.clone())
+            .allowed_mentions(CreateAllowedMentions::new())
+    }
+
+    /// For `PATCH /channels/{c}/messages/{m}`.
+    pub fn edit(&self) -> EditMessage {
+        EditMessage::new()
+            .content(&self.content)
+            .embeds(self.embeds.clone())
+            .components(self.components.clone())
+            .allowed_mentions(CreateAllowedMentions::new())
+    }
+
+    /// For an interaction response that replaces the clicked message.
+    pub fn response(&self) -> CreateInteractionResponseMessage {
+        CreateInteractionResponseMessage::new()
+            .content(&self.content)
+            .embeds(self.embeds.clone())
+            .components(self.components.clone())
+            .allowed_mentions(CreateAllowedMentions::new())
+    }
+}
+
+/// An ephemeral reply (only the clicker sees it).
+pub fn ephemeral(text: &str) -> CreateInteractionResponseMessage {
+    CreateInteractionResponseMessage::new()
+        .content(clip(text, LIMIT))
+        .ephemeral(true)
+        .allowed_mentions(CreateAllowedMentions::new())
+}
+
+/// Custom id of the Stop button on a running turn's message.
+pub fn stop_id(channel: u64) -> String {
+    format!("stop:{channel}")
+}
+
+/// The channel a Stop button names.
+pub fn parse_stop_id(id: &str) -> Option<u64> {
+    id.strip_prefix("stop:")?.parse().ok()
+}
+
+/// Custom id of Approve all (`approve = true`) / Deny all on a card whose first request is
+/// `first`. The click handler reads the card's other requests from the message and checks
+/// each against the store.
+pub fn all_id(first: &str, approve: bool) -> String {
+    format!("apall:{first}:{}", if approve { "a" } else { "d" })
+}
+
+/// Parses an Approve all / Deny all id: whether it approves.
+pub fn parse_all_id(id: &str) -> Option<bool> {
+    let (_, code) = id.strip_prefix("apall:")?.rsplit_once(':')?;
+    match code {
+        "a" => Some(true),
+        "d" => Some(false),
+        _ => None,
+    }
+}
+
+/// Custom id of the note dialog for a with-note click.
+pub fn note_modal_id(request: &str, action: ClickAction) -> String {
+    format!("n{}", button_id(request, action))
+}
+
+/// Parses a note dialog id.
+pub fn parse_note_modal_id(id: &str) -> Option<(String, ClickAction)> {
+    let (request, action) = parse_button_id(id.strip_prefix('n')?).ok()?;
+    Some((request.to_owned(), action))
+}
+
+/// The request ids named by a card's buttons, in order.
+pub fn card_requests(message: &Message) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for row in &message.components {
+        for c in &row.components {
+            if let ActionRowComponent::Button(b) = c
+                && let serenity::all::ButtonKind::NonLink { custom_id, .. } = &b.data
+                && let Ok((request, _)) = parse_button_id(custom_id)
+                && !ids.iter().any(|i| i == request)
+            {
+                ids.push(request.to_owned());
+            }
+        }
+    }
+    ids
+}
+
+/// A stream post.
+pub fn post(post: &Post, channel: u64) -> Body {
+    match post {
+        Post::Answer { text, live } => {
+            let mut body = Body::text(text.clone());
+            if *live {
+                body.components = vec![CreateActionRow::Buttons(vec![
+                    CreateButton::new(stop_id(channel))
+                        .label("Stop")
+                        .style(ButtonStyle::Secondary),
+                ])];
+            }
+            body
+        }
+        Post::Tool(line) => Body::text(tool_line(line)),
+        Post::Notice(text) => Body::text(format!("ℹ️ {text}")),
+        Post::Error(text) => Body::text(format!("⚠️ {text}")),
+    }
+}
+
+fn tool_line(line: &ToolLine) -> String {
+    let (mark, state) = match line.state {
+        ToolState::AwaitingApproval => ("⏳", "waiting for approval"),
+        ToolState::Running => ("⚙️", "running"),
+        ToolState::Done => ("✅", "done"),
+        ToolState::Failed => ("❌", "error"),
+    };
+    let mut out = format!("{mark} **{}** `{}` — {state}", line.name, inline(&line.header));
+    if !line.output.is_empty() {
+        let budget = LIMIT - out.len().min(LIMIT) - 40;
+        out.push_str(&format!("\n```\n{}\n```", fence_safe(&clip_tail(&line.output, budget))));
+    }
+    if line.attached {
+        out.push_str("\n*(full output attached)*");
+    }
+    out
+}
+
+/// An approval card.
+pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
+    let pending = card.rows.iter().filter(|r| r.status == "pending").count();
+    let content = match (card.rows.len(), pending) {
+        (1, 1) => "🔐 **Approval needed**".to_owned(),
+        (n, 0) => format!("🔐 Approval: {n} call{} decided", if n == 1 { "" } else { "s" }),
+        (n, p) => format!("🔐 **Approval needed** — {p} of {n} calls waiting"),
+    };
+    let numbered = card.is_batch();
+    let mut embeds = Vec::new();
+    let mut components = Vec::new();
+    for (i, row) in card.rows.iter().enumerate() {
+        let label = |text: &str| {
+            if numbered {
+                format!("{}. {text}", i + 1)
+            } else {
+                text.to_owned()
+            }
+        };
+        let mut description = format!("`{}`", inline(&row.header));
+        if !row.preview.trim().is_empty() && row.preview.trim() != row.header.trim() {
+            description.push_str(&format!("\n```\n{}\n```", preview(row.preview.trim_end())));
+        }
+        let colour = match row.status.as_str() {
+            "pending" => 0xF1C4_0F,
+            "approved" | "always" => 0x2ECC_71,
+            "denied" | "timed_out" => 0xE74C_3C,
+            _ => 0x95A5_A6,
+        };
+        if let Some(outcome) = outcome_line(row, timeout) {
+            description.push_str(&format!("\n{outcome}"));
+        }
+        embeds.push(
+            CreateEmbed::new()
+                .title(label(&row.tool))
+                .description(description)
+                .colour(colour),
+        );
+        let done = row.status != "pending";
+        let button = |action, text: &str, style| {
+            CreateButton::new(button_id(&row.id, action))
+                .label(label(text))
+                .style(style)
+                .disabled(done)
+        };
+        components.push(CreateActionRow::Buttons(vec![
+            button(ClickAction::Approve, "Approve", ButtonStyle::Success),
+            button(ClickAction::Deny, "Deny", ButtonStyle::Danger),
+            button(ClickAction::AlwaysAllow, "Always allow", ButtonStyle::Primary),
+            button(ClickAction::ApproveWithNote, "Approve with note", ButtonStyle::Secondary),
+            button(ClickAction::DenyWithNote, "Deny with note", ButtonStyle::Secondary),
+        ]));
+    }
+    if numbered && let Some(first) = card.rows.first() {
+        components.push(CreateActionRow::Buttons(vec![
+            CreateButton::new(all_id(&first.id, true))
+                .label("Approve all")
+                .style(ButtonStyle::Success)
+                .disabled(pending == 0),
+            CreateButton::new(all_id(&first.id, false))
+                .label("Deny all")
+                .style(ButtonStyle::Danger)
+                .disabled(pending == 0),
+        ]));
+    }
+    Body {
+        content,
+        embeds,
+        components,
+    }
+}
+
+/// Text without backticks, for inline code.
+fn inline(text: &str) -> String {
+    let one_line = text.lines().next().unwrap_or_default().replace('`', "ˋ");
+    clip(&one_line, 200)
+}
+
+fn fence_safe(text: &str) -> String {
+    text.replace("```", "`\u{200b}``")
+}
+
+/// At most `max` characters, cut with an ellipsis.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The last `max` characters.
+fn clip_tail(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_owned();
+    }
+    let mut out = String::from("…");
+    out.extend(text.chars().skip(n - max + 1));
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+use super::*;
+use pretty_assertions::assert_eq;
+use sandpiper_agent::protocol::ApprovalItem;
+
+use crate::split::split_message;
+
+fn item(n: u32, tool: &str, header: &str, preview: &str) -> ApprovalItem {
+    ApprovalItem {
+        request_id: format!("ap_{n:04}"),
+        call_id: format!("call_{n}"),
+        name: tool.into(),
+        header: header.into(),
+        preview: preview.into(),
+    }
+}
+
+fn json(body: &Body) -> serde_json::Value {
+    serde_json::to_value(body.create()).unwrap()
+}
+
+#[test]
+fn a_single_call_card() {
+    let card = ApprovalCard::pending(
+        &[item(1, "bash", "bash: rm -rf build/", "rm -rf build/\n")],
+        "discord:1",
+    );
+    insta::assert_json_snapshot!(json(&super::card(&card, "30 min")));
+}
+
+#[test]
+fn a_batch_card_with_one_decided_row_and_a_long_preview() {
+    let mut card = ApprovalCard::pending(
+        &[
+            item(1, "bash", "bash: make deploy", "make deploy"),
+            item(2, "write_file", "write_file: notes.md", &"line of the file\n".repeat(80)),
+            item(3, "edit_file", "edit_file: src/main.rs", "- a\n+ b"),
+        ],
+        "discord:1",
+    );
+    let mut decided = card.rows[0].clone();
+    decided.status = "denied".into();
+    decided.decided_by = Some("alice".into());
+    decided.feedback = Some("not on a Friday".into());
+    decided.decided_at = Some(1_700_000_000_000);
+    card.update(&decided);
+    let body = super::card(&card, "30 min");
+    assert_eq!(body.components.len(), 4, "three calls and the all row");
+    insta::assert_json_snapshot!(json(&body));
+}
+
+#[test]
+fn a_long_answer_split_at_the_limit_keeps_code_blocks_whole() {
+    let mut text = String::from("Here is the script:\n```python\n");
+    for i in 0..150 {
+        text.push_str(&format!("print('line {i} of the generated script')\n"));
+    }
+    text.push_str("```\nRun it with python3.");
+    let chunks = split_message(&text, LIMIT);
+    assert!(chunks.len() >= 3);
+    let bodies: Vec<serde_json::Value> = chunks
+        .iter()
+        .map(|c| {
+            json(&post(
+                &Post::Answer {
+                    text: c.clone(),
+                    live: false,
+                },
+                7,
+            ))
+        })
+        .collect();
+    for c in &chunks {
+        assert!(c.chars().count() <= LIMIT);
+        assert_eq!(c.matches("```").count() % 2, 0);
+    }
+    insta::assert_json_snapshot!(bodies);
+}
+
+#[test]
+fn ids_round_trip_and_the_live_answer_has_a_stop_button() {
+    assert_eq!(parse_stop_id(&stop_id(42)), Some(42));
+    assert_eq!(parse_all_id(&all_id("ap_1", false)), Some(false));
+    assert_eq!(
+        parse_note_modal_id(&note_modal_id("ap_1", ClickAction::DenyWithNote)),
+        Some(("ap_1".into(), ClickAction::DenyWithNote))
+    );
+    assert_eq!(parse_stop_id("stop:x"), None);
+    let live = json(&post(
+        &Post::Answer {
+            text: "working".into(),
+            live: true,
+        },
+        42,
+    ));
+    assert_eq!(live["components"][0]["components"][0]["custom_id"], "stop:42");
+    assert_eq!(live["allowed_mentions"], serde_json::json!({"parse": [], "roles": [], "users": []}));
+}
