@@ -604,8 +604,8 @@ impl Agent {
         }
         tracing::info!(workstream = %ws.key, calls = dangling.len(), "closing calls of an interrupted turn");
         for call in dangling {
-            let text = "not run: sandpiper restarted before this call was decided, and the \
-                        conversation moved on";
+            let text = "not run: sandpiper restarted before this call was decided or finished, \
+                        and the conversation moved on";
             ws.append(
                 &self.inner.store,
                 Message::tool_result(&call.id, &call.name, text),

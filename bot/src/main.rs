@@ -265,6 +265,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let health: sandpiper::serve::HealthSource =
         Arc::new(move || sandpiper::serve::health_of(&mcp));
     let shutdown = tokio_util::sync::CancellationToken::new();
+    let discord = sandpiper_channels::discord::DiscordChannel::start(agent.clone(), shutdown.clone())
+        .await
+        .context("cannot start Discord")?;
+    match &discord {
+        Some(_) => eprintln!("sandpiper: Discord: connecting"),
+        None => eprintln!(
+            "sandpiper: Discord is off (set DISCORD_TOKEN, or the variable named by [discord] token_env)"
+        ),
+    }
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
     let server = tokio::spawn(sandpiper::serve::run(
         listen,
@@ -274,9 +283,6 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     ));
     if let Ok(addr) = bound_rx.await {
         eprintln!("sandpiper: serving http://{addr}/health");
-        eprintln!(
-            "sandpiper: Discord and Slack are not part of this build yet; use `sandpiper chat`"
-        );
     }
     let stop = shutdown.clone();
     tokio::spawn(async move {
@@ -285,6 +291,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let served = server.await.context("the HTTP server task failed")?;
     served.with_context(|| format!("cannot serve on {listen}"))?;
+    if let Some(discord) = discord {
+        discord.join().await;
+    }
     agent.mcp().shutdown().await;
     Ok(())
 }

@@ -290,7 +290,9 @@ impl<S: Surface> Renderer<S> {
             }
             TurnEvent::TurnComplete { cancelled, .. } => {
                 if cancelled {
-                    self.segment.text.push_str("\n\n*(stopped)*");
+                    let sep = if self.segment.text.trim().is_empty() { "" } else { "\n\n" };
+                    self.segment.text.push_str(sep);
+                    self.segment.text.push_str("*(stopped)*");
                     self.segment.dirty = true;
                 }
                 return true;

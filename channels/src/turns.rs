@@ -1,5 +1,9 @@
 //! One lane per workstream: messages that arrive while a turn runs wait their turn (never
 //! dropped, never run in parallel in one workstream), and `/stop` cancels the running turn.
+//!
+//! Shutdown is not `/stop`: a stopped turn records that it was stopped, while shutdown drops
+//! the running turns as a process exit would, so a turn waiting for approval stays pending in
+//! the store and a click after the restart resumes it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -48,7 +52,7 @@ impl std::fmt::Debug for TurnQueue {
 }
 
 impl TurnQueue {
-    /// Lanes whose turns are also cancelled when `shutdown` is.
+    /// Lanes whose running turns are dropped (not cancelled) when `shutdown` is cancelled.
     pub fn new(shutdown: CancellationToken) -> Self {
         Self {
             lanes: Arc::default(),
@@ -65,7 +69,7 @@ impl TurnQueue {
         let mut lanes = self.lanes();
         let lane = lanes.entry(key.to_owned()).or_default();
         if lane.running.is_none() {
-            let token = self.shutdown.child_token();
+            let token = CancellationToken::new();
             lane.running = Some(token.clone());
             drop(lanes);
             self.spawn_worker(key.to_owned(), job, token);
@@ -84,14 +88,17 @@ impl TurnQueue {
             let mut job = first;
             let mut token = token;
             loop {
-                job(token).await;
+                tokio::select! {
+                    () = job(token) => {}
+                    () = this.shutdown.cancelled() => return,
+                }
                 let mut lanes = this.lanes();
                 let Some(lane) = lanes.get_mut(&key) else {
                     return;
                 };
                 match lane.waiting.pop_front() {
                     Some(next) => {
-                        token = this.shutdown.child_token();
+                        token = CancellationToken::new();
                         lane.running = Some(token.clone());
                         job = next;
                     }

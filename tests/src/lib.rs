@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //!
+//! - [`discord_harness`]: the real Discord channel against the fake Discord.
 //! - [`fake_discord`]: a fake Discord (REST + gateway) that a real serenity client connects to.
 //! - [`fake_llm`]: a scripted OpenAI-compatible and Anthropic streaming server on 127.0.0.1.
 //! - [`fake_slack`]: a fake Slack (Web API and Socket Mode) for the real slack-morphism client.
@@ -9,6 +10,7 @@
 //! - [`harness`]: the real wiring and console channel driven by scripted input.
 
 pub mod db;
+pub mod discord_harness;
 pub mod fake_discord;
 pub mod fake_llm;
 pub mod fake_slack;

@@ -2,6 +2,8 @@
 
 mod approvals;
 mod console;
+mod discord;
+mod discord_commands;
 mod failures;
 mod fake_discord;
 mod fake_slack;

@@ -1,0 +1,93 @@
+//! Discord slash commands, forged buttons and thread access, end to end.
+
+use sandpiper_tests::both_backends;
+use sandpiper_tests::discord_harness::{DiscordRig, WAIT, response_text};
+use sandpiper_tests::fake_discord::{CHANNEL_ID, FakeDiscord, FakeUser};
+use sandpiper_tests::fake_llm::text;
+use serde_json::json;
+
+use super::setup;
+
+fn alice() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_001, "alice")
+}
+
+fn bob() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_002, "bob")
+}
+
+both_backends! {
+    async fn ask_opens_a_thread_and_status_and_close_work_in_it(db) {
+        let s = setup(&db, vec![text("Pong from /ask.".to_owned()).with_usage(120, 30)]).await;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let names: Vec<String> = rig.fake.registered_commands().iter()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_owned()).collect();
+        for name in ["ask", "stop", "status", "close", "link", "memory", "mcp"] {
+            assert!(names.contains(&name.to_owned()), "{names:?}");
+        }
+        rig.fake.slash(CHANNEL_ID, &alice(), "ask", json!([{"name": "prompt", "type": 3, "value": "ping please"}])).await;
+        let thread = rig.fake.wait_until(WAIT, "a thread from /ask", |f| f.threads().first().map(|t| t.id)).await;
+        rig.wait_text(thread, "Pong from /ask.").await;
+
+        let status = rig.fake.slash(thread, &bob(), "status", json!([])).await;
+        let reply = rig.fake.wait_until(WAIT, "status", |f| f.interaction_responses(status).pop()).await;
+        let text = reply["data"]["content"].as_str().unwrap();
+        assert!(text.contains(&format!("discord:{thread}")) && text.contains("Owner: alice")
+            && text.contains("Tokens used: 120 in / 30 out") && text.contains("Always allowed: none"), "{text}");
+
+        let refused = rig.fake.slash(thread, &bob(), "close", json!([])).await;
+        let reply = rig.fake.wait_until(WAIT, "close refused", |f| f.interaction_responses(refused).pop()).await;
+        assert!(response_text(&[reply]).contains("Only the person who started"));
+        rig.fake.slash(thread, &alice(), "close", json!([])).await;
+        let closed = rig.fake.wait_until(WAIT, "the thread archived", |f| {
+            f.threads().into_iter().find(|t| t.id == thread && t.archived && t.locked)
+        }).await;
+        assert_eq!(closed.id, thread);
+        let ws = rig.agent.store().workstream(&format!("discord:{thread}")).await.unwrap().unwrap();
+        assert!(ws.closed_at.is_some());
+    }
+
+    async fn forged_and_unknown_buttons_change_nothing(db) {
+        let s = setup(&db, vec![text("hi")]).await;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "hello").await;
+        let msg = rig.wait_text(thread, "hi").await;
+        for forged in ["ap:ap_doesnotexist:a", "ap:../../etc:a", "totally-not-ours", "ap:ap_1:zz"] {
+            let click = rig.fake.click(thread, msg.id, &bob(), forged).await;
+            let reply = rig.fake.wait_until(WAIT, "a refusal", |f| f.interaction_responses(click).pop()).await;
+            assert_eq!(reply["data"]["flags"], json!(64), "{forged}: {reply}");
+            assert!(reply["data"]["content"].as_str().unwrap().contains("nothing changed"), "{reply}");
+        }
+        let llm_calls = s.llm.requests().len();
+        assert_eq!(llm_calls, 1);
+    }
+
+    async fn an_owner_only_thread_tells_others_once(db) {
+        let mut s = setup(&db, vec![text("hello alice"), text("still only alice")]).await;
+        s.config.discord.thread_access = sandpiper_agent::config::ThreadAccess::Owner;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "hi").await;
+        rig.wait_text(thread, "hello alice").await;
+        rig.fake.user_message(thread, &bob(), "can I join?").await;
+        rig.fake.user_message(thread, &bob(), "hello??").await;
+        rig.wait_text(thread, "Only alice can talk to me").await;
+        rig.fake.user_message(thread, &alice(), "one more").await;
+        rig.wait_text(thread, "still only alice").await;
+        let notices = rig.bot_messages(thread).into_iter().filter(|m| m.content.contains("Only alice")).count();
+        assert_eq!(notices, 1);
+        assert!(!s.llm.requests().iter().any(|r| r.to_string().contains("can I join")));
+    }
+
+    async fn link_gives_a_code_that_joins_a_console_identity(db) {
+        let s = setup(&db, vec![]).await;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let link = rig.fake.slash(CHANNEL_ID, &alice(), "link", json!([])).await;
+        let reply = rig.fake.wait_until(WAIT, "a link code", |f| f.interaction_responses(link).pop()).await;
+        let text = reply["data"]["content"].as_str().unwrap().to_owned();
+        assert_eq!(reply["data"]["flags"], json!(64));
+        let code = text.split_whitespace().nth(4).unwrap().to_owned();
+        let console = sandpiper_channels::account::Person { platform: "console", platform_user_id: "alice-laptop", display_name: "alice-laptop" };
+        let joined = sandpiper_channels::account::link(rig.agent.store(), console, Some(&code), false).await.unwrap();
+        assert!(joined.contains("discord:") && joined.contains("console:alice-laptop"), "{joined}");
+    }
+}
