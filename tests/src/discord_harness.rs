@@ -104,11 +104,15 @@ impl DiscordRig {
     /// Waits for a bot message in `channel` whose content contains `needle`.
     pub async fn wait_text(&self, channel: u64, needle: &str) -> FakeMessage {
         self.fake
-            .wait_until(WAIT, &format!("a bot message containing {needle:?}"), |_| {
-                self.bot_messages(channel)
-                    .into_iter()
-                    .find(|m| m.content.contains(needle))
-            })
+            .wait_until(
+                WAIT,
+                &format!("a bot message containing {needle:?}"),
+                |_| {
+                    self.bot_messages(channel)
+                        .into_iter()
+                        .find(|m| m.content.contains(needle))
+                },
+            )
             .await
     }
 

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 
 use sandpiper_agent::config::ThreadAccess;
-use serenity::all::{
-    ChannelId, Context, CreateThread, EventHandler, Interaction, Message, Ready,
-};
+use serenity::all::{ChannelId, Context, CreateThread, EventHandler, Interaction, Message, Ready};
 
 use super::render::Body;
 use super::surface::ThreadSurface;
@@ -81,7 +79,8 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
     };
     let mentioned = msg.mentions.iter().any(|u| u.id == me);
     let direct = msg.guild_id.is_none();
-    if !direct && !(mentioned && bot.listens_in(msg.channel_id)) {
+    let addressed = direct || (mentioned && bot.listens_in(msg.channel_id));
+    if !addressed {
         return Ok(());
     }
     let prompt = strip_mention(&msg.content, me.get());
@@ -141,7 +140,13 @@ async fn in_thread(
     }
     let author = bot.person(&msg.author).await?;
     if ws.closed_at.is_some() {
-        tell_once(bot, msg.channel_id, msg.author.id.get(), "🔒 This thread is closed. Mention me in a channel to start a new one.").await;
+        tell_once(
+            bot,
+            msg.channel_id,
+            msg.author.id.get(),
+            "🔒 This thread is closed. Mention me in a channel to start a new one.",
+        )
+        .await;
         return Ok(());
     }
     let owner = ws.row.owner.as_deref();
@@ -197,7 +202,10 @@ mod tests {
 
     #[test]
     fn thread_names_come_from_the_first_words() {
-        assert_eq!(thread_name("why is   CI red on main?"), "why is CI red on main?");
+        assert_eq!(
+            thread_name("why is   CI red on main?"),
+            "why is CI red on main?"
+        );
         assert_eq!(thread_name(&"word ".repeat(50)).len(), 89);
         assert_eq!(thread_name(""), "sandpiper");
         assert_eq!(strip_mention("<@42> hello <@!42>", 42), "hello");

@@ -151,13 +151,14 @@ async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction) -> Result {
         } else {
             "Deny with a note"
         };
-        let modal = CreateModal::new(render::note_modal_id(request, action), title).components(
-            vec![CreateActionRow::InputText(
-                CreateInputText::new(InputTextStyle::Paragraph, "Note for the agent", "note")
-                    .required(true)
-                    .max_length(1000),
-            )],
-        );
+        let modal =
+            CreateModal::new(render::note_modal_id(request, action), title).components(vec![
+                CreateActionRow::InputText(
+                    CreateInputText::new(InputTextStyle::Paragraph, "Note for the agent", "note")
+                        .required(true)
+                        .max_length(1000),
+                ),
+            ]);
         return reply_button(bot, c, CreateInteractionResponse::Modal(modal)).await;
     }
     let requests = render::card_requests(&c.message);
@@ -180,7 +181,9 @@ async fn after_decision(
         ClickOutcome::Refused(reason) => {
             CreateInteractionResponse::Message(ephemeral(&format!("🚫 {reason}")))
         }
-        ClickOutcome::NeedsNote => CreateInteractionResponse::Message(ephemeral("A note is needed.")),
+        ClickOutcome::NeedsNote => {
+            CreateInteractionResponse::Message(ephemeral("A note is needed."))
+        }
         ClickOutcome::Decided { record, resume } => {
             if resume {
                 bot.submit_resume(channel, record.requested_by.clone());
@@ -306,9 +309,9 @@ async fn stop(bot: &Arc<Bot>, channel: ChannelId, user: &User) -> Result<String>
 }
 
 fn is_admin(member: Option<&Member>) -> bool {
-    member
-        .and_then(|m| m.permissions)
-        .is_some_and(|p| p.contains(Permissions::ADMINISTRATOR) || p.contains(Permissions::MANAGE_THREADS))
+    member.and_then(|m| m.permissions).is_some_and(|p| {
+        p.contains(Permissions::ADMINISTRATOR) || p.contains(Permissions::MANAGE_THREADS)
+    })
 }
 
 async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction) -> Result {
@@ -336,22 +339,30 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction) -> Result {
                 return reply_command(bot, c, private("Use /close in a thread I answer in.")).await;
             };
             let person = bot.person(&c.user).await?;
-            if ws.row.owner.as_deref() != Some(person.id.as_str()) && !is_admin(c.member.as_deref()) {
+            if ws.row.owner.as_deref() != Some(person.id.as_str()) && !is_admin(c.member.as_deref())
+            {
                 return reply_command(
                     bot,
                     c,
-                    private("🚫 Only the person who started this thread, or an admin, can close it."),
+                    private(
+                        "🚫 Only the person who started this thread, or an admin, can close it.",
+                    ),
                 )
                 .await;
             }
             bot.turns.stop(&key);
             bot.agent.store().close_workstream(&key).await?;
             bot.agent.forget(&key);
-            let text = format!("🔒 Closed by {}. This workstream has ended.", person.username);
+            let text = format!(
+                "🔒 Closed by {}. This workstream has ended.",
+                person.username
+            );
             reply_command(bot, c, public(&text)).await?;
             let archive = EditThread::new().archived(true).locked(true);
             bot.pace
-                .send("archive thread", || c.channel_id.edit_thread(&http, archive.clone()))
+                .send("archive thread", || {
+                    c.channel_id.edit_thread(&http, archive.clone())
+                })
                 .await?;
             tracing::info!(workstream = %key, by = %person.username, "workstream closed");
             Ok(())
@@ -366,7 +377,9 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction) -> Result {
                 workstream: ws.as_ref().map(|w| w.row.key.as_str()),
                 prefix: "/",
             };
-            let text = answer(&bot.agent, &other, who, at).await.unwrap_or_default();
+            let text = answer(&bot.agent, &other, who, at)
+                .await
+                .unwrap_or_default();
             reply_command(bot, c, private(&text)).await
         }
     }
@@ -380,13 +393,20 @@ async fn ask(bot: &Arc<Bot>, c: &CommandInteraction, prompt: String, in_thread: 
     if !in_thread && !bot.listens_in(c.channel_id) {
         return reply_command(bot, c, private("I don't listen in this channel.")).await;
     }
-    let shown = format!("**{}** asked: {}", person.username, render::clip(&prompt, 1800));
+    let shown = format!(
+        "**{}** asked: {}",
+        person.username,
+        render::clip(&prompt, 1800)
+    );
     reply_command(bot, c, public(&shown)).await?;
     if in_thread {
         bot.submit_turn(c.channel_id, person, prompt);
         return Ok(());
     }
-    let original = bot.pace.send("ask original", || c.get_response(&http)).await?;
+    let original = bot
+        .pace
+        .send("ask original", || c.get_response(&http))
+        .await?;
     let builder = serenity::all::CreateThread::new(handler::thread_name(&prompt));
     let thread = bot
         .pace

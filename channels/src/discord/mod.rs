@@ -20,8 +20,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sandpiper_agent::config::DiscordConfig;
-use sandpiper_agent::store::users::User;
 use sandpiper_agent::protocol::TurnSink as _;
+use sandpiper_agent::store::users::User;
 use sandpiper_agent::{Agent, ResumeRequest, TurnRequest};
 use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
 use tokio_util::sync::CancellationToken;
@@ -85,8 +85,14 @@ impl Bot {
     }
 
     /// The sandpiper user behind a Discord user.
-    async fn person(&self, user: &serenity::all::User) -> Result<User, sandpiper_agent::store::StoreError> {
-        let name = user.global_name.clone().unwrap_or_else(|| user.name.clone());
+    async fn person(
+        &self,
+        user: &serenity::all::User,
+    ) -> Result<User, sandpiper_agent::store::StoreError> {
+        let name = user
+            .global_name
+            .clone()
+            .unwrap_or_else(|| user.name.clone());
         self.agent
             .store()
             .user_for_identity(PLATFORM, &user.id.to_string(), &name)
@@ -119,8 +125,7 @@ impl Bot {
                     bot: bot.clone(),
                     channel,
                 });
-                let (sink, renderer) =
-                    stream::start(surface.clone(), bot.config.stream_interval);
+                let (sink, renderer) = stream::start(surface.clone(), bot.config.stream_interval);
                 let key = workstream_key(channel);
                 let approver = CardApprover {
                     surface,
@@ -157,8 +162,7 @@ impl Bot {
                     bot: bot.clone(),
                     channel,
                 });
-                let (sink, renderer) =
-                    stream::start(surface.clone(), bot.config.stream_interval);
+                let (sink, renderer) = stream::start(surface.clone(), bot.config.stream_interval);
                 let key = workstream_key(channel);
                 let approver = CardApprover {
                     surface,
@@ -192,15 +196,24 @@ impl Bot {
     fn queue(self: &Arc<Self>, channel: ChannelId, key: &str, job: crate::turns::Job) {
         let notice = match self.turns.submit(key, job) {
             Ok(Queued::Now) => return,
-            Ok(Queued::Behind(n)) => format!(
-                "⏳ Queued ({n} ahead): I'll answer this when the current turn is done."
-            ),
+            Ok(Queued::Behind(n)) => {
+                format!("⏳ Queued ({n} ahead): I'll answer this when the current turn is done.")
+            }
             Err(full) => format!("⚠️ {full}"),
         };
         let bot = self.clone();
         tokio::spawn(async move {
             let surface = ThreadSurface { bot, channel };
-            if let Err(e) = surface.send(&render::Body { content: notice, ..Default::default() }, "queue notice").await {
+            if let Err(e) = surface
+                .send(
+                    &render::Body {
+                        content: notice,
+                        ..Default::default()
+                    },
+                    "queue notice",
+                )
+                .await
+            {
                 tracing::warn!(error = %e, "could not post a queue notice");
             }
         });

@@ -93,7 +93,10 @@ mod tests {
         let pacer = Pacer::new(10);
         let start = Instant::now();
         for _ in 0..5 {
-            pacer.send("t", || async { Ok::<_, serenity::Error>(()) }).await.unwrap();
+            pacer
+                .send("t", || async { Ok::<_, serenity::Error>(()) })
+                .await
+                .unwrap();
         }
         assert!(start.elapsed() >= Duration::from_millis(400));
     }

@@ -151,10 +151,17 @@ fn tool_line(line: &ToolLine) -> String {
         ToolState::Done => ("✅", "done"),
         ToolState::Failed => ("❌", "error"),
     };
-    let mut out = format!("{mark} **{}** `{}` — {state}", line.name, inline(&line.header));
+    let mut out = format!(
+        "{mark} **{}** `{}` — {state}",
+        line.name,
+        inline(&line.header)
+    );
     if !line.output.is_empty() {
         let budget = LIMIT - out.len().min(LIMIT) - 40;
-        out.push_str(&format!("\n```\n{}\n```", fence_safe(&clip_tail(&line.output, budget))));
+        out.push_str(&format!(
+            "\n```\n{}\n```",
+            fence_safe(&clip_tail(&line.output, budget))
+        ));
     }
     if line.attached {
         out.push_str("\n*(full output attached)*");
@@ -167,7 +174,10 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
     let pending = card.rows.iter().filter(|r| r.status == "pending").count();
     let content = match (card.rows.len(), pending) {
         (1, 1) => "🔐 **Approval needed**".to_owned(),
-        (n, 0) => format!("🔐 Approval: {n} call{} decided", if n == 1 { "" } else { "s" }),
+        (n, 0) => format!(
+            "🔐 Approval: {n} call{} decided",
+            if n == 1 { "" } else { "s" }
+        ),
         (n, p) => format!("🔐 **Approval needed** — {p} of {n} calls waiting"),
     };
     let numbered = card.is_batch();
@@ -186,10 +196,10 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
             description.push_str(&format!("\n```\n{}\n```", preview(row.preview.trim_end())));
         }
         let colour = match row.status.as_str() {
-            "pending" => 0xF1C4_0F,
-            "approved" | "always" => 0x2ECC_71,
-            "denied" | "timed_out" => 0xE74C_3C,
-            _ => 0x95A5_A6,
+            "pending" => 0xF1C40F,
+            "approved" | "always" => 0x2ECC71,
+            "denied" | "timed_out" => 0xE74C3C,
+            _ => 0x95A5A6,
         };
         if let Some(outcome) = outcome_line(row, timeout) {
             description.push_str(&format!("\n{outcome}"));
@@ -210,9 +220,21 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         components.push(CreateActionRow::Buttons(vec![
             button(ClickAction::Approve, "Approve", ButtonStyle::Success),
             button(ClickAction::Deny, "Deny", ButtonStyle::Danger),
-            button(ClickAction::AlwaysAllow, "Always allow", ButtonStyle::Primary),
-            button(ClickAction::ApproveWithNote, "Approve with note", ButtonStyle::Secondary),
-            button(ClickAction::DenyWithNote, "Deny with note", ButtonStyle::Secondary),
+            button(
+                ClickAction::AlwaysAllow,
+                "Always allow",
+                ButtonStyle::Primary,
+            ),
+            button(
+                ClickAction::ApproveWithNote,
+                "Approve with note",
+                ButtonStyle::Secondary,
+            ),
+            button(
+                ClickAction::DenyWithNote,
+                "Deny with note",
+                ButtonStyle::Secondary,
+            ),
         ]));
     }
     if numbered && let Some(first) = card.rows.first() {

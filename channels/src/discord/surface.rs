@@ -129,15 +129,22 @@ impl Approver for CardApprover {
         };
         for chunk in items.chunks(MAX_ROWS) {
             let card = ApprovalCard::pending(chunk, &self.workstream);
-            match self.surface.send(&render::card(&card, &timeout), "approval card").await {
+            match self
+                .surface
+                .send(&render::card(&card, &timeout), "approval card")
+                .await
+            {
                 Ok(id) => guard
                     .cards
                     .push((id, chunk.iter().map(|i| i.request_id.clone()).collect())),
                 Err(e) => {
                     tracing::warn!(error = %e, workstream = %self.workstream, "could not post an approval card; denying");
-                    return items.iter().map(|_| Decision::deny(Some(
-                        "the approval card could not be posted".into(),
-                    ))).collect();
+                    return items
+                        .iter()
+                        .map(|_| {
+                            Decision::deny(Some("the approval card could not be posted".into()))
+                        })
+                        .collect();
                 }
             }
         }
@@ -165,7 +172,10 @@ impl Drop for CardGuard {
         let channel = self.channel;
         let cards = std::mem::take(&mut self.cards);
         tokio::spawn(async move {
-            let surface = ThreadSurface { bot: bot.clone(), channel };
+            let surface = ThreadSurface {
+                bot: bot.clone(),
+                channel,
+            };
             for (id, requests) in cards {
                 // The pipeline writes the outcome right after dropping the wait.
                 let mut card = None;

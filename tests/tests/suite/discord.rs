@@ -211,7 +211,7 @@ both_backends! {
 
     async fn stop_cancels_the_running_turn(db) {
         let s = setup(&db, vec![
-            Reply::slow_text(&"word ".repeat(200), Duration::from_millis(50)),
+            Reply::slow_text("word ".repeat(200), Duration::from_millis(50)),
         ]).await;
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
         let thread = rig.mention(&alice(), "talk a lot").await;

@@ -1,7 +1,7 @@
 //! Discord slash commands, forged buttons and thread access, end to end.
 
 use sandpiper_tests::both_backends;
-use sandpiper_tests::discord_harness::{DiscordRig, WAIT, response_text};
+use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button, card_text, response_text};
 use sandpiper_tests::fake_discord::{CHANNEL_ID, FakeDiscord, FakeUser};
 use sandpiper_tests::fake_llm::text;
 use serde_json::json;
@@ -18,7 +18,7 @@ fn bob() -> FakeUser {
 
 both_backends! {
     async fn ask_opens_a_thread_and_status_and_close_work_in_it(db) {
-        let s = setup(&db, vec![text("Pong from /ask.".to_owned()).with_usage(120, 30)]).await;
+        let s = setup(&db, vec![text("Pong from /ask.").with_usage(120, 30)]).await;
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
         let names: Vec<String> = rig.fake.registered_commands().iter()
             .map(|c| c["name"].as_str().unwrap_or_default().to_owned()).collect();
@@ -89,5 +89,60 @@ both_backends! {
         let console = sandpiper_channels::account::Person { platform: "console", platform_user_id: "alice-laptop", display_name: "alice-laptop" };
         let joined = sandpiper_channels::account::link(rig.agent.store(), console, Some(&code), false).await.unwrap();
         assert!(joined.contains("discord:") && joined.contains("console:alice-laptop"), "{joined}");
+    }
+}
+
+const ONCALL: u64 = 700_000_000_000_000_001;
+
+fn carol() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_003, "carol").with_roles(&[ONCALL])
+}
+
+both_backends! {
+    async fn an_approver_role_may_decide_but_only_the_owner_may_always_allow(db) {
+        let mut s = setup(&db, vec![
+            sandpiper_tests::fake_llm::tool_call("c1", "bash", json!({"command": "seq 1 40"})),
+            text("counted"),
+        ]).await;
+        s.config.discord.approver_roles = vec![ONCALL.to_string()];
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "count to forty").await;
+        let card = rig.card(thread).await;
+        let always = rig.fake.click(thread, card.id, &carol(), &button(&card, "Always allow", 0)).await;
+        let reply = rig.fake.wait_until(WAIT, "the refusal", |f| f.interaction_responses(always).pop()).await;
+        assert!(response_text(&[reply]).contains("only the person who started this thread can choose Always allow"));
+        rig.fake.click(thread, card.id, &carol(), &button(&card, "Approve", 0)).await;
+        rig.wait_text(thread, "counted").await;
+        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        assert!(card_text(&decided).contains("Approved by carol"), "{}", card_text(&decided));
+        // 40 lines of output go as a file, not cut.
+        let upload = rig.fake.messages(thread).into_iter().find(|m| !m.attachments.is_empty()).expect("an attachment");
+        let (name, bytes) = &upload.attachments[0];
+        assert_eq!(name, "bash-output.txt");
+        let body = String::from_utf8_lossy(bytes);
+        assert!(body.contains("\n1\n") || body.starts_with("1\n"), "{body}");
+        assert!(body.contains("40"), "{body}");
+        let line = rig.wait_text(thread, "full output attached").await;
+        assert!(line.content.contains("40") && !line.content.contains("\n1\n"), "{}", line.content);
+    }
+
+    async fn the_stop_button_stops_a_turn_and_a_late_click_says_the_turn_is_gone(db) {
+        let s = setup(&db, vec![
+            sandpiper_tests::fake_llm::tool_call("c1", "bash", json!({"command": "echo never"})),
+        ]).await;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "wait for me").await;
+        let card = rig.card(thread).await;
+        let stop = rig.fake.click(thread, card.id, &alice(), &format!("stop:{thread}")).await;
+        let reply = rig.fake.wait_until(WAIT, "the stop reply", |f| f.interaction_responses(stop).pop()).await;
+        assert!(response_text(&[reply]).contains("Stopping"));
+        let gone = rig.fake.wait_until(WAIT, "the card to say the turn is gone", |f| {
+            f.messages(thread).into_iter().find(|m| m.id == card.id && card_text(m).contains("Not run"))
+        }).await;
+        assert!(sandpiper_tests::discord_harness::open_buttons(&gone).is_empty());
+        let late = rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
+        let reply = rig.fake.wait_until(WAIT, "the late click answered", |f| f.interaction_responses(late).pop()).await;
+        assert_eq!(reply["type"], json!(7), "the card is redrawn: {reply}");
+        assert!(!s.llm.requests().iter().any(|r| r.to_string().contains("never\\n")), "the call never ran");
     }
 }

@@ -32,7 +32,12 @@ fn a_batch_card_with_one_decided_row_and_a_long_preview() {
     let mut card = ApprovalCard::pending(
         &[
             item(1, "bash", "bash: make deploy", "make deploy"),
-            item(2, "write_file", "write_file: notes.md", &"line of the file\n".repeat(80)),
+            item(
+                2,
+                "write_file",
+                "write_file: notes.md",
+                &"line of the file\n".repeat(80),
+            ),
             item(3, "edit_file", "edit_file: src/main.rs", "- a\n+ b"),
         ],
         "discord:1",
@@ -92,6 +97,12 @@ fn ids_round_trip_and_the_live_answer_has_a_stop_button() {
         },
         42,
     ));
-    assert_eq!(live["components"][0]["components"][0]["custom_id"], "stop:42");
-    assert_eq!(live["allowed_mentions"], serde_json::json!({"parse": [], "roles": [], "users": []}));
+    assert_eq!(
+        live["components"][0]["components"][0]["custom_id"],
+        "stop:42"
+    );
+    assert_eq!(
+        live["allowed_mentions"],
+        serde_json::json!({"parse": [], "roles": [], "users": []})
+    );
 }
