@@ -217,3 +217,85 @@ async fn memory_lists_and_deletes_only_what_the_caller_sees() {
     assert_eq!(others.trim(), "no memories");
     assert_eq!(deleted.trim(), "deleted `carol_shell` (user scope)");
 }
+
+/// `sandpiper serve` as an operator runs it: the token and the (test) API base come from the
+/// environment, and a mention in the fake Discord gets an answer in a new thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_connects_to_discord_from_the_environment() {
+    use sandpiper_tests::fake_discord::{CHANNEL_ID, FakeDiscord, FakeUser};
+    let llm = FakeLlm::start(vec![text("Hello from the real binary.")]).await;
+    let discord = FakeDiscord::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.arg("serve")
+        .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url())
+        .env("SANDPIPER_MODEL", "fake")
+        .env("SANDPIPER_LISTEN", "127.0.0.1:0")
+        .env("DISCORD_TOKEN", "discord-secret-token")
+        .env("SANDPIPER_DISCORD_API_BASE", discord.base_url())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("sandpiper serve starts");
+    let wait = std::time::Duration::from_secs(30);
+    discord.wait_ready(wait).await;
+    discord
+        .wait_until(wait, "slash commands", |d| {
+            (!d.registered_commands().is_empty()).then_some(())
+        })
+        .await;
+    let alice = FakeUser::new(42, "alice");
+    let msg = discord
+        .user_message(CHANNEL_ID, &alice, &format!("{} hello", discord.mention()))
+        .await;
+    let thread = discord
+        .wait_until(wait, "a thread", |d| {
+            d.threads()
+                .into_iter()
+                .find(|t| t.starter_message_id == Some(msg))
+                .map(|t| t.id)
+        })
+        .await;
+    discord
+        .wait_until(wait, "the answer", |d| {
+            d.messages(thread)
+                .into_iter()
+                .find(|m| m.content.contains("Hello from the real binary."))
+        })
+        .await;
+    child.kill().expect("stop serve");
+    let out = child.wait_with_output().expect("serve exits");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Discord: connecting"), "{stderr}");
+    assert!(!stderr.contains("discord-secret-token"), "{stderr}");
+    let authorised = discord
+        .requests()
+        .iter()
+        .all(|r| r.path.starts_with("/api/v10/"));
+    assert!(authorised);
+}
+
+#[test]
+fn serve_without_a_token_says_discord_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.arg("serve")
+        .env("SANDPIPER_LISTEN", "127.0.0.1:0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("sandpiper serve starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let mut seen = String::new();
+    while let Some(Ok(line)) = lines.next() {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("serving http://") {
+            break;
+        }
+    }
+    child.kill().expect("stop serve");
+    let _ = child.wait();
+    assert!(seen.contains("Discord is off"), "{seen}");
+    assert!(seen.contains("/health"), "{seen}");
+}
