@@ -184,6 +184,7 @@ mod tests {
             decided_by: None,
             feedback: None,
             decided_at: None,
+            created_at: 0,
         }
     }
 

@@ -243,6 +243,7 @@ impl Batch<'_> {
                     decided_by: None,
                     feedback: None,
                     decided_at: None,
+                    created_at: 0,
                 };
                 self.store.create_approval(&record).await?;
                 asked.push((

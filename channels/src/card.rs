@@ -39,6 +39,7 @@ impl ApprovalCard {
                     decided_by: None,
                     feedback: None,
                     decided_at: None,
+                    created_at: 0,
                 })
                 .collect(),
         }

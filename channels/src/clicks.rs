@@ -96,6 +96,19 @@ pub async fn decide(
     }
     let live_turn = live.is_waiting(&record.id);
     let interrupted = !live_turn && interrupted_call(agent, &record).await?;
+    let timeout = agent.config().approval.timeout;
+    let expired = !timeout.is_zero()
+        && sandpiper_agent::store::now_ms() - record.created_at
+            > i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+    if interrupted && expired {
+        // Nobody enforced the timeout while sandpiper was down: it applies now.
+        store
+            .decide_approval(&record.id, "timed_out", None, None)
+            .await?;
+        let resume = batch_decided(agent, &record.workstream).await?;
+        let record = store.get_approval(&record.id).await?.unwrap_or(record);
+        return Ok(ClickOutcome::Decided { record, resume });
+    }
     if !live_turn && !interrupted {
         store
             .decide_approval(&record.id, "cancelled", None, None)

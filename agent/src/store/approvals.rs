@@ -28,6 +28,8 @@ pub struct ApprovalRecord {
     pub feedback: Option<String>,
     /// When it was decided (unix ms).
     pub decided_at: Option<i64>,
+    /// When it was asked (unix ms); set by the store.
+    pub created_at: i64,
 }
 
 type Row = (
@@ -42,10 +44,11 @@ type Row = (
     Option<String>,
     Option<String>,
     Option<i64>,
+    i64,
 );
 
 const COLUMNS: &str = "id, workstream, call_id, tool, header, preview, requested_by, status, \
-                       decided_by, feedback, decided_at";
+                       decided_by, feedback, decided_at, created_at";
 
 fn record(row: Row) -> ApprovalRecord {
     let (
@@ -60,6 +63,7 @@ fn record(row: Row) -> ApprovalRecord {
         decided_by,
         feedback,
         decided_at,
+        created_at,
     ) = row;
     ApprovalRecord {
         id,
@@ -73,6 +77,7 @@ fn record(row: Row) -> ApprovalRecord {
         decided_by,
         feedback,
         decided_at,
+        created_at,
     }
 }
 
@@ -236,6 +241,7 @@ mod tests {
             decided_by: None,
             feedback: None,
             decided_at: None,
+            created_at: 0,
         };
         store.create_approval(&rec).await.unwrap();
         assert!(
@@ -262,6 +268,8 @@ mod tests {
         let stored = store.get_approval("ap1").await.unwrap().unwrap();
         assert!(stored.decided_at.is_some());
         rec.decided_at = stored.decided_at;
+        assert!(stored.created_at > 0);
+        rec.created_at = stored.created_at;
         assert_eq!(stored, rec);
         assert_eq!(store.approval_for_call("w", "c1").await.unwrap(), Some(rec));
     }

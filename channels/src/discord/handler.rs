@@ -174,11 +174,14 @@ async fn in_thread(
 
 /// Posts a notice to a user in a thread, once per thread and user.
 async fn tell_once(bot: &Arc<Bot>, channel: ChannelId, user: u64, text: &str) {
-    let first = bot
-        .told
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert((channel.get(), user));
+    let first = {
+        let mut told = bot.told.lock().unwrap_or_else(|e| e.into_inner());
+        // Bounded: forgetting only means someone may be told twice.
+        if told.len() >= 10_000 {
+            told.clear();
+        }
+        told.insert((channel.get(), user))
+    };
     if !first {
         return;
     }

@@ -192,6 +192,24 @@ both_backends! {
         assert!(card_text(&decided).contains("Approved by alice"));
     }
 
+    async fn a_click_after_a_restart_and_the_timeout_counts_as_no_decision(db) {
+        let mut s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "echo too-late"})),
+            text("It timed out, so I did not run it."),
+        ]).await;
+        s.config.approval.timeout = Duration::from_secs(2);
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "echo later").await;
+        let card = rig.card(thread).await;
+        let rig = rig.restart().await;
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
+        rig.wait_text(thread, "did not run it").await;
+        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        assert!(card_text(&decided).contains("no decision within 2 s"), "{}", card_text(&decided));
+        assert!(!sent(&s.llm)[1].contains("too-late\\n"), "it did not run");
+    }
+
     async fn a_message_during_a_turn_is_queued_and_answered_after_it(db) {
         let s = setup(&db, vec![
             Reply::slow_text("first answer, slowly", Duration::from_millis(150)),
