@@ -125,9 +125,13 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Content {
     let mut fallback = vec![title.clone()];
     for row in &card.rows {
         let header: String = row.header.chars().take(HEADER_LIMIT).collect();
-        let mut text = format!("*{}* — {}", escape(&row.tool), escape(&header));
+        // Headers usually name the tool already ("bash: ls").
+        let shown_header = header
+            .strip_prefix(&format!("{}: ", row.tool))
+            .unwrap_or(&header);
+        let mut text = format!("*{}* — {}", escape(&row.tool), escape(shown_header));
         let shown = preview(&row.preview);
-        if !shown.trim().is_empty() && shown.trim() != row.header.trim() {
+        if !shown.trim().is_empty() && shown.trim() != shown_header.trim() {
             text.push_str(&format!("\n```\n{}\n```", escape(&shown)));
         }
         let mut block = section(&text);
