@@ -334,9 +334,7 @@ impl Agent {
             approver: req.approver,
             cancel: req.cancel,
         };
-        let result = self
-            .turn(&mut ws, &turn, Some((dangling, &stored)))
-            .await;
+        let result = self.turn(&mut ws, &turn, Some((dangling, &stored))).await;
         self.report(&turn, result, ws).map(Some)
     }
 
@@ -446,7 +444,9 @@ impl Agent {
         if let Some((calls, approver)) = resume {
             tracing::info!(workstream = %ws.key, calls = calls.len(), "resuming an interrupted turn");
             outcome.tool_calls += calls.len();
-            denied = self.run_batch(ws, req, &mut tools, &calls, approver).await?;
+            denied = self
+                .run_batch(ws, req, &mut tools, &calls, approver)
+                .await?;
             if req.cancel.is_cancelled() {
                 outcome.cancelled = true;
                 ws.last_turn_end = Some(Instant::now());

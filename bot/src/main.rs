@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use sandpiper::{commands, wiring};
-use sandpiper_channels::account;
 use sandpiper_agent::Config;
 use sandpiper_agent::config::{ProcessEnv, ToolSearchMode};
 use sandpiper_agent::tools::ToolRegistry;
+use sandpiper_channels::account;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
 
 #[derive(Debug, Parser)]
@@ -196,7 +196,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rename { username } => {
             let me = os_user();
             let store = wiring::open_store(&config).await?;
-            println!("{}", account::rename(&store, console_person(&me), &username).await?);
+            println!(
+                "{}",
+                account::rename(&store, console_person(&me), &username).await?
+            );
             Ok(())
         }
         Command::Memory {
@@ -211,8 +214,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     account::memory_list(&store, console_person(&me), &workstream).await?
                 }
                 MemoryCommand::Delete { name, scope } => {
-                    account::memory_delete(&store, console_person(&me), &workstream, &name, scope.as_deref())
-                        .await?
+                    account::memory_delete(
+                        &store,
+                        console_person(&me),
+                        &workstream,
+                        &name,
+                        scope.as_deref(),
+                    )
+                    .await?
                 }
             };
             println!("{}", text.trim_end());

@@ -51,8 +51,7 @@ pub async fn link(
         let user = store.unlink(who.platform, who.platform_user_id).await?;
         return Ok(format!(
             "unlinked: this {} account is now its own user, {}",
-            who.platform,
-            user.username
+            who.platform, user.username
         ));
     }
     match code {
@@ -89,7 +88,11 @@ pub async fn whoami(store: &Store, who: Person<'_>) -> Result<String, AccountErr
 }
 
 /// `sandpiper rename NAME`.
-pub async fn rename(store: &Store, who: Person<'_>, username: &str) -> Result<String, AccountError> {
+pub async fn rename(
+    store: &Store,
+    who: Person<'_>,
+    username: &str,
+) -> Result<String, AccountError> {
     let user = me(store, who).await?;
     let renamed = store.rename_user(&user.id, username).await?;
     Ok(format!("you are now {}", renamed.username))

@@ -19,16 +19,18 @@ pub struct Where<'a> {
 }
 
 /// The text answer to an informational command; `None` for the thread commands.
-pub async fn answer(agent: &Agent, cmd: &Command, who: Person<'_>, at: Where<'_>) -> Option<String> {
+pub async fn answer(
+    agent: &Agent,
+    cmd: &Command,
+    who: Person<'_>,
+    at: Where<'_>,
+) -> Option<String> {
     let store = agent.store();
     let text = match cmd {
         Command::Ask { .. } | Command::Stop | Command::Close => return None,
         Command::Help => help(at.prefix),
         Command::Status => match at.workstream {
-            None => format!(
-                "Use {}status inside a thread I answer in.",
-                at.prefix
-            ),
+            None => format!("Use {}status inside a thread I answer in.", at.prefix),
             Some(ws) => status(agent, ws).await,
         },
         Command::Link { code } => account::link(store, who, code.as_deref(), false)
@@ -79,7 +81,12 @@ async fn status(agent: &Agent, workstream: &str) -> String {
         status.always_allowed.join(", ")
     };
     let mut out = String::new();
-    let _ = writeln!(out, "Workstream `{}`{}", status.key, if status.closed { " (closed)" } else { "" });
+    let _ = writeln!(
+        out,
+        "Workstream `{}`{}",
+        status.key,
+        if status.closed { " (closed)" } else { "" }
+    );
     let _ = writeln!(out, "Owner: {owner}");
     let _ = writeln!(out, "Model: {}", status.model);
     let _ = writeln!(
@@ -150,4 +157,3 @@ pub fn mcp_refresh(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
     }
     out
 }
-

@@ -2,10 +2,10 @@
 //! against the *stored* request ([`rule_on_click`]); the button only names it. The first
 //! valid click decides (an atomic update in the store); later ones are told it was decided.
 
-use sandpiper_agent::{Agent, AgentError};
-use sandpiper_agent::approval_policy::{ClickAction, Clicker, ClickContext, Ruling, rule_on_click};
+use sandpiper_agent::approval_policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
 use sandpiper_agent::protocol::{Decision, Verdict};
 use sandpiper_agent::store::approvals::ApprovalRecord;
+use sandpiper_agent::{Agent, AgentError};
 
 use crate::live::LiveApprovals;
 
@@ -149,7 +149,10 @@ async fn interrupted_call(agent: &Agent, record: &ApprovalRecord) -> Result<bool
 async fn batch_decided(agent: &Agent, workstream: &str) -> Result<bool, AgentError> {
     let history = agent.history(workstream).await?;
     for call in sandpiper_agent::resume::unanswered_calls(&history) {
-        if let Some(r) = agent.store().approval_for_call(workstream, &call.id).await?
+        if let Some(r) = agent
+            .store()
+            .approval_for_call(workstream, &call.id)
+            .await?
             && r.status == "pending"
         {
             return Ok(false);

@@ -92,10 +92,7 @@ struct Args(HashMap<String, String>);
 
 impl Args {
     fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .get(name)
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
+        self.0.get(name).map(|s| s.trim()).filter(|s| !s.is_empty())
     }
 }
 
@@ -113,9 +110,9 @@ pub const COMMANDS: &[CommandSpec] = &[
         description: "Start a thread with the agent",
         options: &[PROMPT],
         parse: |a| {
-            let prompt = a
-                .get("prompt")
-                .ok_or_else(|| CommandError::Usage("ask needs a prompt: ask <what to ask>".into()))?;
+            let prompt = a.get("prompt").ok_or_else(|| {
+                CommandError::Usage("ask needs a prompt: ask <what to ask>".into())
+            })?;
             Ok(Command::Ask {
                 prompt: prompt.to_owned(),
             })
@@ -304,10 +301,16 @@ mod tests {
             }
         );
         assert_eq!(Command::from_text("").unwrap(), Command::Help);
-        assert_eq!(Command::from_text("LINK abc123").unwrap(), Command::Link {
-            code: Some("abc123".into())
-        });
-        assert_eq!(Command::from_text("mcp refresh").unwrap(), Command::Mcp { refresh: true });
+        assert_eq!(
+            Command::from_text("LINK abc123").unwrap(),
+            Command::Link {
+                code: Some("abc123".into())
+            }
+        );
+        assert_eq!(
+            Command::from_text("mcp refresh").unwrap(),
+            Command::Mcp { refresh: true }
+        );
     }
 
     #[test]
@@ -316,8 +319,13 @@ mod tests {
             Command::from_text("launch rockets"),
             Err(CommandError::Unknown("launch".into()))
         );
-        assert!(matches!(Command::from_text("ask"), Err(CommandError::Usage(m)) if m.contains("prompt")));
-        assert!(matches!(Command::from_text("memory shred x"), Err(CommandError::Usage(_))));
+        assert!(
+            matches!(Command::from_text("ask"), Err(CommandError::Usage(m)) if m.contains("prompt"))
+        );
+        assert!(matches!(
+            Command::from_text("memory shred x"),
+            Err(CommandError::Usage(_))
+        ));
     }
 
     #[test]
@@ -327,7 +335,11 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), COMMANDS.len());
         for c in COMMANDS {
-            assert!(c.name.len() <= 32 && c.description.len() <= 100, "{}", c.name);
+            assert!(
+                c.name.len() <= 32 && c.description.len() <= 100,
+                "{}",
+                c.name
+            );
         }
         assert!(help("/").contains("`/ask <prompt>`"));
     }

@@ -54,9 +54,7 @@ impl LiveApprovals {
 
     /// Whether a running turn waits for this request.
     pub fn is_waiting(&self, request_id: &str) -> bool {
-        self.map()
-            .get(request_id)
-            .is_some_and(|tx| !tx.is_closed())
+        self.map().get(request_id).is_some_and(|tx| !tx.is_closed())
     }
 }
 

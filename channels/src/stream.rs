@@ -85,8 +85,12 @@ pub trait Surface: Send + Sync + 'static {
     /// Replaces a message's content.
     async fn edit(&self, id: &str, post: &Post) -> Result<(), SurfaceError>;
     /// Uploads a text file into the thread.
-    async fn upload(&self, filename: &str, body: Vec<u8>, comment: &str)
-    -> Result<(), SurfaceError>;
+    async fn upload(
+        &self,
+        filename: &str,
+        body: Vec<u8>,
+        comment: &str,
+    ) -> Result<(), SurfaceError>;
     /// Shows (renews) a typing indicator.
     async fn typing(&self) -> Result<(), SurfaceError> {
         Ok(())
@@ -122,7 +126,10 @@ impl TurnSink for StreamSink {
             (Some(TurnEvent::TextDelta(prev)), TurnEvent::TextDelta(t)) => prev.push_str(&t),
             (
                 Some(TurnEvent::ToolOutputChunk { call_id: a, chunk }),
-                TurnEvent::ToolOutputChunk { call_id: b, chunk: more },
+                TurnEvent::ToolOutputChunk {
+                    call_id: b,
+                    chunk: more,
+                },
             ) if *a == b => chunk.push_str(&more),
             (_, event) => q.events.push_back(event),
         }
@@ -135,11 +142,7 @@ impl StreamSink {
     /// Waits until everything sent so far is on the platform (an approval card goes after
     /// the tool lines it is about).
     pub async fn settle(&self) {
-        let target = self
-            .queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pushed;
+        let target = self.queue.lock().unwrap_or_else(|e| e.into_inner()).pushed;
         let mut done = self.done.clone();
         let _ = done.wait_for(|n| *n >= target).await;
     }

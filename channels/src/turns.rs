@@ -148,7 +148,10 @@ mod tests {
         let q = TurnQueue::new(CancellationToken::new());
         let (tx, mut rx) = mpsc::unbounded_channel();
         assert_eq!(q.submit("w", job(tx.clone(), "a", 10_000)), Ok(Queued::Now));
-        assert_eq!(q.submit("w", job(tx.clone(), "b", 10)), Ok(Queued::Behind(1)));
+        assert_eq!(
+            q.submit("w", job(tx.clone(), "b", 10)),
+            Ok(Queued::Behind(1))
+        );
         assert_eq!(q.submit("other", job(tx.clone(), "c", 10)), Ok(Queued::Now));
         let mut seen = Vec::new();
         while seen.len() < 3 {

@@ -115,9 +115,9 @@ impl SlackRun {
     pub async fn ephemeral(&self, channel: &str, user: &str, needle: &str) -> FakeSlackMessage {
         self.slack
             .wait_until(WAIT, &format!("an ephemeral {needle:?}"), |s| {
-                s.messages(channel).into_iter().find(|m| {
-                    m.ephemeral_for.as_deref() == Some(user) && m.text.contains(needle)
-                })
+                s.messages(channel)
+                    .into_iter()
+                    .find(|m| m.ephemeral_for.as_deref() == Some(user) && m.text.contains(needle))
             })
             .await
     }

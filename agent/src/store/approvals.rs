@@ -263,10 +263,7 @@ mod tests {
         assert!(stored.decided_at.is_some());
         rec.decided_at = stored.decided_at;
         assert_eq!(stored, rec);
-        assert_eq!(
-            store.approval_for_call("w", "c1").await.unwrap(),
-            Some(rec)
-        );
+        assert_eq!(store.approval_for_call("w", "c1").await.unwrap(), Some(rec));
     }
 
     #[tokio::test]

@@ -26,6 +26,9 @@ pub struct WorkstreamInfo {
     pub closed_at: Option<i64>,
 }
 
+/// `key, owner, created_at, tokens_in, tokens_out, closed_at` as selected.
+type InfoRow = (String, Option<String>, i64, i64, i64, Option<i64>);
+
 impl Store {
     /// Returns the workstream, creating it (owned by `owner`) if it does not exist.
     pub async fn ensure_workstream(
@@ -76,7 +79,7 @@ impl Store {
 
     /// A workstream's row, or `None` when there is no such workstream.
     pub async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
-        let row: Option<(String, Option<String>, i64, i64, i64, Option<i64>)> = sqlx::query_as(
+        let row: Option<InfoRow> = sqlx::query_as(
             "SELECT key, owner, created_at, tokens_in, tokens_out, closed_at FROM workstreams \
              WHERE key = $1",
         )

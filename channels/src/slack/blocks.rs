@@ -251,7 +251,10 @@ mod tests {
         card.rows[1].status = "timed_out".into();
         card.rows[1].decided_at = Some(1_700_000_000_000);
         insta::assert_snapshot!("batch_card_decided", pretty(&card_json(&card)));
-        assert_eq!(card_request_ids(&card_json(&card)["blocks"]), ["ap_1", "ap_2"]);
+        assert_eq!(
+            card_request_ids(&card_json(&card)["blocks"]),
+            ["ap_1", "ap_2"]
+        );
     }
 
     fn pretty(v: &Value) -> String {

@@ -114,7 +114,7 @@ macro_rules! retrying {
                     break other.map_err(|e| ApiError {
                         method: $method,
                         message: e.to_string(),
-                    })
+                    });
                 }
             }
         }
@@ -181,7 +181,10 @@ impl Api {
         if let Some(ts) = thread_ts {
             req = req.with_thread_ts(ts.into());
         }
-        retrying!("chat.postEphemeral", self.session().chat_post_ephemeral(&req))?;
+        retrying!(
+            "chat.postEphemeral",
+            self.session().chat_post_ephemeral(&req)
+        )?;
         Ok(())
     }
 
@@ -205,7 +208,8 @@ impl Api {
         body: Vec<u8>,
         comment: &str,
     ) -> Result<(), ApiError> {
-        let announce = SlackApiFilesGetUploadUrlExternalRequest::new(filename.to_owned(), body.len());
+        let announce =
+            SlackApiFilesGetUploadUrlExternalRequest::new(filename.to_owned(), body.len());
         let url = retrying!(
             "files.getUploadURLExternal",
             self.session().get_upload_url_external(&announce)
@@ -281,14 +285,16 @@ impl Api {
             return members;
         }
         let req = SlackApiUserGroupsUsersListRequest::new(group.into());
-        let members: Vec<String> =
-            match retrying!("usergroups.users.list", self.session().usergroups_users_list(&req)) {
-                Ok(list) => list.users.into_iter().map(|u| u.0).collect(),
-                Err(e) => {
-                    tracing::warn!(error = %e, group, "cannot read a user group's members");
-                    return Vec::new();
-                }
-            };
+        let members: Vec<String> = match retrying!(
+            "usergroups.users.list",
+            self.session().usergroups_users_list(&req)
+        ) {
+            Ok(list) => list.users.into_iter().map(|u| u.0).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, group, "cannot read a user group's members");
+                return Vec::new();
+            }
+        };
         let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
         groups.insert(group.to_owned(), (Instant::now(), members.clone()));
         members

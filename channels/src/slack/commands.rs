@@ -126,7 +126,10 @@ async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String 
         .map(|u| u.username)
         .unwrap_or_else(|| user.to_owned());
     if let Some(thread) = Thread::parse(&key) {
-        let note = format!(":lock: Closed by {}. Mention me in the channel to start a new thread.", escape(&name));
+        let note = format!(
+            ":lock: Closed by {}. Mention me in the channel to start a new thread.",
+            escape(&name)
+        );
         let content = super::client::Content::text(note);
         if let Err(e) = ctx
             .api
@@ -143,7 +146,10 @@ async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String 
 async fn channel_workstreams(ctx: &Ctx, team: &str, channel: &str) -> Vec<String> {
     let prefix = format!("slack:{team}:{channel}:");
     let mut keys: Vec<String> = match ctx.agent.store().list_workstreams().await {
-        Ok(keys) => keys.into_iter().filter(|k| k.starts_with(&prefix)).collect(),
+        Ok(keys) => keys
+            .into_iter()
+            .filter(|k| k.starts_with(&prefix))
+            .collect(),
         Err(e) => {
             tracing::warn!(error = %e, "listing workstreams failed");
             Vec::new()
@@ -155,7 +161,11 @@ async fn channel_workstreams(ctx: &Ctx, team: &str, channel: &str) -> Vec<String
 
 /// The channel's most recent thread whose workstream is still open.
 async fn latest(ctx: &Ctx, team: &str, channel: &str) -> Option<String> {
-    for key in channel_workstreams(ctx, team, channel).await.into_iter().rev() {
+    for key in channel_workstreams(ctx, team, channel)
+        .await
+        .into_iter()
+        .rev()
+    {
         if let Ok(Some(info)) = ctx.agent.store().workstream(&key).await
             && info.closed_at.is_none()
         {

@@ -125,14 +125,13 @@ pub(crate) async fn converse(
     };
     if let Some(info) = &info {
         if info.closed_at.is_some() {
-            let text = "This thread's workstream is closed; mention me in the channel to start a new one.";
+            let text =
+                "This thread's workstream is closed; mention me in the channel to start a new one.";
             tell(ctx, &thread, slack_user, text).await;
             return;
         }
         let owner = info.row.owner.as_deref();
-        if ctx.config.thread_access == ThreadAccess::Owner
-            && owner.is_some_and(|o| o != user.id)
-        {
+        if ctx.config.thread_access == ThreadAccess::Owner && owner.is_some_and(|o| o != user.id) {
             let first = {
                 let mut told = ctx.told.lock().unwrap_or_else(|e| e.into_inner());
                 if told.len() >= MAX_TOLD {
@@ -149,7 +148,13 @@ pub(crate) async fn converse(
     }
     let text = strip_mention(&unescape(text), &ctx.bot_user);
     if text.trim().is_empty() {
-        tell(ctx, &thread, slack_user, "Yes? Ask me something after the mention.").await;
+        tell(
+            ctx,
+            &thread,
+            slack_user,
+            "Yes? Ask me something after the mention.",
+        )
+        .await;
         return;
     }
     let work = Work::Message {
@@ -172,7 +177,9 @@ pub(crate) async fn tell(ctx: &Ctx, thread: &Thread, slack_user: &str, text: &st
 
 /// The message without the bot's own mention.
 fn strip_mention(text: &str, bot_user: &str) -> String {
-    text.replace(&format!("<@{bot_user}>"), "").trim().to_owned()
+    text.replace(&format!("<@{bot_user}>"), "")
+        .trim()
+        .to_owned()
 }
 
 #[cfg(test)]

@@ -50,7 +50,8 @@ impl IntoResponse for HttpError {
 
 /// The routes, sharing `ctx`.
 pub(crate) fn router(ctx: Arc<Ctx>, signing_secret: &str) -> Router {
-    let verifier = SlackEventSignatureVerifier::new(&SlackSigningSecret::new(signing_secret.into()));
+    let verifier =
+        SlackEventSignatureVerifier::new(&SlackSigningSecret::new(signing_secret.into()));
     Router::new()
         .route("/slack/events", post(on_events))
         .route("/slack/interactions", post(on_interactions))
@@ -79,7 +80,9 @@ fn verified(http: &Http, headers: &HeaderMap, body: &Bytes) -> Result<String, Ht
 }
 
 fn form(body: &str) -> HashMap<String, String> {
-    form_urlencoded::parse(body.as_bytes()).into_owned().collect()
+    form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect()
 }
 
 async fn on_events(

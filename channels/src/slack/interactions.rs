@@ -9,10 +9,10 @@ use sandpiper_agent::approval_policy::{ClickAction, parse_button_id};
 use serde::{Deserialize, Serialize};
 use slack_morphism::prelude::*;
 
+use super::Ctx;
 use super::blocks::{self, ALL_PREFIX, NOTE_BLOCK, NOTE_CALLBACK, STOP_ACTION};
 use super::events::person;
 use super::turn::{Thread, Work, load_card, submit, update_card};
-use super::Ctx;
 use crate::clicks::{self, Click, ClickOutcome};
 
 /// What the note modal carries back (`private_metadata`).
@@ -58,7 +58,11 @@ async fn block_actions(ctx: &Arc<Ctx>, ev: SlackInteractionBlockActionsEvent) {
     let SlackInteractionActionContainer::Message(container) = ev.container else {
         return;
     };
-    let Some(channel) = container.channel_id.map(|c| c.0).or(ev.channel.map(|c| c.id.0)) else {
+    let Some(channel) = container
+        .channel_id
+        .map(|c| c.0)
+        .or(ev.channel.map(|c| c.id.0))
+    else {
         return;
     };
     let thread_ts = ev
@@ -304,7 +308,12 @@ async fn stop(ctx: &Arc<Ctx>, at: &At, workstream: &str) {
         return;
     }
     if !may_manage(ctx, &at.user, workstream).await {
-        refuse(ctx, at, "Only the person who started this thread (or an approver) can stop it.").await;
+        refuse(
+            ctx,
+            at,
+            "Only the person who started this thread (or an approver) can stop it.",
+        )
+        .await;
         return;
     }
     if !ctx.queue.stop(workstream) {
@@ -333,7 +342,11 @@ pub(crate) async fn may_manage(ctx: &Ctx, slack_user: &str, workstream: &str) ->
 
 /// Tells only the clicker.
 async fn refuse(ctx: &Ctx, at: &At, text: &str) {
-    if let Err(e) = ctx.api.ephemeral(&at.channel, &at.user, at.thread_ts.as_deref(), text).await {
+    if let Err(e) = ctx
+        .api
+        .ephemeral(&at.channel, &at.user, at.thread_ts.as_deref(), text)
+        .await
+    {
         tracing::warn!(error = %e, "ephemeral refusal failed");
     }
 }

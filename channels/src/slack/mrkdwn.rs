@@ -31,17 +31,18 @@ pub fn from_markdown(markdown: &str) -> String {
     let mut in_fence = false;
     for line in markdown.split('\n') {
         let trimmed = line.trim_start();
-        if trimmed.starts_with("```") {
+        if let Some(rest) = trimmed.strip_prefix("```") {
             if in_fence {
                 out.push("```".to_owned());
             } else {
                 // "```rust" opens a block; "```code```" on one line is inline code.
-                let rest = &trimmed[3..];
                 if rest.contains("```") {
                     out.push(inline(line));
                     continue;
                 }
-                let tag_only = rest.chars().all(|c| c.is_alphanumeric() || "+-_#.".contains(c));
+                let tag_only = rest
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || "+-_#.".contains(c));
                 out.push(if tag_only {
                     "```".to_owned()
                 } else {
@@ -86,15 +87,15 @@ fn inline(text: &str) -> String {
     while i < chars.len() {
         let c = chars[i];
         let rest = &chars[i..];
-        if c == '`' {
-            if let Some(end) = find(&chars, i + 1, &['`']) {
-                let code: String = chars[i + 1..end].iter().collect();
-                out.push('`');
-                out.push_str(&escape(&code));
-                out.push('`');
-                i = end + 1;
-                continue;
-            }
+        if c == '`'
+            && let Some(end) = find(&chars, i + 1, &['`'])
+        {
+            let code: String = chars[i + 1..end].iter().collect();
+            out.push('`');
+            out.push_str(&escape(&code));
+            out.push('`');
+            i = end + 1;
+            continue;
         }
         let mut matched = false;
         for (marker, slack) in [(['*', '*'], '*'), (['_', '_'], '*'), (['~', '~'], '~')] {
@@ -114,25 +115,26 @@ fn inline(text: &str) -> String {
         if matched {
             continue;
         }
-        if c == '[' {
-            if let Some(close) = find(&chars, i + 1, &[']', '('])
-                && let Some(end) = find(&chars, close + 2, &[')'])
-            {
-                let label: String = chars[i + 1..close].iter().collect();
-                let url: String = chars[close + 2..end].iter().collect();
-                if !url.is_empty() && !url.contains(char::is_whitespace) {
-                    out.push('<');
-                    out.push_str(&escape(&url).replace('|', "%7C"));
-                    out.push('|');
-                    out.push_str(&escape(&label).replace('|', "¦"));
-                    out.push('>');
-                    i = end + 1;
-                    continue;
-                }
+        if c == '['
+            && let Some(close) = find(&chars, i + 1, &[']', '('])
+            && let Some(end) = find(&chars, close + 2, &[')'])
+        {
+            let label: String = chars[i + 1..close].iter().collect();
+            let url: String = chars[close + 2..end].iter().collect();
+            if !url.is_empty() && !url.contains(char::is_whitespace) {
+                out.push('<');
+                out.push_str(&escape(&url).replace('|', "%7C"));
+                out.push('|');
+                out.push_str(&escape(&label).replace('|', "¦"));
+                out.push('>');
+                i = end + 1;
+                continue;
             }
         }
         if c == '*'
-            && chars.get(i + 1).is_some_and(|n| !n.is_whitespace() && *n != '*')
+            && chars
+                .get(i + 1)
+                .is_some_and(|n| !n.is_whitespace() && *n != '*')
             && let Some(end) = find(&chars, i + 1, &['*'])
             && !chars[end - 1].is_whitespace()
         {
@@ -173,7 +175,10 @@ mod tests {
             from_markdown("**Done**: see [the docs](https://x.io/a?b=1&c=2) and `a<b`"),
             "*Done*: see <https://x.io/a?b=1&amp;c=2|the docs> and `a&lt;b`"
         );
-        assert_eq!(from_markdown("## Plan\n- one\n* two"), "*Plan*\n• one\n• two");
+        assert_eq!(
+            from_markdown("## Plan\n- one\n* two"),
+            "*Plan*\n• one\n• two"
+        );
         assert_eq!(from_markdown("*it* and ~~gone~~"), "_it_ and ~gone~");
         assert_eq!(from_markdown("2 * 3 * 4 < 30"), "2 * 3 * 4 &lt; 30");
     }
@@ -188,7 +193,10 @@ mod tests {
 
     #[test]
     fn people_text_is_escaped_and_unescaped() {
-        assert_eq!(escape("<!channel> & <@U1>"), "&lt;!channel&gt; &amp; &lt;@U1&gt;");
+        assert_eq!(
+            escape("<!channel> & <@U1>"),
+            "&lt;!channel&gt; &amp; &lt;@U1&gt;"
+        );
         assert_eq!(unescape("a &lt;b&gt; &amp;amp;"), "a <b> &amp;");
     }
 }

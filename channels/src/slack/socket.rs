@@ -28,8 +28,11 @@ pub(crate) async fn listen(
             .with_error_handler(on_error)
             .with_user_state(ctx),
     );
-    let listener =
-        SlackClientSocketModeListener::new(&SlackClientSocketModeConfig::new(), environment, callbacks);
+    let listener = SlackClientSocketModeListener::new(
+        &SlackClientSocketModeConfig::new(),
+        environment,
+        callbacks,
+    );
     listener
         .listen_for(&token(app_token))
         .await

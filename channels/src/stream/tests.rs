@@ -139,7 +139,8 @@ async fn tools_get_their_own_line_and_long_output_is_attached() {
 async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
     let surface = recorder(60);
     let (sink, task) = start(surface.clone(), Duration::from_millis(10));
-    let text = "intro line\n```rust\nfn a() {}\nfn b() {}\nfn c() {}\nfn d() {}\nfn e() {}\n```\nbye";
+    let text =
+        "intro line\n```rust\nfn a() {}\nfn b() {}\nfn c() {}\nfn d() {}\nfn e() {}\n```\nbye";
     sink.event(TurnEvent::TextDelta(text.into()));
     sink.event(TurnEvent::TurnComplete {
         text: String::new(),

@@ -105,7 +105,7 @@ both_backends! {
 
     async fn slash_stop_cancels_the_running_turn(db) {
         let s = setup(&db, vec![
-            Reply::slow_text(&"word ".repeat(200), Duration::from_millis(50)),
+            Reply::slow_text("word ".repeat(200), Duration::from_millis(50)),
         ]).await;
         let run = socket_run(&s).await;
         let alice = run.slack.user("U0ALICE", "alice");
