@@ -236,4 +236,23 @@ both_backends! {
         assert_eq!(s.llm.requests().len(), 1);
         s.llm.verify();
     }
+
+    async fn the_stop_button_stops_its_thread_and_rate_limits_are_retried(db) {
+        let s = setup(&db, vec![
+            Reply::slow_text("word ".repeat(200), Duration::from_millis(50)),
+        ]).await;
+        let run = socket_run(&s).await;
+        let alice = run.slack.user("U0ALICE", "alice");
+        run.slack.fail_next("chat.postMessage", 1, 1);
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "talk a lot").await;
+        let live = run
+            .wait_message(CHANNEL_ID, &root, "the live answer", |m| m.blocks.to_string().contains("\"stop\""))
+            .await;
+        assert_eq!(run.slack.calls("chat.postMessage").len(), 2, "one 429, one retry");
+        let bob = run.slack.user("U0BOB", "bob");
+        run.slack.click(CHANNEL_ID, &live.ts, &bob, "stop", &format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}")).await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "Only the person").await;
+        run.slack.click(CHANNEL_ID, &live.ts, &alice, "stop", &format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}")).await;
+        run.wait_message(CHANNEL_ID, &root, "the stopped answer", |m| m.text.ends_with("_(stopped)_")).await;
+    }
 }

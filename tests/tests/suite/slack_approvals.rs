@@ -157,4 +157,34 @@ both_backends! {
         run.wait_message(CHANNEL_ID, &root, "the resumed answer", |m| m.text == "Resumed and done.").await;
         s.llm.verify();
     }
+
+    async fn an_approver_group_member_decides_and_long_output_is_uploaded(db) {
+        let mut s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "seq 1 40"})),
+            text("Counted."),
+        ]).await;
+        s.config.slack.approver_usergroups = vec!["S0ADMINS".into()];
+        let run = socket_run(&s).await;
+        run.slack.set_usergroup("S0ADMINS", &["U0BOB"]);
+        let alice = run.slack.user("U0ALICE", "alice");
+        let bob = run.slack.user("U0BOB", "bob");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "count").await;
+        let card = run.card(CHANNEL_ID, &root, 0).await;
+        let (always, value) = button(&card, "Always allow");
+        run.slack.click(CHANNEL_ID, &card.ts, &bob, &always, &value).await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "Not allowed").await;
+        let (approve, value) = button(&card, "Approve");
+        run.slack.click(CHANNEL_ID, &card.ts, &bob, &approve, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "the card decided by bob", |m| is_card(m) && m.text.contains("Approved by bob")).await;
+        run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "Counted.").await;
+        let line = run.wait_message(CHANNEL_ID, &root, "the tool line", |m| m.text.contains("full output attached")).await;
+        assert!(line.text.contains("40") && !line.text.contains("\n1\n"), "only the tail is shown: {}", line.text);
+        let files = run.slack.uploaded_files();
+        assert_eq!(files.len(), 1);
+        let (name, bytes, channel, thread) = &files[0];
+        assert_eq!(name, "bash-output.txt");
+        assert_eq!(String::from_utf8_lossy(bytes).lines().count(), 40);
+        assert_eq!((channel.as_deref(), thread.as_deref()), (Some(CHANNEL_ID), Some(root.as_str())));
+        s.llm.verify();
+    }
 }
