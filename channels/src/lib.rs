@@ -17,6 +17,7 @@
 //! Platforms:
 //! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`).
 //! - [`discord`]: Discord through serenity.
+//! - [`slack`]: Slack through slack-morphism (Socket Mode or the Events API).
 
 pub mod account;
 pub mod answers;
@@ -26,6 +27,7 @@ pub mod commands;
 pub mod console;
 pub mod discord;
 pub mod live;
+pub mod slack;
 pub mod split;
 pub mod stream;
 pub mod turns;

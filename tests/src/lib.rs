@@ -8,6 +8,7 @@
 //! - [`fake_slack`]: a fake Slack (Web API and Socket Mode) for the real slack-morphism client.
 //! - [`db`]: a fresh SQLite file or PostgreSQL schema per test, and `both_backends!`.
 //! - [`harness`]: the real wiring and console channel driven by scripted input.
+//! - [`slack_harness`]: the real Slack channel against the fake Slack.
 
 pub mod db;
 pub mod discord_harness;
@@ -15,3 +16,4 @@ pub mod fake_discord;
 pub mod fake_llm;
 pub mod fake_slack;
 pub mod harness;
+pub mod slack_harness;

@@ -29,6 +29,9 @@ pub struct WorkstreamInfo {
     pub closed_at: Option<i64>,
 }
 
+/// `key, owner, created_at, tokens_in, tokens_out, closed_at` as selected.
+type InfoRow = (String, Option<String>, i64, i64, i64, Option<i64>);
+
 impl Store {
     /// Returns the workstream, creating it (owned by `owner`) if it does not exist.
     pub async fn ensure_workstream(

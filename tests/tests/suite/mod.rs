@@ -15,6 +15,8 @@ mod parallel;
 mod providers;
 mod recall;
 mod restart;
+mod slack;
+mod slack_approvals;
 mod tool_search;
 
 use std::time::Duration;

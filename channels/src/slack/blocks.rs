@@ -1,0 +1,292 @@
+//! Block Kit for what the channel posts: answer pieces (with a **Stop** button while the turn
+//! runs), tool lines, notices, and the approval card built from
+//! [`ApprovalCard`](crate::card::ApprovalCard).
+//!
+//! The card names its requests in block ids (`ap_row:<request id>`) and button action ids
+//! (`ap:<request id>:<action>`, see `approval_policy::button_id`), so it can be re-rendered
+//! from the store after any click, also after a restart.
+
+use sandpiper_agent::approval_policy::{ClickAction, button_id};
+use serde_json::{Value, json};
+
+use super::client::Content;
+use super::mrkdwn::{escape, from_markdown};
+use crate::card::{ApprovalCard, outcome_line, preview};
+use crate::split::split_message;
+use crate::stream::{Post, ToolLine, ToolState};
+
+/// Most characters in one section's text.
+pub const SECTION_LIMIT: usize = 3000;
+/// Action id of the Stop button on a live answer (its value is the workstream key).
+pub const STOP_ACTION: &str = "stop";
+/// Prefix of the Approve all / Deny all action ids (`ap_all:a:<first id>`); the value lists
+/// the card's request ids.
+pub const ALL_PREFIX: &str = "ap_all:";
+/// Prefix of a card row's block id.
+pub const ROW_PREFIX: &str = "ap_row:";
+/// Longest header shown on a card row.
+const HEADER_LIMIT: usize = 300;
+
+fn section(text: &str) -> Value {
+    json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+}
+
+fn button(text: &str, action_id: &str, value: &str, style: Option<&str>) -> Value {
+    let mut b = json!({
+        "type": "button",
+        "text": {"type": "plain_text", "text": text, "emoji": true},
+        "action_id": action_id,
+        "value": value,
+    });
+    if let Some(style) = style {
+        b["style"] = json!(style);
+    }
+    b
+}
+
+/// mrkdwn cut into sections that each fit Slack's limit (code fences closed and reopened).
+fn sections(mrkdwn: &str) -> Vec<Value> {
+    split_message(mrkdwn, SECTION_LIMIT)
+        .iter()
+        .map(|chunk| section(chunk))
+        .collect()
+}
+
+/// What a [`Post`] looks like in Slack.
+pub fn post(post: &Post, workstream: &str) -> Content {
+    match post {
+        Post::Answer { text, live } => {
+            let mrkdwn = from_markdown(text);
+            let mut blocks = sections(&mrkdwn);
+            if *live {
+                blocks.push(json!({
+                    "type": "actions",
+                    "block_id": "live",
+                    "elements": [button("Stop", STOP_ACTION, workstream, Some("danger"))],
+                }));
+            }
+            Content {
+                text: mrkdwn,
+                blocks: Some(Value::Array(blocks)),
+            }
+        }
+        Post::Tool(line) => {
+            let text = tool_line(line);
+            Content {
+                blocks: Some(Value::Array(sections(&text))),
+                text,
+            }
+        }
+        Post::Notice(text) => Content::text(format!(":information_source: _{}_", escape(text))),
+        Post::Error(text) => Content::text(format!(":warning: {}", escape(text))),
+    }
+}
+
+fn tool_line(line: &ToolLine) -> String {
+    let icon = match line.state {
+        ToolState::AwaitingApproval => ":lock:",
+        ToolState::Running => ":hourglass_flowing_sand:",
+        ToolState::Done => ":white_check_mark:",
+        ToolState::Failed => ":x:",
+    };
+    let header = line.header.replace('`', "'");
+    let mut text = format!("{icon} *{}* `{}`", escape(&line.name), escape(&header));
+    if line.state == ToolState::AwaitingApproval {
+        text.push_str(" — waiting for approval");
+    }
+    if !line.output.trim().is_empty() {
+        let output = line.output.replace("```", "`\u{200b}``");
+        let room = SECTION_LIMIT - 200;
+        let output: String = if output.chars().count() > room {
+            let skip = output.chars().count() - room;
+            output.chars().skip(skip).collect()
+        } else {
+            output
+        };
+        text.push_str(&format!("\n```\n{}\n```", escape(&output)));
+    }
+    if line.attached {
+        text.push_str("\n_(full output attached)_");
+    }
+    text
+}
+
+/// The approval card: one section per call (tool, header, preview), the five decision
+/// buttons under each pending call, the outcome under decided ones, and Approve all / Deny
+/// all for a batch.
+pub fn card(card: &ApprovalCard, timeout: &str) -> Content {
+    let pending = card.rows.iter().filter(|r| r.status == "pending").count();
+    let title = match (card.rows.len(), pending) {
+        (1, 1) => ":lock: *Approval needed*".to_owned(),
+        (n, p) if p > 0 => format!(":lock: *Approval needed* — {p} of {n} calls waiting"),
+        _ => ":lock: *Approval*".to_owned(),
+    };
+    let mut blocks = vec![section(&title)];
+    let mut fallback = vec![title.clone()];
+    for row in &card.rows {
+        let header: String = row.header.chars().take(HEADER_LIMIT).collect();
+        // Headers usually name the tool already ("bash: ls").
+        let shown_header = header
+            .strip_prefix(&format!("{}: ", row.tool))
+            .unwrap_or(&header);
+        let mut text = format!("*{}* — {}", escape(&row.tool), escape(shown_header));
+        let shown = preview(&row.preview);
+        if !shown.trim().is_empty() && shown.trim() != shown_header.trim() {
+            text.push_str(&format!("\n```\n{}\n```", escape(&shown)));
+        }
+        let mut block = section(&text);
+        block["block_id"] = json!(format!("{ROW_PREFIX}{}", row.id));
+        blocks.push(block);
+        match outcome_line(row, timeout) {
+            None => {
+                let id = &row.id;
+                blocks.push(json!({
+                    "type": "actions",
+                    "block_id": format!("ap_act:{id}"),
+                    "elements": [
+                        button("Approve", &button_id(id, ClickAction::Approve), id, Some("primary")),
+                        button("Deny", &button_id(id, ClickAction::Deny), id, Some("danger")),
+                        button("Always allow", &button_id(id, ClickAction::AlwaysAllow), id, None),
+                        button("Approve with note", &button_id(id, ClickAction::ApproveWithNote), id, None),
+                        button("Deny with note", &button_id(id, ClickAction::DenyWithNote), id, None),
+                    ],
+                }));
+                fallback.push(format!("{} — {}", escape(&row.tool), escape(&header)));
+            }
+            Some(outcome) => {
+                blocks.push(json!({
+                    "type": "context",
+                    "elements": [{"type": "mrkdwn", "text": escape(&outcome)}],
+                }));
+                fallback.push(format!("{}: {}", escape(&row.tool), escape(&outcome)));
+            }
+        }
+    }
+    if card.is_batch() && pending > 0 {
+        let ids: Vec<&str> = card.rows.iter().map(|r| r.id.as_str()).collect();
+        let first = ids.first().copied().unwrap_or_default();
+        let value = ids.join(",");
+        blocks.push(json!({
+            "type": "actions",
+            "block_id": "ap_all",
+            "elements": [
+                button("Approve all", &format!("{ALL_PREFIX}a:{first}"), &value, Some("primary")),
+                button("Deny all", &format!("{ALL_PREFIX}d:{first}"), &value, Some("danger")),
+            ],
+        }));
+    }
+    Content {
+        text: fallback.join("\n"),
+        blocks: Some(Value::Array(blocks)),
+    }
+}
+
+/// The request ids a card names (from its blocks as Slack sends them back).
+pub fn card_request_ids(blocks: &Value) -> Vec<String> {
+    blocks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["block_id"].as_str())
+        .filter_map(|id| id.strip_prefix(ROW_PREFIX))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The modal asking for a note with Approve / Deny with note. `metadata` comes back with
+/// the submission.
+pub fn note_modal(approve: bool, header: &str, metadata: &str) -> Value {
+    let (title, submit) = if approve {
+        ("Approve with note", "Approve")
+    } else {
+        ("Deny with note", "Deny")
+    };
+    let header: String = header.chars().take(HEADER_LIMIT).collect();
+    json!({
+        "type": "modal",
+        "callback_id": NOTE_CALLBACK,
+        "private_metadata": metadata,
+        "title": {"type": "plain_text", "text": title},
+        "submit": {"type": "plain_text", "text": submit},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            section(&escape(&header)),
+            {
+                "type": "input",
+                "block_id": NOTE_BLOCK,
+                "label": {"type": "plain_text", "text": "Note for the agent"},
+                "element": {"type": "plain_text_input", "action_id": NOTE_BLOCK, "multiline": true},
+            },
+        ],
+    })
+}
+
+/// The note modal's `callback_id`.
+pub const NOTE_CALLBACK: &str = "ap_note";
+/// The note input's block and action id.
+pub const NOTE_BLOCK: &str = "note";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandpiper_agent::protocol::ApprovalItem;
+
+    fn item(n: usize) -> ApprovalItem {
+        ApprovalItem {
+            request_id: format!("ap_{n}"),
+            call_id: format!("c{n}"),
+            name: "bash".into(),
+            header: format!("bash: echo {n} > out.txt"),
+            preview: format!("echo {n} > out.txt"),
+        }
+    }
+
+    #[test]
+    fn a_batch_card_and_its_decided_form() {
+        let mut card = ApprovalCard::pending(&[item(1), item(2)], "slack:T:C:1.2");
+        insta::assert_snapshot!("batch_card_pending", pretty(&card_json(&card)));
+        card.rows[0].status = "approved".into();
+        card.rows[0].decided_by = Some("alice".into());
+        card.rows[0].decided_at = Some(1_700_000_000_000);
+        card.rows[1].status = "timed_out".into();
+        card.rows[1].decided_at = Some(1_700_000_000_000);
+        insta::assert_snapshot!("batch_card_decided", pretty(&card_json(&card)));
+        assert_eq!(
+            card_request_ids(&card_json(&card)["blocks"]),
+            ["ap_1", "ap_2"]
+        );
+    }
+
+    fn pretty(v: &Value) -> String {
+        serde_json::to_string_pretty(v).unwrap()
+    }
+
+    fn card_json(card: &ApprovalCard) -> Value {
+        let content = super::card(card, "30 min");
+        json!({"text": content.text, "blocks": content.blocks})
+    }
+
+    #[test]
+    fn a_live_answer_has_a_stop_button_and_long_answers_use_several_sections() {
+        let live = post(
+            &Post::Answer {
+                text: "**hi**".into(),
+                live: true,
+            },
+            "slack:T:C:1.2",
+        );
+        let blocks = live.blocks.unwrap();
+        assert_eq!(blocks[1]["elements"][0]["action_id"], STOP_ACTION);
+        assert_eq!(blocks[1]["elements"][0]["value"], "slack:T:C:1.2");
+        let long = "word ".repeat(1000);
+        let done = post(
+            &Post::Answer {
+                text: long,
+                live: false,
+            },
+            "k",
+        );
+        let blocks = done.blocks.unwrap();
+        assert_eq!(blocks.as_array().unwrap().len(), 2);
+    }
+}

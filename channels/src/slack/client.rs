@@ -1,0 +1,302 @@
+//! The Web API as the Slack channel uses it: one slack-morphism client on an https-or-http
+//! connector (so `[slack] api_base_url` can point at a test double), every call retried on
+//! HTTP 429 after Slack's `Retry-After`, and small caches for display names and user groups.
+//!
+//! Pacing is ours, not slack-morphism's throttler: its `chat.postMessage` limit is one per
+//! second for the whole process, while Slack's is per channel. The stream renderer already
+//! spaces edits by `stream_interval`; when Slack still says 429 we wait as told and retry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use slack_morphism::errors::SlackClientError;
+use slack_morphism::prelude::*;
+
+use super::SlackError;
+
+/// The connector type behind the client.
+pub(crate) type Connector = SlackClientHyperHttpsConnector;
+/// The slack-morphism client.
+pub(crate) type Client = SlackClient<Connector>;
+
+/// How often a call is retried after a 429.
+const MAX_RETRIES: usize = 4;
+/// Longest `Retry-After` we honour per attempt.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
+/// How long user group memberships are trusted.
+const GROUP_TTL: Duration = Duration::from_secs(60);
+/// Most display names remembered.
+const MAX_NAMES: usize = 4096;
+
+/// A Web API call failed (after retries); callers log it and go on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("slack {method}: {message}")]
+pub(crate) struct ApiError {
+    method: &'static str,
+    message: String,
+}
+
+/// A message's content: the fallback/notification `text` (mrkdwn) and optional blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Content {
+    /// mrkdwn text.
+    pub text: String,
+    /// Block Kit blocks as JSON (`None`: text only).
+    pub blocks: Option<Value>,
+}
+
+impl Content {
+    /// Text only.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            blocks: None,
+        }
+    }
+
+    fn to_slack(&self) -> SlackMessageContent {
+        let mut content = SlackMessageContent::new().with_text(self.text.clone());
+        if let Some(blocks) = &self.blocks {
+            match serde_json::from_value::<Vec<SlackBlock>>(blocks.clone()) {
+                Ok(blocks) => content = content.with_blocks(blocks),
+                Err(e) => tracing::warn!(error = %e, "dropping blocks slack-morphism cannot model"),
+            }
+        }
+        content
+    }
+}
+
+/// The bot's Web API access.
+pub(crate) struct Api {
+    client: Arc<Client>,
+    token: SlackApiToken,
+    names: Mutex<HashMap<String, String>>,
+    groups: Mutex<HashMap<String, (Instant, Vec<String>)>>,
+}
+
+/// Builds the client for `api_base_url` (plain `http://` allowed for a local double).
+pub(crate) fn client(api_base_url: &str) -> Result<Arc<Client>, SlackError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_native_roots()
+        .map_err(|e| SlackError::Connect(format!("TLS roots: {e}")))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let base = api_base_url.trim_end_matches('/');
+    let connector = SlackClientHyperConnector::with_connector(https).with_slack_api_url(base);
+    Ok(Arc::new(SlackClient::new(connector)))
+}
+
+/// A token value as slack-morphism wants it.
+pub(crate) fn token(value: &str) -> SlackApiToken {
+    SlackApiToken::new(SlackApiTokenValue::new(value.to_owned()))
+}
+
+/// Runs `call` until it is not rate limited (or retries run out).
+macro_rules! retrying {
+    ($method:literal, $call:expr) => {{
+        let mut attempt = 0;
+        loop {
+            match $call.await {
+                Err(SlackClientError::RateLimitError(e)) if attempt < MAX_RETRIES => {
+                    attempt += 1;
+                    let wait = e
+                        .retry_after
+                        .unwrap_or(Duration::from_secs(1))
+                        .min(MAX_RETRY_WAIT);
+                    tracing::debug!(method = $method, ?wait, "rate limited; retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                other => {
+                    break other.map_err(|e| ApiError {
+                        method: $method,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+    }};
+}
+
+impl Api {
+    pub fn new(client: Arc<Client>, bot_token: &str) -> Self {
+        Self {
+            client,
+            token: token(bot_token),
+            names: Mutex::default(),
+            groups: Mutex::default(),
+        }
+    }
+
+    fn session(&self) -> SlackClientSession<'_, Connector> {
+        self.client.open_session(&self.token)
+    }
+
+    /// The bot's own user id and team (`auth.test`).
+    pub async fn whoami(&self) -> Result<(String, Option<String>), ApiError> {
+        let me = retrying!("auth.test", self.session().auth_test())?;
+        Ok((me.user_id.0, Some(me.team_id.0)))
+    }
+
+    /// Posts into `channel` (in `thread_ts` when given); returns the message ts.
+    pub async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        content: &Content,
+    ) -> Result<String, ApiError> {
+        let mut req = SlackApiChatPostMessageRequest::new(channel.into(), content.to_slack())
+            .with_unfurl_links(false)
+            .with_unfurl_media(false);
+        if let Some(ts) = thread_ts {
+            req = req.with_thread_ts(ts.into());
+        }
+        let sent = retrying!("chat.postMessage", self.session().chat_post_message(&req))?;
+        Ok(sent.ts.0)
+    }
+
+    /// Replaces a message's content.
+    pub async fn update(&self, channel: &str, ts: &str, content: &Content) -> Result<(), ApiError> {
+        let req = SlackApiChatUpdateRequest::new(channel.into(), content.to_slack(), ts.into());
+        retrying!("chat.update", self.session().chat_update(&req))?;
+        Ok(())
+    }
+
+    /// A message only `user` sees.
+    pub async fn ephemeral(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<(), ApiError> {
+        let mut req = SlackApiChatPostEphemeralRequest::new(
+            channel.into(),
+            user.into(),
+            Content::text(text).to_slack(),
+        );
+        if let Some(ts) = thread_ts {
+            req = req.with_thread_ts(ts.into());
+        }
+        retrying!(
+            "chat.postEphemeral",
+            self.session().chat_post_ephemeral(&req)
+        )?;
+        Ok(())
+    }
+
+    /// Opens a modal (`view` as Block Kit JSON).
+    pub async fn open_view(&self, trigger_id: &str, view: Value) -> Result<(), ApiError> {
+        let view: SlackView = serde_json::from_value(view).map_err(|e| ApiError {
+            method: "views.open",
+            message: e.to_string(),
+        })?;
+        let req = SlackApiViewsOpenRequest::new(trigger_id.into(), view);
+        retrying!("views.open", self.session().views_open(&req))?;
+        Ok(())
+    }
+
+    /// Uploads a text file into a thread.
+    pub async fn upload(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        filename: &str,
+        body: Vec<u8>,
+        comment: &str,
+    ) -> Result<(), ApiError> {
+        let announce =
+            SlackApiFilesGetUploadUrlExternalRequest::new(filename.to_owned(), body.len());
+        let url = retrying!(
+            "files.getUploadURLExternal",
+            self.session().get_upload_url_external(&announce)
+        )?;
+        let upload =
+            SlackApiFilesUploadViaUrlRequest::new(url.upload_url, body, "text/plain".to_owned());
+        retrying!("files.upload", self.session().files_upload_via_url(&upload))?;
+        let complete = SlackApiFilesCompleteUploadExternalRequest::new(vec![
+            SlackApiFilesComplete::new(url.file_id).with_title(filename.to_owned()),
+        ])
+        .with_channel_id(channel.into())
+        .with_thread_ts(thread_ts.into())
+        .with_initial_comment(comment.to_owned());
+        retrying!(
+            "files.completeUploadExternal",
+            self.session().files_complete_upload_external(&complete)
+        )?;
+        Ok(())
+    }
+
+    /// The name people know `user` by (cached; the id when Slack does not say).
+    pub async fn display_name(&self, user: &str) -> String {
+        if let Some(name) = self.lock_names().get(user) {
+            return name.clone();
+        }
+        let req = SlackApiUsersInfoRequest::new(user.into());
+        let name = match retrying!("users.info", self.session().users_info(&req)) {
+            Ok(info) => info
+                .user
+                .profile
+                .as_ref()
+                .and_then(|p| p.display_name.clone())
+                .filter(|n| !n.is_empty())
+                .or(info.user.name)
+                .unwrap_or_else(|| user.to_owned()),
+            Err(e) => {
+                tracing::warn!(error = %e, "users.info failed; using the user id");
+                return user.to_owned();
+            }
+        };
+        let mut names = self.lock_names();
+        if names.len() >= MAX_NAMES {
+            names.clear();
+        }
+        names.insert(user.to_owned(), name.clone());
+        name
+    }
+
+    fn lock_names(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The groups among `groups` that `user` belongs to (memberships cached briefly).
+    pub async fn groups_of(&self, user: &str, groups: &[String]) -> Vec<String> {
+        let mut member_of = Vec::new();
+        for group in groups {
+            if self.group_members(group).await.iter().any(|m| m == user) {
+                member_of.push(group.clone());
+            }
+        }
+        member_of
+    }
+
+    async fn group_members(&self, group: &str) -> Vec<String> {
+        let cached = {
+            let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+            groups
+                .get(group)
+                .filter(|(at, _)| at.elapsed() < GROUP_TTL)
+                .map(|(_, m)| m.clone())
+        };
+        if let Some(members) = cached {
+            return members;
+        }
+        let req = SlackApiUserGroupsUsersListRequest::new(group.into());
+        let members: Vec<String> = match retrying!(
+            "usergroups.users.list",
+            self.session().usergroups_users_list(&req)
+        ) {
+            Ok(list) => list.users.into_iter().map(|u| u.0).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, group, "cannot read a user group's members");
+                return Vec::new();
+            }
+        };
+        let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        groups.insert(group.to_owned(), (Instant::now(), members.clone()));
+        members
+    }
+}

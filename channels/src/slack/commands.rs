@@ -1,0 +1,182 @@
+//! `/sandpiper <subcommand> …`: the shared command table ([`Command::from_text`]) with Slack
+//! answers. Parse errors and `help` are answered in the acknowledgement itself; everything
+//! else runs in the background and answers with an ephemeral message.
+//!
+//! Slack does not say which thread a slash command was typed in, so the thread commands act on
+//! the channel: `stop` stops every running turn there that the caller may stop; `status`,
+//! `close`, `memory` use the channel's most recent thread. The **Stop** button on a live
+//! answer stops exactly that thread.
+
+use std::sync::Arc;
+
+use slack_morphism::prelude::*;
+
+use super::events::{converse, person};
+use super::interactions::may_manage;
+use super::mrkdwn::{escape, from_markdown, unescape};
+use super::turn::Thread;
+use super::{Ctx, spawn};
+use crate::account::Person;
+use crate::answers::{self, Where};
+use crate::commands::{Command, help};
+
+/// Acknowledges a command: `Some(text)` is the immediate (ephemeral) reply; the rest is done in
+/// the background.
+pub(crate) fn ack(ctx: &Arc<Ctx>, event: SlackCommandEvent) -> Option<String> {
+    let text = event.text.clone().unwrap_or_default();
+    let command = match Command::from_text(&text) {
+        Ok(Command::Help) => return Some(from_markdown(&help(&ctx.prefix()))),
+        Ok(c) => c,
+        Err(e) => return Some(escape(&e.to_string())),
+    };
+    let job_ctx = ctx.clone();
+    spawn(ctx, async move { run(&job_ctx, event, command).await });
+    None
+}
+
+async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
+    let team = event.team_id.0;
+    let channel = event.channel_id.0;
+    let user = event.user_id.0;
+    let reply = match command {
+        Command::Ask { prompt } => {
+            ask(ctx, &team, &channel, &user, &prompt).await;
+            return;
+        }
+        Command::Stop => stop(ctx, &team, &channel, &user).await,
+        Command::Close => close(ctx, &team, &channel, &user).await,
+        other => {
+            let workstream = latest(ctx, &team, &channel).await;
+            let name = ctx.api.display_name(&user).await;
+            let who = Person {
+                platform: "slack",
+                platform_user_id: &user,
+                display_name: &name,
+            };
+            let at = Where {
+                workstream: workstream.as_deref(),
+                prefix: &ctx.prefix(),
+            };
+            answers::answer(&ctx.agent, &other, who, at)
+                .await
+                .map(|t| from_markdown(&t))
+                .unwrap_or_default()
+        }
+    };
+    if reply.is_empty() {
+        return;
+    }
+    if let Err(e) = ctx.api.ephemeral(&channel, &user, None, &reply).await {
+        tracing::warn!(error = %e, "answering a slash command failed");
+    }
+}
+
+/// `ask`: a message in the channel names the question; the answer goes into its thread.
+async fn ask(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str, prompt: &str) {
+    let text = format!("<@{user}> asked: {}", escape(&unescape(prompt)));
+    let root = match ctx
+        .api
+        .post(channel, None, &super::client::Content::text(text))
+        .await
+    {
+        Ok(ts) => ts,
+        Err(e) => {
+            tracing::warn!(error = %e, "posting the question failed");
+            return;
+        }
+    };
+    let thread = Thread {
+        team: team.to_owned(),
+        channel: channel.to_owned(),
+        thread_ts: root,
+    };
+    converse(ctx, thread, user, prompt, true).await;
+}
+
+/// `stop`: every running turn in the channel the caller may stop.
+async fn stop(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String {
+    let mut stopped = 0;
+    for key in channel_workstreams(ctx, team, channel).await {
+        if ctx.queue.is_busy(&key) && may_manage(ctx, user, &key).await && ctx.queue.stop(&key) {
+            stopped += 1;
+        }
+    }
+    match stopped {
+        0 => "Nothing of yours is running in this channel.".into(),
+        1 => "Stopped.".into(),
+        n => format!("Stopped {n} running turns."),
+    }
+}
+
+/// `close`: ends the channel's most recent open thread (owner or approver).
+async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String {
+    let Some(key) = latest(ctx, team, channel).await else {
+        return "There is no open thread of mine in this channel.".into();
+    };
+    if !may_manage(ctx, user, &key).await {
+        return "Only the person who started the thread (or an approver) can close it.".into();
+    }
+    ctx.queue.stop(&key);
+    if let Err(e) = ctx.agent.store().close_workstream(&key).await {
+        return format!("Could not close it: {e}");
+    }
+    ctx.agent.forget(&key);
+    let name = person(ctx, user)
+        .await
+        .map(|u| u.username)
+        .unwrap_or_else(|| user.to_owned());
+    if let Some(thread) = Thread::parse(&key) {
+        let note = format!(
+            ":lock: Closed by {}. Mention me in the channel to start a new thread.",
+            escape(&name)
+        );
+        let content = super::client::Content::text(note);
+        if let Err(e) = ctx
+            .api
+            .post(&thread.channel, Some(&thread.thread_ts), &content)
+            .await
+        {
+            tracing::warn!(error = %e, "posting the close note failed");
+        }
+    }
+    format!("Closed `{key}`.")
+}
+
+/// The workstreams of a channel, oldest thread first.
+async fn channel_workstreams(ctx: &Ctx, team: &str, channel: &str) -> Vec<String> {
+    let prefix = format!("slack:{team}:{channel}:");
+    let mut keys: Vec<String> = match ctx.agent.store().list_workstreams().await {
+        Ok(keys) => keys
+            .into_iter()
+            .filter(|k| k.starts_with(&prefix))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "listing workstreams failed");
+            Vec::new()
+        }
+    };
+    keys.sort_by_key(|k| ts_order(&k[prefix.len()..]));
+    keys
+}
+
+/// The channel's most recent thread whose workstream is still open.
+async fn latest(ctx: &Ctx, team: &str, channel: &str) -> Option<String> {
+    for key in channel_workstreams(ctx, team, channel)
+        .await
+        .into_iter()
+        .rev()
+    {
+        if let Ok(Some(info)) = ctx.agent.store().workstream(&key).await
+            && info.closed_at.is_none()
+        {
+            return Some(key);
+        }
+    }
+    None
+}
+
+/// Slack timestamps (`1700000000.000100`) in time order.
+fn ts_order(ts: &str) -> (u64, u64) {
+    let (secs, micros) = ts.split_once('.').unwrap_or((ts, "0"));
+    (secs.parse().unwrap_or(0), micros.parse().unwrap_or(0))
+}

@@ -1,0 +1,193 @@
+//! Mentions and messages → turns. A mention in a channel starts (or continues) the workstream
+//! of its thread; later replies in that thread continue it without a mention; a DM starts one
+//! workstream per DM thread. Each event id is handled once however often Slack delivers it.
+
+use std::sync::Arc;
+
+use sandpiper_agent::store::users::User;
+use slack_morphism::prelude::*;
+
+use super::mrkdwn::unescape;
+use super::turn::{Thread, Work, submit};
+use super::{Ctx, ThreadAccess};
+
+/// The most `(workstream, user)` notices remembered.
+const MAX_TOLD: usize = 10_000;
+
+/// Handles one Events API callback (already acknowledged).
+pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
+    match ctx
+        .agent
+        .store()
+        .first_delivery("slack", &event.event_id.0)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::debug!(event_id = %event.event_id.0, "redelivered event ignored");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot check event delivery; handling it");
+        }
+    }
+    let team = event.team_id.0;
+    match event.event {
+        SlackEventCallbackBody::AppMention(m) => {
+            let channel = m.channel.0;
+            if !ctx.config.channels.is_empty() && !ctx.config.channels.contains(&channel) {
+                return;
+            }
+            let thread_ts = m.origin.thread_ts.unwrap_or(m.origin.ts).0;
+            let text = m.content.text.unwrap_or_default();
+            let thread = Thread {
+                team,
+                channel,
+                thread_ts,
+            };
+            converse(&ctx, thread, &m.user.0, &text, true).await;
+        }
+        SlackEventCallbackBody::Message(m) => {
+            if m.subtype.is_some() || m.sender.bot_id.is_some() {
+                return;
+            }
+            let Some(user) = m.sender.user.map(|u| u.0) else {
+                return;
+            };
+            let Some(channel) = m.origin.channel.map(|c| c.0) else {
+                return;
+            };
+            if user == ctx.bot_user {
+                return;
+            }
+            let text = m.content.and_then(|c| c.text).unwrap_or_default();
+            let is_dm = matches!(m.origin.channel_type, Some(SlackChannelType(ref t)) if t == "im")
+                || channel.starts_with('D');
+            let thread_ts = match (is_dm, m.origin.thread_ts) {
+                (true, thread) => thread.unwrap_or(m.origin.ts).0,
+                (false, Some(thread)) => thread.0,
+                (false, None) => return,
+            };
+            if !is_dm && text.contains(&format!("<@{}>", ctx.bot_user)) {
+                // The app_mention event of the same message handles it.
+                return;
+            }
+            let thread = Thread {
+                team,
+                channel,
+                thread_ts,
+            };
+            converse(&ctx, thread, &user, &text, is_dm).await;
+        }
+        _ => {}
+    }
+}
+
+/// The sandpiper user behind a Slack user.
+pub(crate) async fn person(ctx: &Ctx, slack_user: &str) -> Option<User> {
+    let name = ctx.api.display_name(slack_user).await;
+    match ctx
+        .agent
+        .store()
+        .user_for_identity("slack", slack_user, &name)
+        .await
+    {
+        Ok(user) => Some(user),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look up the sandpiper user");
+            None
+        }
+    }
+}
+
+/// `slack_user` said `text` in `thread`. `may_start`: a mention or DM may open a new
+/// workstream; a plain thread reply only continues one.
+pub(crate) async fn converse(
+    ctx: &Arc<Ctx>,
+    thread: Thread,
+    slack_user: &str,
+    text: &str,
+    may_start: bool,
+) {
+    let key = thread.key();
+    let info = match ctx.agent.store().workstream(&key).await {
+        Ok(info) => info,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the workstream");
+            return;
+        }
+    };
+    if info.is_none() && !may_start {
+        return;
+    }
+    let Some(user) = person(ctx, slack_user).await else {
+        return;
+    };
+    if let Some(info) = &info {
+        if info.closed_at.is_some() {
+            let text =
+                "This thread's workstream is closed; mention me in the channel to start a new one.";
+            tell(ctx, &thread, slack_user, text).await;
+            return;
+        }
+        let owner = info.row.owner.as_deref();
+        if ctx.config.thread_access == ThreadAccess::Owner && owner.is_some_and(|o| o != user.id) {
+            let first = {
+                let mut told = ctx.told.lock().unwrap_or_else(|e| e.into_inner());
+                if told.len() >= MAX_TOLD {
+                    told.clear();
+                }
+                told.insert((key.clone(), slack_user.to_owned()))
+            };
+            if first {
+                let text = "Only the person who started this thread can talk to me here.";
+                tell(ctx, &thread, slack_user, text).await;
+            }
+            return;
+        }
+    }
+    let text = strip_mention(&unescape(text), &ctx.bot_user);
+    if text.trim().is_empty() {
+        tell(
+            ctx,
+            &thread,
+            slack_user,
+            "Yes? Ask me something after the mention.",
+        )
+        .await;
+        return;
+    }
+    let work = Work::Message {
+        author: user.id,
+        text,
+    };
+    submit(ctx, thread, work, Some(slack_user)).await;
+}
+
+/// An ephemeral note for one person in the thread.
+pub(crate) async fn tell(ctx: &Ctx, thread: &Thread, slack_user: &str, text: &str) {
+    if let Err(e) = ctx
+        .api
+        .ephemeral(&thread.channel, slack_user, Some(&thread.thread_ts), text)
+        .await
+    {
+        tracing::warn!(error = %e, "ephemeral notice failed");
+    }
+}
+
+/// The message without the bot's own mention.
+fn strip_mention(text: &str, bot_user: &str) -> String {
+    text.replace(&format!("<@{bot_user}>"), "")
+        .trim()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bots_mention_is_removed() {
+        assert_eq!(strip_mention("<@U0BOT> why <@U1>?", "U0BOT"), "why <@U1>?");
+    }
+}

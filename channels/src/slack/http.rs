@@ -1,0 +1,147 @@
+//! Events API mode: Slack posts events, interactions and slash commands to
+//! `/slack/events`, `/slack/interactions` and `/slack/commands`. Every request's
+//! `X-Slack-Signature` (HMAC-SHA256 of `v0:{timestamp}:{body}` with the signing secret) and
+//! `X-Slack-Request-Timestamp` (at most 5 minutes old) are checked first: a forged or stale
+//! request gets 401 and nothing is processed. Valid ones are answered at once and handled in
+//! the background; a redelivery (`X-Slack-Retry-Num`) is recognised by its event id.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use slack_morphism::prelude::*;
+use slack_morphism::signature_verifier::SlackEventSignatureVerifier;
+
+use super::socket::command_response;
+use super::{Ctx, commands, events, interactions, spawn};
+
+#[derive(Clone)]
+struct Http {
+    ctx: Arc<Ctx>,
+    verifier: SlackEventSignatureVerifier,
+}
+
+/// Why a request was refused.
+#[derive(Debug, thiserror::Error)]
+enum HttpError {
+    /// Missing, forged or stale signature: not from Slack.
+    #[error("bad or missing Slack signature")]
+    Unsigned,
+    /// Signed but not something we understand.
+    #[error("malformed request: {0}")]
+    Malformed(String),
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let status = match self {
+            HttpError::Unsigned => StatusCode::UNAUTHORIZED,
+            HttpError::Malformed(_) => StatusCode::BAD_REQUEST,
+        };
+        (status, self.to_string()).into_response()
+    }
+}
+
+/// The routes, sharing `ctx`.
+pub(crate) fn router(ctx: Arc<Ctx>, signing_secret: &str) -> Router {
+    let verifier =
+        SlackEventSignatureVerifier::new(&SlackSigningSecret::new(signing_secret.into()));
+    Router::new()
+        .route("/slack/events", post(on_events))
+        .route("/slack/interactions", post(on_interactions))
+        .route("/slack/commands", post(on_commands))
+        .with_state(Http { ctx, verifier })
+}
+
+/// The body, once its signature checks out.
+fn verified(http: &Http, headers: &HeaderMap, body: &Bytes) -> Result<String, HttpError> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .ok_or(HttpError::Unsigned)
+    };
+    let signature = header(SlackEventSignatureVerifier::SLACK_SIGNED_HASH_HEADER)?;
+    let timestamp = header(SlackEventSignatureVerifier::SLACK_SIGNED_TIMESTAMP)?;
+    let body = std::str::from_utf8(body).map_err(|_| HttpError::Unsigned)?;
+    http.verifier
+        .verify(signature, body, timestamp)
+        .map_err(|e| {
+            tracing::warn!(error = %e, "refused a Slack request with a bad signature");
+            HttpError::Unsigned
+        })?;
+    Ok(body.to_owned())
+}
+
+fn form(body: &str) -> HashMap<String, String> {
+    form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect()
+}
+
+async fn on_events(
+    State(http): State<Http>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HttpError> {
+    let body = verified(&http, &headers, &body)?;
+    let value: Value =
+        serde_json::from_str(&body).map_err(|e| HttpError::Malformed(e.to_string()))?;
+    if value["type"] == "url_verification" {
+        let challenge = value["challenge"].as_str().unwrap_or_default();
+        return Ok(axum::Json(json!({"challenge": challenge})).into_response());
+    }
+    if let Some(retry) = headers.get("x-slack-retry-num") {
+        tracing::debug!(?retry, "slack redelivered an event");
+    }
+    match serde_json::from_value::<SlackPushEvent>(value) {
+        Ok(SlackPushEvent::EventCallback(event)) => {
+            let ctx = http.ctx.clone();
+            spawn(&http.ctx, events::handle(ctx, event));
+        }
+        Ok(other) => tracing::debug!(?other, "ignored a Slack push event"),
+        Err(e) => return Err(HttpError::Malformed(e.to_string())),
+    }
+    Ok(StatusCode::OK.into_response())
+}
+
+async fn on_interactions(
+    State(http): State<Http>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HttpError> {
+    let body = verified(&http, &headers, &body)?;
+    let payload = form(&body)
+        .remove("payload")
+        .ok_or_else(|| HttpError::Malformed("no payload".into()))?;
+    let event: SlackInteractionEvent =
+        serde_json::from_str(&payload).map_err(|e| HttpError::Malformed(e.to_string()))?;
+    let ctx = http.ctx.clone();
+    spawn(&http.ctx, interactions::handle(ctx, event));
+    Ok(StatusCode::OK.into_response())
+}
+
+async fn on_commands(
+    State(http): State<Http>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HttpError> {
+    let body = verified(&http, &headers, &body)?;
+    let fields: serde_json::Map<String, Value> = form(&body)
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let event: SlackCommandEvent = serde_json::from_value(Value::Object(fields))
+        .map_err(|e| HttpError::Malformed(e.to_string()))?;
+    let reply = commands::ack(&http.ctx, event);
+    Ok(match reply {
+        Some(_) => axum::Json(command_response(reply)).into_response(),
+        None => StatusCode::OK.into_response(),
+    })
+}

@@ -1,0 +1,352 @@
+//! Button clicks and modal submissions. Approval clicks go through [`clicks::decide`], which
+//! checks the clicker against the stored request; refusals reach only the clicker
+//! (`chat.postEphemeral`); a with-note button opens a modal whose submission decides with the
+//! note; after a decision the card is re-rendered from the store.
+
+use std::sync::Arc;
+
+use sandpiper_agent::approval_policy::{ClickAction, parse_button_id};
+use serde::{Deserialize, Serialize};
+use slack_morphism::prelude::*;
+
+use super::Ctx;
+use super::blocks::{self, ALL_PREFIX, NOTE_BLOCK, NOTE_CALLBACK, STOP_ACTION};
+use super::events::person;
+use super::turn::{Thread, Work, load_card, submit, update_card};
+use crate::clicks::{self, Click, ClickOutcome};
+
+/// What the note modal carries back (`private_metadata`).
+#[derive(Debug, Serialize, Deserialize)]
+struct NoteMeta {
+    /// Request id.
+    r: String,
+    /// Approve (true) or deny.
+    a: bool,
+    /// Channel of the card.
+    c: String,
+    /// The card message.
+    ts: String,
+    /// Every request on the card.
+    ids: Vec<String>,
+}
+
+/// Where a click happened.
+struct At {
+    channel: String,
+    message_ts: String,
+    /// The clicker's Slack user id.
+    user: String,
+    /// Request ids on the clicked card.
+    card: Vec<String>,
+    /// The thread of the clicked message (refusals go there).
+    thread_ts: Option<String>,
+}
+
+/// Handles one interaction (already acknowledged).
+pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackInteractionEvent) {
+    match event {
+        SlackInteractionEvent::BlockActions(ev) => block_actions(&ctx, ev).await,
+        SlackInteractionEvent::ViewSubmission(ev) => view_submission(&ctx, ev).await,
+        _ => {}
+    }
+}
+
+async fn block_actions(ctx: &Arc<Ctx>, ev: SlackInteractionBlockActionsEvent) {
+    let Some(user) = ev.user.map(|u| u.id.0) else {
+        return;
+    };
+    let SlackInteractionActionContainer::Message(container) = ev.container else {
+        return;
+    };
+    let Some(channel) = container
+        .channel_id
+        .map(|c| c.0)
+        .or(ev.channel.map(|c| c.id.0))
+    else {
+        return;
+    };
+    let thread_ts = ev
+        .message
+        .as_ref()
+        .and_then(|m| m.origin.thread_ts.as_ref())
+        .map(|t| t.0.clone());
+    let card = ev
+        .message
+        .and_then(|m| m.content.blocks)
+        .and_then(|b| serde_json::to_value(b).ok())
+        .map(|b| blocks::card_request_ids(&b))
+        .unwrap_or_default();
+    let at = At {
+        channel,
+        message_ts: container.message_ts.0,
+        user,
+        card,
+        thread_ts,
+    };
+    for action in ev.actions.unwrap_or_default() {
+        let id = action.action_id.0;
+        let value = action.value.unwrap_or_default();
+        if id == STOP_ACTION {
+            stop(ctx, &at, &value).await;
+        } else if let Some(rest) = id.strip_prefix(ALL_PREFIX) {
+            let action = if rest.starts_with("a:") {
+                ClickAction::Approve
+            } else {
+                ClickAction::Deny
+            };
+            let ids: Vec<&str> = value.split(',').filter(|s| !s.is_empty()).collect();
+            decide_all(ctx, &at, &ids, action).await;
+        } else {
+            match parse_button_id(&id) {
+                Ok((request, action)) => {
+                    decide(ctx, &at, request, action, None, Some(&ev.trigger_id.0)).await;
+                }
+                Err(e) => {
+                    tracing::debug!(action_id = %id, error = %e, "unknown button");
+                    refuse(ctx, &at, "That button is not one of mine.").await;
+                }
+            }
+        }
+    }
+}
+
+async fn view_submission(ctx: &Arc<Ctx>, ev: SlackInteractionViewSubmissionEvent) {
+    let SlackView::Modal(modal) = &ev.view.view else {
+        return;
+    };
+    if modal.callback_id.as_ref().map(|c| c.0.as_str()) != Some(NOTE_CALLBACK) {
+        return;
+    }
+    let Some(meta) = modal
+        .private_metadata
+        .as_deref()
+        .and_then(|m| serde_json::from_str::<NoteMeta>(m).ok())
+    else {
+        return;
+    };
+    let note = ev
+        .view
+        .state_params
+        .state
+        .as_ref()
+        .and_then(|s| s.values.get(&SlackBlockId::new(NOTE_BLOCK.into())))
+        .and_then(|v| v.get(&SlackActionId::new(NOTE_BLOCK.into())))
+        .and_then(|v| v.value.clone())
+        .unwrap_or_default();
+    let at = At {
+        channel: meta.c,
+        message_ts: meta.ts,
+        user: ev.user.id.0,
+        card: meta.ids,
+        thread_ts: None,
+    };
+    let action = if meta.a {
+        ClickAction::ApproveWithNote
+    } else {
+        ClickAction::DenyWithNote
+    };
+    decide(ctx, &at, &meta.r, action, Some(note), None).await;
+}
+
+/// The clicker as `clicks` needs them: sandpiper id, username and approver groups.
+async fn clicker(ctx: &Ctx, slack_user: &str) -> Option<(String, String, Vec<String>)> {
+    let user = person(ctx, slack_user).await?;
+    let groups = ctx
+        .api
+        .groups_of(slack_user, &ctx.config.approver_usergroups)
+        .await;
+    Some((user.id, user.username, groups))
+}
+
+/// One decision; then the card is re-rendered, and an interrupted turn resumed.
+async fn decide(
+    ctx: &Arc<Ctx>,
+    at: &At,
+    request: &str,
+    action: ClickAction,
+    note: Option<String>,
+    trigger: Option<&str>,
+) {
+    let Some((user_id, username, roles)) = clicker(ctx, &at.user).await else {
+        return;
+    };
+    let click = Click {
+        request_id: request,
+        action,
+        user_id: &user_id,
+        username: &username,
+        roles: &roles,
+        approver_roles: &ctx.config.approver_usergroups,
+        note,
+    };
+    let outcome = match clicks::decide(&ctx.agent, &ctx.live, click).await {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(error = %e, "deciding a click failed");
+            refuse(ctx, at, &format!("Could not record your decision: {e}")).await;
+            return;
+        }
+    };
+    match outcome {
+        ClickOutcome::Unknown => refuse(ctx, at, "I don't know this approval request.").await,
+        ClickOutcome::Refused(reason) => refuse(ctx, at, &format!("Not allowed: {reason}")).await,
+        ClickOutcome::NeedsNote => {
+            let Some(trigger) = trigger else {
+                return;
+            };
+            let header = ctx
+                .agent
+                .store()
+                .get_approval(request)
+                .await
+                .ok()
+                .flatten()
+                .map(|r| r.header)
+                .unwrap_or_default();
+            let meta = NoteMeta {
+                r: request.to_owned(),
+                a: action == ClickAction::ApproveWithNote,
+                c: at.channel.clone(),
+                ts: at.message_ts.clone(),
+                ids: at.card.clone(),
+            };
+            let meta = serde_json::to_string(&meta).unwrap_or_default();
+            let view = blocks::note_modal(meta_approve(action), &header, &meta);
+            if let Err(e) = ctx.api.open_view(trigger, view).await {
+                tracing::warn!(error = %e, "opening the note modal failed");
+            }
+        }
+        ClickOutcome::Decided { record, resume } => {
+            refresh(ctx, at, &record.id).await;
+            if resume {
+                resume_turn(ctx, &record.workstream).await;
+            }
+        }
+        ClickOutcome::Gone(record) => refresh(ctx, at, &record.id).await,
+    }
+}
+
+fn meta_approve(action: ClickAction) -> bool {
+    action == ClickAction::ApproveWithNote
+}
+
+/// Approve all / Deny all: every still pending request on the card, each checked on its own.
+async fn decide_all(ctx: &Arc<Ctx>, at: &At, ids: &[&str], action: ClickAction) {
+    let Some((user_id, username, roles)) = clicker(ctx, &at.user).await else {
+        return;
+    };
+    let mut refusal = None;
+    let mut resume = None;
+    let mut changed = false;
+    for id in ids {
+        let click = Click {
+            request_id: id,
+            action,
+            user_id: &user_id,
+            username: &username,
+            roles: &roles,
+            approver_roles: &ctx.config.approver_usergroups,
+            note: None,
+        };
+        match clicks::decide(&ctx.agent, &ctx.live, click).await {
+            Ok(ClickOutcome::Decided { record, resume: r }) => {
+                changed = true;
+                if r {
+                    resume = Some(record.workstream);
+                }
+            }
+            Ok(ClickOutcome::Gone(_)) => changed = true,
+            Ok(ClickOutcome::Refused(reason)) => {
+                refusal.get_or_insert(reason);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "deciding a click failed"),
+        }
+    }
+    if changed {
+        refresh(ctx, at, ids.first().copied().unwrap_or_default()).await;
+    } else if let Some(reason) = refusal {
+        refuse(ctx, at, &format!("Not allowed: {reason}")).await;
+    }
+    if let Some(workstream) = resume {
+        resume_turn(ctx, &workstream).await;
+    }
+}
+
+/// Re-renders the clicked card from the store.
+async fn refresh(ctx: &Ctx, at: &At, fallback_id: &str) {
+    let ids = if at.card.is_empty() {
+        vec![fallback_id.to_owned()]
+    } else {
+        at.card.clone()
+    };
+    if let Some(card) = load_card(ctx, &ids).await {
+        update_card(ctx, &at.channel, &at.message_ts, &card).await;
+    }
+}
+
+/// Resumes a turn interrupted by a restart, in its workstream's lane.
+async fn resume_turn(ctx: &Arc<Ctx>, workstream: &str) {
+    let Some(thread) = Thread::parse(workstream) else {
+        return;
+    };
+    let author = ctx
+        .agent
+        .store()
+        .workstream(workstream)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|w| w.row.owner);
+    tracing::info!(workstream, "resuming a turn interrupted by a restart");
+    submit(ctx, thread, Work::Resume { author }, None).await;
+}
+
+/// The Stop button on a live answer: the owner or an approver may stop the turn.
+async fn stop(ctx: &Arc<Ctx>, at: &At, workstream: &str) {
+    if Thread::parse(workstream).is_none() {
+        return;
+    }
+    if !may_manage(ctx, &at.user, workstream).await {
+        refuse(
+            ctx,
+            at,
+            "Only the person who started this thread (or an approver) can stop it.",
+        )
+        .await;
+        return;
+    }
+    if !ctx.queue.stop(workstream) {
+        refuse(ctx, at, "Nothing is running in this thread.").await;
+    }
+}
+
+/// Whether `slack_user` owns `workstream` or is in an approver group.
+pub(crate) async fn may_manage(ctx: &Ctx, slack_user: &str, workstream: &str) -> bool {
+    let Some((user_id, _, groups)) = clicker(ctx, slack_user).await else {
+        return false;
+    };
+    if !groups.is_empty() {
+        return true;
+    }
+    let owner = ctx
+        .agent
+        .store()
+        .workstream(workstream)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|w| w.row.owner);
+    owner.as_deref() == Some(user_id.as_str())
+}
+
+/// Tells only the clicker.
+async fn refuse(ctx: &Ctx, at: &At, text: &str) {
+    if let Err(e) = ctx
+        .api
+        .ephemeral(&at.channel, &at.user, at.thread_ts.as_deref(), text)
+        .await
+    {
+        tracing::warn!(error = %e, "ephemeral refusal failed");
+    }
+}

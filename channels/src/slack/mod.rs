@@ -1,0 +1,201 @@
+//! Slack through slack-morphism: threads are workstreams (`slack:<team>:<channel>:<thread_ts>`),
+//! answers stream into the thread, tool calls ask for approval with Block Kit buttons, and one
+//! slash command (`/sandpiper …`) carries the command table.
+//!
+//! Events arrive over Socket Mode (default; no public URL) or the Events API
+//! ([`SlackChannel::router`], signatures verified). Either way every event, click and command is
+//! acknowledged at once and handled in the background.
+//!
+//! # Layout
+//! - `mod.rs`: [`SlackChannel`]: start, routes, shutdown; the state every handler shares.
+//! - `client.rs`: the Web API client (https-or-http connector, 429 retries, small caches).
+//! - `socket.rs`: the Socket Mode listener and its callbacks.
+//! - `http.rs`: the Events API routes and their signature check.
+//! - `events.rs`: mentions and messages → turns (dedupe, who may talk).
+//! - `turn.rs`: running a turn in its thread: the lane job, the [`Surface`](crate::stream::Surface)
+//!   and the approver that posts cards.
+//! - `interactions.rs`: button clicks and the note modal.
+//! - `commands.rs`: `/sandpiper <subcommand>`.
+//! - `blocks.rs`: Block Kit for answers, tool lines and approval cards.
+//! - `mrkdwn.rs`: escaping and Markdown → mrkdwn.
+
+mod blocks;
+mod client;
+mod commands;
+mod events;
+mod http;
+mod interactions;
+pub mod mrkdwn;
+mod socket;
+mod turn;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use sandpiper_agent::Agent;
+use sandpiper_agent::config::{SlackConfig, SlackMode, ThreadAccess};
+use tokio_util::sync::CancellationToken;
+
+use crate::live::LiveApprovals;
+use crate::turns::TurnQueue;
+use client::Api;
+
+/// Why the Slack channel could not start. The operator fixes the configuration or the
+/// network and starts again.
+#[derive(Debug, thiserror::Error)]
+pub enum SlackError {
+    /// A token or secret the chosen mode needs is missing.
+    #[error("slack: {0}")]
+    Config(String),
+    /// Slack (or the configured API base) could not be reached, or refused the token.
+    #[error("slack: cannot connect: {0}")]
+    Connect(String),
+}
+
+/// What every handler shares.
+pub(crate) struct Ctx {
+    agent: Agent,
+    api: Api,
+    config: SlackConfig,
+    /// The bot's own user id (its mentions look like `<@id>`).
+    bot_user: String,
+    queue: TurnQueue,
+    live: LiveApprovals,
+    shutdown: CancellationToken,
+    /// Jobs (turns, handlers) still running; `join` waits for them.
+    busy: Arc<AtomicUsize>,
+    /// `(workstream, user)` pairs told they may not talk in an owner-only thread.
+    told: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+}
+
+/// Counts one running job while alive.
+pub(crate) struct Busy(Arc<AtomicUsize>);
+
+impl Ctx {
+    fn busy(&self) -> Busy {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+        Busy(self.busy.clone())
+    }
+
+    /// The approval timeout in words, for cards.
+    fn timeout_text(&self) -> String {
+        crate::card::human_duration(self.agent.config().approval.timeout)
+    }
+
+    /// How commands are typed, for help texts.
+    fn prefix(&self) -> String {
+        format!("{} ", self.config.command)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs `fut` in the background, counted as busy and dropped at shutdown.
+pub(crate) fn spawn(ctx: &Arc<Ctx>, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+    let busy = ctx.busy();
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        let _busy = busy;
+        tokio::select! {
+            () = fut => {}
+            () = shutdown.cancelled() => {}
+        }
+    });
+}
+
+/// The running Slack channel.
+pub struct SlackChannel {
+    ctx: Arc<Ctx>,
+    listener: Option<socket::Listener>,
+    router: Option<axum::Router>,
+}
+
+impl std::fmt::Debug for SlackChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackChannel")
+            .field("mode", &self.ctx.config.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlackChannel {
+    /// Connects when a bot token is configured; Ok(None) when Slack is off.
+    pub async fn start(
+        agent: Agent,
+        shutdown: CancellationToken,
+    ) -> Result<Option<SlackChannel>, SlackError> {
+        let config = agent.config().slack.clone();
+        let Some(bot_token) = config.bot_token.clone() else {
+            return Ok(None);
+        };
+        let client = client::client(&config.api_base_url)?;
+        let api = Api::new(client.clone(), bot_token.expose());
+        let (bot_user, team) = api
+            .whoami()
+            .await
+            .map_err(|e| SlackError::Connect(e.to_string()))?;
+        tracing::info!(bot_user, team = team.as_deref().unwrap_or("?"), mode = ?config.mode, "slack connected");
+        let ctx = Arc::new(Ctx {
+            queue: TurnQueue::new(CancellationToken::new()),
+            live: LiveApprovals::default(),
+            shutdown,
+            busy: Arc::default(),
+            told: Default::default(),
+            agent,
+            api,
+            bot_user,
+            config,
+        });
+        let mut channel = SlackChannel {
+            ctx: ctx.clone(),
+            listener: None,
+            router: None,
+        };
+        match ctx.config.mode {
+            SlackMode::Socket => {
+                let app_token = ctx.config.app_token.clone().ok_or_else(|| {
+                    SlackError::Config(format!(
+                        "Socket Mode needs an app-level token (xapp-…) in {}",
+                        ctx.config.app_token_env
+                    ))
+                })?;
+                channel.listener =
+                    Some(socket::listen(ctx.clone(), client, app_token.expose()).await?);
+            }
+            SlackMode::Events => {
+                let secret = ctx.config.signing_secret.clone().ok_or_else(|| {
+                    SlackError::Config(format!(
+                        "events mode needs the signing secret in {}",
+                        ctx.config.signing_secret_env
+                    ))
+                })?;
+                channel.router = Some(http::router(ctx.clone(), secret.expose()));
+            }
+        }
+        Ok(Some(channel))
+    }
+
+    /// Events API routes to merge into the HTTP server (Some only in events mode).
+    pub fn router(&self) -> Option<axum::Router> {
+        self.router.clone()
+    }
+
+    /// Waits until shut down. Turns still running are dropped where they are: a turn waiting
+    /// for approval keeps its stored requests, and a click after the restart resumes it.
+    pub async fn join(self) {
+        self.ctx.shutdown.cancelled().await;
+        if let Some(listener) = &self.listener {
+            listener.shutdown().await;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while self.ctx.busy.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::info!("slack channel stopped");
+    }
+}
