@@ -284,10 +284,28 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             "sandpiper: Discord is off (set DISCORD_TOKEN, or the variable named by [discord] token_env)"
         ),
     }
+    let slack = sandpiper_channels::slack::SlackChannel::start(agent.clone(), shutdown.clone())
+        .await
+        .context("cannot start Slack")?;
+    let mut router = sandpiper::serve::router(health);
+    match &slack {
+        Some(s) => match s.router() {
+            Some(events) => {
+                router = router.merge(events);
+                eprintln!(
+                    "sandpiper: Slack: Events API on /slack/events, /slack/interactions, /slack/commands"
+                );
+            }
+            None => eprintln!("sandpiper: Slack: connected (Socket Mode)"),
+        },
+        None => eprintln!(
+            "sandpiper: Slack is off (set SLACK_BOT_TOKEN, and SLACK_APP_TOKEN for Socket Mode)"
+        ),
+    }
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
     let server = tokio::spawn(sandpiper::serve::run(
         listen,
-        sandpiper::serve::router(health),
+        router,
         shutdown.clone(),
         bound_tx,
     ));
@@ -303,6 +321,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     served.with_context(|| format!("cannot serve on {listen}"))?;
     if let Some(discord) = discord {
         discord.join().await;
+    }
+    if let Some(slack) = slack {
+        slack.join().await;
     }
     agent.mcp().shutdown().await;
     Ok(())

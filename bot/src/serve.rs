@@ -1,5 +1,6 @@
-//! `sandpiper serve`: the long-running gateway. Today it serves the HTTP endpoints (`/health`);
-//! the Discord and Slack channels attach here as they land.
+//! `sandpiper serve`: the long-running gateway's HTTP endpoints (`/health`; Slack's Events API
+//! routes are merged in when `[slack] mode = "events"`). The Discord and Slack connections are
+//! started beside it in `main.rs`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

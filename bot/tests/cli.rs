@@ -297,5 +297,51 @@ fn serve_without_a_token_says_discord_is_off() {
     child.kill().expect("stop serve");
     let _ = child.wait();
     assert!(seen.contains("Discord is off"), "{seen}");
+    assert!(seen.contains("Slack is off"), "{seen}");
     assert!(seen.contains("/health"), "{seen}");
+}
+
+/// `sandpiper serve` with Slack tokens in the environment answers a mention over Socket Mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_connects_to_slack_from_the_environment() {
+    use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack};
+    let llm = FakeLlm::start(vec![text("Hello Slack from the real binary.")]).await;
+    let slack = FakeSlack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.arg("serve")
+        .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url())
+        .env("SANDPIPER_MODEL", "fake")
+        .env("SANDPIPER_LISTEN", "127.0.0.1:0")
+        .env("SLACK_BOT_TOKEN", "xoxb-secret-bot-token")
+        .env("SLACK_APP_TOKEN", "xapp-secret-app-token")
+        .env(
+            "SANDPIPER_SLACK_API_BASE",
+            format!("{}/api", slack.base_url()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("sandpiper serve starts");
+    let wait = std::time::Duration::from_secs(30);
+    slack.wait_connected(wait).await;
+    let alice = slack.user("U0ALICE", "alice");
+    let ts = slack
+        .app_mention(CHANNEL_ID, &alice, "<@U0BOT> hello")
+        .await;
+    slack
+        .wait_until(wait, "the answer in the thread", |s| {
+            s.messages(CHANNEL_ID).into_iter().find(|m| {
+                m.thread_ts.as_deref() == Some(ts.as_str())
+                    && m.text.contains("Hello Slack from the real binary.")
+            })
+        })
+        .await;
+    child.kill().expect("stop serve");
+    let out = child.wait_with_output().expect("serve exits");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Slack: connected (Socket Mode)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret-bot-token") && !stderr.contains("secret-app-token"));
 }

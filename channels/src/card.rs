@@ -116,9 +116,14 @@ pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
 
 /// A duration in words for the timeout note.
 pub fn human_duration(d: std::time::Duration) -> String {
+    if d.is_zero() {
+        return "forever".into();
+    }
+    if d < std::time::Duration::from_secs(1) {
+        return format!("{} ms", d.as_millis());
+    }
     let s = d.as_secs();
     match s {
-        0 => "forever".into(),
         s if s % 3600 == 0 => format!("{} h", s / 3600),
         s if s % 60 == 0 => format!("{} min", s / 60),
         s => format!("{s} s"),

@@ -13,9 +13,6 @@ pub struct WorkstreamRow {
     pub created_at: i64,
 }
 
-/// key, owner, created_at, tokens_in, tokens_out, closed_at
-type InfoRow = (String, Option<String>, i64, i64, i64, Option<i64>);
-
 /// A workstream with its counters, for `/status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkstreamInfo {
