@@ -141,7 +141,7 @@ impl SlackChannel {
             .map_err(|e| SlackError::Connect(e.to_string()))?;
         tracing::info!(bot_user, team = team.as_deref().unwrap_or("?"), mode = ?config.mode, "slack connected");
         let ctx = Arc::new(Ctx {
-            queue: TurnQueue::new(CancellationToken::new()),
+            queue: TurnQueue::new(shutdown.clone()),
             live: LiveApprovals::default(),
             shutdown,
             busy: Arc::default(),
