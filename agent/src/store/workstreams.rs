@@ -165,6 +165,30 @@ mod tests {
     use crate::model::Message;
 
     #[tokio::test]
+    async fn a_redelivered_event_is_seen_once_and_old_ids_are_forgotten() {
+        let store = Store::memory().await.unwrap();
+        assert!(store.first_delivery("slack", "Ev1").await.unwrap());
+        assert!(!store.first_delivery("slack", "Ev1").await.unwrap());
+        assert!(store.first_delivery("discord", "Ev1").await.unwrap());
+        assert_eq!(store.prune_delivered(60_000).await.unwrap(), 0);
+        assert_eq!(store.prune_delivered(-1).await.unwrap(), 2);
+        assert!(store.first_delivery("slack", "Ev1").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn usage_adds_up_and_closing_is_recorded() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", Some("alice")).await.unwrap();
+        store.add_usage("w", 100, 20).await.unwrap();
+        store.add_usage("w", 5, 1).await.unwrap();
+        store.close_workstream("w").await.unwrap();
+        let info = store.workstream("w").await.unwrap().unwrap();
+        assert_eq!((info.tokens_in, info.tokens_out), (105, 21));
+        assert!(info.closed_at.is_some());
+        assert_eq!(store.workstream("nope").await.unwrap(), None);
+    }
+
+    #[tokio::test]
     async fn delete_removes_everything_of_one_workstream() {
         let store = Store::memory().await.unwrap();
         for key in ["a", "b"] {

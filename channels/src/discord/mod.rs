@@ -68,11 +68,12 @@ impl std::fmt::Debug for Bot {
 }
 
 impl Bot {
+    /// The client's REST handle. It is set before the gateway starts, so every handler sees
+    /// it; the fallback (same token, same base) only keeps this total.
     fn http(&self) -> Arc<Http> {
         self.http
-            .get()
-            .cloned()
-            .unwrap_or_else(|| Arc::new(Http::new("")))
+            .get_or_init(|| Arc::new(build_http(&self.config)))
+            .clone()
     }
 
     fn timeout_words(&self) -> String {
@@ -220,6 +221,25 @@ impl Bot {
     }
 }
 
+/// The REST client for `config`: Discord itself, or the configured override.
+fn build_http(config: &DiscordConfig) -> Http {
+    let token = config
+        .token
+        .as_ref()
+        .map(|t| t.expose())
+        .unwrap_or_default();
+    let http = HttpBuilder::new(token);
+    if config.overridden() {
+        // serenity's rate limiter ignores the proxy and would call the real Discord; our own
+        // pacer retries 429s instead.
+        http.proxy(config.api_base_url.trim_end_matches('/'))
+            .ratelimiter_disabled(true)
+            .build()
+    } else {
+        http.build()
+    }
+}
+
 /// A running Discord connection.
 #[derive(Debug)]
 pub struct DiscordChannel {
@@ -235,18 +255,13 @@ impl DiscordChannel {
         shutdown: CancellationToken,
     ) -> Result<Option<Self>, DiscordError> {
         let config = agent.config().discord.clone();
-        let Some(token) = config.token.clone() else {
+        if config.token.is_none() {
             return Ok(None);
-        };
-        let mut http = HttpBuilder::new(token.expose());
+        }
         if config.overridden() {
             tracing::warn!(api_base_url = %config.api_base_url, "Discord requests go to an override (meant for testing)");
-            // serenity's rate limiter ignores the proxy and would call the real Discord; our
-            // own pacer retries 429s instead.
-            http = http
-                .proxy(config.api_base_url.trim_end_matches('/'))
-                .ratelimiter_disabled(true);
         }
+        let http = build_http(&config);
         let intents = GatewayIntents::GUILDS
             | GatewayIntents::GUILD_MESSAGES
             | GatewayIntents::MESSAGE_CONTENT
@@ -261,7 +276,7 @@ impl DiscordChannel {
             config,
             agent,
         });
-        let mut client = serenity::all::ClientBuilder::new_with_http(http.build(), intents)
+        let mut client = serenity::all::ClientBuilder::new_with_http(http, intents)
             .event_handler(handler::Handler { bot: bot.clone() })
             .await?;
         let _ = bot.http.set(client.http.clone());

@@ -108,6 +108,24 @@ pub(crate) fn spawn(ctx: &Arc<Ctx>, fut: impl std::future::Future<Output = ()> +
     });
 }
 
+/// Forgets delivered event ids after a day, hourly: Slack redelivers within minutes, and the
+/// table must not grow without bound.
+fn prune_delivered_events(ctx: &Arc<Ctx>) {
+    const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+    let store = ctx.agent.store().clone();
+    spawn(ctx, async move {
+        let mut every = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            every.tick().await;
+            match store.prune_delivered(DAY_MS).await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(pruned = n, "forgot old Slack event ids"),
+                Err(e) => tracing::warn!(error = %e, "pruning Slack event ids failed"),
+            }
+        }
+    });
+}
+
 /// The running Slack channel.
 pub struct SlackChannel {
     ctx: Arc<Ctx>,
@@ -177,6 +195,7 @@ impl SlackChannel {
                 channel.router = Some(http::router(ctx.clone(), secret.expose()));
             }
         }
+        prune_delivered_events(&ctx);
         Ok(Some(channel))
     }
 
