@@ -116,6 +116,19 @@ impl DiscordRig {
             .await
     }
 
+    /// Waits until the message `id` in `channel` says `needle`. A card is redrawn by the click's
+    /// answer while the turn it released goes on, so the two race: read a card after a decision
+    /// with this, never once.
+    pub async fn wait_message(&self, channel: u64, id: u64, needle: &str) -> FakeMessage {
+        self.fake
+            .wait_until(WAIT, &format!("message {id} to say {needle:?}"), |f| {
+                f.messages(channel)
+                    .into_iter()
+                    .find(|m| m.id == id && card_text(m).contains(needle))
+            })
+            .await
+    }
+
     /// Waits for an approval card in `channel` with at least one enabled button, newest first.
     pub async fn card(&self, channel: u64) -> FakeMessage {
         self.fake

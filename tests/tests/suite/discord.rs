@@ -90,7 +90,7 @@ both_backends! {
 
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
         rig.wait_text(thread, "Ran it.").await;
-        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        let decided = rig.wait_message(thread, card.id, "Approved by alice at").await;
         assert!(open_buttons(&decided).is_empty(), "buttons disabled after the decision");
         assert!(card_text(&decided).contains("Approved by alice at"), "{}", card_text(&decided));
         let line = rig.wait_text(thread, "✅ **bash**").await;
@@ -114,7 +114,7 @@ both_backends! {
         rig.wait_text(thread, "staging it is").await;
         let result = &sent(&s.llm)[1];
         assert!(result.contains("use the staging db") && result.contains("denied"), "{result}");
-        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        let decided = rig.wait_message(thread, card.id, "Denied by alice").await;
         assert!(card_text(&decided).contains("Denied by alice"), "{}", card_text(&decided));
     }
 
@@ -153,7 +153,7 @@ both_backends! {
         for i in 1..=3 {
             assert!(result.contains(&format!("batch-{i}")), "{result}");
         }
-        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        let decided = rig.wait_message(thread, card.id, "3 calls decided").await;
         assert!(open_buttons(&decided).is_empty());
         assert_eq!(card_text(&decided).matches("Approved by alice").count(), 3);
     }
@@ -188,7 +188,7 @@ both_backends! {
         rig.fake.wait_until(WAIT, "the click answered", |f| f.interaction_responses(click).pop()).await;
         rig.wait_text(thread, "Done after the restart.").await;
         assert!(sent(&s.llm)[1].contains("survived-restart"));
-        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        let decided = rig.wait_message(thread, card.id, "Approved by alice").await;
         assert!(card_text(&decided).contains("Approved by alice"));
     }
 
@@ -205,7 +205,7 @@ both_backends! {
         tokio::time::sleep(Duration::from_millis(2200)).await;
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
         rig.wait_text(thread, "did not run it").await;
-        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        let decided = rig.wait_message(thread, card.id, "no decision within 2 s").await;
         assert!(card_text(&decided).contains("no decision within 2 s"), "{}", card_text(&decided));
         assert!(!sent(&s.llm)[1].contains("too-late\\n"), "it did not run");
     }

@@ -113,7 +113,7 @@ both_backends! {
         assert!(response_text(&[reply]).contains("only the person who started this thread can choose Always allow"));
         rig.fake.click(thread, card.id, &carol(), &button(&card, "Approve", 0)).await;
         rig.wait_text(thread, "counted").await;
-        let decided = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).unwrap();
+        let decided = rig.wait_message(thread, card.id, "Approved by carol").await;
         assert!(card_text(&decided).contains("Approved by carol"), "{}", card_text(&decided));
         // 40 lines of output go as a file, not cut.
         let upload = rig.fake.messages(thread).into_iter().find(|m| !m.attachments.is_empty()).expect("an attachment");
