@@ -119,6 +119,9 @@ pub struct SlackConfig {
     /// Least time between two edits of a streamed message.
     #[serde(with = "duration")]
     pub stream_interval: Duration,
+    /// Emoji put on a message while the agent works on it (Slack shows bots no typing
+    /// indicator); removed when the turn ends. Empty: none. Needs the `reactions:write` scope.
+    pub working_reaction: String,
 }
 
 impl Default for SlackConfig {
@@ -137,6 +140,7 @@ impl Default for SlackConfig {
             command: "/sandpiper".into(),
             api_base_url: SLACK_API_BASE.into(),
             stream_interval: Duration::from_millis(1500),
+            working_reaction: "hourglass_flowing_sand".into(),
         }
     }
 }

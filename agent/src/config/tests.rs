@@ -176,3 +176,20 @@ fn durations_parse() {
     assert_eq!(duration::parse("250ms"), Some(Duration::from_millis(250)));
     assert_eq!(duration::parse("x"), None);
 }
+
+#[test]
+fn the_example_file_parses_and_says_what_the_defaults_are() {
+    let text = include_str!("../../../sandpiper.example.toml");
+    let parsed = Config::from_toml(text, Path::new("sandpiper.example.toml")).unwrap();
+    let defaults = Config::default();
+    assert_eq!(
+        parsed.slack.working_reaction,
+        defaults.slack.working_reaction
+    );
+    assert_eq!(parsed.slack.stream_interval, defaults.slack.stream_interval);
+    assert_eq!(
+        parsed.discord.stream_interval,
+        defaults.discord.stream_interval
+    );
+    assert_eq!(parsed.slack.command, defaults.slack.command);
+}

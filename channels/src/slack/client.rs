@@ -188,6 +188,26 @@ impl Api {
         Ok(())
     }
 
+    /// Puts the reaction `name` on a message (`on`) or takes it off again.
+    pub async fn react(
+        &self,
+        channel: &str,
+        ts: &str,
+        name: &str,
+        on: bool,
+    ) -> Result<(), ApiError> {
+        if on {
+            let req = SlackApiReactionsAddRequest::new(channel.into(), name.into(), ts.into());
+            retrying!("reactions.add", self.session().reactions_add(&req))?;
+        } else {
+            let req = SlackApiReactionsRemoveRequest::new(name.into())
+                .with_channel(channel.into())
+                .with_timestamp(ts.into());
+            retrying!("reactions.remove", self.session().reactions_remove(&req))?;
+        }
+        Ok(())
+    }
+
     /// Opens a modal (`view` as Block Kit JSON).
     pub async fn open_view(&self, trigger_id: &str, view: Value) -> Result<(), ApiError> {
         let view: SlackView = serde_json::from_value(view).map_err(|e| ApiError {

@@ -88,9 +88,9 @@ async fn ask(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str, prompt: &str
     let thread = Thread {
         team: team.to_owned(),
         channel: channel.to_owned(),
-        thread_ts: root,
+        thread_ts: root.clone(),
     };
-    converse(ctx, thread, user, prompt, true).await;
+    converse(ctx, thread, user, &root, prompt, true).await;
 }
 
 /// `stop`: every running turn in the channel the caller may stop.

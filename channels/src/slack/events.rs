@@ -38,14 +38,15 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
             if !ctx.config.channels.is_empty() && !ctx.config.channels.contains(&channel) {
                 return;
             }
-            let thread_ts = m.origin.thread_ts.unwrap_or(m.origin.ts).0;
+            let ts = m.origin.ts.0;
+            let thread_ts = m.origin.thread_ts.map_or_else(|| ts.clone(), |t| t.0);
             let text = m.content.text.unwrap_or_default();
             let thread = Thread {
                 team,
                 channel,
                 thread_ts,
             };
-            converse(&ctx, thread, &m.user.0, &text, true).await;
+            converse(&ctx, thread, &m.user.0, &ts, &text, true).await;
         }
         SlackEventCallbackBody::Message(m) => {
             if m.subtype.is_some() || m.sender.bot_id.is_some() {
@@ -63,8 +64,9 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
             let text = m.content.and_then(|c| c.text).unwrap_or_default();
             let is_dm = matches!(m.origin.channel_type, Some(SlackChannelType(ref t)) if t == "im")
                 || channel.starts_with('D');
+            let ts = m.origin.ts.0;
             let thread_ts = match (is_dm, m.origin.thread_ts) {
-                (true, thread) => thread.unwrap_or(m.origin.ts).0,
+                (true, thread) => thread.map_or_else(|| ts.clone(), |t| t.0),
                 (false, Some(thread)) => thread.0,
                 (false, None) => return,
             };
@@ -77,7 +79,7 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
                 channel,
                 thread_ts,
             };
-            converse(&ctx, thread, &user, &text, is_dm).await;
+            converse(&ctx, thread, &user, &ts, &text, is_dm).await;
         }
         _ => {}
     }
@@ -100,12 +102,13 @@ pub(crate) async fn person(ctx: &Ctx, slack_user: &str) -> Option<User> {
     }
 }
 
-/// `slack_user` said `text` in `thread`. `may_start`: a mention or DM may open a new
-/// workstream; a plain thread reply only continues one.
+/// `slack_user` said `text` in `thread`, in the message `ts`. `may_start`: a mention or DM may
+/// open a new workstream; a plain thread reply only continues one.
 pub(crate) async fn converse(
     ctx: &Arc<Ctx>,
     thread: Thread,
     slack_user: &str,
+    ts: &str,
     text: &str,
     may_start: bool,
 ) {
@@ -160,6 +163,7 @@ pub(crate) async fn converse(
     let work = Work::Message {
         author: user.id,
         text,
+        ts: ts.to_owned(),
     };
     submit(ctx, thread, work, Some(slack_user)).await;
 }

@@ -57,6 +57,8 @@ pub(crate) enum Work {
         author: String,
         /// The message, as typed.
         text: String,
+        /// The message's ts, where the working reaction goes while the turn runs.
+        ts: String,
     },
     /// Resume a turn a restart interrupted (every dangling call is now decided).
     Resume {
@@ -111,8 +113,12 @@ async fn run(ctx: &Arc<Ctx>, thread: &Thread, work: Work, cancel: CancellationTo
         thread: thread.clone(),
         sink: sink.clone(),
     };
+    let working = match &work {
+        Work::Message { ts, .. } => Working::show(ctx, &thread.channel, ts).await,
+        Work::Resume { .. } => None,
+    };
     let result = match work {
-        Work::Message { author, text } => ctx
+        Work::Message { author, text, .. } => ctx
             .agent
             .run_turn(TurnRequest {
                 workstream: &key,
@@ -149,6 +155,43 @@ async fn run(ctx: &Arc<Ctx>, thread: &Thread, work: Work, cancel: CancellationTo
     tokio::select! {
         _ = &mut renderer => {}
         () = ctx.shutdown.cancelled() => renderer.abort(),
+    }
+    if let Some(working) = working {
+        working.clear(ctx).await;
+    }
+}
+
+/// The reaction on the message a turn answers, Slack's stand-in for a typing indicator
+/// (bots get none): shown when the turn starts, taken off when it ends. A workspace that did
+/// not grant `reactions:write` just goes without; the turn never depends on it.
+struct Working {
+    channel: String,
+    ts: String,
+}
+
+impl Working {
+    async fn show(ctx: &Ctx, channel: &str, ts: &str) -> Option<Working> {
+        let name = ctx.config.working_reaction.as_str();
+        if name.is_empty() {
+            return None;
+        }
+        match ctx.api.react(channel, ts, name, true).await {
+            Ok(()) => Some(Working {
+                channel: channel.to_owned(),
+                ts: ts.to_owned(),
+            }),
+            Err(e) => {
+                tracing::debug!(error = %e, reaction = name, "cannot show the working reaction");
+                None
+            }
+        }
+    }
+
+    async fn clear(self, ctx: &Ctx) {
+        let name = ctx.config.working_reaction.as_str();
+        if let Err(e) = ctx.api.react(&self.channel, &self.ts, name, false).await {
+            tracing::debug!(error = %e, reaction = name, "cannot take the working reaction off");
+        }
     }
 }
 

@@ -116,6 +116,22 @@ pub(super) fn answer(ledger: &mut Ledger, base_url: &str, method: &str, args: &V
             message.reactions.push(name);
             Ok(json!({}))
         }
+        "reactions.remove" => {
+            let (channel, ts, name) = (
+                text(args, "channel"),
+                text(args, "timestamp"),
+                text(args, "name"),
+            );
+            let message = ledger
+                .message_mut(&channel, &ts)
+                .ok_or("message_not_found")?;
+            let before = message.reactions.len();
+            message.reactions.retain(|r| *r != name);
+            if message.reactions.len() == before {
+                return Err("no_reaction");
+            }
+            Ok(json!({}))
+        }
         "assistant.threads.setStatus" => Ok(json!({})),
         _ => Err("unknown_method"),
     }

@@ -74,7 +74,7 @@ pub struct FakeSlackMessage {
     pub edits: usize,
     /// For `chat.postEphemeral`: the only user who sees it.
     pub ephemeral_for: Option<String>,
-    /// Reaction names added with `reactions.add`.
+    /// Reaction names on it now (`reactions.add`, less `reactions.remove`).
     pub reactions: Vec<String>,
 }
 
@@ -270,6 +270,12 @@ impl FakeSlack {
             .ledger()
             .failures
             .insert(method.to_owned(), failure);
+    }
+
+    /// From now on `method` answers `missing_scope`, as for an app installed without the
+    /// scope it needs.
+    pub fn withhold_scope(&self, method: &str) {
+        self.shared.ledger().unscoped.insert(method.to_owned());
     }
 
     /// Polls `f` every 20 ms until it returns `Some`.

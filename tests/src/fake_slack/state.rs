@@ -95,6 +95,8 @@ pub(super) struct Ledger {
     /// DM channel of each user id.
     pub(super) dm_channels: HashMap<String, String>,
     pub(super) failures: HashMap<String, Failure>,
+    /// Methods the app has no scope for: they answer `missing_scope`.
+    pub(super) unscoped: HashSet<String>,
     /// Trigger ids handed out with clicks, commands and submissions.
     pub(super) triggers: HashSet<String>,
     /// Acks in order: envelope id and the optional response payload.

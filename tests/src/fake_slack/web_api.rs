@@ -48,6 +48,9 @@ async fn api(
             .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
         return response;
     }
+    if ledger.unscoped.contains(&method) {
+        return axum::Json(json!({"ok": false, "error": "missing_scope"})).into_response();
+    }
     let answer = match methods::answer(&mut ledger, &shared.base_url, &method, &args) {
         Ok(Value::Object(mut fields)) => {
             fields.insert("ok".to_owned(), Value::Bool(true));

@@ -53,13 +53,23 @@ both_backends! {
         assert_eq!(info.row.owner, Some(alice_id));
 
         // A reply in the thread continues the workstream without a mention.
-        run.slack.thread_message(CHANNEL_ID, &root, &alice, "still there?").await;
+        let reply = run.slack.thread_message(CHANNEL_ID, &root, &alice, "still there?").await;
         run.wait_message(CHANNEL_ID, &root, "the second answer", |m| m.text == "Still here.").await;
         assert_eq!(run.agent.history(&key).await.unwrap().len(), 4);
+        // Each message wore the working reaction while its turn ran, and no longer does.
+        let reacted = |method: &str| -> Vec<String> {
+            run.slack.calls(method).iter().map(|c| c["timestamp"].as_str().unwrap_or_default().to_owned()).collect()
+        };
+        assert_eq!(reacted("reactions.add"), [root.clone(), reply.clone()]);
+        run.slack.wait_until(WAIT, "both reactions taken off", |_| (reacted("reactions.remove").len() == 2).then_some(())).await;
+        assert!(run.slack.messages(CHANNEL_ID).iter().all(|m| m.reactions.is_empty()));
 
-        // A DM is its own workstream, answered in the DM's thread.
+        // A DM is its own workstream, answered in the DM's thread; a workspace that did not
+        // grant `reactions:write` gets its answers all the same.
+        run.slack.withhold_scope("reactions.add");
         let (dm, dm_ts) = run.slack.dm_message(&alice, "psst", None).await;
         run.wait_message(&dm, &dm_ts, "the DM answer", |m| m.text == "A DM answer.").await;
+        assert_eq!(reacted("reactions.remove").len(), 2, "nothing to take off");
         assert!(run.agent.store().workstream(&format!("slack:{TEAM_ID}:{dm}:{dm_ts}")).await.unwrap().is_some());
         s.llm.verify();
     }

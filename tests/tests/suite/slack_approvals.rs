@@ -6,8 +6,8 @@ use std::time::Duration;
 use sandpiper_agent::config::SlackMode;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{ToolCallSpec, text, tool_call, tool_calls};
-use sandpiper_tests::fake_slack::CHANNEL_ID;
-use sandpiper_tests::slack_harness::{SlackRun, button, configure, is_card, redacted};
+use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack};
+use sandpiper_tests::slack_harness::{SlackRun, WAIT, button, configure, is_card, redacted};
 use serde_json::json;
 
 use super::slack::socket_run;
@@ -30,6 +30,10 @@ both_backends! {
         let card = run.card(CHANNEL_ID, &root, 0).await;
         insta::assert_snapshot!("slack_card_pending", redacted(&json!({"text": card.text, "blocks": card.blocks})));
         let (approve, value) = button(&card, "Approve");
+        let reactions = |slack: &FakeSlack| {
+            slack.messages(CHANNEL_ID).into_iter().find(|m| m.ts == root).map(|m| m.reactions).unwrap_or_default()
+        };
+        assert_eq!(reactions(&run.slack), ["hourglass_flowing_sand"], "the mention shows the agent at work");
 
         run.slack.click(CHANNEL_ID, &card.ts, &bob, &approve, &value).await;
         run.ephemeral(CHANNEL_ID, "U0BOB", "Not allowed").await;
@@ -45,6 +49,7 @@ both_backends! {
         insta::assert_snapshot!("slack_card_approved", redacted(&json!({"text": decided.text, "blocks": decided.blocks})));
         run.wait_message(CHANNEL_ID, &root, "the tool output", |m| m.text.contains("approved-output") && m.text.contains(":white_check_mark:")).await;
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "It ran.").await;
+        run.slack.wait_until(WAIT, "the working reaction taken off", |slack| reactions(slack).is_empty().then_some(())).await;
         s.llm.verify();
     }
 
