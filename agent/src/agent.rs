@@ -319,7 +319,12 @@ impl Agent {
         &self,
         req: ResumeRequest<'_>,
     ) -> Result<Option<TurnOutcome>, AgentError> {
-        let handle = self.inner.workstreams.get(req.workstream, None).await?;
+        let handle = self
+            .inner
+            .workstreams
+            .get(req.workstream, None)
+            .await
+            .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
         let mut ws = handle.lock().await;
         let dangling = crate::resume::unanswered_calls(&ws.history);
         if dangling.is_empty() {
@@ -352,7 +357,12 @@ impl Agent {
             req.sink.event(TurnEvent::Error(e.to_string()));
             return Err(e);
         }
-        let handle = inner.workstreams.get(req.workstream, req.author).await?;
+        // A workstream that cannot be loaded (the database is away) is said, not just logged.
+        let handle = inner
+            .workstreams
+            .get(req.workstream, req.author)
+            .await
+            .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
         let mut ws = handle.lock().await;
         let result = self.turn(&mut ws, &req, None).await;
         self.report(&req, result, ws)
@@ -516,20 +526,20 @@ impl Agent {
                 }
             }
             let response = assembler.finish();
-            if response.usage != crate::model::Usage::default() {
-                inner
-                    .store
-                    .add_usage(
-                        &ws.key,
-                        response.usage.input_tokens,
-                        response.usage.output_tokens,
-                    )
-                    .await?;
-            }
             let mut message = Message::assistant(response.text.clone());
             message.tool_calls = response.tool_calls;
             let calls = message.tool_calls.clone();
             ws.append(&inner.store, message, None).await?;
+            // Bookkeeping: a count that fails to update is logged, never worth the answer.
+            let usage = &response.usage;
+            if *usage != crate::model::Usage::default()
+                && let Err(e) = inner
+                    .store
+                    .add_usage(&ws.key, usage.input_tokens, usage.output_tokens)
+                    .await
+            {
+                tracing::warn!(workstream = %ws.key, error = %e, "token usage not recorded");
+            }
             outcome.text = response.text;
             if calls.is_empty() {
                 break;

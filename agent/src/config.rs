@@ -183,6 +183,10 @@ pub struct DatabaseConfig {
     pub url: String,
     /// Pool size.
     pub max_connections: u32,
+    /// How long an operation waits for a connection while the database is away (a restart,
+    /// a failover) before it fails and the user is told.
+    #[serde(with = "duration")]
+    pub acquire_timeout: Duration,
 }
 
 impl Default for DatabaseConfig {
@@ -190,6 +194,7 @@ impl Default for DatabaseConfig {
         Self {
             url: "sqlite://sandpiper.db".into(),
             max_connections: 8,
+            acquire_timeout: Duration::from_secs(10),
         }
     }
 }

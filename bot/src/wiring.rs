@@ -44,7 +44,8 @@ pub fn build_model(config: &Config) -> Result<Arc<dyn ChatModel>, WiringError> {
 
 /// Opens the configured database (running migrations).
 pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
-    Store::connect(&config.database.url, config.database.max_connections)
+    let db = &config.database;
+    Store::connect_with(&db.url, db.max_connections, db.acquire_timeout)
         .await
         .map_err(|source| WiringError::Store {
             url: redact_url(&config.database.url),

@@ -7,10 +7,12 @@
 //! - [`fake_llm`]: a scripted OpenAI-compatible and Anthropic streaming server on 127.0.0.1.
 //! - [`fake_slack`]: a fake Slack (Web API and Socket Mode) for the real slack-morphism client.
 //! - [`db`]: a fresh SQLite file or PostgreSQL schema per test, and `both_backends!`.
+//! - [`db_proxy`]: a relay to PostgreSQL that a test can take away and bring back.
 //! - [`harness`]: the real wiring and console channel driven by scripted input.
 //! - [`slack_harness`]: the real Slack channel against the fake Slack.
 
 pub mod db;
+pub mod db_proxy;
 pub mod discord_harness;
 pub mod fake_discord;
 pub mod fake_llm;

@@ -192,4 +192,8 @@ fn the_example_file_parses_and_says_what_the_defaults_are() {
         defaults.discord.stream_interval
     );
     assert_eq!(parsed.slack.command, defaults.slack.command);
+    assert_eq!(
+        parsed.database.acquire_timeout,
+        defaults.database.acquire_timeout
+    );
 }

@@ -1,6 +1,6 @@
 //! The `messages` table: a workstream's history, one row per message, ordered by `seq`.
 
-use super::{Store, StoreError, now_ms};
+use super::{RECONNECTS, Store, StoreError, connection_lost, now_ms};
 use crate::model::{ImagePart, Message, Role, ToolCall};
 
 type Row = (
@@ -16,6 +16,10 @@ impl Store {
     /// Appends `message` at position `seq` and commits it. `author` records who sent a user
     /// message. A user message also marks the workstream as active (one statement per message
     /// otherwise: appends are on every turn's hot path).
+    ///
+    /// When the connection goes away mid-statement (a restart, a failover) the insert is tried
+    /// again on a new connection; as the first try may have landed before the connection went,
+    /// finding this very message already at `seq` counts as done.
     pub async fn append_message(
         &self,
         workstream: &str,
@@ -26,21 +30,38 @@ impl Store {
         let now = now_ms();
         let tool_calls = non_empty_json(&message.tool_calls)?;
         let images = non_empty_json(&message.images)?;
-        let insert = sqlx::query(
-            "INSERT INTO messages (workstream, seq, role, content, tool_calls, tool_call_id, \
-             name, images, author, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(workstream)
-        .bind(seq)
-        .bind(message.role.as_str())
-        .bind(message.content.as_str())
-        .bind(tool_calls)
-        .bind(message.tool_call_id.as_deref())
-        .bind(message.name.as_deref())
-        .bind(images)
-        .bind(author)
-        .bind(now);
-        insert.execute(self.pool()).await?;
+        let mut lost = 0;
+        loop {
+            let insert = sqlx::query(
+                "INSERT INTO messages (workstream, seq, role, content, tool_calls, tool_call_id, \
+                 name, images, author, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(workstream)
+            .bind(seq)
+            .bind(message.role.as_str())
+            .bind(message.content.as_str())
+            .bind(tool_calls.as_deref())
+            .bind(message.tool_call_id.as_deref())
+            .bind(message.name.as_deref())
+            .bind(images.as_deref())
+            .bind(author)
+            .bind(now);
+            match insert.execute(self.pool()).await {
+                Ok(_) => break,
+                Err(e) if lost < RECONNECTS && connection_lost(&e) => {
+                    lost += 1;
+                    tracing::warn!(workstream, seq, error = %e, "database connection lost while appending; trying again");
+                }
+                Err(e)
+                    if lost > 0
+                        && self.message_at(workstream, seq).await? == Some(message.clone()) =>
+                {
+                    tracing::info!(workstream, seq, error = %e, "the append had landed before the connection went");
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         if message.role == Role::User {
             // Activity time only orders workstream lists; it needs no transaction.
             sqlx::query("UPDATE workstreams SET updated_at = $1 WHERE key = $2")
@@ -50,6 +71,19 @@ impl Store {
                 .await?;
         }
         Ok(())
+    }
+
+    /// The message at `seq`, if any.
+    async fn message_at(&self, workstream: &str, seq: i64) -> Result<Option<Message>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT role, content, tool_calls, tool_call_id, name, images FROM messages \
+             WHERE workstream = $1 AND seq = $2",
+        )
+        .bind(workstream)
+        .bind(seq)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(decode).transpose()
     }
 
     /// Copies a workstream's history into a new workstream `to` (a fork), in one statement.

@@ -66,8 +66,19 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects (creating a SQLite file if missing, in WAL mode) and runs migrations.
+    /// Connects (creating a SQLite file if missing, in WAL mode) and runs migrations; an
+    /// operation waits up to 10 s for the database to answer.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        Self::connect_with(url, max_connections, Duration::from_secs(10)).await
+    }
+
+    /// [`Self::connect`], where an operation waits up to `patience` for a connection: a
+    /// database that restarts within it costs a delay, not an error.
+    pub async fn connect_with(
+        url: &str,
+        max_connections: u32,
+        patience: Duration,
+    ) -> Result<Self, StoreError> {
         install_default_drivers();
         let backend = if url.starts_with("sqlite:") {
             Backend::Sqlite
@@ -82,7 +93,7 @@ impl Store {
         };
         let mut options = AnyPoolOptions::new()
             .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(10));
+            .acquire_timeout(patience);
         if backend == Backend::Sqlite {
             options = options.after_connect(|conn, _meta| {
                 Box::pin(async move {
@@ -149,6 +160,24 @@ fn sqlite_url(url: &str, max_connections: u32) -> (String, u32) {
         format!("{url}?mode=rwc")
     };
     (url, max_connections.max(1))
+}
+
+/// How often a write is tried again after its connection went away mid-statement.
+pub(crate) const RECONNECTS: u32 = 3;
+
+/// Whether `e` says the connection went away under a statement (the server restarted or
+/// failed over, the network dropped): the statement may or may not have been applied, and a
+/// new connection (the pool waits `acquire_timeout` for one) may well succeed.
+pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) => true,
+        // admin_shutdown, crash_shutdown, cannot_connect_now; connection_exception and kin.
+        sqlx::Error::Database(db) => matches!(
+            db.code().as_deref(),
+            Some("57P01" | "57P02" | "57P03" | "08000" | "08003" | "08006")
+        ),
+        _ => false,
+    }
 }
 
 /// Hides a password in a database URL for messages.

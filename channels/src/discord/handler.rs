@@ -27,8 +27,19 @@ impl EventHandler for Handler {
         if msg.author.bot {
             return;
         }
+        let channel = msg.channel_id;
+        let me = self.bot.me.get().copied();
+        let addressed = msg.guild_id.is_none() || msg.mentions.iter().any(|u| Some(u.id) == me);
         if let Err(e) = on_message(&self.bot, msg).await {
-            tracing::warn!(error = %e, "handling a Discord message failed");
+            tracing::warn!(error = %e, %channel, "handling a Discord message failed");
+            // Only a message meant for the bot gets an answer: during a database outage every
+            // message in every channel fails here, and the channel must not fill with notices.
+            if addressed {
+                let text = format!(
+                    "⚠️ I could not take that message ({e}). Nothing was done with it; please send it again in a moment."
+                );
+                notice(&self.bot, channel, &text).await;
+            }
         }
     }
 
@@ -182,9 +193,13 @@ async fn tell_once(bot: &Arc<Bot>, channel: ChannelId, user: u64, text: &str) {
         }
         told.insert((channel.get(), user))
     };
-    if !first {
-        return;
+    if first {
+        notice(bot, channel, text).await;
     }
+}
+
+/// Posts a plain notice in `channel`.
+async fn notice(bot: &Arc<Bot>, channel: ChannelId, text: &str) {
     let surface = ThreadSurface {
         bot: bot.clone(),
         channel,

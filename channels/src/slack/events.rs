@@ -116,7 +116,12 @@ pub(crate) async fn converse(
     let info = match ctx.agent.store().workstream(&key).await {
         Ok(info) => info,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot read the workstream");
+            tracing::warn!(error = %e, workstream = %key, "cannot read the workstream");
+            // Only a message meant for the bot is answered: during a database outage every
+            // message in every channel fails here.
+            if may_start || text.contains(&format!("<@{}>", ctx.bot_user)) {
+                not_taken(ctx, &thread, slack_user, &e.to_string()).await;
+            }
             return;
         }
     };
@@ -124,6 +129,7 @@ pub(crate) async fn converse(
         return;
     }
     let Some(user) = person(ctx, slack_user).await else {
+        not_taken(ctx, &thread, slack_user, "my database did not answer").await;
         return;
     };
     if let Some(info) = &info {
@@ -166,6 +172,14 @@ pub(crate) async fn converse(
         ts: ts.to_owned(),
     };
     submit(ctx, thread, work, Some(slack_user)).await;
+}
+
+/// Tells `slack_user` their message was dropped because of `why`.
+async fn not_taken(ctx: &Ctx, thread: &Thread, slack_user: &str, why: &str) {
+    let text = format!(
+        ":warning: I could not take that message ({why}). Nothing was done with it; please send it again in a moment."
+    );
+    tell(ctx, thread, slack_user, &text).await;
 }
 
 /// An ephemeral note for one person in the thread.

@@ -11,6 +11,7 @@ mod identity;
 mod mcp;
 mod mcp_pipeline;
 mod memory;
+mod outage;
 mod parallel;
 mod providers;
 mod recall;
