@@ -54,14 +54,32 @@ pub async fn register_commands(bot: &Bot, ctx: &Context) {
 
 /// Routes an interaction.
 pub async fn dispatch(bot: &Arc<Bot>, interaction: Interaction) {
-    let result = match interaction {
-        Interaction::Component(c) => on_button(bot, &c).await,
-        Interaction::Modal(m) => on_note(bot, &m).await,
-        Interaction::Command(c) => on_command(bot, &c).await,
+    // A failure (the database away, say) is told to the clicker rather than left to Discord's
+    // "This interaction failed"; when the failure was the reply itself this one fails too and
+    // is only logged.
+    let sorry = |e: &dyn std::fmt::Display| {
+        tracing::warn!(error = %e, "handling a Discord interaction failed");
+        private(&format!(
+            "⚠️ That did not go through ({e}); nothing changed. Please try again in a moment."
+        ))
+    };
+    let told = match &interaction {
+        Interaction::Component(c) => match on_button(bot, c).await {
+            Err(e) => reply_button(bot, c, sorry(&e)).await,
+            Ok(()) => Ok(()),
+        },
+        Interaction::Modal(m) => match on_note(bot, m).await {
+            Err(e) => reply_modal(bot, m, sorry(&e)).await,
+            Ok(()) => Ok(()),
+        },
+        Interaction::Command(c) => match on_command(bot, c).await {
+            Err(e) => reply_command(bot, c, sorry(&e)).await,
+            Ok(()) => Ok(()),
+        },
         _ => Ok(()),
     };
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "handling a Discord interaction failed");
+    if let Err(e) = told {
+        tracing::debug!(error = %e, "could not tell the user about a failed interaction");
     }
 }
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use sandpiper_agent::config::SlackMode;
 use sandpiper_tests::db::TestDb;
 use sandpiper_tests::db_proxy::DbProxy;
-use sandpiper_tests::discord_harness::DiscordRig;
+use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button};
 use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
-use sandpiper_tests::fake_llm::text;
+use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack, TEAM_ID};
 use sandpiper_tests::slack_harness::{SlackRun, configure};
 
@@ -30,7 +30,13 @@ async fn discord_messages_wait_out_a_database_restart_and_a_longer_outage_is_sai
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let (s, proxy) = through_relay(&db, &["first", "second", "third"]).await;
+    let (s, proxy) = through_relay(&db, &["first", "second"]).await;
+    s.llm.push(tool_call(
+        "c1",
+        "bash",
+        serde_json::json!({"command": "echo after-outage"}),
+    ));
+    s.llm.push(text("third"));
     let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
     let alice = FakeUser::new(900_000_000_000_000_001, "alice");
     let thread = rig.mention(&alice, "hello").await;
@@ -50,7 +56,30 @@ async fn discord_messages_wait_out_a_database_restart_and_a_longer_outage_is_sai
     let notice = rig.wait_text(thread, "could not take that message").await;
     assert!(notice.content.contains("database"), "{}", notice.content);
     proxy.restore().await;
+
+    // A click while the database is away is answered with why, and works once it is back.
     rig.fake.user_message(thread, &alice, "and now?").await;
+    let card = rig.card(thread).await;
+    proxy.cut();
+    let click = rig
+        .fake
+        .click(thread, card.id, &alice, &button(&card, "Approve", 0))
+        .await;
+    let reply = rig
+        .fake
+        .wait_until(WAIT, "the click answered", |f| {
+            f.interaction_responses(click).pop()
+        })
+        .await;
+    let said = reply["data"]["content"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("did not go through") && reply["data"]["flags"] == 64,
+        "{reply}"
+    );
+    proxy.restore().await;
+    rig.fake
+        .click(thread, card.id, &alice, &button(&card, "Approve", 0))
+        .await;
     rig.wait_text(thread, "third").await;
 
     let history = rig
@@ -58,18 +87,13 @@ async fn discord_messages_wait_out_a_database_restart_and_a_longer_outage_is_sai
         .history(&format!("discord:{thread}"))
         .await
         .unwrap();
-    let said: Vec<String> = history.iter().map(|m| m.content.clone()).collect();
+    let said: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
     assert_eq!(
-        said,
-        [
-            "hello",
-            "first",
-            "still there?",
-            "second",
-            "and now?",
-            "third"
-        ]
+        said[..5],
+        ["hello", "first", "still there?", "second", "and now?"]
     );
+    assert!(said[6].contains("after-outage"), "{said:?}");
+    assert_eq!(said[7..], ["third"]);
     s.llm.verify();
 }
 
