@@ -1,18 +1,19 @@
 //! Buttons (approval cards, Stop), the note dialog, and slash commands from the one command
-//! table. Every interaction is answered within Discord's 3 seconds: decisions are single
-//! store updates, and slow commands are answered first and worked on after.
+//! table. Every interaction is answered within Discord's 3 seconds (see [`super::respond`]):
+//! decisions are single store updates, slow commands are answered first and worked on after,
+//! and a handler held up anyway (the database away) has its response deferred.
 
 use std::sync::Arc;
 
 use sandpiper_agent::approval_policy::{ClickAction, parse_button_id};
 use serenity::all::{
     ActionRowComponent, ChannelId, CommandInteraction, CommandOptionType, ComponentInteraction,
-    Context, CreateActionRow, CreateAllowedMentions, CreateCommand, CreateCommandOption,
-    CreateInputText, CreateInteractionResponse, CreateInteractionResponseMessage, CreateModal,
+    Context, CreateActionRow, CreateCommand, CreateCommandOption, CreateInputText, CreateModal,
     EditThread, InputTextStyle, Interaction, Member, ModalInteraction, Permissions, User,
 };
 
-use super::render::{self, ephemeral};
+use super::render;
+use super::respond::{Error, Reply, Responder, Source};
 use super::{Bot, PLATFORM, handler, workstream_key};
 use crate::account::Person;
 use crate::answers::{Where, answer};
@@ -52,77 +53,38 @@ pub async fn register_commands(bot: &Bot, ctx: &Context) {
     }
 }
 
-/// Routes an interaction.
+/// Routes an interaction. Each is answered through a [`Responder`], within Discord's 3 s
+/// whatever the handler waits for; a failure (the database away, say) is told to the person
+/// rather than left to Discord's "This interaction failed".
 pub async fn dispatch(bot: &Arc<Bot>, interaction: Interaction) {
-    // A failure (the database away, say) is told to the clicker rather than left to Discord's
-    // "This interaction failed"; when the failure was the reply itself this one fails too and
-    // is only logged.
-    let sorry = |e: &dyn std::fmt::Display| {
+    let source = match &interaction {
+        Interaction::Component(c) => Source::Component(c),
+        Interaction::Modal(m) => Source::Modal(m),
+        Interaction::Command(c) => Source::Command(c),
+        _ => return,
+    };
+    let reply = Responder::new(bot, source);
+    let result = reply
+        .guard(async {
+            match source {
+                Source::Component(c) => on_button(bot, c, &reply).await,
+                Source::Modal(m) => on_note(bot, m, &reply).await,
+                Source::Command(c) => on_command(bot, c, &reply).await,
+            }
+        })
+        .await;
+    if let Err(e) = result {
         tracing::warn!(error = %e, "handling a Discord interaction failed");
-        private(&format!(
+        let text = format!(
             "⚠️ That did not go through ({e}); nothing changed. Please try again in a moment."
-        ))
-    };
-    let told = match &interaction {
-        Interaction::Component(c) => match on_button(bot, c).await {
-            Err(e) => reply_button(bot, c, sorry(&e)).await,
-            Ok(()) => Ok(()),
-        },
-        Interaction::Modal(m) => match on_note(bot, m).await {
-            Err(e) => reply_modal(bot, m, sorry(&e)).await,
-            Ok(()) => Ok(()),
-        },
-        Interaction::Command(c) => match on_command(bot, c).await {
-            Err(e) => reply_command(bot, c, sorry(&e)).await,
-            Ok(()) => Ok(()),
-        },
-        _ => Ok(()),
-    };
-    if let Err(e) = told {
-        tracing::debug!(error = %e, "could not tell the user about a failed interaction");
+        );
+        if let Err(e) = reply.send(Reply::Private(text)).await {
+            tracing::debug!(error = %e, "could not tell the user about a failed interaction");
+        }
     }
 }
 
-type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Answers a button click.
-async fn reply_button(bot: &Bot, c: &ComponentInteraction, r: CreateInteractionResponse) -> Result {
-    let http = bot.http();
-    bot.pace
-        .send("interaction reply", || c.create_response(&http, r.clone()))
-        .await?;
-    Ok(())
-}
-
-/// Answers a note dialog.
-async fn reply_modal(bot: &Bot, m: &ModalInteraction, r: CreateInteractionResponse) -> Result {
-    let http = bot.http();
-    bot.pace
-        .send("interaction reply", || m.create_response(&http, r.clone()))
-        .await?;
-    Ok(())
-}
-
-/// Answers a slash command.
-async fn reply_command(bot: &Bot, c: &CommandInteraction, r: CreateInteractionResponse) -> Result {
-    let http = bot.http();
-    bot.pace
-        .send("interaction reply", || c.create_response(&http, r.clone()))
-        .await?;
-    Ok(())
-}
-
-fn private(text: &str) -> CreateInteractionResponse {
-    CreateInteractionResponse::Message(ephemeral(text))
-}
-
-fn public(text: &str) -> CreateInteractionResponse {
-    CreateInteractionResponse::Message(
-        CreateInteractionResponseMessage::new()
-            .content(render::clip(text, render::LIMIT))
-            .allowed_mentions(CreateAllowedMentions::new()),
-    )
-}
+type Result<T = ()> = std::result::Result<T, Error>;
 
 fn roles(member: Option<&Member>) -> Vec<String> {
     member
@@ -130,21 +92,21 @@ fn roles(member: Option<&Member>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction) -> Result {
+async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'_>) -> Result {
     let id = c.data.custom_id.as_str();
     if let Some(channel) = render::parse_stop_id(id) {
         let text = stop(bot, ChannelId::new(channel.max(1)), &c.user).await?;
-        return reply_button(bot, c, private(&text)).await;
+        return reply.send(Reply::Private(text)).await;
     }
     if let Some(approve) = render::parse_all_id(id) {
-        return on_all(bot, c, approve).await;
+        return on_all(bot, c, reply, approve).await;
     }
     let (request, action) = match parse_button_id(id) {
         Ok(parsed) => parsed,
         Err(e) => {
             tracing::warn!(custom_id = id, error = %e, user = %c.user.id, "unknown or forged button");
             let text = format!("That button is not one I know ({e}); nothing changed.");
-            return reply_button(bot, c, private(&text)).await;
+            return reply.send(Reply::Private(text)).await;
         }
     };
     let person = bot.person(&c.user).await?;
@@ -177,11 +139,11 @@ async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction) -> Result {
                         .max_length(1000),
                 ),
             ]);
-        return reply_button(bot, c, CreateInteractionResponse::Modal(modal)).await;
+        return reply.send(Reply::Modal(modal)).await;
     }
     let requests = render::card_requests(&c.message);
     let response = after_decision(bot, c.channel_id, &requests, outcome).await;
-    reply_button(bot, c, response).await
+    reply.send(response).await
 }
 
 /// Answers a decided click: redraws the card (or tells the clicker why nothing changed) and
@@ -191,17 +153,13 @@ async fn after_decision(
     channel: ChannelId,
     requests: &[String],
     outcome: ClickOutcome,
-) -> CreateInteractionResponse {
+) -> Reply {
     match outcome {
-        ClickOutcome::Unknown => CreateInteractionResponse::Message(ephemeral(
-            "I have no record of this approval request; nothing changed.",
-        )),
-        ClickOutcome::Refused(reason) => {
-            CreateInteractionResponse::Message(ephemeral(&format!("🚫 {reason}")))
+        ClickOutcome::Unknown => {
+            Reply::Private("I have no record of this approval request; nothing changed.".into())
         }
-        ClickOutcome::NeedsNote => {
-            CreateInteractionResponse::Message(ephemeral("A note is needed."))
-        }
+        ClickOutcome::Refused(reason) => Reply::Private(format!("🚫 {reason}")),
+        ClickOutcome::NeedsNote => Reply::Private("A note is needed.".into()),
         ClickOutcome::Decided { record, resume } => {
             if resume {
                 bot.submit_resume(channel, record.requested_by.clone());
@@ -212,17 +170,20 @@ async fn after_decision(
     }
 }
 
-async fn redraw(bot: &Bot, requests: &[String]) -> CreateInteractionResponse {
+async fn redraw(bot: &Bot, requests: &[String]) -> Reply {
     match bot.load_card(requests).await {
-        Some(card) => CreateInteractionResponse::UpdateMessage(
-            render::card(&card, &bot.timeout_words()).response(),
-        ),
-        None => CreateInteractionResponse::Acknowledge,
+        Some(card) => Reply::Update(render::card(&card, &bot.timeout_words())),
+        None => Reply::Nothing,
     }
 }
 
 /// Approve all / Deny all: each pending request on the card, each checked on its own.
-async fn on_all(bot: &Arc<Bot>, c: &ComponentInteraction, approve: bool) -> Result {
+async fn on_all(
+    bot: &Arc<Bot>,
+    c: &ComponentInteraction,
+    reply: &Responder<'_>,
+    approve: bool,
+) -> Result {
     let person = bot.person(&c.user).await?;
     let roles = roles(c.member.as_ref());
     let requests = render::card_requests(&c.message);
@@ -264,13 +225,15 @@ async fn on_all(bot: &Arc<Bot>, c: &ComponentInteraction, approve: bool) -> Resu
         last = outcome;
     }
     let response = after_decision(bot, c.channel_id, &requests, last).await;
-    reply_button(bot, c, response).await
+    reply.send(response).await
 }
 
 /// The note dialog was submitted.
-async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction) -> Result {
+async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction, reply: &Responder<'_>) -> Result {
     let Some((request, action)) = render::parse_note_modal_id(&m.data.custom_id) else {
-        return reply_modal(bot, m, private("Unknown dialog; nothing changed.")).await;
+        return reply
+            .send(Reply::Private("Unknown dialog; nothing changed.".into()))
+            .await;
     };
     let note = m
         .data
@@ -303,7 +266,7 @@ async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction) -> Result {
     };
     // A dialog opened from a message updates that message like a button.
     let response = after_decision(bot, m.channel_id, &requests, outcome).await;
-    reply_modal(bot, m, response).await
+    reply.send(response).await
 }
 
 /// `/stop` or the Stop button: cancels the running turn, if the person may talk here.
@@ -332,7 +295,7 @@ fn is_admin(member: Option<&Member>) -> bool {
     })
 }
 
-async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction) -> Result {
+async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction, reply: &Responder<'_>) -> Result {
     let http = bot.http();
     let options: Vec<(String, String)> = c
         .data
@@ -342,31 +305,27 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction) -> Result {
         .collect();
     let cmd = match Command::from_options(&c.data.name, &options) {
         Ok(cmd) => cmd,
-        Err(e) => return reply_command(bot, c, private(&e.to_string())).await,
+        Err(e) => return reply.send(Reply::Private(e.to_string())).await,
     };
     let key = workstream_key(c.channel_id);
     let ws = bot.agent.store().workstream(&key).await?;
     match cmd {
-        Command::Ask { prompt } => ask(bot, c, prompt, ws.is_some()).await,
+        Command::Ask { prompt } => ask(bot, c, reply, prompt, ws.is_some()).await,
         Command::Stop => {
             let text = stop(bot, c.channel_id, &c.user).await?;
-            reply_command(bot, c, private(&text)).await
+            reply.send(Reply::Private(text)).await
         }
         Command::Close => {
             let Some(ws) = ws else {
-                return reply_command(bot, c, private("Use /close in a thread I answer in.")).await;
+                return reply
+                    .send(Reply::Private("Use /close in a thread I answer in.".into()))
+                    .await;
             };
             let person = bot.person(&c.user).await?;
             if ws.row.owner.as_deref() != Some(person.id.as_str()) && !is_admin(c.member.as_deref())
             {
-                return reply_command(
-                    bot,
-                    c,
-                    private(
-                        "🚫 Only the person who started this thread, or an admin, can close it.",
-                    ),
-                )
-                .await;
+                let text = "🚫 Only the person who started this thread, or an admin, can close it.";
+                return reply.send(Reply::Private(text.into())).await;
             }
             bot.turns.stop(&key);
             bot.agent.store().close_workstream(&key).await?;
@@ -375,7 +334,7 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction) -> Result {
                 "🔒 Closed by {}. This workstream has ended.",
                 person.username
             );
-            reply_command(bot, c, public(&text)).await?;
+            reply.send(Reply::Public(text)).await?;
             let archive = EditThread::new().archived(true).locked(true);
             bot.pace
                 .send("archive thread", || {
@@ -398,25 +357,33 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction) -> Result {
             let text = answer(&bot.agent, &other, who, at)
                 .await
                 .unwrap_or_default();
-            reply_command(bot, c, private(&text)).await
+            reply.send(Reply::Private(text)).await
         }
     }
 }
 
 /// `/ask`: in one of our threads it is a message there; in a listened channel it opens a
 /// thread from the command's reply.
-async fn ask(bot: &Arc<Bot>, c: &CommandInteraction, prompt: String, in_thread: bool) -> Result {
+async fn ask(
+    bot: &Arc<Bot>,
+    c: &CommandInteraction,
+    reply: &Responder<'_>,
+    prompt: String,
+    in_thread: bool,
+) -> Result {
     let http = bot.http();
     let person = bot.person(&c.user).await?;
     if !in_thread && !bot.listens_in(c.channel_id) {
-        return reply_command(bot, c, private("I don't listen in this channel.")).await;
+        return reply
+            .send(Reply::Private("I don't listen in this channel.".into()))
+            .await;
     }
     let shown = format!(
         "**{}** asked: {}",
         person.username,
         render::clip(&prompt, 1800)
     );
-    reply_command(bot, c, public(&shown)).await?;
+    reply.send(Reply::Public(shown)).await?;
     if in_thread {
         bot.submit_turn(c.channel_id, person, prompt);
         return Ok(());

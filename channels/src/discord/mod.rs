@@ -14,6 +14,7 @@ pub mod handler;
 pub mod interactions;
 pub mod pace;
 pub mod render;
+pub mod respond;
 pub mod surface;
 
 use std::collections::HashSet;

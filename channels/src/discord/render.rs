@@ -5,7 +5,8 @@
 use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id};
 use serenity::all::{
     ActionRowComponent, ButtonStyle, CreateActionRow, CreateAllowedMentions, CreateButton,
-    CreateEmbed, CreateInteractionResponseMessage, CreateMessage, EditMessage, Message,
+    CreateEmbed, CreateInteractionResponseMessage, CreateMessage, EditInteractionResponse,
+    EditMessage, Message,
 };
 
 use crate::card::{ApprovalCard, outcome_line, preview};
@@ -54,6 +55,15 @@ impl Body {
     /// For an interaction response that replaces the clicked message.
     pub fn response(&self) -> CreateInteractionResponseMessage {
         CreateInteractionResponseMessage::new()
+            .content(&self.content)
+            .embeds(self.embeds.clone())
+            .components(self.components.clone())
+            .allowed_mentions(CreateAllowedMentions::new())
+    }
+
+    /// For editing a deferred interaction's message.
+    pub fn edit_response(&self) -> EditInteractionResponse {
+        EditInteractionResponse::new()
             .content(&self.content)
             .embeds(self.embeds.clone())
             .components(self.components.clone())

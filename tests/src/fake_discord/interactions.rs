@@ -15,12 +15,16 @@ use super::{APP_ID, BOT_ID, Shared};
 
 type Answer = Result<Response, Rejection>;
 
+/// How long Discord waits for an interaction's first response.
+const RESPONSE_WINDOW: std::time::Duration = std::time::Duration::from_secs(3);
+
 fn unknown_interaction() -> Rejection {
     Rejection::new(404, 10062, "Unknown interaction")
 }
 
 /// Applies a callback: 4 and 5 create the original response, 6 and 7 adopt (7 also edits) the
-/// clicked message, 9 opens a modal. Answers 204 like Discord.
+/// clicked message, 9 opens a modal. Answers 204 like Discord, and only within 3 s of the
+/// interaction.
 pub(super) async fn callback(
     State(shared): State<Arc<Shared>>,
     Path((id, token)): Path<(u64, String)>,
@@ -38,6 +42,11 @@ pub(super) async fn callback(
             40060,
             "Interaction has already been acknowledged.",
         ));
+    }
+    // Discord forgets an interaction not answered in time (the person sees "This interaction
+    // failed"); a deferred response is how a slow handler keeps it.
+    if interaction.created.elapsed() > RESPONSE_WINDOW {
+        return Err(unknown_interaction());
     }
     let (kind, channel_id, clicked) = (
         interaction.kind,

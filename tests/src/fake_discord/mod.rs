@@ -252,6 +252,7 @@ impl FakeDiscord {
             message_id,
             original_message_id: None,
             acknowledged: false,
+            created: std::time::Instant::now(),
             responses: Vec::new(),
         };
         let mut event = objects::interaction(&stored, user, &channel, &state.joined_at);

@@ -95,6 +95,8 @@ pub(super) struct StoredInteraction {
     /// The response `@original` refers to, once there is one.
     pub original_message_id: Option<u64>,
     pub acknowledged: bool,
+    /// When it was dispatched: Discord takes the first response within 3 s only.
+    pub created: std::time::Instant,
     /// Callback bodies and follow-up bodies, in order.
     pub responses: Vec<Value>,
 }

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use sqlx::{Connection, Executor};
+
 use sandpiper_agent::config::SlackMode;
 use sandpiper_tests::db::TestDb;
 use sandpiper_tests::db_proxy::DbProxy;
@@ -15,6 +17,15 @@ use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack, TEAM_ID};
 use sandpiper_tests::slack_harness::{SlackRun, configure};
 
 use super::{Setup, setup};
+
+/// The buttons on a bot message, Stop included.
+fn open_buttons_or_stop(m: &sandpiper_tests::fake_discord::FakeMessage) -> Vec<String> {
+    sandpiper_tests::discord_harness::buttons(m)
+        .into_iter()
+        .filter(|(_, _, disabled)| !disabled)
+        .map(|(id, ..)| id)
+        .collect()
+}
 
 /// A setup whose database is reached through a relay the test can cut.
 async fn through_relay(db: &TestDb, replies: &[&str]) -> (Setup, std::sync::Arc<DbProxy>) {
@@ -47,7 +58,14 @@ async fn discord_messages_wait_out_a_database_restart_and_a_longer_outage_is_sai
     rig.fake.user_message(thread, &alice, "still there?").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     proxy.restore().await;
-    rig.wait_text(thread, "second").await;
+    // The turn is over (and everything of it stored) when its answer loses the Stop button.
+    rig.fake
+        .wait_until(WAIT, "the second turn over", |_| {
+            rig.bot_messages(thread)
+                .into_iter()
+                .find(|m| m.content == "second" && open_buttons_or_stop(m).is_empty())
+        })
+        .await;
 
     // Longer: the person is told their message was not taken, in words.
     proxy.cut();
@@ -65,22 +83,43 @@ async fn discord_messages_wait_out_a_database_restart_and_a_longer_outage_is_sai
         .fake
         .click(thread, card.id, &alice, &button(&card, "Approve", 0))
         .await;
+    // The store waits acquire_timeout (3 s) for the database: past Discord's 3 s, so the
+    // response is deferred and the answer comes as a private follow-up.
     let reply = rig
         .fake
         .wait_until(WAIT, "the click answered", |f| {
-            f.interaction_responses(click).pop()
+            f.interaction_responses(click)
+                .into_iter()
+                .find(|r| r["content"].is_string())
         })
         .await;
-    let said = reply["data"]["content"].as_str().unwrap_or_default();
+    let said = reply["content"].as_str().unwrap_or_default();
     assert!(
-        said.contains("did not go through") && reply["data"]["flags"] == 64,
+        said.contains("did not go through") && reply["flags"] == 64,
         "{reply}"
     );
+    let first = &rig.fake.interaction_responses(click)[0];
+    assert_eq!(first["type"], 6, "deferred first: {first}");
     proxy.restore().await;
-    rig.fake
+
+    // A store slower than Discord's 3 s (a table held by someone else): the click is deferred,
+    // still decides, and the card is redrawn through the interaction's webhook.
+    let mut admin = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+    admin.execute("BEGIN").await.unwrap();
+    admin
+        .execute("LOCK TABLE tool_approvals IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let click = rig
+        .fake
         .click(thread, card.id, &alice, &button(&card, "Approve", 0))
         .await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    admin.execute("COMMIT").await.unwrap();
+    rig.wait_message(thread, card.id, "Approved by alice").await;
+    assert_eq!(rig.fake.interaction_responses(click)[0]["type"], 6);
     rig.wait_text(thread, "third").await;
+    assert_eq!(rig.fake.interaction_responses(click)[0]["type"], 6);
 
     let history = rig
         .agent
@@ -118,8 +157,9 @@ async fn slack_messages_wait_out_a_database_restart_and_a_longer_outage_is_said(
         .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     proxy.restore().await;
-    run.wait_message(CHANNEL_ID, &root, "the second answer", |m| {
-        m.text == "second"
+    // The turn is over (and everything of it stored) when its answer loses the Stop button.
+    run.wait_message(CHANNEL_ID, &root, "the second turn over", |m| {
+        m.text == "second" && !m.blocks.to_string().contains("\"stop\"")
     })
     .await;
 
@@ -162,7 +202,6 @@ async fn slack_messages_wait_out_a_database_restart_and_a_longer_outage_is_said(
 async fn an_append_cut_off_mid_statement_is_stored_exactly_once() {
     use sandpiper_agent::model::Message;
     use sandpiper_agent::store::Store;
-    use sqlx::{Connection, Executor};
 
     let Some(db) = TestDb::postgres().await else {
         return;
