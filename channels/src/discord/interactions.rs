@@ -75,9 +75,7 @@ pub async fn dispatch(bot: &Arc<Bot>, interaction: Interaction) {
         .await;
     if let Err(e) = result {
         tracing::warn!(error = %e, "handling a Discord interaction failed");
-        let text = format!(
-            "⚠️ That did not go through ({e}); nothing changed. Please try again in a moment."
-        );
+        let text = format!("⚠️ That did not go through ({e}). Please try again in a moment.");
         if let Err(e) = reply.send(Reply::Private(text)).await {
             tracing::debug!(error = %e, "could not tell the user about a failed interaction");
         }
