@@ -213,7 +213,10 @@ async fn decide(
             let meta = serde_json::to_string(&meta).unwrap_or_default();
             let view = blocks::note_modal(meta_approve(action), &header, &meta);
             if let Err(e) = ctx.api.open_view(trigger, view).await {
+                // Slack's trigger lives 3 s; a slow store can outlast it.
                 tracing::warn!(error = %e, "opening the note modal failed");
+                let text = format!("Could not open the note dialog ({e}); please click again.");
+                refuse(ctx, at, &text).await;
             }
         }
         ClickOutcome::Decided { record, resume } => {

@@ -263,8 +263,11 @@ fn stateful_view(view: &Value, id: &str, hash: &str, root: &str) -> Value {
 
 fn open_view(ledger: &mut Ledger, args: &Value) -> Answer {
     let trigger = text(args, "trigger_id");
-    if !ledger.triggers.remove(&trigger) {
+    let Some(issued) = ledger.triggers.remove(&trigger) else {
         return Err("invalid_trigger_id");
+    };
+    if issued.elapsed() > std::time::Duration::from_secs(3) {
+        return Err("expired_trigger_id");
     }
     let view = args
         .get("view")

@@ -98,7 +98,8 @@ pub(super) struct Ledger {
     /// Methods the app has no scope for: they answer `missing_scope`.
     pub(super) unscoped: HashSet<String>,
     /// Trigger ids handed out with clicks, commands and submissions.
-    pub(super) triggers: HashSet<String>,
+    /// When each was handed out: Slack honours a trigger for 3 s, once.
+    pub(super) triggers: HashMap<String, std::time::Instant>,
     /// Acks in order: envelope id and the optional response payload.
     pub(super) acks: Vec<(String, Option<Value>)>,
     /// Every envelope sent (or queued), in order.
@@ -137,7 +138,8 @@ impl Ledger {
     pub(super) fn next_trigger(&mut self) -> String {
         let n = self.next();
         let trigger = format!("{n}.{}.fake{n:04x}", super::TEAM_ID);
-        self.triggers.insert(trigger.clone());
+        self.triggers
+            .insert(trigger.clone(), std::time::Instant::now());
         trigger
     }
 

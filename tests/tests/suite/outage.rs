@@ -14,7 +14,7 @@ use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button};
 use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
 use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack, TEAM_ID};
-use sandpiper_tests::slack_harness::{SlackRun, configure};
+use sandpiper_tests::slack_harness::{SlackRun, button as slack_button, configure};
 
 use super::{Setup, setup};
 
@@ -192,6 +192,41 @@ async fn slack_messages_wait_out_a_database_restart_and_a_longer_outage_is_said(
             "third"
         ]
     );
+
+    // A store slower than Slack's 3-second trigger: the note dialog cannot open, and the
+    // clicker is told so instead of nothing happening; the card still works after.
+    s.llm.push(tool_call(
+        "c1",
+        "bash",
+        serde_json::json!({"command": "echo slow-store"}),
+    ));
+    s.llm.push(text("fourth"));
+    run.slack
+        .thread_message(CHANNEL_ID, &root, &alice, "one more")
+        .await;
+    let card = run.card(CHANNEL_ID, &root, 0).await;
+    let mut admin = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+    admin.execute("BEGIN").await.unwrap();
+    admin
+        .execute("LOCK TABLE tool_approvals IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let (deny_note, value) = slack_button(&card, "Deny with note");
+    run.slack
+        .click(CHANNEL_ID, &card.ts, &alice, &deny_note, &value)
+        .await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    admin.execute("COMMIT").await.unwrap();
+    run.ephemeral(CHANNEL_ID, "U0ALICE", "Could not open the note dialog")
+        .await;
+    let (approve, value) = slack_button(&card, "Approve");
+    run.slack
+        .click(CHANNEL_ID, &card.ts, &alice, &approve, &value)
+        .await;
+    run.wait_message(CHANNEL_ID, &root, "the fourth answer", |m| {
+        m.text == "fourth"
+    })
+    .await;
     s.llm.verify();
 }
 
