@@ -165,12 +165,23 @@ impl McpConfig {
 pub struct ServerConfig {
     /// Address of the HTTP endpoints (`/health`); env `SANDPIPER_LISTEN`.
     pub listen: std::net::SocketAddr,
+    /// How long a client may take to send a request's headers before the connection is
+    /// closed (slow-header clients hold connections open otherwise).
+    #[serde(with = "duration")]
+    pub header_read_timeout: Duration,
+    /// Largest request body accepted, in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Most connections served at once; further ones wait in the kernel's backlog.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], 8090)),
+            header_read_timeout: Duration::from_secs(10),
+            max_body_bytes: 1024 * 1024,
+            max_connections: 256,
         }
     }
 }
@@ -325,6 +336,9 @@ pub struct ApprovalConfig {
     /// How long an approval may wait before it counts as denied; `0` waits forever.
     #[serde(with = "duration")]
     pub timeout: Duration,
+    /// Tools that even a workstream's owner may not approve without an approver role (for
+    /// servers where anyone may open a thread), e.g. `["bash"]`.
+    pub require_approver_for: Vec<String>,
 }
 
 impl Default for ApprovalConfig {
@@ -332,6 +346,7 @@ impl Default for ApprovalConfig {
         Self {
             auto_approve: false,
             timeout: Duration::from_secs(30 * 60),
+            require_approver_for: Vec::new(),
         }
     }
 }
@@ -340,8 +355,20 @@ impl Default for ApprovalConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ToolsConfig {
-    /// Working directory of workstreams; default: the directory sandpiper was started in.
+    /// Root of the workstreams' working directories (default `./workstreams`). Each
+    /// workstream works in `<workdir>/<safe workstream name>` unless `workdir_mode = "shared"`.
     pub workdir: Option<PathBuf>,
+    /// `per_workstream` (default): each workstream has its own directory under `workdir`;
+    /// `shared`: every workstream works in `workdir` itself (one checkout for the team).
+    pub workdir_mode: WorkdirMode,
+    /// Paths never readable through tools, asked or not (`~` is the home directory; a `*`
+    /// matches one path component). The config file and the database are always denied.
+    pub deny_read: Vec<String>,
+    /// Variables set for bash, man and stdio MCP servers, on top of the allow-list.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variables of sandpiper's own environment passed to bash and man by name (e.g.
+    /// `GITHUB_TOKEN`); nothing else of it reaches a tool beyond the allow-list.
+    pub pass_env: Vec<String>,
     /// bash timeout, e.g. `"120s"`.
     #[serde(with = "duration")]
     pub bash_timeout: Duration,
@@ -363,6 +390,10 @@ impl Default for ToolsConfig {
     fn default() -> Self {
         Self {
             workdir: None,
+            workdir_mode: WorkdirMode::PerWorkstream,
+            deny_read: DEFAULT_DENY_READ.iter().map(|s| (*s).to_owned()).collect(),
+            env: Default::default(),
+            pass_env: Vec::new(),
             bash_timeout: Duration::from_secs(120),
             max_output_bytes: 64 * 1024,
             search_max_matches: 200,
@@ -372,6 +403,20 @@ impl Default for ToolsConfig {
             search_max_results: 5,
         }
     }
+}
+
+/// Paths no tool may read by default.
+pub const DEFAULT_DENY_READ: &[&str] = &["~/.ssh", "/proc/*/environ", "/etc/shadow"];
+
+/// `tools.workdir_mode`: whether workstreams share one working directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkdirMode {
+    /// `<workdir>/<safe workstream name>`, created on first use.
+    #[default]
+    PerWorkstream,
+    /// Every workstream works in `workdir` itself.
+    Shared,
 }
 
 /// `tools.search`: when external tools are deferred behind a search.
@@ -416,6 +461,10 @@ pub struct AgentConfig {
     /// Largest user message accepted, in bytes; a larger one is refused with a clear error
     /// and nothing is stored.
     pub max_message_bytes: usize,
+    /// Turns running at once across all workstreams; further turns wait (and say so).
+    pub max_concurrent_turns: usize,
+    /// Turns one person's messages may have running at once across workstreams.
+    pub max_turns_per_user: usize,
 }
 
 impl Default for AgentConfig {
@@ -425,6 +474,8 @@ impl Default for AgentConfig {
             workstream_cache: 256,
             system_prompt_extra: None,
             max_message_bytes: 256 * 1024,
+            max_concurrent_turns: 16,
+            max_turns_per_user: 4,
         }
     }
 }
@@ -595,6 +646,24 @@ impl Config {
         if self.tools.search_max_results == 0 {
             return Err(invalid(
                 "tools.search_max_results",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.agent.max_concurrent_turns == 0 {
+            return Err(invalid(
+                "agent.max_concurrent_turns",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.agent.max_turns_per_user == 0 {
+            return Err(invalid(
+                "agent.max_turns_per_user",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.server.max_connections == 0 {
+            return Err(invalid(
+                "server.max_connections",
                 "must be at least 1".into(),
             ));
         }

@@ -35,6 +35,11 @@ pub struct DiscordConfig {
     pub thread_access: ThreadAccess,
     /// Role ids whose members may decide any approval (besides the thread's owner).
     pub approver_roles: Vec<String>,
+    /// Role ids whose members administer the bot here (delete global memories, change
+    /// channel settings).
+    pub admin_roles: Vec<String>,
+    /// Whether the bot answers direct messages (off by default: a DM is outside `channels`).
+    pub dms: bool,
     /// REST base URL. **Meant for testing** (a fake Discord); env `SANDPIPER_DISCORD_API_BASE`.
     /// With an override, every request goes there and the gateway URL comes from its
     /// `/api/v10/gateway` answer.
@@ -55,6 +60,8 @@ impl Default for DiscordConfig {
             guild: None,
             thread_access: ThreadAccess::Anyone,
             approver_roles: Vec::new(),
+            admin_roles: Vec::new(),
+            dms: false,
             api_base_url: DISCORD_API_BASE.into(),
             stream_interval: Duration::from_millis(1500),
             requests_per_second: 40,
@@ -112,6 +119,11 @@ pub struct SlackConfig {
     pub thread_access: ThreadAccess,
     /// User group ids whose members may decide any approval (besides the thread's owner).
     pub approver_usergroups: Vec<String>,
+    /// User group ids whose members administer the bot here (delete global memories,
+    /// change channel settings).
+    pub admin_usergroups: Vec<String>,
+    /// Whether the bot answers direct messages (off by default: a DM is outside `channels`).
+    pub dms: bool,
     /// The slash command (default `/sandpiper`).
     pub command: String,
     /// Web API base URL. **Meant for testing** (a fake Slack); env `SANDPIPER_SLACK_API_BASE`.
@@ -137,6 +149,8 @@ impl Default for SlackConfig {
             channels: Vec::new(),
             thread_access: ThreadAccess::Anyone,
             approver_usergroups: Vec::new(),
+            admin_usergroups: Vec::new(),
+            dms: false,
             command: "/sandpiper".into(),
             api_base_url: SLACK_API_BASE.into(),
             stream_interval: Duration::from_millis(1500),

@@ -196,4 +196,25 @@ fn the_example_file_parses_and_says_what_the_defaults_are() {
         parsed.database.acquire_timeout,
         defaults.database.acquire_timeout
     );
+    assert_eq!(parsed.tools.deny_read, defaults.tools.deny_read);
+    assert_eq!(parsed.tools.workdir_mode, defaults.tools.workdir_mode);
+    assert_eq!(
+        parsed.server.header_read_timeout,
+        defaults.server.header_read_timeout
+    );
+    assert_eq!(parsed.server.max_body_bytes, defaults.server.max_body_bytes);
+    assert_eq!(
+        parsed.server.max_connections,
+        defaults.server.max_connections
+    );
+    assert_eq!(
+        parsed.agent.max_concurrent_turns,
+        defaults.agent.max_concurrent_turns
+    );
+    assert_eq!(
+        parsed.agent.max_turns_per_user,
+        defaults.agent.max_turns_per_user
+    );
+    assert_eq!(parsed.discord.dms, defaults.discord.dms);
+    assert_eq!(parsed.slack.dms, defaults.slack.dms);
 }
