@@ -7,7 +7,10 @@
 //!   [`Config`](sandpiper_agent::Config).
 //! - [`commands`]: `config check` and `tools` output.
 //! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`).
+//! - [`http_server`]: the server under them, with header-read timeout, connection and body
+//!   limits.
 
 pub mod commands;
+pub mod http_server;
 pub mod serve;
 pub mod wiring;

@@ -269,6 +269,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// `sandpiper serve`: the HTTP endpoints until Ctrl-C or SIGTERM.
 async fn serve(config: Config) -> anyhow::Result<()> {
     let listen = config.server.listen;
+    let limits = config.server.clone();
     let agent = wiring::build_agent(config).await?;
     let mcp = agent.mcp().clone();
     let health: sandpiper::serve::HealthSource =
@@ -303,12 +304,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         ),
     }
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let server = tokio::spawn(sandpiper::serve::run(
-        listen,
-        router,
-        shutdown.clone(),
-        bound_tx,
-    ));
+    let server_shutdown = shutdown.clone();
+    let server = tokio::spawn(async move {
+        sandpiper::http_server::run(listen, router, &limits, server_shutdown, bound_tx).await
+    });
     if let Ok(addr) = bound_rx.await {
         eprintln!("sandpiper: serving http://{addr}/health");
     }

@@ -2,14 +2,12 @@
 //! routes are merged in when `[slack] mode = "events"`). The Discord and Slack connections are
 //! started beside it in `main.rs`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
 /// What `/health` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -58,21 +56,4 @@ pub fn router(health: HealthSource) -> Router {
 
 async fn health_handler(State(health): State<HealthSource>) -> Json<Health> {
     Json(health())
-}
-
-/// Serves `router` on `listen` until `shutdown` is cancelled. Returns the bound address
-/// through `bound` as soon as it is listening (port 0 picks a free port).
-pub async fn run(
-    listen: SocketAddr,
-    router: Router,
-    shutdown: CancellationToken,
-    bound: tokio::sync::oneshot::Sender<SocketAddr>,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    let addr = listener.local_addr()?;
-    tracing::info!(%addr, "HTTP endpoints listening");
-    let _ = bound.send(addr);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
 }

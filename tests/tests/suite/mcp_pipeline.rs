@@ -163,7 +163,11 @@ both_backends! {
         let health: serve::HealthSource = std::sync::Arc::new(move || serve::health_of(&mcp));
         let shutdown = tokio_util::sync::CancellationToken::new();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let server = tokio::spawn(serve::run("127.0.0.1:0".parse().unwrap(), serve::router(health), shutdown.clone(), tx));
+        let limits = sandpiper_agent::config::ServerConfig::default();
+        let stop = shutdown.clone();
+        let server = tokio::spawn(async move {
+            sandpiper::http_server::run("127.0.0.1:0".parse().unwrap(), serve::router(health), &limits, stop, tx).await
+        });
         let addr = rx.await.unwrap();
         let _ = rustls::crypto::ring::default_provider().install_default();
         let body: serde_json::Value = reqwest::Client::builder().no_proxy().build().unwrap()

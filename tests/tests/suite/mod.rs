@@ -5,6 +5,7 @@ mod console;
 mod discord;
 mod discord_commands;
 mod failures;
+mod http_limits;
 mod fake_discord;
 mod fake_slack;
 mod identity;

@@ -1,0 +1,182 @@
+//! The HTTP server of `sandpiper serve` holds up on a public port: clients that never finish
+//! their headers are cut off, connections are capped, and bodies are capped whichever route
+//! reads them. Raw TCP clients play the attacker.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::routing::{get, post};
+use sandpiper_agent::config::ServerConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use super::WAIT;
+
+struct Server {
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start(limits: ServerConfig) -> Self {
+        let router = Router::new()
+            .route("/health", get(|| async { "ok" }))
+            .route("/echo", post(|body: Bytes| async move { body.len().to_string() }));
+        let shutdown = CancellationToken::new();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            sandpiper::http_server::run("127.0.0.1:0".parse().unwrap(), router, &limits, stop, tx)
+                .await
+        });
+        let addr = rx.await.expect("server bound");
+        Self {
+            addr,
+            shutdown,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the server stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn limits(header_read_timeout: Duration, max_connections: usize) -> ServerConfig {
+    ServerConfig {
+        header_read_timeout,
+        max_connections,
+        max_body_bytes: 1024,
+        ..ServerConfig::default()
+    }
+}
+
+/// Sends `request` on a fresh connection and returns the whole answer (the server closes).
+async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut out))
+        .await
+        .expect("an answer")
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Waits until the server closes `s` (EOF or reset); returns whether it did within `within`.
+async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 512];
+    let deadline = Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), s.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            // hyper may answer 408 before closing; keep reading until the close.
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_header_clients_are_disconnected_and_the_server_keeps_answering() {
+    let server = Server::start(limits(Duration::from_millis(500), 64)).await;
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    for s in &mut slow {
+        assert!(
+            closed_within(s, WAIT).await,
+            "a client that never finished its headers was left open"
+        );
+    }
+    let answer = exchange(
+        server.addr,
+        b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_kept_alive_connection_is_closed_too() {
+    let server = Server::start(limits(Duration::from_millis(500), 8)).await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    assert!(closed_within(&mut s, WAIT).await, "the idle connection stayed open");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+    let server = Server::start(limits(Duration::from_secs(30), 2)).await;
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        holders.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    let addr = server.addr;
+    let third = tokio::spawn(async move {
+        exchange(
+            addr,
+            b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await
+    });
+    // The two silent connections hold both slots: the third is not served while they stay.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!third.is_finished(), "a third connection was served beyond the limit");
+    drop(holders.pop());
+    let answer = tokio::time::timeout(WAIT, third).await.unwrap().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bodies_over_the_cap_get_413_with_or_without_a_length() {
+    let server = Server::start(limits(Duration::from_secs(5), 8)).await;
+    let small = exchange(
+        server.addr,
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+    )
+    .await;
+    assert!(
+        small.starts_with("HTTP/1.1 200") && small.ends_with("\r\n5"),
+        "{small}"
+    );
+    let announced = exchange(
+        server.addr,
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 4096\r\n\r\n",
+    )
+    .await;
+    assert!(announced.starts_with("HTTP/1.1 413"), "{announced}");
+    assert!(announced.contains("larger than 1024 bytes"), "{announced}");
+    let mut chunked = b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..4 {
+        chunked.extend_from_slice(b"400\r\n");
+        chunked.extend_from_slice(&[b'a'; 0x400]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let streamed = exchange(server.addr, &chunked).await;
+    assert!(streamed.starts_with("HTTP/1.1 413"), "{streamed}");
+    server.stop().await;
+}
