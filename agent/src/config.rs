@@ -11,9 +11,11 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod channels;
+mod redact;
 pub use channels::{
     DISCORD_API_BASE, DiscordConfig, SLACK_API_BASE, SlackConfig, SlackMode, ThreadAccess,
 };
+pub use redact::{redact_url, url_secrets};
 
 /// Why the configuration could not be loaded. Shown to the operator at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -624,7 +626,10 @@ impl Config {
         {
             return Err(invalid(
                 "database.url",
-                format!("`{url}` is neither `sqlite://FILE` nor `postgres://...`"),
+                format!(
+                    "`{}` is neither `sqlite://FILE` nor `postgres://...`",
+                    redact_url(url)
+                ),
             ));
         }
         let base = self.model.effective_base_url();
@@ -676,11 +681,12 @@ impl Config {
         Ok(())
     }
 
-    /// The effective configuration as TOML, secrets redacted (API key, MCP server
-    /// environment values and HTTP header values).
+    /// The effective configuration as TOML, secrets redacted (API key, the database URL's
+    /// passwords, MCP server environment values and HTTP header values).
     pub fn to_redacted_toml(&self) -> String {
         use crate::mcp::McpServerConfig;
         let mut shown = self.clone();
+        shown.database.url = redact_url(&shown.database.url);
         for server in shown.mcp.servers.values_mut() {
             let secrets = match server {
                 McpServerConfig::Stdio { env, .. } => env,

@@ -80,7 +80,9 @@ pub async fn run(
         tokio::spawn(async move {
             let _slot = slot;
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(timeout);
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(timeout);
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(conn);
             let served = tokio::select! {

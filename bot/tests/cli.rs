@@ -110,6 +110,44 @@ fn config_check_prints_the_effective_config_redacted() {
 }
 
 #[test]
+fn config_check_hides_database_passwords() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sandpiper(dir.path())
+        .args(["config", "check"])
+        .env(
+            "SANDPIPER_DATABASE_URL",
+            "postgres://bob:hunter2@db.internal/app?sslmode=require&sslpassword=keyphrase",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "url = \"postgres://bob:<redacted>@db.internal/app?sslmode=require&sslpassword=<redacted>\""
+        ),
+        "{stdout}"
+    );
+    for secret in ["hunter2", "keyphrase"] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{stdout}{stderr}"
+        );
+    }
+    // A URL of no supported kind is named redacted in the error too.
+    let out = sandpiper(dir.path())
+        .args(["config", "check"])
+        .env("SANDPIPER_DATABASE_URL", "mysql://root:hunter2@h/db")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("mysql://root:<redacted>@h/db"), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+#[test]
 fn tools_prints_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let out = sandpiper(dir.path()).arg("tools").output().unwrap();

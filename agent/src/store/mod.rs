@@ -29,6 +29,9 @@ pub enum StoreError {
     /// The database could not be reached or a query failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The database could not be opened at start-up; the text has the URL's secrets removed.
+    #[error("cannot open the database: {0}")]
+    Open(String),
     /// Migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -106,7 +109,13 @@ impl Store {
                 })
             });
         }
-        let pool = options.connect(&url).await?;
+        if backend == Backend::Sqlite {
+            protect_sqlite_file(&url)?;
+        }
+        let pool = options
+            .connect(&url)
+            .await
+            .map_err(|e| StoreError::Open(scrub_secrets(&e.to_string(), &url)))?;
         match backend {
             Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
@@ -180,23 +189,53 @@ pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
     }
 }
 
-/// Hides a password in a database URL for messages.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.find(':') {
-                Some(colon) => format!(
-                    "{}{}:<redacted>{}",
-                    &url[..scheme + 3],
-                    &creds[..colon],
-                    &url[at..]
-                ),
-                None => url.to_owned(),
-            }
+pub use crate::config::redact_url;
+
+/// Creates the SQLite file readable by its owner only (0600) before SQLite opens it, and
+/// tightens an existing one; SQLite gives its `-wal` and `-shm` files the database file's
+/// mode, and those that exist are tightened too. The database holds every conversation.
+fn protect_sqlite_file(url: &str) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let Some(path) = sqlite_path(url) else {
+        return Ok(());
+    };
+    let open_error = |e: std::io::Error| StoreError::Open(format!("{}: {e}", path.display()));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(open_error)?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let file = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        if file.exists() {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
+                .map_err(open_error)?;
         }
-        _ => url.to_owned(),
     }
+    Ok(())
+}
+
+/// The file of a `sqlite:` URL; `None` for an in-memory database.
+pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let file = rest.split('?').next().unwrap_or_default();
+    (!file.is_empty() && !file.contains(":memory:") && !url.contains("mode=memory"))
+        .then(|| std::path::PathBuf::from(file))
+}
+
+/// `text` with every secret of `url` (its password and password-like query values, raw and
+/// percent-decoded) replaced: driver errors may quote the URL they were given.
+fn scrub_secrets(text: &str, url: &str) -> String {
+    let shown = redact_url(url);
+    let mut out = text.replace(url, &shown);
+    for secret in crate::config::url_secrets(url) {
+        if !secret.is_empty() {
+            out = out.replace(&secret, "<redacted>");
+        }
+    }
+    out
 }
 
 /// Now, in unix milliseconds.
@@ -218,6 +257,16 @@ mod tests {
             "postgres://bob:<redacted>@db/x"
         );
         assert_eq!(redact_url("sqlite://a.db"), "sqlite://a.db");
+        assert_eq!(
+            scrub_secrets(
+                "password authentication failed (hunter%2F2, hunter/2)",
+                "postgres://bob:hunter%2F2@db/x"
+            ),
+            "password authentication failed (<redacted>, <redacted>)"
+        );
+        assert_eq!(sqlite_path("sqlite://a.db?mode=rwc"), Some("a.db".into()));
+        assert_eq!(sqlite_path("sqlite:/srv/a.db"), Some("/srv/a.db".into()));
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
         assert_eq!(sqlite_url("sqlite://a.db", 8).0, "sqlite://a.db?mode=rwc");
         assert_eq!(
             sqlite_url("sqlite::memory:", 8),
@@ -232,6 +281,28 @@ mod tests {
             err.to_string(),
             "unsupported database url `mysql://root:<redacted>@h/db`: use sqlite://FILE or postgres://..."
         );
+    }
+
+    #[tokio::test]
+    async fn the_sqlite_files_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private.db");
+        let url = format!("sqlite://{}", path.display());
+        let store = Store::connect(&url, 2).await.unwrap();
+        store.checkpoint().await.unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            let file = dir.path().join(format!("private.db{suffix}"));
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", file.display());
+        }
+        store.close().await;
+        // A database created by an older version (0644) is tightened at the next start.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let store = Store::connect(&url, 2).await.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        store.close().await;
     }
 
     #[tokio::test]

@@ -25,7 +25,10 @@ impl Server {
     async fn start(limits: ServerConfig) -> Self {
         let router = Router::new()
             .route("/health", get(|| async { "ok" }))
-            .route("/echo", post(|body: Bytes| async move { body.len().to_string() }));
+            .route(
+                "/echo",
+                post(|body: Bytes| async move { body.len().to_string() }),
+            );
         let shutdown = CancellationToken::new();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let stop = shutdown.clone();
@@ -122,7 +125,10 @@ async fn an_idle_kept_alive_connection_is_closed_too() {
     let mut buf = [0u8; 512];
     let n = s.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    assert!(closed_within(&mut s, WAIT).await, "the idle connection stayed open");
+    assert!(
+        closed_within(&mut s, WAIT).await,
+        "the idle connection stayed open"
+    );
     server.stop().await;
 }
 
@@ -143,7 +149,10 @@ async fn connections_beyond_the_limit_wait_for_a_free_slot() {
     });
     // The two silent connections hold both slots: the third is not served while they stay.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!third.is_finished(), "a third connection was served beyond the limit");
+    assert!(
+        !third.is_finished(),
+        "a third connection was served beyond the limit"
+    );
     drop(holders.pop());
     let answer = tokio::time::timeout(WAIT, third).await.unwrap().unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
