@@ -145,6 +145,7 @@ fn init_tracing() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }
@@ -313,7 +314,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        let signal = stop_signal().await;
+        tracing::info!(signal, "shutting down");
         stop.cancel();
     });
     let served = server.await.context("the HTTP server task failed")?;
@@ -326,6 +328,23 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     agent.mcp().shutdown().await;
     Ok(())
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM (what `docker stop`, systemd and Kubernetes send) and
+/// names the one that came.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops serve");
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
 }
 
 /// The person at the terminal as a console identity.

@@ -319,6 +319,7 @@ fn serve_without_a_token_says_discord_is_off() {
     let mut cmd = sandpiper(dir.path());
     cmd.arg("serve")
         .env("SANDPIPER_LISTEN", "127.0.0.1:0")
+        .env("SANDPIPER_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("sandpiper serve starts");
@@ -332,11 +333,24 @@ fn serve_without_a_token_says_discord_is_off() {
             break;
         }
     }
-    child.kill().expect("stop serve");
-    let _ = child.wait();
+    // An operator's `docker stop` or systemd sends SIGTERM: serve stops cleanly on it.
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(term.success());
+    for line in lines.map_while(Result::ok) {
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    let status = child.wait().expect("serve exits");
+    assert!(status.success(), "serve exited with {status} on SIGTERM\n{seen}");
     assert!(seen.contains("Discord is off"), "{seen}");
     assert!(seen.contains("Slack is off"), "{seen}");
     assert!(seen.contains("/health"), "{seen}");
+    assert!(seen.contains("shutting down") && seen.contains("SIGTERM"), "{seen}");
+    // Logs to a pipe carry no colour codes.
+    assert!(!seen.contains('\u{1b}'), "{seen:?}");
 }
 
 /// `sandpiper serve` with Slack tokens in the environment answers a mention over Socket Mode.
