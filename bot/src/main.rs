@@ -242,6 +242,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tools.search = tool_search.unwrap_or(tools.search);
             tools.search_threshold = tool_search_threshold.unwrap_or(tools.search_threshold);
             tools.search_max_results = tool_search_max_results.unwrap_or(tools.search_max_results);
+            if let Some(hint) = commands::missing_api_key(&config) {
+                anyhow::bail!(hint);
+            }
             let auto_approve = config.approval.auto_approve;
             let agent = wiring::build_agent(config).await?;
             let interactive = std::io::stdin().is_terminal();
@@ -269,6 +272,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// `sandpiper serve`: the HTTP endpoints until Ctrl-C or SIGTERM.
 async fn serve(config: Config) -> anyhow::Result<()> {
+    let stop_signal = stop_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let listen = config.server.listen;
     let limits = config.server.clone();
     let agent = wiring::build_agent(config).await?;
@@ -314,7 +318,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        let signal = stop_signal().await;
+        let signal = stop_signal.await;
         tracing::info!(signal, "shutting down");
         stop.cancel();
     });
@@ -330,21 +334,19 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits for Ctrl-C (SIGINT) or SIGTERM (what `docker stop`, systemd and Kubernetes send) and
-/// names the one that came.
-async fn stop_signal() -> &'static str {
+/// Listens for Ctrl-C (SIGINT) and SIGTERM (what `docker stop`, systemd and Kubernetes send)
+/// from now on; the future names the one that came. Made before anything else starts, so a
+/// signal that arrives early still stops the process cleanly.
+fn stop_signals() -> std::io::Result<impl std::future::Future<Output = &'static str>> {
     use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => tokio::select! {
-            _ = tokio::signal::ctrl_c() => "SIGINT",
-            _ = term.recv() => "SIGTERM",
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops serve");
-            let _ = tokio::signal::ctrl_c().await;
-            "SIGINT"
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
         }
-    }
+    })
 }
 
 /// The person at the terminal as a console identity.

@@ -148,6 +148,24 @@ fn config_check_hides_database_passwords() {
 }
 
 #[test]
+fn chat_without_a_key_says_what_to_set_before_the_first_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.arg("chat");
+    let out = run_with_stdin(cmd, "hello\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("set OPENAI_API_KEY") && stderr.contains("SANDPIPER_MODEL_BASE_URL"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("sandpiper.db").exists(),
+        "nothing was started"
+    );
+}
+
+#[test]
 fn tools_prints_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let out = sandpiper(dir.path()).arg("tools").output().unwrap();
@@ -344,11 +362,17 @@ fn serve_without_a_token_says_discord_is_off() {
         seen.push('\n');
     }
     let status = child.wait().expect("serve exits");
-    assert!(status.success(), "serve exited with {status} on SIGTERM\n{seen}");
+    assert!(
+        status.success(),
+        "serve exited with {status} on SIGTERM\n{seen}"
+    );
     assert!(seen.contains("Discord is off"), "{seen}");
     assert!(seen.contains("Slack is off"), "{seen}");
     assert!(seen.contains("/health"), "{seen}");
-    assert!(seen.contains("shutting down") && seen.contains("SIGTERM"), "{seen}");
+    assert!(
+        seen.contains("shutting down") && seen.contains("SIGTERM"),
+        "{seen}"
+    );
     // Logs to a pipe carry no colour codes.
     assert!(!seen.contains('\u{1b}'), "{seen:?}");
 }
