@@ -64,6 +64,22 @@ pub fn config_report(config: &Config, source: &ConfigSource) -> String {
     )
 }
 
+/// What to set when the configured model cannot work: no API key for a provider's public
+/// endpoint. `None` when a key is there or the endpoint is another (a local server needs none).
+pub fn missing_api_key(config: &Config) -> Option<String> {
+    let model = &config.model;
+    if model.api_key.is_some() || model.base_url.is_some() {
+        return None;
+    }
+    Some(format!(
+        "no API key for {}: set {} (or [model] api_key_env to the variable that holds it), or \
+         point sandpiper at a local server with SANDPIPER_MODEL_BASE_URL (e.g. \
+         http://127.0.0.1:11434/v1) and SANDPIPER_MODEL",
+        model.effective_base_url(),
+        model.effective_api_key_env()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,20 +135,4 @@ mod tests {
         assert!(!r.contains("sk-secret-123"), "{r}");
         assert!(r.contains("set (from $OPENAI_API_KEY)"));
     }
-}
-
-/// What to set when the configured model cannot work: no API key for a provider's public
-/// endpoint. `None` when a key is there or the endpoint is another (a local server needs none).
-pub fn missing_api_key(config: &Config) -> Option<String> {
-    let model = &config.model;
-    if model.api_key.is_some() || model.base_url.is_some() {
-        return None;
-    }
-    Some(format!(
-        "no API key for {}: set {} (or [model] api_key_env to the variable that holds it), or \
-         point sandpiper at a local server with SANDPIPER_MODEL_BASE_URL (e.g. \
-         http://127.0.0.1:11434/v1) and SANDPIPER_MODEL",
-        model.effective_base_url(),
-        model.effective_api_key_env()
-    ))
 }
