@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use sandpiper::{commands, wiring};
 use sandpiper_agent::Config;
-use sandpiper_agent::config::{ProcessEnv, ToolSearchMode};
+use sandpiper_agent::config::{ConfigSource, ProcessEnv, ToolSearchMode};
 use sandpiper_agent::tools::ToolRegistry;
 use sandpiper_channels::account;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
@@ -154,6 +154,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(path) = &cli.mcp_config {
         config.mcp.merge_json_file(path)?;
     }
+    // Files that may hold tokens: no tool may read them, asked or not.
+    let protected: Vec<PathBuf> = match &source {
+        ConfigSource::File(path) => Some(path.clone()),
+        ConfigSource::Defaults => None,
+    }
+    .into_iter()
+    .chain(cli.mcp_config.clone())
+    .collect();
     match cli.command {
         Command::Config {
             command: ConfigCommand::Check,
@@ -161,7 +169,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", commands::config_report(&config, &source));
             Ok(())
         }
-        Command::Serve => serve(config).await,
+        Command::Serve => serve(config, protected).await,
         Command::Mcp { command } => {
             let mcp = wiring::start_mcp(&config).await;
             let text = match command {
@@ -242,7 +250,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tools.search_threshold = tool_search_threshold.unwrap_or(tools.search_threshold);
             tools.search_max_results = tool_search_max_results.unwrap_or(tools.search_max_results);
             let auto_approve = config.approval.auto_approve;
-            let agent = wiring::build_agent(config).await?;
+            let agent = wiring::build_agent_protecting(config, protected).await?;
             let interactive = std::io::stdin().is_terminal();
             let options = ConsoleOptions {
                 workstream,
@@ -267,9 +275,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// `sandpiper serve`: the HTTP endpoints until Ctrl-C or SIGTERM.
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, protected: Vec<PathBuf>) -> anyhow::Result<()> {
     let listen = config.server.listen;
-    let agent = wiring::build_agent(config).await?;
+    let agent = wiring::build_agent_protecting(config, protected).await?;
     let mcp = agent.mcp().clone();
     let health: sandpiper::serve::HealthSource =
         Arc::new(move || sandpiper::serve::health_of(&mcp));
