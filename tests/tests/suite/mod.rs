@@ -5,6 +5,7 @@ mod console;
 mod discord;
 mod discord_commands;
 mod failures;
+mod file_access;
 mod fake_discord;
 mod fake_slack;
 mod identity;
@@ -36,6 +37,13 @@ pub struct Setup {
     pub llm: FakeLlm,
     pub work: TempDir,
     pub config: Config,
+}
+
+impl Setup {
+    /// The working directory of workstream `key` (created).
+    pub fn dir(&self, key: &str) -> std::path::PathBuf {
+        harness::workstream_dir(&self.config, key)
+    }
 }
 
 pub async fn setup(db: &TestDb, script: Vec<Reply>) -> Setup {
