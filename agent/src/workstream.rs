@@ -194,7 +194,11 @@ mod tests {
     use std::path::Path;
 
     fn layout() -> WorkdirLayout {
-        WorkdirLayout::new(None, crate::config::WorkdirMode::PerWorkstream, Path::new("/tmp"))
+        WorkdirLayout::new(
+            None,
+            crate::config::WorkdirMode::PerWorkstream,
+            Path::new("/tmp"),
+        )
     }
 
     #[tokio::test]
@@ -203,7 +207,10 @@ mod tests {
         let cache = Workstreams::new(store, layout(), 4);
         let a = cache.get("discord:1", None).await.unwrap();
         let b = cache.get("discord_1", None).await.unwrap();
-        let (a, b) = (a.lock().await.workdir.clone(), b.lock().await.workdir.clone());
+        let (a, b) = (
+            a.lock().await.workdir.clone(),
+            b.lock().await.workdir.clone(),
+        );
         assert_eq!(a, PathBuf::from("/tmp/workstreams/discord_3a1"));
         assert_eq!(b, PathBuf::from("/tmp/workstreams/discord_5f1"));
     }

@@ -417,7 +417,12 @@ mod tests {
         let out = search(&ctx, json!({"query": "token"})).await.unwrap();
         assert_eq!(out.text, "ok.txt:1:token = fine\n");
         // Naming a denied file or directory outright is refused.
-        for path in ["sandpiper.toml", "keys", "keys/id", "filelink/../sandpiper.toml"] {
+        for path in [
+            "sandpiper.toml",
+            "keys",
+            "keys/id",
+            "filelink/../sandpiper.toml",
+        ] {
             let err = Search
                 .prepare(json!({"query": "token", "path": path}), &ctx)
                 .unwrap_err();

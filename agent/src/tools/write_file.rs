@@ -249,7 +249,10 @@ mod tests {
         std::os::unix::fs::symlink(root.join("sandpiper.toml"), root.join("link")).unwrap();
         let err = WriteFile.execute(&p, &ctx, &NoOutput).await.unwrap_err();
         assert!(err.to_string().starts_with("refused:"), "{err}");
-        assert_eq!(std::fs::read_to_string(root.join("sandpiper.toml")).unwrap(), "old");
+        assert_eq!(
+            std::fs::read_to_string(root.join("sandpiper.toml")).unwrap(),
+            "old"
+        );
     }
 
     #[tokio::test]

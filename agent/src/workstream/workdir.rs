@@ -99,8 +99,19 @@ mod tests {
         assert_eq!(safe_name(""), "_");
         assert_eq!(safe_name("é"), "_c3_a9");
         let keys = [
-            "discord:123", "discord_123", "discord.123", "discord-123", "discord%3a123",
-            "discord_3a123", "", "_", ".", "..", "_2e", "a", "A",
+            "discord:123",
+            "discord_123",
+            "discord.123",
+            "discord-123",
+            "discord%3a123",
+            "discord_3a123",
+            "",
+            "_",
+            ".",
+            "..",
+            "_2e",
+            "a",
+            "A",
         ];
         let names: HashSet<String> = keys.iter().map(|k| safe_name(k)).collect();
         assert_eq!(names.len(), keys.len(), "{names:?}");
@@ -115,7 +126,10 @@ mod tests {
         let a = format!("console:{}", ":".repeat(200));
         let b = format!("console:{}x", ":".repeat(200));
         let (na, nb) = (safe_name(&a), safe_name(&b));
-        assert!(na.len() <= MAX_NAME_BYTES && nb.len() <= MAX_NAME_BYTES, "{na}");
+        assert!(
+            na.len() <= MAX_NAME_BYTES && nb.len() <= MAX_NAME_BYTES,
+            "{na}"
+        );
         assert_ne!(na, nb);
         assert!(na.starts_with("console_3a_3a"), "{na}");
     }

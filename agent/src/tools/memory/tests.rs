@@ -153,10 +153,19 @@ async fn global_saves_and_deletes_ask_and_show_the_text() {
         "description": "how to deploy"
     }));
     assert_eq!(
-        (global.header.as_str(), global.preview.as_str(), global.needs_approval),
-        ("memory: save deploy (global)", "how to deploy\n\nrun ./deploy.sh", true)
+        (
+            global.header.as_str(),
+            global.preview.as_str(),
+            global.needs_approval
+        ),
+        (
+            "memory: save deploy (global)",
+            "how to deploy\n\nrun ./deploy.sh",
+            true
+        )
     );
-    let explicit = prepare(json!({"action": "save", "name": "x", "content": "y", "scope": "global"}));
+    let explicit =
+        prepare(json!({"action": "save", "name": "x", "content": "y", "scope": "global"}));
     assert!(explicit.needs_approval);
     for scope in ["workstream", "user"] {
         let p = prepare(json!({"action": "save", "name": "x", "content": "y", "scope": scope}));
@@ -166,10 +175,19 @@ async fn global_saves_and_deletes_ask_and_show_the_text() {
         assert!(!p.needs_approval, "{scope}");
     }
     let p = prepare(json!({"action": "delete", "name": "x", "scope": "global"}));
-    assert_eq!((p.header.as_str(), p.needs_approval), ("memory: delete x (global)", true));
+    assert_eq!(
+        (p.header.as_str(), p.needs_approval),
+        ("memory: delete x (global)", true)
+    );
     let p = prepare(json!({"action": "delete", "name": "x"}));
-    assert_eq!((p.header.as_str(), p.needs_approval), ("memory: delete x (any scope)", true));
-    for args in [json!({"action": "list"}), json!({"action": "search", "query": "x"})] {
+    assert_eq!(
+        (p.header.as_str(), p.needs_approval),
+        ("memory: delete x (any scope)", true)
+    );
+    for args in [
+        json!({"action": "list"}),
+        json!({"action": "search", "query": "x"}),
+    ] {
         assert!(!prepare(args).needs_approval);
     }
 }

@@ -64,7 +64,11 @@ fn config_and_database_files_are_always_denied() {
         PathAccess::Denied(Denial::Protected)
     );
     assert_eq!(
-        policy().judge(shared, Path::new("/srv/sp/README"), Path::new("/srv/sp/README")),
+        policy().judge(
+            shared,
+            Path::new("/srv/sp/README"),
+            Path::new("/srv/sp/README")
+        ),
         PathAccess::Inside
     );
 }
@@ -76,7 +80,10 @@ fn deny_read_globs_match_one_component_and_everything_under() {
     assert_eq!(judge("/home/sp/.ssh/id_ed25519"), PathAccess::Denied(ssh));
     assert_eq!(judge("/home/sp/.sshx"), PathAccess::Outside);
     let environ = Denial::DenyRead("/proc/*/environ".into());
-    assert_eq!(judge("/proc/1/environ"), PathAccess::Denied(environ.clone()));
+    assert_eq!(
+        judge("/proc/1/environ"),
+        PathAccess::Denied(environ.clone())
+    );
     assert_eq!(judge("/proc/self/environ"), PathAccess::Denied(environ));
     assert_eq!(judge("/proc/1/task/1/environ"), PathAccess::Outside);
     assert_eq!(judge("/proc/1/cmdline"), PathAccess::Outside);
@@ -124,7 +131,12 @@ fn database_urls_name_their_files() {
     };
     assert_eq!(
         files("sqlite:///var/lib/sp.db?mode=rwc"),
-        ["/var/lib/sp.db", "/var/lib/sp.db-wal", "/var/lib/sp.db-shm", "/var/lib/sp.db-journal"]
+        [
+            "/var/lib/sp.db",
+            "/var/lib/sp.db-wal",
+            "/var/lib/sp.db-shm",
+            "/var/lib/sp.db-journal"
+        ]
     );
     assert_eq!(files("sqlite:data.db").len(), 4);
     assert!(files("sqlite::memory:").is_empty());
@@ -180,7 +192,10 @@ mod on_disk {
         let (_dir, ctx) = tree();
         for path in ["cfg", "../config.toml", "sub/../../config.toml"] {
             let err = ctx.check_path(path).unwrap_err().to_string();
-            assert!(err.starts_with("refused:") && err.contains("configuration"), "{path}: {err}");
+            assert!(
+                err.starts_with("refused:") && err.contains("configuration"),
+                "{path}: {err}"
+            );
         }
     }
 
@@ -190,8 +205,14 @@ mod on_disk {
         let root = std::fs::canonicalize(dir.path()).unwrap();
         assert!(!ctx.check_path("moved").unwrap().outside);
         std::os::unix::fs::symlink(root.join("outside"), root.join("work/moved")).unwrap();
-        let err = ctx.recheck_read("moved/secret.txt", false).unwrap_err().to_string();
-        assert!(err.contains("now leads outside the working directory"), "{err}");
+        let err = ctx
+            .recheck_read("moved/secret.txt", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("now leads outside the working directory"),
+            "{err}"
+        );
         assert!(ctx.recheck_read("moved/secret.txt", true).is_ok());
     }
 }

@@ -251,7 +251,12 @@ fn guarded() -> (tempfile::TempDir, ToolContext) {
 async fn reads_outside_the_workdir_ask_and_show_where() {
     let (dir, ctx) = guarded();
     let root = std::fs::canonicalize(dir.path()).unwrap();
-    assert!(!ReadFile.prepare(json!({"path": "notes.txt"}), &ctx).unwrap().needs_approval);
+    assert!(
+        !ReadFile
+            .prepare(json!({"path": "notes.txt"}), &ctx)
+            .unwrap()
+            .needs_approval
+    );
     let p = ReadFile
         .prepare(json!({"path": "../outside/secret.txt"}), &ctx)
         .unwrap();
@@ -264,7 +269,9 @@ async fn reads_outside_the_workdir_ask_and_show_where() {
             root.join("work").display()
         )
     );
-    let p = ReadFile.prepare(json!({"path": "/etc/passwd"}), &ctx).unwrap();
+    let p = ReadFile
+        .prepare(json!({"path": "/etc/passwd"}), &ctx)
+        .unwrap();
     assert!(p.needs_approval);
     // Once approved, it runs.
     let p = ReadFile
@@ -278,7 +285,10 @@ async fn reads_outside_the_workdir_ask_and_show_where() {
 async fn the_config_file_is_refused_even_when_approved() {
     let (_dir, ctx) = guarded();
     let err = model_error(read(&ctx, json!({"path": "../sandpiper.toml"})).await);
-    assert!(err.starts_with("refused: ../sandpiper.toml is sandpiper's own configuration"), "{err}");
+    assert!(
+        err.starts_with("refused: ../sandpiper.toml is sandpiper's own configuration"),
+        "{err}"
+    );
     // A prepared call that was approved (needs_approval) is checked again when it runs.
     let approved = Prepared {
         header: "read_file: ../sandpiper.toml".into(),
