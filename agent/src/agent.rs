@@ -27,8 +27,8 @@ use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ToolCatalog, TurnTools};
-use crate::tools::{RegistryError, ToolContext, ToolRegistry};
-use crate::workstream::{Workstream, Workstreams};
+use crate::tools::{PathPolicy, RegistryError, ToolContext, ToolRegistry};
+use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
 /// Why a turn could not run. The channel shows it to the user.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +139,8 @@ struct Inner {
     catalog: RwLock<Arc<ToolCatalog>>,
     store: Store,
     workstreams: Workstreams,
+    /// What the file tools may read unasked, only with approval, or never.
+    paths: Arc<PathPolicy>,
     memories: MemoryIndex,
     mcp: Arc<McpManager>,
 }
@@ -193,13 +195,30 @@ impl Agent {
         store: Store,
         mcp: Arc<McpManager>,
     ) -> Result<Self, AgentError> {
-        let workdir = config
-            .tools
-            .workdir
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from("."));
-        let workstreams = Workstreams::new(store.clone(), workdir, config.agent.workstream_cache);
+        Self::with_protected_files(config, model, store, mcp, Vec::new())
+    }
+
+    /// [`Agent::with_mcp`], keeping `protected_files` (the config file sandpiper was started
+    /// with, an MCP config file) away from every tool, asked or not, like the database files
+    /// (which the agent knows from `config` itself). The config file may hold tokens, and an
+    /// approver cannot see what a read would post into the thread.
+    pub fn with_protected_files(
+        config: Config,
+        model: Arc<dyn ChatModel>,
+        store: Store,
+        mcp: Arc<McpManager>,
+        protected_files: Vec<PathBuf>,
+    ) -> Result<Self, AgentError> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let layout = WorkdirLayout::new(
+            config.tools.workdir.as_deref(),
+            config.tools.workdir_mode,
+            &cwd,
+        );
+        let mut protected = crate::tools::path_policy::database_files(&config.database.url);
+        protected.extend(protected_files);
+        let paths = Arc::new(PathPolicy::build(&config.tools, &protected));
+        let workstreams = Workstreams::new(store.clone(), layout, config.agent.workstream_cache);
         let registry = ToolRegistry::builtin()?;
         let catalog = ToolCatalog::new(registry.tools(), mcp_tool_schemas(&mcp));
         let agent = Self {
@@ -211,6 +230,7 @@ impl Agent {
                 catalog: RwLock::new(Arc::new(catalog)),
                 store,
                 workstreams,
+                paths,
                 memories: MemoryIndex::default(),
                 mcp,
             }),
@@ -568,11 +588,13 @@ impl Agent {
     ) -> Result<bool, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
+        ensure_workdir(&ws.workdir).await;
         let batch = Batch {
             registry: &inner.registry,
             store: &inner.store,
             tool_ctx: ToolContext {
                 workdir: ws.workdir.clone(),
+                paths: inner.paths.clone(),
                 config: inner.tools_config.clone(),
                 capabilities: config.model.capabilities,
                 files_read: ws.files_read.clone(),
@@ -643,6 +665,14 @@ impl Agent {
         let text = format!("{}\n{note}", assembler.text());
         ws.append(&self.inner.store, Message::assistant(text), None)
             .await
+    }
+}
+
+/// Creates a workstream's working directory on first use. A failure is logged, not fatal:
+/// the tools that need the directory then say what is wrong.
+async fn ensure_workdir(dir: &std::path::Path) {
+    if let Err(e) = tokio::fs::create_dir_all(dir).await {
+        tracing::warn!(workdir = %dir.display(), error = %e, "cannot create the working directory");
     }
 }
 

@@ -36,6 +36,8 @@ pub fn system_prompt(
              small changes or write_file for new files. edit_file needs an exact, unique match.\n\
              - bash runs in the working directory with a timeout; its output streams to the \
              thread. Prefer non-interactive commands.\n\
+             - read_file and search run unasked inside the working directory; outside it they \
+             need a person's approval, so keep your work there.\n\
              - Calls that change things may need a person's approval. If a call is denied, \
              read the reason given and adjust instead of retrying the same call.\n\
              - Tool errors are for you to fix: read the message and try again differently.\n",

@@ -1,6 +1,10 @@
 //! One conversation in memory ([`Workstream`]) and the bounded cache of live ones
 //! ([`Workstreams`]). A workstream is loaded from the store once, then appended to in memory
 //! and in the database together, so a turn never re-reads the history.
+//!
+//! [`workdir`] says where each workstream's tools work.
+
+pub mod workdir;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -9,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use crate::model::Message;
 use crate::store::{Store, StoreError};
 use crate::tools::FilesRead;
+pub use workdir::{WorkdirLayout, safe_name};
 
 /// One conversation: its history and per-workstream state.
 #[derive(Debug)]
@@ -23,7 +28,8 @@ pub struct Workstream {
     pub files_read: FilesRead,
     /// Tools always allowed here.
     pub grants: HashSet<String>,
-    /// Working directory of its tools.
+    /// Working directory of its tools (see [`WorkdirLayout`]); created by the first batch of
+    /// tool calls that needs it.
     pub workdir: PathBuf,
     /// Whether history existed when it was loaded (a resumed conversation).
     pub resumed: bool,
@@ -74,17 +80,17 @@ struct Lru {
 #[derive(Debug)]
 pub struct Workstreams {
     store: Store,
-    workdir: PathBuf,
+    layout: WorkdirLayout,
     capacity: usize,
     lru: Mutex<Lru>,
 }
 
 impl Workstreams {
-    /// A cache over `store`; new workstreams work in `workdir`.
-    pub fn new(store: Store, workdir: PathBuf, capacity: usize) -> Self {
+    /// A cache over `store`; workstreams work in directories laid out by `layout`.
+    pub fn new(store: Store, layout: WorkdirLayout, capacity: usize) -> Self {
         Self {
             store,
-            workdir,
+            layout,
             capacity: capacity.max(1),
             lru: Mutex::new(Lru::default()),
         }
@@ -114,7 +120,7 @@ impl Workstreams {
             history,
             files_read: FilesRead::default(),
             grants,
-            workdir: self.workdir.clone(),
+            workdir: self.layout.dir_for(key),
             turns_since_load: 0,
             last_turn_end: None,
             nudges: crate::nudge::Nudges::default(),
@@ -185,11 +191,34 @@ impl Workstreams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    fn layout() -> WorkdirLayout {
+        WorkdirLayout::new(
+            None,
+            crate::config::WorkdirMode::PerWorkstream,
+            Path::new("/tmp"),
+        )
+    }
+
+    #[tokio::test]
+    async fn each_workstream_gets_its_own_directory() {
+        let store = Store::memory().await.unwrap();
+        let cache = Workstreams::new(store, layout(), 4);
+        let a = cache.get("discord:1", None).await.unwrap();
+        let b = cache.get("discord_1", None).await.unwrap();
+        let (a, b) = (
+            a.lock().await.workdir.clone(),
+            b.lock().await.workdir.clone(),
+        );
+        assert_eq!(a, PathBuf::from("/tmp/workstreams/discord_3a1"));
+        assert_eq!(b, PathBuf::from("/tmp/workstreams/discord_5f1"));
+    }
 
     #[tokio::test]
     async fn evicted_workstreams_reload_with_history() {
         let store = Store::memory().await.unwrap();
-        let cache = Workstreams::new(store.clone(), PathBuf::from("/tmp"), 2);
+        let cache = Workstreams::new(store.clone(), layout(), 2);
         let a = cache.get("a", Some("alice")).await.unwrap();
         a.lock()
             .await
@@ -210,7 +239,7 @@ mod tests {
     #[tokio::test]
     async fn a_workstream_in_use_is_never_evicted() {
         let store = Store::memory().await.unwrap();
-        let cache = Workstreams::new(store, PathBuf::from("/tmp"), 1);
+        let cache = Workstreams::new(store, layout(), 1);
         let busy = cache.get("a", None).await.unwrap();
         cache.get("b", None).await.unwrap();
         assert_eq!(cache.len(), 2, "the busy workstream stays beyond capacity");
@@ -227,7 +256,7 @@ mod tests {
     #[tokio::test]
     async fn the_same_key_gives_the_same_handle() {
         let store = Store::memory().await.unwrap();
-        let cache = Workstreams::new(store, PathBuf::from("/tmp"), 4);
+        let cache = Workstreams::new(store, layout(), 4);
         let a = cache.get("a", None).await.unwrap();
         let b = cache.get("a", None).await.unwrap();
         assert!(Arc::ptr_eq(&a, &b));

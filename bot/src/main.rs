@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use sandpiper::{commands, wiring};
 use sandpiper_agent::Config;
-use sandpiper_agent::config::{ProcessEnv, ToolSearchMode};
+use sandpiper_agent::config::{ConfigSource, ProcessEnv, ToolSearchMode};
 use sandpiper_agent::tools::ToolRegistry;
 use sandpiper_channels::account;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
@@ -155,6 +155,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(path) = &cli.mcp_config {
         config.mcp.merge_json_file(path)?;
     }
+    // Files that may hold tokens: no tool may read them, asked or not.
+    let protected: Vec<PathBuf> = match &source {
+        ConfigSource::File(path) => Some(path.clone()),
+        ConfigSource::Defaults => None,
+    }
+    .into_iter()
+    .chain(cli.mcp_config.clone())
+    .collect();
     match cli.command {
         Command::Config {
             command: ConfigCommand::Check,
@@ -162,7 +170,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", commands::config_report(&config, &source));
             Ok(())
         }
-        Command::Serve => serve(config).await,
+        Command::Serve => serve(config, protected).await,
         Command::Mcp { command } => {
             let mcp = wiring::start_mcp(&config).await;
             let text = match command {
@@ -246,7 +254,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!(hint);
             }
             let auto_approve = config.approval.auto_approve;
-            let agent = wiring::build_agent(config).await?;
+            let agent = wiring::build_agent_protecting(config, protected).await?;
             let interactive = std::io::stdin().is_terminal();
             let options = ConsoleOptions {
                 workstream,
@@ -271,11 +279,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// `sandpiper serve`: the HTTP endpoints until Ctrl-C or SIGTERM.
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, protected: Vec<PathBuf>) -> anyhow::Result<()> {
     let stop_signal = stop_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let listen = config.server.listen;
     let limits = config.server.clone();
-    let agent = wiring::build_agent(config).await?;
+    let agent = wiring::build_agent_protecting(config, protected).await?;
     let mcp = agent.mcp().clone();
     let health: sandpiper::serve::HealthSource =
         Arc::new(move || sandpiper::serve::health_of(&mcp));

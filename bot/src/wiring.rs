@@ -123,6 +123,15 @@ pub async fn sync_prompts_once(mcp: &McpManager, store: &Store) {
 
 /// The whole agent: model, store, tools, MCP servers.
 pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
+    build_agent_protecting(config, Vec::new()).await
+}
+
+/// [`build_agent`], keeping `protected_files` (the config file it was loaded from, an MCP
+/// config file) away from every tool, asked or not: they may hold tokens.
+pub async fn build_agent_protecting(
+    config: Config,
+    protected_files: Vec<std::path::PathBuf>,
+) -> Result<Agent, WiringError> {
     let model = build_model(&config)?;
     let store = open_store(&config).await?;
     let mcp = start_mcp(&config).await;
@@ -133,5 +142,11 @@ pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
         database = %redact_url(&config.database.url),
         "sandpiper ready"
     );
-    Ok(Agent::with_mcp(config, model, store, mcp)?)
+    Ok(Agent::with_protected_files(
+        config,
+        model,
+        store,
+        mcp,
+        protected_files,
+    )?)
 }

@@ -61,10 +61,12 @@ async fn chat_runs_a_scripted_session_from_piped_stdin() {
     assert!(stdout.contains("  │ from-binary\n"), "{stdout}");
     assert!(stdout.contains("The file says from-binary."), "{stdout}");
     assert!(!stdout.contains("sk-cli-secret") && !stderr.contains("sk-cli-secret"));
-    // The default database was created next to where it ran, and the tool ran there too.
+    // The default database was created next to where it ran; the tool ran in the
+    // workstream's own directory under ./workstreams, which does not hold the database.
     assert!(dir.path().join("sandpiper.db").exists());
+    assert!(!dir.path().join("proof.txt").exists());
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("proof.txt")).unwrap(),
+        std::fs::read_to_string(dir.path().join("workstreams/console_3acli/proof.txt")).unwrap(),
         "from-binary\n"
     );
     llm.verify();

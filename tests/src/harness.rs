@@ -2,20 +2,22 @@
 //! test database, and the real console channel fed with scripted input.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandpiper::wiring;
 use sandpiper_agent::config::Provider;
 use sandpiper_agent::protocol::{ApprovalItem, Approver, Decision, TurnEvent, TurnSink};
+use sandpiper_agent::workstream::WorkdirLayout;
 use sandpiper_agent::{Agent, Config};
 use sandpiper_channels::console::{Console, ConsoleOptions, Interrupter, Output};
 use tokio::sync::mpsc;
 
 use crate::db::TestDb;
 
-/// A configuration pointing at a fake LLM's OpenAI endpoint, a test database and a work dir.
+/// A configuration pointing at a fake LLM's OpenAI endpoint, a test database and a work dir
+/// (the root of the workstreams' directories: see [`workstream_dir`]).
 pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> Config {
     let mut c = Config::for_test();
     c.database.url = db.url.clone();
@@ -32,6 +34,28 @@ pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> Config {
 /// Builds the agent through the binary's wiring.
 pub async fn agent(config: Config) -> Agent {
     wiring::build_agent(config).await.expect("agent builds")
+}
+
+/// Builds the agent as the binary does when it was started with a config file (`protected`):
+/// no tool may read or change those files.
+pub async fn agent_protecting(config: Config, protected: Vec<PathBuf>) -> Agent {
+    wiring::build_agent_protecting(config, protected)
+        .await
+        .expect("agent builds")
+}
+
+/// The working directory of workstream `key` under `config` (per workstream by default),
+/// created, so a test can put files there before the agent first uses it.
+pub fn workstream_dir(config: &Config, key: &str) -> PathBuf {
+    let cwd = std::env::current_dir().expect("current dir");
+    let layout = WorkdirLayout::new(
+        config.tools.workdir.as_deref(),
+        config.tools.workdir_mode,
+        &cwd,
+    );
+    let dir = layout.dir_for(key);
+    std::fs::create_dir_all(&dir).expect("workstream dir");
+    dir
 }
 
 /// A `Write` into shared memory, readable while the console runs.

@@ -81,6 +81,8 @@ impl Tool for EditFile {
 
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
         let parsed = parse(&args)?;
+        // sandpiper's own config and database are off limits, approved or not.
+        ctx.check_path(&parsed.path)?;
         let path = ctx.resolve(&parsed.path);
         check_was_read(ctx, &path, &parsed.path)?;
         // prepare is synchronous; one read of the file the model is editing is acceptable.
@@ -105,6 +107,8 @@ impl Tool for EditFile {
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let args = parse(&prepared.args)?;
+        // Again: a link may have been pointed at a protected file while the call waited.
+        ctx.check_path(&args.path)?;
         let path = ctx.resolve(&args.path);
         check_was_read(ctx, &path, &args.path)?;
         let content = tokio::fs::read_to_string(&path)

@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
 
-/// The `man` tool. Auto-approved: reading documentation has no side effects.
+/// The `man` tool. Auto-approved: it reads the system's manual only. A page name can never
+/// be a path (no `/`, so man-db does not open it as a file), which keeps it from reading
+/// anything in or out of the working directory (see [`PathPolicy`](super::PathPolicy)).
 #[derive(Debug, Default)]
 pub struct Man;
 
@@ -254,7 +256,16 @@ mod tests {
         for ok in ["ls", "git-commit", "Sys.stat", "g++", "x_y.1"] {
             assert!(parse(&json!({"page": ok})).is_ok(), "{ok}");
         }
-        for bad in ["", "-k", "a b", "../etc/passwd", "ls;rm", "$(id)"] {
+        for bad in [
+            "",
+            "-k",
+            "a b",
+            "../etc/passwd",
+            "/etc/shadow",
+            "./sandpiper.toml",
+            "ls;rm",
+            "$(id)",
+        ] {
             assert!(parse(&json!({"page": bad})).is_err(), "{bad:?}");
         }
         for ok in ["1", "3p", "8", "3ssl", "n"] {

@@ -3,6 +3,10 @@
 //! Scope isolation is the store's job ([`Visibility`]): this tool only ever passes the
 //! workstream and the user of the turn it runs in, so another user's memories cannot be named,
 //! listed, searched, counted or deleted from here.
+//!
+//! A global memory is injected into every user's prompt in every thread, so saving or
+//! deleting one asks a person (the card shows the text); workstream and user scope do not.
+//! A delete that names no scope may hit a global memory, so it asks too.
 
 use std::fmt::Write as _;
 
@@ -149,18 +153,38 @@ impl Tool for MemoryTool {
     }
 
     fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let header = match parse(&args)? {
-            Action::Save { name, scope, .. } => {
-                format!("memory: save {name} ({})", scope.as_str())
+        let (header, preview, needs_approval) = match parse(&args)? {
+            Action::Save {
+                name,
+                content,
+                description,
+                scope,
+                ..
+            } => {
+                let preview = match &description {
+                    Some(d) => format!("{d}\n\n{content}"),
+                    None => content,
+                };
+                let header = format!("memory: save {name} ({})", scope.as_str());
+                (header, preview, scope == Scope::Global)
             }
-            Action::Search { query, .. } => format!("memory: search \"{query}\""),
-            Action::List { .. } => "memory: list".into(),
-            Action::Delete { name, .. } => format!("memory: delete {name}"),
+            Action::Search { query, .. } => {
+                (format!("memory: search \"{query}\""), String::new(), false)
+            }
+            Action::List { .. } => ("memory: list".into(), String::new(), false),
+            Action::Delete { name, scope } => {
+                let header = match scope {
+                    Some(scope) => format!("memory: delete {name} ({})", scope.as_str()),
+                    None => format!("memory: delete {name} (any scope)"),
+                };
+                let global = scope.is_none_or(|s| s == Scope::Global);
+                (header, String::new(), global)
+            }
         };
         Ok(Prepared {
             header,
-            preview: String::new(),
-            needs_approval: false,
+            preview,
+            needs_approval,
             args,
         })
     }

@@ -11,6 +11,7 @@ mod edit_file;
 mod man;
 mod mcp_call;
 mod memory;
+pub mod path_policy;
 mod read_file;
 mod read_resource;
 mod recall;
@@ -31,6 +32,7 @@ use crate::model::ImagePart;
 
 pub use args::{ArgsError, parse_arguments, validate_arguments};
 pub use mcp_call::McpCall;
+pub use path_policy::PathPolicy;
 pub use registry::{RegistryError, ToolRegistry, ToolSpec, default_tools};
 
 /// What `prepare` decided about a call: how to show it and whether a person must approve it.
@@ -150,6 +152,8 @@ pub fn normalize(path: &Path) -> PathBuf {
 pub struct ToolContext {
     /// The workstream's working directory; relative paths resolve against it.
     pub workdir: PathBuf,
+    /// Which paths tools may read unasked, only with approval, or never.
+    pub paths: Arc<PathPolicy>,
     /// Tool settings (timeouts, caps).
     pub config: Arc<ToolsConfig>,
     /// What the model can take (vision).
@@ -183,6 +187,7 @@ impl ToolContext {
     pub fn for_test(workdir: &Path) -> Self {
         Self {
             workdir: workdir.to_owned(),
+            paths: Arc::new(PathPolicy::default()),
             config: Arc::new(ToolsConfig::default()),
             capabilities: Capabilities::default(),
             files_read: FilesRead::default(),

@@ -15,10 +15,12 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::path_policy::outside_note;
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 use crate::model::ImagePart;
 
-/// The `read_file` tool. Auto-approved: reading has no side effects.
+/// The `read_file` tool. Runs unasked inside the workstream's directory, asks outside it, and
+/// never reads what the [`PathPolicy`](super::PathPolicy) denies.
 #[derive(Debug, Default)]
 pub struct ReadFile;
 
@@ -86,12 +88,16 @@ impl Tool for ReadFile {
         "read_file"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
         let request = parse(&args)?;
+        let checked = ctx.check_path(&request.path)?;
         Ok(Prepared {
             header: format!("read_file: {}", request.path),
-            preview: String::new(),
-            needs_approval: false,
+            preview: match checked.outside {
+                true => outside_note(&checked, &ctx.workdir),
+                false => String::new(),
+            },
+            needs_approval: checked.outside,
             args,
         })
     }
@@ -103,10 +109,12 @@ impl Tool for ReadFile {
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let request = parse(&prepared.args)?;
-        let path = ctx.resolve(&request.path);
+        // Again: the file system may have changed while the call waited.
+        let checked = ctx.recheck_read(&request.path, prepared.needs_approval)?;
+        let path = checked.resolved;
         let budget = ctx.config.max_output_bytes;
         let vision = ctx.capabilities.supports_vision;
-        let task_path = path.clone();
+        let task_path = checked.canonical;
         let output =
             tokio::task::spawn_blocking(move || read(&request, &task_path, budget, vision))
                 .await

@@ -3,8 +3,14 @@
 //! The walk honours `.gitignore` (also outside a git repository), `.ignore` and hidden-file
 //! rules, visits files in path order so results are stable, skips binary files, stops after
 //! `search_max_matches` matches and checks for cancellation between files.
+//!
+//! It runs unasked inside the workstream's directory and asks outside it (see
+//! [`PathPolicy`]). The walk never follows symlinks and skips every file and directory the
+//! policy denies (sandpiper's config and database, `deny_read`), so a match inside one of them
+//! is never shown, asked or not.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use grep::regex::{RegexMatcher, RegexMatcherBuilder};
 use grep::searcher::sinks::Lossy;
@@ -14,9 +20,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
+use super::path_policy::{canonicalize_lenient, outside_note};
+use super::{
+    OutputSink, PathPolicy, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output,
+};
 
-/// The `search` tool. Auto-approved: searching has no side effects.
+/// The `search` tool. Unasked inside the workstream's directory, asks outside it.
 #[derive(Debug, Default)]
 pub struct Search;
 
@@ -61,16 +70,20 @@ impl Tool for Search {
         "search"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
         let (parsed, _) = parse(&args)?;
         let header = match &parsed.path {
             Some(p) => format!("search: /{}/ in {p}", parsed.query),
             None => format!("search: /{}/", parsed.query),
         };
+        let checked = ctx.check_path(root_arg(&parsed))?;
         Ok(Prepared {
             header,
-            preview: String::new(),
-            needs_approval: false,
+            preview: match checked.outside {
+                true => outside_note(&checked, &ctx.workdir),
+                false => String::new(),
+            },
+            needs_approval: checked.outside,
             args,
         })
     }
@@ -82,10 +95,10 @@ impl Tool for Search {
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let (args, matcher) = parse(&prepared.args)?;
-        let root = match &args.path {
-            Some(p) if !p.trim().is_empty() => ctx.resolve(p),
-            _ => ctx.workdir.clone(),
-        };
+        // Again: the file system may have changed while the call waited.
+        let root = ctx
+            .recheck_read(root_arg(&args), prepared.needs_approval)?
+            .canonical;
         let shown = args
             .path
             .clone()
@@ -98,7 +111,8 @@ impl Tool for Search {
         let job = Job {
             matcher,
             root,
-            workdir: ctx.workdir.clone(),
+            workdir: canonicalize_lenient(&ctx.workdir),
+            paths: ctx.paths.clone(),
             max: ctx.config.search_max_matches.max(1),
             cancel: ctx.cancel.clone(),
         };
@@ -126,11 +140,22 @@ impl Tool for Search {
     }
 }
 
+/// The path searched: the argument, or the working directory when there is none.
+fn root_arg(args: &Args) -> &str {
+    match &args.path {
+        Some(p) if !p.trim().is_empty() => p,
+        _ => ".",
+    }
+}
+
 /// One search, run on a blocking thread.
 struct Job {
     matcher: RegexMatcher,
+    /// Canonical.
     root: PathBuf,
+    /// Canonical.
     workdir: PathBuf,
+    paths: Arc<PathPolicy>,
     max: usize,
     cancel: CancellationToken,
 }
@@ -146,9 +171,14 @@ impl Job {
             .line_number(true)
             .binary_detection(BinaryDetection::quit(b'\0'))
             .build();
+        let paths = self.paths.clone();
+        // Entries under a canonical root, with links never followed, are canonical: the
+        // policy can judge them as they come.
         let walk = WalkBuilder::new(&self.root)
             .require_git(false)
+            .follow_links(false)
             .sort_by_file_path(|a, b| a.cmp(b))
+            .filter_entry(move |entry| paths.denial(entry.path()).is_none())
             .build();
         let mut found = Found {
             lines: Vec::new(),
@@ -269,9 +299,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_path_may_be_a_file_or_outside_the_workdir() {
+    async fn a_path_may_be_a_file_or_outside_the_workdir_with_approval() {
         let dir = tree();
         let ctx = ToolContext::for_test(&dir.path().join("src"));
+        let needs = |path: &str| {
+            Search
+                .prepare(json!({"query": "fn", "path": path}), &ctx)
+                .unwrap()
+                .needs_approval
+        };
+        assert!(!needs("main.rs") && !needs("deep") && !needs("."));
+        assert!(needs("../.hidden.rs") && needs("..") && needs("/etc"));
         let out = search(&ctx, json!({"query": "fn", "path": "main.rs"}))
             .await
             .unwrap();
@@ -349,6 +387,52 @@ mod tests {
             "a.txt:1:match 1\na.txt:2:match 2\na.txt:3:match 3\n\
              [stopped after 3 matches; narrow the query or the path to see the rest]"
         );
+    }
+
+    #[tokio::test]
+    async fn the_walk_skips_links_out_and_denied_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("work/keys")).unwrap();
+        std::fs::create_dir_all(root.join("outside")).unwrap();
+        std::fs::write(root.join("outside/secret.txt"), "token = abc\n").unwrap();
+        std::fs::write(root.join("work/keys/id"), "token = key\n").unwrap();
+        std::fs::write(root.join("work/sandpiper.toml"), "token = cfg\n").unwrap();
+        std::fs::write(root.join("work/sandpiper.db-wal"), "token = wal\n").unwrap();
+        std::fs::write(root.join("work/ok.txt"), "token = fine\n").unwrap();
+        std::os::unix::fs::symlink(root.join("outside"), root.join("work/dirlink")).unwrap();
+        std::os::unix::fs::symlink(root.join("outside/secret.txt"), root.join("work/filelink"))
+            .unwrap();
+        let mut ctx = ToolContext::for_test(&root.join("work"));
+        let tools = ToolsConfig {
+            deny_read: vec![root.join("work/keys").display().to_string()],
+            ..ToolsConfig::default()
+        };
+        let mut protected = vec![root.join("work/sandpiper.toml")];
+        protected.extend(crate::tools::path_policy::database_files(&format!(
+            "sqlite://{}",
+            root.join("work/sandpiper.db").display()
+        )));
+        ctx.paths = Arc::new(PathPolicy::build(&tools, &protected));
+        let out = search(&ctx, json!({"query": "token"})).await.unwrap();
+        assert_eq!(out.text, "ok.txt:1:token = fine\n");
+        // Naming a denied file or directory outright is refused.
+        for path in [
+            "sandpiper.toml",
+            "keys",
+            "keys/id",
+            "filelink/../sandpiper.toml",
+        ] {
+            let err = Search
+                .prepare(json!({"query": "token", "path": path}), &ctx)
+                .unwrap_err();
+            assert!(err.to_string().starts_with("refused:"), "{path}: {err}");
+        }
+        // A link that leads out asks.
+        let p = Search
+            .prepare(json!({"query": "token", "path": "dirlink"}), &ctx)
+            .unwrap();
+        assert!(p.needs_approval);
     }
 
     #[tokio::test]

@@ -47,6 +47,8 @@ impl Tool for WriteFile {
 
     fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
         let parsed = parse(&args)?;
+        // sandpiper's own config and database are off limits, approved or not.
+        ctx.check_path(&parsed.path)?;
         if ctx.resolve(&parsed.path).is_dir() {
             return Err(ToolError::model(format!(
                 "{} is a directory; give the path of a file inside it",
@@ -69,6 +71,8 @@ impl Tool for WriteFile {
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let args = parse(&prepared.args)?;
+        // Again: a link may have been pointed at a protected file while the call waited.
+        ctx.check_path(&args.path)?;
         let path = ctx.resolve(&args.path);
         let bytes = args.content.len();
         write_atomically(&path, args.content.into_bytes())
@@ -222,6 +226,32 @@ mod tests {
                 .unwrap()
                 .file_type()
                 .is_symlink()
+        );
+    }
+
+    #[tokio::test]
+    async fn protected_files_are_refused_before_and_after_approval() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("sandpiper.toml"), "old").unwrap();
+        let mut ctx = ToolContext::for_test(&root);
+        ctx.paths = std::sync::Arc::new(crate::tools::PathPolicy::build(
+            &crate::config::ToolsConfig::default(),
+            &[root.join("sandpiper.toml")],
+        ));
+        let args = json!({"path": "sandpiper.toml", "content": "new"});
+        let err = WriteFile.prepare(args.clone(), &ctx).unwrap_err();
+        assert!(err.to_string().starts_with("refused:"), "{err}");
+        // Prepared when the name was harmless, then pointed at the config file.
+        let p = WriteFile
+            .prepare(json!({"path": "link", "content": "new"}), &ctx)
+            .unwrap();
+        std::os::unix::fs::symlink(root.join("sandpiper.toml"), root.join("link")).unwrap();
+        let err = WriteFile.execute(&p, &ctx, &NoOutput).await.unwrap_err();
+        assert!(err.to_string().starts_with("refused:"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("sandpiper.toml")).unwrap(),
+            "old"
         );
     }
 

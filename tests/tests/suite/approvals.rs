@@ -87,7 +87,7 @@ both_backends! {
             .await
             .unwrap();
         assert_eq!(outcome.text, "ok, not written");
-        assert!(!s.work.path().join("x.txt").exists());
+        assert!(!s.dir("t:timeout").join("x.txt").exists());
         let tool = contents_with_role(&s.llm.requests()[1], "tool");
         assert_eq!(tool, ["denied: no decision within 300 ms; the call did not run"]);
         s.llm.verify();
@@ -99,7 +99,7 @@ both_backends! {
             tool_call("c2", "read_file", json!({"path": "a.txt"})),
             tool_call("c3", "read_file", json!({"path": "a.txt"})),
         ]).await;
-        std::fs::write(s.work.path().join("a.txt"), "x\n").unwrap();
+        std::fs::write(s.dir("t:cap").join("a.txt"), "x\n").unwrap();
         s.config.agent.max_rounds = 2;
         let agent = harness::agent(s.config.clone()).await;
         let sink = RecordingSink::default();

@@ -92,7 +92,7 @@ both_backends! {
             tool_call("c3", "edit_file", json!({"path": "notes.txt", "old_string": "beta", "new_string": "BETA"})),
             text("edited"),
         ]).await;
-        std::fs::write(s.work.path().join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+        std::fs::write(s.dir("console:edit").join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
         let console = ConsoleRun::start(harness::agent(s.config.clone()).await, "edit", "alice", true);
         console.send("capitalise beta").await;
         let out = console.finish().await;
@@ -102,7 +102,7 @@ both_backends! {
         assert!(first[0].contains("read_file"), "refused before a read: {first:?}");
         let read = contents_with_role(&requests[2], "tool");
         assert!(read[1].contains("     2\tbeta"), "{read:?}");
-        assert_eq!(std::fs::read_to_string(s.work.path().join("notes.txt")).unwrap(), "alpha\nBETA\ngamma\n");
+        assert_eq!(std::fs::read_to_string(s.dir("console:edit").join("notes.txt")).unwrap(), "alpha\nBETA\ngamma\n");
         s.llm.verify();
     }
 }

@@ -7,6 +7,7 @@ mod discord_commands;
 mod failures;
 mod fake_discord;
 mod fake_slack;
+mod file_access;
 mod http_limits;
 mod identity;
 mod mcp;
@@ -37,6 +38,13 @@ pub struct Setup {
     pub llm: FakeLlm,
     pub work: TempDir,
     pub config: Config,
+}
+
+impl Setup {
+    /// The working directory of workstream `key` (created).
+    pub fn dir(&self, key: &str) -> std::path::PathBuf {
+        harness::workstream_dir(&self.config, key)
+    }
 }
 
 pub async fn setup(db: &TestDb, script: Vec<Reply>) -> Setup {

@@ -29,7 +29,7 @@ both_backends! {
         console.send("run six jobs").await;
         let out = console.finish().await;
         assert!(out.contains("all done"), "{out}");
-        let counts: Vec<usize> = std::fs::read_to_string(s.work.path().join("counts"))
+        let counts: Vec<usize> = std::fs::read_to_string(s.dir("console:par").join("counts"))
             .unwrap()
             .lines()
             .map(|l| l.trim().parse().unwrap())

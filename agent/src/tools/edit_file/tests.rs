@@ -202,3 +202,17 @@ fn missing_and_binary_files_are_clear_errors() {
         "bin is not UTF-8 text; edit_file edits text files only"
     );
 }
+
+#[test]
+fn protected_files_are_refused_even_when_read() {
+    let (dir, mut ctx) = setup("sandpiper.toml", "token = 1\n");
+    ctx.paths = std::sync::Arc::new(crate::tools::PathPolicy::build(
+        &crate::config::ToolsConfig::default(),
+        &[dir.path().join("sandpiper.toml")],
+    ));
+    let err = model_error(EditFile.prepare(
+        json!({"path": "sandpiper.toml", "old_string": "1", "new_string": "2"}),
+        &ctx,
+    ));
+    assert!(err.starts_with("refused: sandpiper.toml"), "{err}");
+}

@@ -142,3 +142,52 @@ async fn another_users_memories_are_invisible_through_every_action() {
         "- alice_pref [project, user]\n    tabs please\n"
     );
 }
+
+#[tokio::test]
+async fn global_saves_and_deletes_ask_and_show_the_text() {
+    let store = Store::memory().await.unwrap();
+    let c = ctx(&store, "console:a", Some("u_alice")).await;
+    let prepare = |args: Value| MemoryTool.prepare(args, &c).unwrap();
+    let global = prepare(json!({
+        "action": "save", "name": "deploy", "content": "run ./deploy.sh",
+        "description": "how to deploy"
+    }));
+    assert_eq!(
+        (
+            global.header.as_str(),
+            global.preview.as_str(),
+            global.needs_approval
+        ),
+        (
+            "memory: save deploy (global)",
+            "how to deploy\n\nrun ./deploy.sh",
+            true
+        )
+    );
+    let explicit =
+        prepare(json!({"action": "save", "name": "x", "content": "y", "scope": "global"}));
+    assert!(explicit.needs_approval);
+    for scope in ["workstream", "user"] {
+        let p = prepare(json!({"action": "save", "name": "x", "content": "y", "scope": scope}));
+        assert!(!p.needs_approval, "{scope}");
+        assert_eq!(p.preview, "y");
+        let p = prepare(json!({"action": "delete", "name": "x", "scope": scope}));
+        assert!(!p.needs_approval, "{scope}");
+    }
+    let p = prepare(json!({"action": "delete", "name": "x", "scope": "global"}));
+    assert_eq!(
+        (p.header.as_str(), p.needs_approval),
+        ("memory: delete x (global)", true)
+    );
+    let p = prepare(json!({"action": "delete", "name": "x"}));
+    assert_eq!(
+        (p.header.as_str(), p.needs_approval),
+        ("memory: delete x (any scope)", true)
+    );
+    for args in [
+        json!({"action": "list"}),
+        json!({"action": "search", "query": "x"}),
+    ] {
+        assert!(!prepare(args).needs_approval);
+    }
+}

@@ -229,3 +229,75 @@ async fn large_images_are_refused_and_svg_is_text() {
     let out = read(&ctx, json!({"path": "logo.svg"})).await.unwrap();
     assert_eq!(out.text, "     1\t<svg/>\n");
 }
+
+/// A workdir beside a protected config file and a secret outside it.
+fn guarded() -> (tempfile::TempDir, ToolContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(root.join("work")).unwrap();
+    std::fs::create_dir_all(root.join("outside")).unwrap();
+    std::fs::write(root.join("outside/secret.txt"), "s3cret\n").unwrap();
+    std::fs::write(root.join("sandpiper.toml"), "token = \"xoxb\"\n").unwrap();
+    std::fs::write(root.join("work/notes.txt"), "hello\n").unwrap();
+    let mut ctx = ToolContext::for_test(&root.join("work"));
+    ctx.paths = Arc::new(crate::tools::PathPolicy::build(
+        &ToolsConfig::default(),
+        &[root.join("sandpiper.toml")],
+    ));
+    (dir, ctx)
+}
+
+#[tokio::test]
+async fn reads_outside_the_workdir_ask_and_show_where() {
+    let (dir, ctx) = guarded();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    assert!(
+        !ReadFile
+            .prepare(json!({"path": "notes.txt"}), &ctx)
+            .unwrap()
+            .needs_approval
+    );
+    let p = ReadFile
+        .prepare(json!({"path": "../outside/secret.txt"}), &ctx)
+        .unwrap();
+    assert!(p.needs_approval);
+    assert_eq!(
+        p.preview,
+        format!(
+            "reads {} — outside this workstream's directory ({})",
+            root.join("outside/secret.txt").display(),
+            root.join("work").display()
+        )
+    );
+    let p = ReadFile
+        .prepare(json!({"path": "/etc/passwd"}), &ctx)
+        .unwrap();
+    assert!(p.needs_approval);
+    // Once approved, it runs.
+    let p = ReadFile
+        .prepare(json!({"path": "../outside/secret.txt"}), &ctx)
+        .unwrap();
+    let out = ReadFile.execute(&p, &ctx, &NoOutput).await.unwrap();
+    assert_eq!(out.text, "     1\ts3cret\n");
+}
+
+#[tokio::test]
+async fn the_config_file_is_refused_even_when_approved() {
+    let (_dir, ctx) = guarded();
+    let err = model_error(read(&ctx, json!({"path": "../sandpiper.toml"})).await);
+    assert!(
+        err.starts_with("refused: ../sandpiper.toml is sandpiper's own configuration"),
+        "{err}"
+    );
+    // A prepared call that was approved (needs_approval) is checked again when it runs.
+    let approved = Prepared {
+        header: "read_file: ../sandpiper.toml".into(),
+        preview: String::new(),
+        needs_approval: true,
+        args: json!({"path": "../sandpiper.toml"}),
+    };
+    let err = model_error(ReadFile.execute(&approved, &ctx, &NoOutput).await);
+    assert!(err.starts_with("refused:"), "{err}");
+    let err = model_error(read(&ctx, json!({"path": "/etc/shadow"})).await);
+    assert!(err.contains("deny_read"), "{err}");
+}
