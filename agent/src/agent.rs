@@ -27,6 +27,7 @@ use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ToolCatalog, TurnTools};
+use crate::tools::child_env::ChildEnv;
 use crate::tools::{RegistryError, ToolContext, ToolRegistry};
 use crate::workstream::{Workstream, Workstreams};
 
@@ -141,6 +142,8 @@ struct Inner {
     workstreams: Workstreams,
     memories: MemoryIndex,
     mcp: Arc<McpManager>,
+    /// The environment of processes tools start, built once from sandpiper's own.
+    child_env: Arc<crate::tools::child_env::ChildEnv>,
 }
 
 impl Inner {
@@ -186,12 +189,26 @@ impl Agent {
     }
 
     /// Builds an agent that also offers the tools, resources and prompts of `mcp`'s servers,
-    /// following its catalog as servers add and remove tools.
+    /// following its catalog as servers add and remove tools. Tools' processes get the
+    /// allow-listed part of this process's environment (see [`crate::tools::child_env`]).
     pub fn with_mcp(
         config: Config,
         model: Arc<dyn ChatModel>,
         store: Store,
         mcp: Arc<McpManager>,
+    ) -> Result<Self, AgentError> {
+        let child_env = ChildEnv::for_tools(&crate::config::ProcessEnv, &config.tools);
+        Self::with_child_env(config, model, store, mcp, child_env)
+    }
+
+    /// [`Agent::with_mcp`] with the environment tools' processes start from given (built
+    /// from another [`crate::config::Env`], e.g. in tests).
+    pub fn with_child_env(
+        config: Config,
+        model: Arc<dyn ChatModel>,
+        store: Store,
+        mcp: Arc<McpManager>,
+        child_env: ChildEnv,
     ) -> Result<Self, AgentError> {
         let workdir = config
             .tools
@@ -213,6 +230,7 @@ impl Agent {
                 workstreams,
                 memories: MemoryIndex::default(),
                 mcp,
+                child_env: Arc::new(child_env),
             }),
         };
         agent.follow_mcp_catalog();
@@ -581,6 +599,7 @@ impl Agent {
                 user_id: req.author.map(str::to_owned),
                 store: Some(inner.store.clone()),
                 mcp: Some(inner.mcp.clone()),
+                child_env: inner.child_env.clone(),
             },
             workstream: &ws.key,
             first_seq: ws.next_seq(),
