@@ -126,6 +126,12 @@ enum ConfigCommand {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    // Process-wide, set here once: orphans of tool calls (daemons, `setsid` jobs) are
+    // reparented to sandpiper instead of init, so a timeout or /stop can kill and reap them.
+    // See sandpiper_agent::tools::process_tree.
+    if let Err(e) = sandpiper_agent::tools::process_tree::become_subreaper() {
+        tracing::warn!(error = %e, "cannot become a child subreaper; killed tool processes are reaped by init");
+    }
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use sandpiper_agent::config::Provider;
-use sandpiper_agent::mcp::McpManager;
+use sandpiper_agent::config::{Env, ProcessEnv, Provider};
+use sandpiper_agent::mcp::{McpManager, McpOptions};
+use sandpiper_agent::tools::child_env::ChildEnv;
 use sandpiper_agent::model::{AnthropicModel, ChatModel, OpenAiModel};
 use sandpiper_agent::store::prompt_templates::McpPromptSpec;
 use sandpiper_agent::store::{Store, redact_url};
@@ -55,11 +56,21 @@ pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
 
 /// Connects the configured MCP servers (never fails: a bad server is reported in its status).
 pub async fn start_mcp(config: &Config) -> Arc<McpManager> {
+    start_mcp_with_env(config, &ProcessEnv).await
+}
+
+/// [`start_mcp`] with stdio servers' environment built from `env` (a seam for tests).
+pub async fn start_mcp_with_env(config: &Config, env: &dyn Env) -> Arc<McpManager> {
     install_crypto_provider();
     if config.mcp.servers.is_empty() {
         return McpManager::empty();
     }
-    McpManager::start(config.mcp.servers.clone(), config.mcp.options()).await
+    let options = McpOptions {
+        child_env: ChildEnv::for_mcp_servers(env, &config.tools),
+        max_output_bytes: config.tools.max_output_bytes,
+        ..config.mcp.options()
+    };
+    McpManager::start(config.mcp.servers.clone(), options).await
 }
 
 /// Keeps the `prompt_templates` table in step with the prompts the MCP servers offer: at once,
@@ -123,9 +134,16 @@ pub async fn sync_prompts_once(mcp: &McpManager, store: &Store) {
 
 /// The whole agent: model, store, tools, MCP servers.
 pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
+    build_agent_with_env(config, &ProcessEnv).await
+}
+
+/// [`build_agent`] with the environment of tools' processes (bash, man, stdio MCP servers)
+/// built from `env` instead of this process's (a seam for tests: the secrets a tool must not
+/// see can be planted without touching the real environment).
+pub async fn build_agent_with_env(config: Config, env: &dyn Env) -> Result<Agent, WiringError> {
     let model = build_model(&config)?;
     let store = open_store(&config).await?;
-    let mcp = start_mcp(&config).await;
+    let mcp = start_mcp_with_env(&config, env).await;
     sync_prompt_templates(&mcp, store.clone());
     tracing::info!(
         model = %config.model.model,
@@ -133,5 +151,6 @@ pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
         database = %redact_url(&config.database.url),
         "sandpiper ready"
     );
-    Ok(Agent::with_mcp(config, model, store, mcp)?)
+    let child_env = ChildEnv::for_tools(env, &config.tools);
+    Ok(Agent::with_child_env(config, model, store, mcp, child_env)?)
 }
