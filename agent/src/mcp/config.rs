@@ -236,7 +236,9 @@ pub fn check_server_names<'a>(
                 Some((other, tool)) => McpError::BadConfig(format!(
                     "MCP servers `{name}` and `{other}` would make the same tool names \
                      (`{example}` is also `{other}`'s tool `{tool}`); {}",
-                    error.to_string().trim_start_matches("invalid MCP configuration: ")
+                    error
+                        .to_string()
+                        .trim_start_matches("invalid MCP configuration: ")
                 )),
                 None => error,
             };
@@ -311,7 +313,9 @@ mod tests {
             .expect_err("rejected")
             .to_string();
         assert!(msg.contains("`__`"), "{msg}");
-        let msg = validate_server_name("a_").expect_err("rejected").to_string();
+        let msg = validate_server_name("a_")
+            .expect_err("rejected")
+            .to_string();
         assert!(msg.contains("ends with `_`"), "{msg}");
         assert!(validate_server_name("_a").is_ok());
     }

@@ -237,7 +237,11 @@ mod tests {
             }]
         );
         assert!(capped.text.len() <= 2000 + 100, "{}", capped.text.len());
-        assert!(capped.text.contains("bytes of output cut ("), "{}", capped.text);
+        assert!(
+            capped.text.contains("bytes of output cut ("),
+            "{}",
+            capped.text
+        );
         assert!(
             capped.text.ends_with(
                 "[image image/jpeg of 3000 bytes left out: larger than the 2048 bytes an MCP \

@@ -200,7 +200,11 @@ async fn cancellation_kills_everything_the_command_started() {
     assert!(started.elapsed() < Duration::from_secs(10));
     let chunks = sink.chunks();
     let pids: Vec<String> = chunks.iter().take(3).map(|l| l.trim().to_owned()).collect();
-    assert_eq!(chunks.get(3).map(String::as_str), Some("ready\n"), "{chunks:?}");
+    assert_eq!(
+        chunks.get(3).map(String::as_str),
+        Some("ready\n"),
+        "{chunks:?}"
+    );
     assert_dead(&pids).await;
 }
 

@@ -68,8 +68,12 @@ impl CallCgroup {
             tracing::debug!(dir = %dir.display(), error = %e, "cannot create a call cgroup");
             return None;
         }
-        let procs = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())
-            .ok()?;
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .ok()?;
         Some(Self { dir, path, procs })
     }
 
@@ -171,7 +175,9 @@ mod tests {
 ";
         assert_eq!(
             locate(mountinfo, "4:memory:/x\n0::/system.slice/sp.service\n"),
-            Some(PathBuf::from("/sys/fs/cgroup/unified/system.slice/sp.service"))
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/unified/system.slice/sp.service"
+            ))
         );
         assert_eq!(
             locate(mountinfo, "0::/\n"),

@@ -56,7 +56,15 @@ fn all() -> Vec<(Proc, Stat)> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
         .filter_map(|pid| Some((pid, stat(pid)?)))
         .filter(|(_, s)| s.state != 'Z')
-        .map(|(pid, s)| (Proc { pid, start: s.start }, s))
+        .map(|(pid, s)| {
+            (
+                Proc {
+                    pid,
+                    start: s.start,
+                },
+                s,
+            )
+        })
         .collect()
 }
 
@@ -123,7 +131,13 @@ mod tests {
     fn this_process_is_found_by_pid_and_start() {
         let me = libc::pid_t::try_from(std::process::id()).expect("pid fits");
         let s = stat(me).expect("own stat");
-        assert_eq!(same(Proc { pid: me, start: s.start }), Some(s));
+        assert_eq!(
+            same(Proc {
+                pid: me,
+                start: s.start
+            }),
+            Some(s)
+        );
         assert_eq!(
             same(Proc {
                 pid: me,

@@ -56,7 +56,10 @@ async fn assert_all_dead(pids: &[libc::pid_t]) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("survivors: {:?}", pids.iter().filter(|p| alive(**p)).collect::<Vec<_>>());
+    panic!(
+        "survivors: {:?}",
+        pids.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -135,7 +138,11 @@ fn as_a_subreaper_killed_orphans_are_reaped() {
         let _ = child.wait().await;
         for pid in pids {
             // Gone entirely: not alive, not a zombie of ours.
-            assert!(procfs::stat(pid).is_none(), "{pid} left as {:?}", procfs::stat(pid));
+            assert!(
+                procfs::stat(pid).is_none(),
+                "{pid} left as {:?}",
+                procfs::stat(pid)
+            );
         }
     });
 }
