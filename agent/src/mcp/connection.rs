@@ -90,9 +90,8 @@ pub(crate) async fn connect(
         McpServerConfig::Stdio {
             command, args, env, ..
         } => {
-            let mut cmd = tokio::process::Command::new(command);
             // Only the allow-list and the server's own `env`: not the bot's tokens.
-            base_env.clone().with_vars(env).apply(&mut cmd);
+            let mut cmd = base_env.clone().with_vars(env).command(command);
             cmd.args(args);
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())

@@ -121,8 +121,7 @@ async fn run(
     ctx: &ToolContext,
     sink: &dyn OutputSink,
 ) -> Result<ToolOutput, ToolError> {
-    let mut command = tokio::process::Command::new("bash");
-    ctx.child_env.apply(&mut command);
+    let mut command = ctx.child_env.command("bash");
     command
         .arg("-c")
         .arg(command_text)

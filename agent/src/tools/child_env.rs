@@ -107,6 +107,14 @@ impl ChildEnv {
         self.vars.keys().map(String::as_str)
     }
 
+    /// A command for `program` that starts from this environment and nothing inherited: how
+    /// every product spawn site builds its command.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        self.apply(&mut command);
+        command
+    }
+
     /// Makes `command` start from this environment and nothing inherited. Variables set on
     /// `command` afterwards (e.g. `MANPAGER`) are added on top.
     pub fn apply(&self, command: &mut tokio::process::Command) {

@@ -111,9 +111,8 @@ async fn run_man(
     request: &Request,
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
-    let mut command = tokio::process::Command::new(program);
     // The tools' clean environment (no secrets of the bot), plus what man needs here.
-    ctx.child_env.apply(&mut command);
+    let mut command = ctx.child_env.command(program);
     command
         .args(request.section.iter())
         .arg(&request.page)
