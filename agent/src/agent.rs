@@ -27,8 +27,30 @@ use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ToolCatalog, TurnTools};
+use crate::tools::child_env::ChildEnv;
 use crate::tools::{PathPolicy, RegistryError, ToolContext, ToolRegistry};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
+
+/// What the agent learns from the process it runs in rather than from its config.
+pub struct Host<'a> {
+    /// Files no tool may read or change, asked or not, besides the database files (which the
+    /// agent knows from its config): the config file sandpiper was started with, an MCP config
+    /// file. They may hold tokens, and an approver cannot see what a read would post.
+    pub protected_files: Vec<PathBuf>,
+    /// The environment whose allow-listed part tools' processes start from (see
+    /// [`crate::tools::child_env`]); tests plant secrets here to show they never reach a tool.
+    pub env: &'a dyn crate::config::Env,
+}
+
+impl Default for Host<'static> {
+    /// This process's environment, and no protected files beyond the database.
+    fn default() -> Self {
+        Self {
+            protected_files: Vec::new(),
+            env: &crate::config::ProcessEnv,
+        }
+    }
+}
 
 /// Why a turn could not run. The channel shows it to the user.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +165,8 @@ struct Inner {
     paths: Arc<PathPolicy>,
     memories: MemoryIndex,
     mcp: Arc<McpManager>,
+    /// The environment of processes tools start, built once from sandpiper's own.
+    child_env: Arc<crate::tools::child_env::ChildEnv>,
 }
 
 impl Inner {
@@ -188,26 +212,25 @@ impl Agent {
     }
 
     /// Builds an agent that also offers the tools, resources and prompts of `mcp`'s servers,
-    /// following its catalog as servers add and remove tools.
+    /// following its catalog as servers add and remove tools. Tools' processes get the
+    /// allow-listed part of this process's environment (see [`crate::tools::child_env`]).
     pub fn with_mcp(
         config: Config,
         model: Arc<dyn ChatModel>,
         store: Store,
         mcp: Arc<McpManager>,
     ) -> Result<Self, AgentError> {
-        Self::with_protected_files(config, model, store, mcp, Vec::new())
+        Self::with_host(config, model, store, mcp, Host::default())
     }
 
-    /// [`Agent::with_mcp`], keeping `protected_files` (the config file sandpiper was started
-    /// with, an MCP config file) away from every tool, asked or not, like the database files
-    /// (which the agent knows from `config` itself). The config file may hold tokens, and an
-    /// approver cannot see what a read would post into the thread.
-    pub fn with_protected_files(
+    /// [`Agent::with_mcp`] with what it learns from the process it runs in given explicitly
+    /// (the binary's config file to protect; in tests, an environment with planted secrets).
+    pub fn with_host(
         config: Config,
         model: Arc<dyn ChatModel>,
         store: Store,
         mcp: Arc<McpManager>,
-        protected_files: Vec<PathBuf>,
+        host: Host<'_>,
     ) -> Result<Self, AgentError> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let layout = WorkdirLayout::new(
@@ -216,8 +239,9 @@ impl Agent {
             &cwd,
         );
         let mut protected = crate::tools::path_policy::database_files(&config.database.url);
-        protected.extend(protected_files);
+        protected.extend(host.protected_files);
         let paths = Arc::new(PathPolicy::build(&config.tools, &protected));
+        let child_env = ChildEnv::for_tools(host.env, &config.tools);
         let workstreams = Workstreams::new(store.clone(), layout, config.agent.workstream_cache);
         let registry = ToolRegistry::builtin()?;
         let catalog = ToolCatalog::new(registry.tools(), mcp_tool_schemas(&mcp));
@@ -233,6 +257,7 @@ impl Agent {
                 paths,
                 memories: MemoryIndex::default(),
                 mcp,
+                child_env: Arc::new(child_env),
             }),
         };
         agent.follow_mcp_catalog();
@@ -603,6 +628,7 @@ impl Agent {
                 user_id: req.author.map(str::to_owned),
                 store: Some(inner.store.clone()),
                 mcp: Some(inner.mcp.clone()),
+                child_env: inner.child_env.clone(),
             },
             workstream: &ws.key,
             first_seq: ws.next_seq(),

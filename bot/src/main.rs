@@ -126,6 +126,12 @@ enum ConfigCommand {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    // Process-wide, set here once: orphans of tool calls (daemons, `setsid` jobs) are
+    // reparented to sandpiper instead of init, so a timeout or /stop can kill and reap them.
+    // See sandpiper_agent::tools::process_tree.
+    if let Err(e) = sandpiper_agent::tools::process_tree::become_subreaper() {
+        tracing::warn!(error = %e, "cannot become a child subreaper; killed tool processes are reaped by init");
+    }
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -254,7 +260,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!(hint);
             }
             let auto_approve = config.approval.auto_approve;
-            let agent = wiring::build_agent_protecting(config, protected).await?;
+            let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
             let interactive = std::io::stdin().is_terminal();
             let options = ConsoleOptions {
                 workstream,
@@ -283,7 +289,7 @@ async fn serve(config: Config, protected: Vec<PathBuf>) -> anyhow::Result<()> {
     let stop_signal = stop_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let listen = config.server.listen;
     let limits = config.server.clone();
-    let agent = wiring::build_agent_protecting(config, protected).await?;
+    let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
     let mcp = agent.mcp().clone();
     let health: sandpiper::serve::HealthSource =
         Arc::new(move || sandpiper::serve::health_of(&mcp));
@@ -355,6 +361,14 @@ fn stop_signals() -> std::io::Result<impl std::future::Future<Output = &'static 
             _ = terminate.recv() => "SIGTERM",
         }
     })
+}
+
+/// This process as the agent's host, with `protected` (the config files) kept from tools.
+fn protected_host(protected: Vec<PathBuf>) -> sandpiper_agent::agent::Host<'static> {
+    sandpiper_agent::agent::Host {
+        protected_files: protected,
+        ..Default::default()
+    }
 }
 
 /// The person at the terminal as a console identity.

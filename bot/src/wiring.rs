@@ -2,11 +2,13 @@
 
 use std::sync::Arc;
 
-use sandpiper_agent::config::Provider;
-use sandpiper_agent::mcp::McpManager;
+use sandpiper_agent::config::{Env, ProcessEnv, Provider};
+use sandpiper_agent::mcp::{McpManager, McpOptions};
 use sandpiper_agent::model::{AnthropicModel, ChatModel, OpenAiModel};
 use sandpiper_agent::store::prompt_templates::McpPromptSpec;
 use sandpiper_agent::store::{Store, redact_url};
+use sandpiper_agent::tools::child_env::ChildEnv;
+use sandpiper_agent::agent::Host;
 use sandpiper_agent::{Agent, Config};
 
 /// Why start-up failed.
@@ -55,11 +57,21 @@ pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
 
 /// Connects the configured MCP servers (never fails: a bad server is reported in its status).
 pub async fn start_mcp(config: &Config) -> Arc<McpManager> {
+    start_mcp_with_env(config, &ProcessEnv).await
+}
+
+/// [`start_mcp`] with stdio servers' environment built from `env` (a seam for tests).
+pub async fn start_mcp_with_env(config: &Config, env: &dyn Env) -> Arc<McpManager> {
     install_crypto_provider();
     if config.mcp.servers.is_empty() {
         return McpManager::empty();
     }
-    McpManager::start(config.mcp.servers.clone(), config.mcp.options()).await
+    let options = McpOptions {
+        child_env: ChildEnv::for_mcp_servers(env, &config.tools),
+        max_output_bytes: config.tools.max_output_bytes,
+        ..config.mcp.options()
+    };
+    McpManager::start(config.mcp.servers.clone(), options).await
 }
 
 /// Keeps the `prompt_templates` table in step with the prompts the MCP servers offer: at once,
@@ -123,18 +135,16 @@ pub async fn sync_prompts_once(mcp: &McpManager, store: &Store) {
 
 /// The whole agent: model, store, tools, MCP servers.
 pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
-    build_agent_protecting(config, Vec::new()).await
+    build_agent_in(config, Host::default()).await
 }
 
-/// [`build_agent`], keeping `protected_files` (the config file it was loaded from, an MCP
-/// config file) away from every tool, asked or not: they may hold tokens.
-pub async fn build_agent_protecting(
-    config: Config,
-    protected_files: Vec<std::path::PathBuf>,
-) -> Result<Agent, WiringError> {
+/// [`build_agent`] in `host`: the config file it was loaded from (no tool may read or change
+/// it) and the environment tools' processes and MCP servers start from (tests plant secrets
+/// there to show they never reach a tool).
+pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, WiringError> {
     let model = build_model(&config)?;
     let store = open_store(&config).await?;
-    let mcp = start_mcp(&config).await;
+    let mcp = start_mcp_with_env(&config, host.env).await;
     sync_prompt_templates(&mcp, store.clone());
     tracing::info!(
         model = %config.model.model,
@@ -142,11 +152,5 @@ pub async fn build_agent_protecting(
         database = %redact_url(&config.database.url),
         "sandpiper ready"
     );
-    Ok(Agent::with_protected_files(
-        config,
-        model,
-        store,
-        mcp,
-        protected_files,
-    )?)
+    Ok(Agent::with_host(config, model, store, mcp, host)?)
 }

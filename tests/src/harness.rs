@@ -39,7 +39,11 @@ pub async fn agent(config: Config) -> Agent {
 /// Builds the agent as the binary does when it was started with a config file (`protected`):
 /// no tool may read or change those files.
 pub async fn agent_protecting(config: Config, protected: Vec<PathBuf>) -> Agent {
-    wiring::build_agent_protecting(config, protected)
+    let host = sandpiper_agent::agent::Host {
+        protected_files: protected,
+        ..Default::default()
+    };
+    wiring::build_agent_in(config, host)
         .await
         .expect("agent builds")
 }

@@ -12,6 +12,8 @@ use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
+use crate::tools::child_env::ChildEnv;
+
 use super::{
     McpError, McpPrompt, McpPromptArgument, McpResource, McpResourceTemplate, McpServerConfig,
     McpTool, full_tool_name,
@@ -73,6 +75,7 @@ pub(crate) struct Listing {
 pub(crate) async fn connect(
     server: &str,
     config: &McpServerConfig,
+    base_env: &ChildEnv,
     list_changed: mpsc::Sender<()>,
 ) -> Result<Client, McpError> {
     let handler = Handler {
@@ -87,8 +90,9 @@ pub(crate) async fn connect(
         McpServerConfig::Stdio {
             command, args, env, ..
         } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
+            // Only the allow-list and the server's own `env`: not the bot's tokens.
+            let mut cmd = base_env.clone().with_vars(env).command(command);
+            cmd.args(args);
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn()

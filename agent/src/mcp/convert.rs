@@ -1,12 +1,12 @@
 //! MCP content (tool results, resource contents, prompt messages) into what the model reads.
 
-use base64::Engine;
 use rmcp::model::{
     CallToolResult, ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents, Role,
 };
 
 use super::McpCallOutput;
 use crate::model::ImagePart;
+use crate::tools::truncate_output;
 
 /// A tool result: text parts joined, images kept, embedded resources inlined as text.
 pub(crate) fn call_result(result: CallToolResult) -> McpCallOutput {
@@ -25,6 +25,34 @@ pub(crate) fn call_result(result: CallToolResult) -> McpCallOutput {
         texts.push(structured.to_string());
     }
     out.text = texts.join("\n");
+    out
+}
+
+/// Bounds a result like built-in tool output: the text cut to `max_text` bytes with the
+/// same note as [`truncate_output`], and each image over `max_image` decoded bytes replaced
+/// by a note saying so (a server can return anything; the model and the thread cannot).
+pub(crate) fn capped(mut out: McpCallOutput, max_text: usize, max_image: usize) -> McpCallOutput {
+    let mut notes = Vec::new();
+    out.images.retain(|image| {
+        let size = decoded_len(&image.data);
+        if size <= max_image {
+            return true;
+        }
+        notes.push(format!(
+            "[image {} of {size} bytes left out: larger than the {} bytes an MCP image may be]",
+            image.media_type, max_image
+        ));
+        false
+    });
+    if !notes.is_empty() {
+        if !out.text.is_empty() {
+            out.text.push('\n');
+        }
+        out.text.push_str(&notes.join("\n"));
+    }
+    if out.text.len() > max_text {
+        out.text = truncate_output(&out.text, max_text);
+    }
     out
 }
 
@@ -109,11 +137,11 @@ fn resource_contents(
     }
 }
 
+/// The decoded size of base64 text, from its length (no decoding: images can be large).
 fn decoded_len(b64: &str) -> usize {
-    base64::engine::general_purpose::STANDARD
-        .decode(b64.trim())
-        .map(|bytes| bytes.len())
-        .unwrap_or(b64.len() / 4 * 3)
+    let text = b64.trim();
+    let padding = text.bytes().rev().take_while(|&b| b == b'=').count().min(2);
+    (text.len() / 4 * 3 + (text.len() % 4) * 3 / 4).saturating_sub(padding)
 }
 
 /// Whether `uri` is one of the URIs an RFC 6570 template (`db://t/{table}/rows/{id}`)
@@ -143,6 +171,7 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
 
     #[test]
     fn templates() {
@@ -180,6 +209,56 @@ mod tests {
                 is_error: true,
             }
         );
+    }
+
+    #[test]
+    fn oversized_text_is_cut_with_the_note_and_big_images_become_notes() {
+        let big = base64::engine::general_purpose::STANDARD.encode(vec![0u8; 3000]);
+        let out = McpCallOutput {
+            text: "x".repeat(5000),
+            images: vec![
+                ImagePart {
+                    media_type: "image/png".into(),
+                    data: "aGk=".into(),
+                },
+                ImagePart {
+                    media_type: "image/jpeg".into(),
+                    data: big,
+                },
+            ],
+            is_error: false,
+        };
+        let capped = capped(out, 2000, 2048);
+        assert_eq!(
+            capped.images,
+            vec![ImagePart {
+                media_type: "image/png".into(),
+                data: "aGk=".into()
+            }]
+        );
+        assert!(capped.text.len() <= 2000 + 100, "{}", capped.text.len());
+        assert!(
+            capped.text.contains("bytes of output cut ("),
+            "{}",
+            capped.text
+        );
+        assert!(
+            capped.text.ends_with(
+                "[image image/jpeg of 3000 bytes left out: larger than the 2048 bytes an MCP \
+                 image may be]"
+            ),
+            "{}",
+            capped.text
+        );
+        let small = McpCallOutput {
+            text: "fine".into(),
+            ..McpCallOutput::default()
+        };
+        assert_eq!(capped_clone(&small), small);
+    }
+
+    fn capped_clone(out: &McpCallOutput) -> McpCallOutput {
+        capped(out.clone(), 2000, 2048)
     }
 
     #[test]

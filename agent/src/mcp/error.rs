@@ -77,6 +77,17 @@ pub enum McpError {
         /// What went wrong.
         message: String,
     },
+    /// Two tools would have the same `mcp__server__tool` name; the later one is not offered.
+    /// Ask the server's maintainer (or the operator) to rename one.
+    #[error("MCP tool {second} is refused: its name `{full_name}` is already taken by {first}")]
+    DuplicateTool {
+        /// The name both would have.
+        full_name: String,
+        /// The tool that keeps the name (`` `tool` of server `s` ``).
+        first: String,
+        /// The refused one.
+        second: String,
+    },
     /// The manager was shut down.
     #[error("MCP is shut down")]
     ShutDown,

@@ -15,7 +15,7 @@ use super::connection::Client;
 use super::slot::{Slot, classify, millis};
 use super::{
     McpCallOutput, McpCatalog, McpError, McpOptions, McpServerConfig, RefreshReport, ServerStatus,
-    convert, split_tool_name, tasks, validate_server_name,
+    check_server_names, convert, split_tool_name, tasks,
 };
 
 /// The MCP client side of sandpiper: one connection per configured server, shared by every
@@ -47,8 +47,13 @@ impl McpManager {
     ) -> Arc<McpManager> {
         let mut slots = BTreeMap::new();
         let mut receivers = Vec::new();
+        let refused: BTreeMap<String, String> =
+            check_server_names(servers.keys().map(String::as_str))
+                .into_iter()
+                .map(|(name, error)| (name, error.to_string()))
+                .collect();
         for (name, config) in servers {
-            let invalid = validate_server_name(&name).err().map(|e| e.to_string());
+            let invalid = refused.get(&name).cloned();
             if let Some(error) = &invalid {
                 tracing::error!(server = %name, error = %error, "MCP server rejected");
             }
@@ -144,7 +149,7 @@ impl McpManager {
         let result = self
             .run(slot, |client| async move { client.call_tool(params).await })
             .await
-            .map(convert::call_result);
+            .map(|result| self.capped(convert::call_result(result)));
         tracing::info!(
             server,
             tool,
@@ -181,7 +186,17 @@ impl McpManager {
             |client| async move { client.read_resource(params).await },
         )
         .await
-        .map(convert::resource_result)
+        .map(|result| self.capped(convert::resource_result(result)))
+    }
+
+    /// A result bounded by [`McpOptions::max_output_bytes`] and
+    /// [`McpOptions::max_image_bytes`].
+    fn capped(&self, out: McpCallOutput) -> McpCallOutput {
+        convert::capped(
+            out,
+            self.options.max_output_bytes,
+            self.options.max_image_bytes,
+        )
     }
 
     /// Expands a prompt (`"prompt"`, `"server/prompt"` or `"mcp__server__prompt"`) into

@@ -27,11 +27,14 @@ mod tasks;
 
 use std::time::{Duration, Instant};
 
-pub use config::{McpServerConfig, load_mcp_json, parse_mcp_json, validate_server_name};
+pub use config::{
+    McpServerConfig, check_server_names, load_mcp_json, parse_mcp_json, validate_server_name,
+};
 pub use error::McpError;
 pub use manager::McpManager;
 
 use crate::model::ImagePart;
+use crate::tools::child_env::ChildEnv;
 
 /// The prefix of every MCP tool name the model sees.
 pub const TOOL_PREFIX: &str = "mcp__";
@@ -151,7 +154,18 @@ pub struct McpOptions {
     pub cooldown_base: Duration,
     /// The longest cool-off.
     pub cooldown_max: Duration,
+    /// The environment stdio servers start from (each adds its own configured `env`); never
+    /// sandpiper's own, which holds its tokens.
+    pub child_env: ChildEnv,
+    /// Longest text of a tool result or resource, cut like built-in tool output
+    /// (`[tools] max_output_bytes`).
+    pub max_output_bytes: usize,
+    /// Largest image (decoded bytes) passed on; a larger one is replaced by a note.
+    pub max_image_bytes: usize,
 }
+
+/// Largest image an MCP result may carry to the model.
+pub const MAX_IMAGE_BYTES: usize = 4 * 1024 * 1024;
 
 impl Default for McpOptions {
     fn default() -> Self {
@@ -162,6 +176,9 @@ impl Default for McpOptions {
             failure_threshold: 3,
             cooldown_base: Duration::from_secs(30),
             cooldown_max: Duration::from_secs(300),
+            child_env: ChildEnv::allow_listed(&crate::config::ProcessEnv),
+            max_output_bytes: crate::config::ToolsConfig::default().max_output_bytes,
+            max_image_bytes: MAX_IMAGE_BYTES,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Connecting, re-listing and publishing: how a server's listing gets into the catalog.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,7 +15,13 @@ impl McpManager {
     pub(crate) async fn connect_slot(&self, slot: &Slot) -> Result<Arc<Client>, McpError> {
         let started = Instant::now();
         let attempt = async {
-            let client = connection::connect(&slot.name, &slot.config, slot.signal.clone()).await?;
+            let client = connection::connect(
+                &slot.name,
+                &slot.config,
+                &self.options.child_env,
+                slot.signal.clone(),
+            )
+            .await?;
             let listing =
                 connection::list(&slot.name, &client)
                     .await
@@ -120,14 +126,37 @@ impl McpManager {
     pub(crate) fn rebuild_catalog(&self) {
         let mut current = self.catalog.lock().unwrap_or_else(|p| p.into_inner());
         let mut next = McpCatalog::default();
+        let mut owners: HashMap<String, String> = HashMap::new();
         for slot in self.slots.values() {
-            let state = slot.state();
-            next.tools.extend(state.listing.tools.iter().cloned());
+            let mut state = slot.state();
+            let mut refused = Vec::new();
+            for tool in &state.listing.tools {
+                // Server names cannot collide (see `check_server_names`), but one server may
+                // list a name twice: the later one is refused, never silently overwritten.
+                if let Some(first) = owners.get(&tool.full_name) {
+                    let error = McpError::DuplicateTool {
+                        full_name: tool.full_name.clone(),
+                        first: first.clone(),
+                        second: format!("`{}` of server `{}`", tool.name, tool.server),
+                    };
+                    tracing::error!(server = %slot.name, error = %error, "MCP tool refused");
+                    refused.push(error.to_string());
+                    continue;
+                }
+                owners.insert(
+                    tool.full_name.clone(),
+                    format!("`{}` of server `{}`", tool.name, tool.server),
+                );
+                next.tools.push(tool.clone());
+            }
             next.resources
                 .extend(state.listing.resources.iter().cloned());
             next.templates
                 .extend(state.listing.templates.iter().cloned());
             next.prompts.extend(state.listing.prompts.iter().cloned());
+            if !refused.is_empty() {
+                state.error = Some(refused.join("; "));
+            }
         }
         if **current != next {
             *current = Arc::new(next);

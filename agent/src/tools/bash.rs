@@ -2,8 +2,9 @@
 //! output line as it arrives, with a timeout, cancellation and a blocklist of catastrophic
 //! commands.
 //!
-//! The command runs in its own process group so that a timeout or `/stop` kills everything it
-//! started, not just the shell. Output is kept bounded however much the command prints: the
+//! The command starts from the tools' clean environment ([`super::child_env`]) and runs
+//! contained ([`super::process_tree`]): a timeout or `/stop` kills everything it started, not
+//! just the shell's process group (a `setsid` job or a daemon too). Output is kept bounded however much the command prints: the
 //! first `max_output_bytes` and a rolling tail, counted in full so the note says how much was
 //! cut. When the shell exits but a background job still holds the pipes, the tool waits
 //! [`DRAIN_GRACE`] and returns; the job keeps running (redirect its output to a file).
@@ -20,6 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::process_tree::{Containment, ProcessTree};
 use super::{
     OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ceil_char_boundary,
     floor_char_boundary, truncate_output,
@@ -115,28 +117,28 @@ enum Outcome {
 }
 
 async fn run(
-    command: &str,
+    command_text: &str,
     ctx: &ToolContext,
     sink: &dyn OutputSink,
 ) -> Result<ToolOutput, ToolError> {
-    let mut child = tokio::process::Command::new("bash")
+    let mut command = ctx.child_env.command("bash");
+    command
         .arg("-c")
-        .arg(command)
+        .arg(command_text)
         .current_dir(&ctx.workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            ToolError::model(format!(
-                "cannot start bash in {}: {e}",
-                ctx.workdir.display()
-            ))
-        })?;
-    // Kills the whole group if this future is dropped half-way.
-    let mut group = ProcessGroup(child.id().and_then(|id| libc::pid_t::try_from(id).ok()));
+        .kill_on_drop(true);
+    // Kills everything the command started if this future is dropped half-way.
+    let mut tree = ProcessTree::prepare(&mut command, Containment::Auto);
+    let mut child = command.spawn().map_err(|e| {
+        ToolError::model(format!(
+            "cannot start bash in {}: {e}",
+            ctx.workdir.display()
+        ))
+    })?;
+    tree.started(child.id());
 
     let (tx, mut rx) = mpsc::channel::<String>(16);
     let mut readers = JoinSet::new();
@@ -183,14 +185,15 @@ async fn run(
         }
     };
 
-    if !matches!(outcome, Outcome::Finished(_)) {
-        group.kill();
+    if matches!(outcome, Outcome::Finished(_)) {
+        tree.release();
+    } else {
+        tree.kill().await;
         if status.is_none() {
-            // Reap the shell; the rest of the group is reaped by its new parent.
+            // Reap the shell; the tree reaped the rest that became ours.
             let _ = tokio::time::timeout(REAP_TIMEOUT, child.wait()).await;
         }
     }
-    group.release();
     drop(readers);
     while let Ok(piece) = rx.try_recv() {
         send_lines(sink, &piece);
@@ -201,7 +204,7 @@ async fn run(
     let note = match outcome {
         Outcome::Cancelled => return Err(ToolError::Cancelled),
         Outcome::TimedOut => Some(format!(
-            "[timed out after {}; the process group was killed]",
+            "[timed out after {}; the command and everything it started were killed]",
             format_duration(timeout)
         )),
         Outcome::Finished(st) => match (st.code(), st.signal()) {
@@ -340,41 +343,6 @@ impl Collected {
             self.total,
             &self.tail[tail_start..]
         )
-    }
-}
-
-/// The command's process group; killed on drop unless released.
-struct ProcessGroup(Option<libc::pid_t>);
-
-impl ProcessGroup {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            kill_process_group(pgid);
-        }
-    }
-
-    fn release(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Sends SIGKILL to every process in group `pgid`.
-#[allow(unsafe_code)]
-fn kill_process_group(pgid: libc::pid_t) {
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: killpg takes two integers and touches no memory of ours. `pgid` is greater
-    // than 1 and names the group created for this command by `process_group(0)`, so the call
-    // cannot signal every process (pgid 0 or -1) or init.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
     }
 }
 

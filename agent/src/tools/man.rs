@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::process_tree::{Containment, ProcessTree};
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
 
 /// The `man` tool. Auto-approved: it reads the system's manual only. A page name can never
@@ -112,7 +113,8 @@ async fn run_man(
     request: &Request,
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
-    let mut command = tokio::process::Command::new(program);
+    // The tools' clean environment (no secrets of the bot), plus what man needs here.
+    let mut command = ctx.child_env.command(program);
     command
         .args(request.section.iter())
         .arg(&request.page)
@@ -121,18 +123,21 @@ async fn run_man(
         .env("PAGER", "cat")
         .env("MAN_DISABLE_SECCOMP", "1")
         .env("GROFF_NO_SGR", "1")
-        .env_remove("MAN_KEEP_FORMATTING")
         .current_dir(&ctx.workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // man's pipeline (groff, the pager) is contained too: a timeout or cancel drops this
+    // tree, which kills all of it.
+    let mut tree = ProcessTree::prepare(&mut command, Containment::Auto);
     let child = command.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ToolError::model(
             "man is not installed on this machine; try `<command> --help` with bash instead",
         ),
         _ => ToolError::model(format!("cannot run man: {e}")),
     })?;
+    tree.started(child.id());
     let output = tokio::select! {
         () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
         () = tokio::time::sleep(MAN_TIMEOUT) => {
@@ -145,6 +150,7 @@ async fn run_man(
             out.map_err(|e| ToolError::model(format!("running man failed: {e}")))?
         }
     };
+    tree.release();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let where_ = match &request.section {
@@ -227,6 +233,8 @@ mod tests {
 
     fn man_installed() -> bool {
         std::process::Command::new("sh")
+            .env_clear()
+            .envs(std::env::var_os("PATH").map(|p| ("PATH", p)))
             .args(["-c", "command -v man"])
             .stdout(Stdio::null())
             .status()

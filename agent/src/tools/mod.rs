@@ -7,11 +7,13 @@
 
 mod args;
 mod bash;
+pub mod child_env;
 mod edit_file;
 mod man;
 mod mcp_call;
 mod memory;
 pub mod path_policy;
+pub mod process_tree;
 mod read_file;
 mod read_resource;
 mod recall;
@@ -170,6 +172,8 @@ pub struct ToolContext {
     pub store: Option<crate::store::Store>,
     /// Connected MCP servers (read_resource, use_prompt). `None` when none are configured.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpManager>>,
+    /// The whole environment of processes tools start (bash, man): never sandpiper's own.
+    pub child_env: Arc<child_env::ChildEnv>,
 }
 
 impl ToolContext {
@@ -196,6 +200,10 @@ impl ToolContext {
             user_id: None,
             store: None,
             mcp: None,
+            child_env: Arc::new(child_env::ChildEnv::for_tools(
+                &crate::config::ProcessEnv,
+                &ToolsConfig::default(),
+            )),
         }
     }
 

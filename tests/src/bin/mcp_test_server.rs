@@ -1,7 +1,11 @@
 //! An MCP server for end-to-end tests of sandpiper's MCP client.
 //!
 //! Tools: `echo(text)`, `add(a, b)`, `slow(ms)`, `fail()` (isError), `crash()` (exits),
-//! `add_tool(name)` / `remove_tool(name)` (change the list and send `list_changed`); one
+//! `add_tool(name)` / `remove_tool(name)` (change the list and send `list_changed`),
+//! and, when started with `MCP_TEST_SECURITY_TOOLS=1` in its environment (kept off otherwise
+//! so the default tool count stays below the tool-search threshold): `env()` (its
+//! environment, `NAME=value` lines, sorted), `big(bytes)` (that much text), `image(bytes)` (a
+//! PNG-typed image of that many bytes); one
 //! resource `test://greeting`, a template `test://items/{id}`, one prompt `greet(name)`.
 //!
 //! `mcp_test_server [--stdio]` or `mcp_test_server --http 127.0.0.1:0` (prints
@@ -101,6 +105,21 @@ impl ServerHandler for TestServer {
                 json!({"name": {"type": "string"}}),
             ),
         ];
+        if std::env::var_os("MCP_TEST_SECURITY_TOOLS").is_some() {
+            tools.extend([
+                tool("env", "The server's environment", json!({})),
+                tool(
+                    "big",
+                    "Return this many bytes of text",
+                    json!({"bytes": {"type": "integer"}}),
+                ),
+                tool(
+                    "image",
+                    "Return an image of this many bytes",
+                    json!({"bytes": {"type": "integer"}}),
+                ),
+            ]);
+        }
         for name in self.extra() {
             tools.push(tool(&name, "A tool added at run time", json!({})));
         }
@@ -135,6 +154,29 @@ impl ServerHandler for TestServer {
                     .unwrap_or(1000);
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 text(format!("slept {ms} ms"))
+            }
+            "env" => {
+                let mut vars: Vec<String> = std::env::vars_os()
+                    .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                    .collect();
+                vars.sort();
+                text(vars.join("\n"))
+            }
+            "big" => {
+                let bytes = Self::arg(args, "bytes")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                text("x".repeat(usize::try_from(bytes).unwrap_or(0)))
+            }
+            "image" => {
+                // Base64 of that many zero bytes, without a base64 dependency.
+                let bytes = Self::arg(args, "bytes")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let bytes = usize::try_from(bytes).unwrap_or(0);
+                let mut data = "AAAA".repeat(bytes / 3);
+                data.push_str(["", "AA==", "AAA="][bytes % 3]);
+                CallToolResult::success(vec![ContentBlock::image(data, "image/png")])
             }
             "fail" => CallToolResult::error(vec![ContentBlock::text("this tool always fails")]),
             "crash" => std::process::exit(3),

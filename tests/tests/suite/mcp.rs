@@ -34,6 +34,7 @@ fn options() -> McpOptions {
         failure_threshold: 3,
         cooldown_base: Duration::from_millis(700),
         cooldown_max: Duration::from_secs(2),
+        ..McpOptions::default()
     }
 }
 

@@ -20,6 +20,7 @@ mod recall;
 mod restart;
 mod slack;
 mod slack_approvals;
+mod tool_env;
 mod tool_search;
 
 use std::time::Duration;

@@ -45,20 +45,29 @@ async fn run_cmd(
 
 /// Whether `pid` is still a live (non-zombie) process.
 fn alive(pid: &str) -> bool {
-    let signalled = std::process::Command::new("kill")
-        .args(["-0", pid])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|r| r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false);
-    signalled && !zombie
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| !r.trim_start().starts_with('Z'))
+    })
 }
+
+/// Waits up to 2 s for every pid in `pids` to be gone.
+async fn assert_dead(pids: &[String]) {
+    for _ in 0..100 {
+        if pids.iter().all(|p| !alive(p)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left: Vec<&String> = pids.iter().filter(|p| alive(p)).collect();
+    panic!("these survived: {left:?}");
+}
+
+/// Starts a plain background job, a `setsid` one and a double-forked daemon, prints their
+/// pids, then sleeps.
+const ESCAPEES: &str = "sleep 30 & echo $!; setsid sleep 31 & echo $!; \
+    (setsid sh -c 'sleep 32 & echo $!' &); sleep 0.2; echo ready; sleep 30";
 
 #[test]
 fn prepare_describes_the_call() {
@@ -145,7 +154,7 @@ async fn non_zero_exit_is_an_error_with_the_code() {
 }
 
 #[tokio::test]
-async fn timeout_kills_the_whole_process_group() {
+async fn timeout_kills_everything_the_command_started() {
     let dir = tempfile::tempdir().unwrap();
     let config = ToolsConfig {
         bash_timeout: Duration::from_secs(1),
@@ -153,46 +162,94 @@ async fn timeout_kills_the_whole_process_group() {
     };
     let ctx = ctx_with(dir.path(), config);
     let started = Instant::now();
-    let out = run_cmd(&ctx, "sleep 30 & echo $!; sleep 30", &NoOutput)
-        .await
-        .unwrap();
+    let out = run_cmd(&ctx, ESCAPEES, &NoOutput).await.unwrap();
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
-    let pid = out.text.lines().next().unwrap().to_owned();
+    let pids: Vec<String> = out.text.lines().take(3).map(str::to_owned).collect();
     assert_eq!(
         out,
         ToolOutput {
-            text: format!("{pid}\n[timed out after 1s; the process group was killed]"),
+            text: format!(
+                "{}\nready\n[timed out after 1s; the command and everything it started were \
+                 killed]",
+                pids.join("\n")
+            ),
             images: vec![],
             is_error: true,
         }
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!alive(&pid), "background sleep {pid} survived");
+    assert_dead(&pids).await;
 }
 
 #[tokio::test]
-async fn cancellation_stops_the_command() {
+async fn cancellation_kills_everything_the_command_started() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::for_test(dir.path());
     let token = ctx.cancel.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
         token.cancel();
     });
     let sink = Recorder::default();
     let started = Instant::now();
-    let err = run_cmd(&ctx, "sleep 30 & echo $!; sleep 30", &sink)
-        .await
-        .unwrap_err();
+    let err = run_cmd(&ctx, ESCAPEES, &sink).await.unwrap_err();
     assert!(matches!(err, ToolError::Cancelled), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(10));
-    let pid = sink.chunks().first().map(|l| l.trim().to_owned()).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!alive(&pid), "background sleep {pid} survived");
+    let chunks = sink.chunks();
+    let pids: Vec<String> = chunks.iter().take(3).map(|l| l.trim().to_owned()).collect();
+    assert_eq!(
+        chunks.get(3).map(String::as_str),
+        Some("ready\n"),
+        "{chunks:?}"
+    );
+    assert_dead(&pids).await;
+}
+
+#[tokio::test]
+async fn bash_sees_none_of_the_bots_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+    let seam = [
+        ("PATH", path.as_str()),
+        ("HOME", "/home/bot"),
+        ("DISCORD_TOKEN", "discord-secret"),
+        ("OPENAI_API_KEY", "sk-secret"),
+        ("SANDPIPER_DATABASE_URL", "postgres://u:pw@db/x"),
+        ("GITHUB_TOKEN", "ghp-passed"),
+    ];
+    let config = ToolsConfig {
+        pass_env: vec!["GITHUB_TOKEN".into()],
+        env: [("CARGO_TERM_COLOR".to_owned(), "never".to_owned())].into(),
+        ..ToolsConfig::default()
+    };
+    let mut ctx = ctx_with(dir.path(), config.clone());
+    ctx.child_env = Arc::new(crate::tools::child_env::ChildEnv::for_tools(&seam, &config));
+    let out = run_cmd(&ctx, "env | sort", &NoOutput).await.unwrap();
+    let names: Vec<&str> = out
+        .text
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| !["PWD", "SHLVL", "_", "OLDPWD"].contains(k))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "CARGO_TERM_COLOR",
+            "GITHUB_TOKEN",
+            "HOME",
+            "PATH",
+            crate::tools::process_tree::MARKER_VAR
+        ],
+        "{}",
+        out.text
+    );
+    for secret in ["discord-secret", "sk-secret", "pw@db"] {
+        assert!(!out.text.contains(secret), "{secret} leaked:\n{}", out.text);
+    }
+    assert!(out.text.contains("GITHUB_TOKEN=ghp-passed\n"));
 }
 
 #[tokio::test]

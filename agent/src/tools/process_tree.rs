@@ -1,0 +1,308 @@
+//! Everything one tool call started, so a timeout or `/stop` ends all of it.
+//!
+//! Killing the call's process group is not enough: `setsid sleep 600 &` or a daemon that
+//! double-forks leaves the group and would outlive the call. So each call is contained twice:
+//!
+//! - **cgroup v2**, where sandpiper may create one (running as root, or a systemd unit with
+//!   `Delegate=yes`): the child joins a fresh cgroup before exec, nothing it starts can leave,
+//!   and `cgroup.kill` ends them all atomically.
+//! - **marker and subreaper** otherwise (and in addition): the call's environment carries
+//!   [`MARKER_VAR`]`=<call id>`, which every descendant inherits, so a kill finds the call's
+//!   processes in `/proc` whatever their group, session or parent. With
+//!   [`become_subreaper`], orphans are reparented to sandpiper rather than to init, and
+//!   sandpiper reaps the ones it killed.
+//!
+//! Hazards handled: tokio reaps its own children by pid, so nothing here calls `waitpid(-1)`;
+//! only pids this module killed (or recorded as a finished call's leftovers) are reaped, each
+//! checked by pid *and* start time so a reused pid is never touched.
+
+mod cgroup;
+mod procfs;
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use procfs::Proc;
+
+/// The variable that marks every process of one call (value: the call's id).
+pub const MARKER_VAR: &str = "SANDPIPER_CALL_ID";
+
+/// How long killing and reaping may take before we give up and log what is left.
+const KILL_DEADLINE: Duration = Duration::from_secs(3);
+/// How often a kill re-checks for stragglers.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Makes sandpiper the reaper of orphans its tool calls leave (`PR_SET_CHILD_SUBREAPER`), so
+/// a daemon a call started is reparented to sandpiper, not to init, and a kill can reap it.
+///
+/// Process-wide: the binary calls it once at start (`bot/src/main.rs`); without it, kills
+/// still find and end a call's processes by their marker, and init reaps them.
+#[allow(unsafe_code)]
+pub fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// How a call's processes are contained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Containment {
+    /// A cgroup where one can be created, plus the marker.
+    #[default]
+    Auto,
+    /// The marker (and subreaper) only; for tests of the fallback.
+    MarkerOnly,
+}
+
+/// The processes of one call: killed when asked, or when dropped before
+/// [`ProcessTree::release`].
+#[derive(Debug)]
+pub struct ProcessTree {
+    marker: String,
+    cgroup: Option<cgroup::CallCgroup>,
+    leader: Option<libc::pid_t>,
+    done: bool,
+}
+
+impl ProcessTree {
+    /// Prepares `command` to start a contained call: the marker variable (set after the
+    /// environment, which [`super::child_env::ChildEnv::apply`] clears), its own process
+    /// group, and joining a fresh cgroup before exec where possible.
+    #[allow(unsafe_code)]
+    pub fn prepare(command: &mut tokio::process::Command, containment: Containment) -> Self {
+        sweep_leftovers();
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        command.env(MARKER_VAR, &marker).process_group(0);
+        let cgroup = match containment {
+            Containment::Auto => cgroup::CallCgroup::create(&marker),
+            Containment::MarkerOnly => None,
+        };
+        if let Some(cg) = &cgroup {
+            let procs = cg.procs_path().clone();
+            // SAFETY: the closure runs in the forked child before exec and only calls
+            // `join_self`, which makes async-signal-safe system calls and allocates nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    cgroup::join_self(&procs);
+                    Ok(())
+                });
+            }
+        }
+        Self {
+            marker,
+            cgroup,
+            leader: None,
+            done: false,
+        }
+    }
+
+    /// Records the started child (the leader of the process group). A cgroup the child
+    /// failed to join is dropped; the marker still finds everything.
+    pub fn started(&mut self, pid: Option<u32>) {
+        self.leader = pid.and_then(|p| libc::pid_t::try_from(p).ok());
+        if let (Some(cg), Some(pid)) = (&self.cgroup, self.leader)
+            && !cg.contains(pid)
+        {
+            tracing::debug!(pid, "the child did not join its cgroup; using the marker");
+            cg.remove();
+            self.cgroup = None;
+        }
+    }
+
+    /// Whether the call runs in its own cgroup (for tests and logs).
+    pub fn in_cgroup(&self) -> bool {
+        self.cgroup.is_some()
+    }
+
+    /// The call's id, as its processes see it in [`MARKER_VAR`].
+    pub fn marker(&self) -> &str {
+        &self.marker
+    }
+
+    /// Kills every process of the call and reaps those that became sandpiper's children,
+    /// except the leader, whose owner (tokio's `Child`) reaps it. Bounded by
+    /// [`KILL_DEADLINE`]; whatever survives is logged.
+    pub async fn kill(&mut self) {
+        self.done = true;
+        let entry = self.marker_entry();
+        let deadline = tokio::time::Instant::now() + KILL_DEADLINE;
+        let mut killed: BTreeSet<Proc> = BTreeSet::new();
+        loop {
+            let found = self.kill_once(&entry);
+            let alive: Vec<Proc> = found
+                .iter()
+                .copied()
+                .filter(|p| procfs::same(*p).is_some_and(|s| s.state != 'Z'))
+                .collect();
+            killed.extend(found);
+            reap(&mut killed, self.leader);
+            let cgroup_empty = self.cgroup.as_ref().is_none_or(|cg| cg.is_empty());
+            if (alive.is_empty() && cgroup_empty && killed.is_empty())
+                || tokio::time::Instant::now() >= deadline
+            {
+                break;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        if !killed.is_empty() {
+            tracing::warn!(call = %self.marker, left = ?killed, "processes of a killed call are still not gone");
+            remember_leftovers(&killed);
+        }
+        if let Some(cg) = self.cgroup.take() {
+            cg.remove();
+        }
+    }
+
+    /// The call ended normally. Background jobs it started keep running; the ones that end
+    /// up as sandpiper's children are reaped later (see [`sweep_leftovers`]).
+    pub fn release(&mut self) {
+        self.done = true;
+        let left = procfs::members(None, &self.marker_entry());
+        if !left.is_empty() {
+            tracing::debug!(call = %self.marker, jobs = left.len(), "background jobs outlive the call");
+            remember_leftovers(&left);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.remove();
+        }
+    }
+
+    fn marker_entry(&self) -> Vec<u8> {
+        format!("{MARKER_VAR}={}", self.marker).into_bytes()
+    }
+
+    /// One round: find the call's processes, SIGKILL them all; returns what was found.
+    fn kill_once(&self, entry: &[u8]) -> BTreeSet<Proc> {
+        let mut found = procfs::members(self.leader, entry);
+        if let Some(cg) = &self.cgroup {
+            found.extend(cg.members());
+            cg.kill();
+        }
+        if let Some(pgid) = self.leader {
+            kill_process_group(pgid);
+        }
+        for p in &found {
+            signal_kill(*p);
+        }
+        found
+    }
+}
+
+impl Drop for ProcessTree {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Dropped mid-call (the future was cancelled): signal now, reap in the background.
+        let found = self.kill_once(&self.marker_entry());
+        let cgroup = self.cgroup.take();
+        let leader = self.leader;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let mut killed = found;
+                for _ in 0..(KILL_DEADLINE.as_millis() / POLL.as_millis()) {
+                    reap(&mut killed, leader);
+                    if killed.is_empty() {
+                        break;
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
+                remember_leftovers(&killed);
+                if let Some(cg) = cgroup {
+                    cg.remove();
+                }
+            });
+        } else {
+            remember_leftovers(&found);
+        }
+    }
+}
+
+/// SIGKILL to `p` if it is still the same process.
+pub(crate) fn signal_kill(p: Proc) {
+    if p.pid > 1 && procfs::same(p).is_some() {
+        raw_kill(p.pid, libc::SIGKILL);
+    }
+}
+
+#[allow(unsafe_code)]
+fn raw_kill(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill takes two integers and touches no memory of ours; callers pass a positive
+    // pid greater than 1, so it never signals a group, every process, or init.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Sends SIGKILL to every process in group `pgid`.
+#[allow(unsafe_code)]
+fn kill_process_group(pgid: libc::pid_t) {
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: killpg takes two integers and touches no memory of ours. `pgid` is greater
+    // than 1 and names the group created for the call by `process_group(0)`, so the call
+    // cannot signal every process (pgid 0 or -1) or init.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+/// Reaps the processes of `set` that are zombies and sandpiper's children, and forgets
+/// those that are gone (reaped by their parent, or a reused pid). Never touches `leader`,
+/// which tokio reaps, and never waits for any other pid.
+#[allow(unsafe_code)]
+fn reap(set: &mut BTreeSet<Proc>, leader: Option<libc::pid_t>) {
+    let me = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+    set.retain(|p| {
+        if Some(p.pid) == leader {
+            return false;
+        }
+        let Some(s) = procfs::same(*p) else {
+            return false;
+        };
+        if s.state != 'Z' {
+            return true;
+        }
+        if s.ppid != me {
+            // Its parent reaps it, or it is reparented to us and seen again next round.
+            return true;
+        }
+        let mut status = 0;
+        // SAFETY: waitpid on one specific pid that is our zombie child (checked by pid and
+        // start time just above), with WNOHANG; `status` is a valid out-pointer.
+        let rc = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
+        rc == 0
+    });
+}
+
+/// Processes of finished or killed calls that may still end up as sandpiper's zombie
+/// children; reaped by [`sweep_leftovers`]. Process-wide like the subreaper flag it exists
+/// for, and bounded.
+static LEFTOVERS: Mutex<BTreeSet<Proc>> = Mutex::new(BTreeSet::new());
+/// At most this many leftovers are remembered.
+const MAX_LEFTOVERS: usize = 4096;
+
+fn remember_leftovers(procs: &BTreeSet<Proc>) {
+    let mut set = LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner());
+    for p in procs {
+        if set.len() >= MAX_LEFTOVERS {
+            break;
+        }
+        set.insert(*p);
+    }
+}
+
+/// Reaps the remembered leftovers that have exited; run at the start of every call.
+pub fn sweep_leftovers() {
+    let mut set = LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner());
+    reap(&mut set, None);
+}
+
+#[cfg(test)]
+mod tests;

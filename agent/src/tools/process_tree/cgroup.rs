@@ -1,0 +1,193 @@
+//! A cgroup v2 per call, where sandpiper may create one: every process the call starts stays
+//! in it whatever it does (setsid, double fork), and `cgroup.kill` ends them all at once.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::procfs::Proc;
+
+/// The cgroup v2 directory sandpiper runs in, if it is on a cgroup2 mount we can write to
+/// (root, or a delegated systemd unit). Looked up once: it does not change while we run.
+fn own_cgroup_dir() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let dir = locate(&mountinfo, &cgroup)?;
+        let probe = dir.join(format!("sandpiper-probe-{}", std::process::id()));
+        match std::fs::create_dir(&probe).and_then(|()| std::fs::remove_dir(&probe)) {
+            Ok(()) => Some(dir),
+            Err(e) => {
+                tracing::debug!(dir = %dir.display(), error = %e, "cgroup not writable; using the subreaper fallback");
+                None
+            }
+        }
+    })
+    .as_deref()
+}
+
+/// Our cgroup directory from `/proc/self/mountinfo` (the cgroup2 mount point and its root)
+/// and `/proc/self/cgroup` (the `0::/path` line).
+pub(crate) fn locate(mountinfo: &str, cgroup: &str) -> Option<PathBuf> {
+    let own = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        if right.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        let (root, mount) = (*fields.get(3)?, *fields.get(4)?);
+        let relative = own.strip_prefix(root).unwrap_or(own);
+        Some(Path::new(mount).join(relative.trim_start_matches('/')))
+    })
+}
+
+/// A call's own cgroup. Removed when the call's processes are gone.
+#[derive(Debug)]
+pub(crate) struct CallCgroup {
+    dir: PathBuf,
+    /// Its path as `/proc/<pid>/cgroup` shows it for a member (`0::<path>`).
+    path: String,
+    /// `<dir>/cgroup.procs` for the child to write itself into before exec.
+    procs: CString,
+}
+
+impl CallCgroup {
+    /// Creates `sandpiper-<our pid>-<marker>` beside sandpiper's own cgroup, or `None` when
+    /// cgroups are not available to us. Empty cgroups of earlier calls are removed here.
+    pub fn create(marker: &str) -> Option<Self> {
+        let parent = own_cgroup_dir()?;
+        remove_stale(parent);
+        let name = format!("sandpiper-{}-{marker}", std::process::id());
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+        let path = format!("{}/{name}", own.trim_end_matches('/'));
+        let dir = parent.join(&name);
+        if let Err(e) = std::fs::create_dir(&dir) {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot create a call cgroup");
+            return None;
+        }
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .ok()?;
+        Some(Self { dir, path, procs })
+    }
+
+    /// The `cgroup.procs` path, for [`join_self`] in the child.
+    pub fn procs_path(&self) -> &CString {
+        &self.procs
+    }
+
+    /// Whether `pid` ended up in this cgroup (the child's join can fail, e.g. on a
+    /// delegated cgroup with controllers enabled).
+    pub fn contains(&self, pid: libc::pid_t) -> bool {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+            return false;
+        };
+        text.lines()
+            .filter_map(|l| l.strip_prefix("0::"))
+            .any(|own| own == self.path)
+    }
+
+    /// The processes in the cgroup now.
+    pub fn members(&self) -> Vec<Proc> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .filter_map(|pid| {
+                let s = super::procfs::stat(pid)?;
+                Some(Proc {
+                    pid,
+                    start: s.start,
+                })
+            })
+            .collect()
+    }
+
+    /// Kills every process in the cgroup (`cgroup.kill`, atomic against forks); on kernels
+    /// without it, signals each member.
+    pub fn kill(&self) {
+        if std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok() {
+            return;
+        }
+        for p in self.members() {
+            super::signal_kill(p);
+        }
+    }
+
+    /// Whether no process is left in it.
+    pub fn is_empty(&self) -> bool {
+        self.members().is_empty()
+    }
+
+    /// Removes the directory; fails harmlessly while background jobs still live in it (a
+    /// later call's [`CallCgroup::create`] removes it once they have ended).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Removes this process's call cgroups that have emptied since.
+fn remove_stale(parent: &Path) {
+    let prefix = format!("sandpiper-{}-", std::process::id());
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            // Fails (EBUSY) while processes remain: that is the check.
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// Moves the calling process into the cgroup whose `cgroup.procs` is `procs`. Runs in the
+/// forked child before exec, so it only makes async-signal-safe system calls; failure is
+/// ignored here and noticed by the parent ([`CallCgroup::contains`]).
+#[allow(unsafe_code)]
+pub(crate) fn join_self(procs: &CString) {
+    // SAFETY: open/write/close are async-signal-safe; `procs` is a valid NUL-terminated
+    // string that outlives the call, and the one-byte buffer is a static string.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_own_cgroup_is_found_under_the_cgroup2_mount() {
+        let mountinfo = "\
+24 1 0:22 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+30 24 0:27 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+        assert_eq!(
+            locate(mountinfo, "4:memory:/x\n0::/system.slice/sp.service\n"),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/unified/system.slice/sp.service"
+            ))
+        );
+        assert_eq!(
+            locate(mountinfo, "0::/\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        let namespaced = "30 24 0:27 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            locate(namespaced, "0::/docker/abc/inner\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/inner"))
+        );
+        assert_eq!(locate("24 1 0:22 / /x rw - cgroup c rw\n", "0::/\n"), None);
+    }
+}
