@@ -17,7 +17,7 @@ use super::respond::{Error, Reply, Responder, Source};
 use super::{Bot, PLATFORM, handler, workstream_key};
 use crate::account::Person;
 use crate::answers::{Where, answer};
-use crate::clicks::{self, Click, ClickOutcome};
+use crate::clicks::{self, BatchClick, Click, ClickOutcome};
 use crate::commands::{COMMANDS, Command};
 
 /// Registers the command table: in `[discord] guild` only (instant), else globally.
@@ -175,7 +175,9 @@ async fn redraw(bot: &Bot, requests: &[String]) -> Reply {
     }
 }
 
-/// Approve all / Deny all: each pending request on the card, each checked on its own.
+/// Approve all / Deny all: each pending request on the card, each checked on its own; the
+/// card is redrawn when anything was decided and the clicker is told privately which requests
+/// they could not decide, and why.
 async fn on_all(
     bot: &Arc<Bot>,
     c: &ComponentInteraction,
@@ -190,40 +192,30 @@ async fn on_all(
     } else {
         ClickAction::Deny
     };
-    let mut last = ClickOutcome::Unknown;
-    for request in &requests {
-        let Some(rec) = bot.agent.store().get_approval(request).await? else {
-            continue;
-        };
-        if rec.status != "pending" {
-            continue;
-        }
-        let outcome = clicks::decide(
-            &bot.agent,
-            &bot.live,
-            Click {
-                request_id: request,
-                action,
-                user_id: &person.id,
-                username: &person.username,
-                roles: &roles,
-                approver_roles: &bot.config.approver_roles,
-                note: None,
-            },
-        )
-        .await?;
-        if let ClickOutcome::Refused(_) = outcome {
-            last = outcome;
-            break;
-        }
-        // A resumed turn needs its last decision only once.
-        if matches!(last, ClickOutcome::Decided { resume: true, .. }) {
-            continue;
-        }
-        last = outcome;
+    let outcome = clicks::decide_all(
+        &bot.agent,
+        &bot.live,
+        BatchClick {
+            request_ids: &requests,
+            action,
+            user_id: &person.id,
+            username: &person.username,
+            roles: &roles,
+            approver_roles: &bot.config.approver_roles,
+        },
+    )
+    .await;
+    if let Some(record) = &outcome.resume {
+        bot.submit_resume(c.channel_id, record.requested_by.clone());
     }
-    let response = after_decision(bot, c.channel_id, &requests, last).await;
-    reply.send(response).await
+    let refusal = outcome.refusal_text(|h| format!("`{}`", h.replace('`', "'")));
+    if outcome.changed || refusal.is_none() {
+        reply.send(redraw(bot, &requests).await).await?;
+    }
+    match refusal {
+        Some(text) => reply.send(Reply::Private(text)).await,
+        None => Ok(()),
+    }
 }
 
 /// The note dialog was submitted.
