@@ -19,6 +19,7 @@ use crate::account::Person;
 use crate::answers::{Where, answer};
 use crate::clicks::{self, BatchClick, Click, ClickOutcome};
 use crate::commands::{COMMANDS, Command};
+use crate::intake::Place;
 
 /// Registers the command table: in `[discord] guild` only (instant), else globally.
 pub async fn register_commands(bot: &Bot, ctx: &Context) {
@@ -279,6 +280,36 @@ async fn stop(bot: &Arc<Bot>, channel: ChannelId, user: &User) -> Result<String>
     })
 }
 
+/// Where a command was typed: a DM, one of our threads, or a channel (with a thread's parent,
+/// so `/link` works in any thread of a listed channel).
+fn command_place(c: &CommandInteraction, ours: bool) -> Place<u64> {
+    if c.guild_id.is_none() {
+        Place::Dm
+    } else if ours {
+        Place::OurThread
+    } else {
+        Place::Channel {
+            id: c.channel_id.get(),
+            parent: c
+                .channel
+                .as_ref()
+                .and_then(|ch| ch.parent_id)
+                .map(|p| p.get()),
+        }
+    }
+}
+
+/// An administrator of the bot here: Discord's Administrator permission or a role in
+/// `[discord] admin_roles` (deleting global memories, which every thread's prompt sees).
+fn is_bot_admin(member: Option<&Member>, admin_roles: &[String]) -> bool {
+    member.is_some_and(|m| {
+        m.permissions
+            .is_some_and(|p| p.contains(Permissions::ADMINISTRATOR))
+            || m.roles.iter().any(|r| admin_roles.contains(&r.to_string()))
+    })
+}
+
+/// May close any thread: Administrator or Manage Threads.
 fn is_admin(member: Option<&Member>) -> bool {
     member.and_then(|m| m.permissions).is_some_and(|p| {
         p.contains(Permissions::ADMINISTRATOR) || p.contains(Permissions::MANAGE_THREADS)
@@ -299,6 +330,10 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction, reply: &Responder<'_
     };
     let key = workstream_key(c.channel_id);
     let ws = bot.agent.store().workstream(&key).await?;
+    if let Err(closed) = bot.admits(command_place(c, ws.is_some())) {
+        tracing::info!(command = %c.data.name, channel = %c.channel_id, user = %c.user.id, %closed, "command refused");
+        return reply.send(Reply::Private(format!("🚫 {closed}"))).await;
+    }
     match cmd {
         Command::Ask { prompt } => ask(bot, c, reply, prompt, ws.is_some()).await,
         Command::Stop => {
@@ -343,6 +378,7 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction, reply: &Responder<'_
             let at = Where {
                 workstream: ws.as_ref().map(|w| w.row.key.as_str()),
                 prefix: "/",
+                admin: is_bot_admin(c.member.as_deref(), &bot.config.admin_roles),
             };
             let text = answer(&bot.agent, &other, who, at)
                 .await
@@ -363,10 +399,10 @@ async fn ask(
 ) -> Result {
     let http = bot.http();
     let person = bot.person(&c.user).await?;
-    if !in_thread && !bot.listens_in(c.channel_id) {
-        return reply
-            .send(Reply::Private("I don't listen in this channel.".into()))
-            .await;
+    let direct = c.guild_id.is_none();
+    if !in_thread && !direct && !bot.listens_in(c.channel_id) {
+        let text = "Use /ask in the channel itself; I open a thread for it.";
+        return reply.send(Reply::Private(text.into())).await;
     }
     let shown = format!(
         "**{}** asked: {}",
@@ -374,7 +410,11 @@ async fn ask(
         render::clip(&prompt, 1800)
     );
     reply.send(Reply::Public(shown)).await?;
-    if in_thread {
+    if direct && !in_thread {
+        // DMs are on (intake let this through): a DM is its own workstream, as for messages.
+        handler::start_workstream(bot, c.channel_id, &person.id).await?;
+    }
+    if in_thread || direct {
         bot.submit_turn(c.channel_id, person, prompt);
         return Ok(());
     }
