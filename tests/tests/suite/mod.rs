@@ -8,6 +8,7 @@ mod failures;
 mod fake_discord;
 mod fake_slack;
 mod identity;
+mod intake;
 mod mcp;
 mod mcp_pipeline;
 mod memory;
@@ -19,6 +20,8 @@ mod restart;
 mod slack;
 mod slack_approvals;
 mod tool_search;
+mod who_decides;
+mod who_decides_slack;
 
 use std::time::Duration;
 
