@@ -221,7 +221,11 @@ impl BatchOutcome {
 
 /// Decides every pending request of a batch card, each checked on its own by
 /// [`rule_on_click`]; the same on every platform.
-pub async fn decide_all(agent: &Agent, live: &LiveApprovals, batch: BatchClick<'_>) -> BatchOutcome {
+pub async fn decide_all(
+    agent: &Agent,
+    live: &LiveApprovals,
+    batch: BatchClick<'_>,
+) -> BatchOutcome {
     let mut outcome = BatchOutcome::default();
     for id in batch.request_ids {
         let record = match agent.store().get_approval(id).await {

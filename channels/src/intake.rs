@@ -57,12 +57,18 @@ mod tests {
         assert_eq!(admit(&listed, false, ch(300, None)), Ok(()));
         assert_eq!(admit(&listed, false, ch(301, None)), Err(Closed::Unlisted));
         assert_eq!(admit(&listed, false, ch(999, Some(300))), Ok(()));
-        assert_eq!(admit(&listed, false, ch(999, Some(301))), Err(Closed::Unlisted));
+        assert_eq!(
+            admit(&listed, false, ch(999, Some(301))),
+            Err(Closed::Unlisted)
+        );
         assert_eq!(admit(&listed, false, Place::<u64>::OurThread), Ok(()));
         assert_eq!(admit(&listed, false, Place::<u64>::Dm), Err(Closed::DmsOff));
         assert_eq!(admit(&listed, true, Place::<u64>::Dm), Ok(()));
         // No list: every channel, but still no DMs unless asked for.
         assert_eq!(admit::<u64, u64>(&[], false, ch(301, None)), Ok(()));
-        assert_eq!(admit::<u64, u64>(&[], false, Place::Dm), Err(Closed::DmsOff));
+        assert_eq!(
+            admit::<u64, u64>(&[], false, Place::Dm),
+            Err(Closed::DmsOff)
+        );
     }
 }

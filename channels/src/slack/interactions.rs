@@ -12,9 +12,9 @@ use slack_morphism::prelude::*;
 use super::Ctx;
 use super::blocks::{self, ALL_PREFIX, NOTE_BLOCK, NOTE_CALLBACK, STOP_ACTION};
 use super::events::person;
+use super::mrkdwn::escape;
 use super::turn::{Thread, Work, load_card, submit, update_card};
 use crate::clicks::{self, BatchClick, Click, ClickOutcome};
-use super::mrkdwn::escape;
 
 /// What the note modal carries back (`private_metadata`).
 #[derive(Debug, Serialize, Deserialize)]

@@ -177,7 +177,10 @@ pub(super) fn outside_guild(mut value: Value) -> Value {
             object.insert("user".into(), member["user"].clone());
             object.insert("context".into(), json!(1));
         }
-        if let Some(reference) = object.get_mut("message_reference").and_then(Value::as_object_mut) {
+        if let Some(reference) = object
+            .get_mut("message_reference")
+            .and_then(Value::as_object_mut)
+        {
             reference.remove("guild_id");
         }
         if let Some(channel) = object.get_mut("channel").and_then(Value::as_object_mut) {

@@ -24,7 +24,11 @@ fn carol() -> FakeUser {
 
 /// The content of the first answer to interaction `id`.
 async fn answer(rig: &DiscordRig, id: u64) -> serde_json::Value {
-    rig.fake.wait_until(WAIT, "the command's answer", |f| f.interaction_responses(id).pop()).await
+    rig.fake
+        .wait_until(WAIT, "the command's answer", |f| {
+            f.interaction_responses(id).pop()
+        })
+        .await
 }
 
 both_backends! {

@@ -33,13 +33,33 @@ fn dave() -> FakeUser {
 
 /// `who` clicks `label` on `card` and gets a private refusal containing `why`; the card keeps
 /// its open buttons.
-async fn refused(rig: &DiscordRig, thread: u64, card: &FakeMessage, who: &FakeUser, label: &str, why: &str) {
-    let click = rig.fake.click(thread, card.id, who, &button(card, label, 0)).await;
-    let reply: Value = rig.fake.wait_until(WAIT, "the refusal", |f| f.interaction_responses(click).pop()).await;
+async fn refused(
+    rig: &DiscordRig,
+    thread: u64,
+    card: &FakeMessage,
+    who: &FakeUser,
+    label: &str,
+    why: &str,
+) {
+    let click = rig
+        .fake
+        .click(thread, card.id, who, &button(card, label, 0))
+        .await;
+    let reply: Value = rig
+        .fake
+        .wait_until(WAIT, "the refusal", |f| {
+            f.interaction_responses(click).pop()
+        })
+        .await;
     assert_eq!(reply["data"]["flags"], json!(64), "private: {reply}");
     let said = reply["data"]["content"].as_str().unwrap_or_default();
     assert!(said.contains(why), "{} clicking {label}: {said}", who.name);
-    let now = rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).expect("the card");
+    let now = rig
+        .fake
+        .messages(thread)
+        .into_iter()
+        .find(|m| m.id == card.id)
+        .expect("the card");
     assert_eq!(open_buttons(&now), open_buttons(card), "nothing changed");
 }
 
@@ -176,10 +196,14 @@ both_backends! {
             store.save_memory(&vis, &memory).await.unwrap();
         }
         let delete = |name: &str| json!([{"name": "action", "type": 3, "value": "delete"}, {"name": "name", "type": 3, "value": name}]);
-        let said = |id: u64| async move {
-            let reply: Value = rig.fake.wait_until(WAIT, "the memory answer", |f| f.interaction_responses(id).pop()).await;
-            assert_eq!(reply["data"]["flags"], json!(64), "{reply}");
-            reply["data"]["content"].as_str().unwrap_or_default().to_owned()
+        let fake = rig.fake.clone();
+        let said = |id: u64| {
+            let fake = fake.clone();
+            async move {
+                let reply: Value = fake.wait_until(WAIT, "the memory answer", |f| f.interaction_responses(id).pop()).await;
+                assert_eq!(reply["data"]["flags"], json!(64), "{reply}");
+                reply["data"]["content"].as_str().unwrap_or_default().to_owned()
+            }
         };
         let refused = rig.fake.slash(CHANNEL_ID, &bob(), "memory", delete("team_rule")).await;
         assert!(said(refused).await.contains("needs an admin"));

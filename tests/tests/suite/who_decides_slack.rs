@@ -32,10 +32,27 @@ fn ephemerals(run: &SlackRun, user: &str) -> Vec<FakeSlackMessage> {
 async fn refused(run: &SlackRun, card: &FakeSlackMessage, who: &SlackUser, label: &str, why: &str) {
     let before = ephemerals(run, &who.id).len();
     let (action, value) = button(card, label);
-    run.slack.click(CHANNEL_ID, &card.ts, who, &action, &value).await;
-    let told = run.slack.wait_until(WAIT, "the refusal", |_| ephemerals(run, &who.id).get(before).cloned()).await;
-    assert!(told.text.contains(why), "{} clicking {label}: {}", who.name, told.text);
-    let now = run.slack.messages(CHANNEL_ID).into_iter().find(|m| m.ts == card.ts).expect("the card");
+    run.slack
+        .click(CHANNEL_ID, &card.ts, who, &action, &value)
+        .await;
+    let told = run
+        .slack
+        .wait_until(WAIT, "the refusal", |_| {
+            ephemerals(run, &who.id).get(before).cloned()
+        })
+        .await;
+    assert!(
+        told.text.contains(why),
+        "{} clicking {label}: {}",
+        who.name,
+        told.text
+    );
+    let now = run
+        .slack
+        .messages(CHANNEL_ID)
+        .into_iter()
+        .find(|m| m.ts == card.ts)
+        .expect("the card");
     assert_eq!(now.edits, card.edits, "nothing changed");
 }
 
