@@ -191,10 +191,7 @@ fn approver_required_for_tool(
     who: &Clicker<'_>,
     action: ClickAction,
 ) -> Ruling {
-    let guarded = ctx
-        .require_approver_for
-        .iter()
-        .any(|t| *t == ctx.request.tool);
+    let guarded = ctx.require_approver_for.contains(&ctx.request.tool);
     if !guarded || !approves(action) || is_approver(ctx, who) {
         Ruling::Allow
     } else {
