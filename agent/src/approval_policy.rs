@@ -96,10 +96,15 @@ pub struct Clicker<'a> {
 pub struct ClickContext<'a> {
     /// The stored request the button names.
     pub request: &'a ApprovalRecord,
-    /// The workstream's owner (the person who started the thread).
+    /// The workstream's owner (the person who started the thread). The person whose message
+    /// caused the call (`request.requested_by`) is deliberately *not* consulted: in a shared
+    /// thread that is anyone who talked, and approval is the security boundary.
     pub owner: Option<&'a str>,
     /// Roles whose members may decide any request (`approver_roles`, `approver_usergroups`).
     pub approver_roles: &'a [String],
+    /// Tools that even the owner may not approve without an approver role
+    /// (`[approval] require_approver_for`).
+    pub require_approver_for: &'a [String],
 }
 
 /// A rule's verdict.
@@ -114,7 +119,12 @@ pub enum Ruling {
 type Rule = fn(&ClickContext<'_>, &Clicker<'_>, ClickAction) -> Ruling;
 
 /// The rules, in order; the first refusal wins.
-const RULES: [Rule; 3] = [still_pending, owner_or_approver, always_allow_is_the_owners];
+const RULES: [Rule; 4] = [
+    still_pending,
+    owner_or_approver,
+    always_allow_is_the_owners,
+    approver_required_for_tool,
+];
 
 /// Checks a click against every rule.
 pub fn rule_on_click(ctx: &ClickContext<'_>, who: &Clicker<'_>, action: ClickAction) -> Ruling {
@@ -125,8 +135,17 @@ pub fn rule_on_click(ctx: &ClickContext<'_>, who: &Clicker<'_>, action: ClickAct
         .unwrap_or(Ruling::Allow)
 }
 
+/// Whether `action` lets the call run (everything but the two denials).
+pub fn approves(action: ClickAction) -> bool {
+    !matches!(action, ClickAction::Deny | ClickAction::DenyWithNote)
+}
+
 fn is_owner(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
-    ctx.owner == Some(who.user_id) || ctx.request.requested_by.as_deref() == Some(who.user_id)
+    ctx.owner.is_some_and(|owner| owner == who.user_id)
+}
+
+fn is_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
+    who.roles.iter().any(|r| ctx.approver_roles.contains(r))
 }
 
 /// A decided request cannot be decided again.
@@ -143,8 +162,7 @@ fn still_pending(ctx: &ClickContext<'_>, _who: &Clicker<'_>, _a: ClickAction) ->
 
 /// Only the owner, or a member of an approver role, may decide.
 fn owner_or_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>, _a: ClickAction) -> Ruling {
-    let approver = who.roles.iter().any(|r| ctx.approver_roles.contains(r));
-    if is_owner(ctx, who) || approver {
+    if is_owner(ctx, who) || is_approver(ctx, who) {
         Ruling::Allow
     } else {
         Ruling::Deny(
@@ -163,6 +181,25 @@ fn always_allow_is_the_owners(
         Ruling::Allow
     } else {
         Ruling::Deny("only the person who started this thread can choose Always allow".into())
+    }
+}
+
+/// Tools in `require_approver_for` run only when an approver says so, whoever owns the thread
+/// (servers where anyone may open one). Denying stays open to the owner.
+fn approver_required_for_tool(
+    ctx: &ClickContext<'_>,
+    who: &Clicker<'_>,
+    action: ClickAction,
+) -> Ruling {
+    let guarded = ctx.require_approver_for.contains(&ctx.request.tool);
+    if !guarded || !approves(action) || is_approver(ctx, who) {
+        Ruling::Allow
+    } else {
+        Ruling::Deny(format!(
+            "`{}` needs an approver here: only a member of an approver role can let it run \
+             (you can still deny it)",
+            ctx.request.tool
+        ))
     }
 }
 
@@ -211,41 +248,170 @@ mod tests {
         assert_eq!(parse_button_id(&long), Err(ButtonIdError::Malformed));
     }
 
+    /// Who may do what, as one table: each person against each action, for a request that
+    /// bob's message caused in alice's thread.
+    fn table(require_approver_for: &[String]) -> Vec<(&'static str, ClickAction, bool)> {
+        let mut rec = record("pending");
+        rec.requested_by = Some("bob".into());
+        let approver_roles = vec!["ops".to_owned()];
+        let ctx = ClickContext {
+            request: &rec,
+            owner: Some("alice"),
+            approver_roles: &approver_roles,
+            require_approver_for,
+        };
+        let none: Vec<String> = vec![];
+        let other_role = vec!["dev".to_owned()];
+        let people = [
+            ("owner", "alice", &none),
+            ("approver", "carol", &approver_roles),
+            ("participant", "bob", &none),
+            ("stranger", "mallory", &other_role),
+        ];
+        let actions = [
+            ClickAction::Approve,
+            ClickAction::Deny,
+            ClickAction::AlwaysAllow,
+            ClickAction::ApproveWithNote,
+            ClickAction::DenyWithNote,
+        ];
+        let mut out = Vec::new();
+        for (label, user_id, roles) in people {
+            let who = Clicker { user_id, roles };
+            for action in actions {
+                let allowed = rule_on_click(&ctx, &who, action) == Ruling::Allow;
+                out.push((label, action, allowed));
+            }
+        }
+        out
+    }
+
     #[test]
-    fn the_owner_decides_strangers_are_refused_approvers_may_not_always_allow() {
+    fn the_owner_and_approvers_decide_and_the_participant_who_caused_the_call_does_not() {
+        use ClickAction::*;
+        let expected = vec![
+            ("owner", Approve, true),
+            ("owner", Deny, true),
+            ("owner", AlwaysAllow, true),
+            ("owner", ApproveWithNote, true),
+            ("owner", DenyWithNote, true),
+            ("approver", Approve, true),
+            ("approver", Deny, true),
+            ("approver", AlwaysAllow, false),
+            ("approver", ApproveWithNote, true),
+            ("approver", DenyWithNote, true),
+            ("participant", Approve, false),
+            ("participant", Deny, false),
+            ("participant", AlwaysAllow, false),
+            ("participant", ApproveWithNote, false),
+            ("participant", DenyWithNote, false),
+            ("stranger", Approve, false),
+            ("stranger", Deny, false),
+            ("stranger", AlwaysAllow, false),
+            ("stranger", ApproveWithNote, false),
+            ("stranger", DenyWithNote, false),
+        ];
+        assert_eq!(table(&[]), expected);
+    }
+
+    #[test]
+    fn require_approver_for_leaves_the_owner_only_the_denials() {
+        use ClickAction::*;
+        let expected = vec![
+            ("owner", Approve, false),
+            ("owner", Deny, true),
+            ("owner", AlwaysAllow, false),
+            ("owner", ApproveWithNote, false),
+            ("owner", DenyWithNote, true),
+            ("approver", Approve, true),
+            ("approver", Deny, true),
+            ("approver", AlwaysAllow, false),
+            ("approver", ApproveWithNote, true),
+            ("approver", DenyWithNote, true),
+            ("participant", Approve, false),
+            ("participant", Deny, false),
+            ("participant", AlwaysAllow, false),
+            ("participant", ApproveWithNote, false),
+            ("participant", DenyWithNote, false),
+            ("stranger", Approve, false),
+            ("stranger", Deny, false),
+            ("stranger", AlwaysAllow, false),
+            ("stranger", ApproveWithNote, false),
+            ("stranger", DenyWithNote, false),
+        ];
+        assert_eq!(table(&["bash".to_owned()]), expected);
+        // Another tool is not affected.
+        assert_eq!(table(&["write_file".to_owned()]), table(&[]));
+    }
+
+    #[test]
+    fn each_refusal_says_why() {
         let rec = record("pending");
         let roles = vec!["ops".to_owned()];
+        let guarded = vec!["bash".to_owned()];
         let ctx = ClickContext {
             request: &rec,
             owner: Some("alice"),
             approver_roles: &roles,
+            require_approver_for: &guarded,
         };
-        let none: Vec<String> = vec![];
         let alice = Clicker {
             user_id: "alice",
-            roles: &none,
+            roles: &[],
+        };
+        let carol = Clicker {
+            user_id: "carol",
+            roles: &roles,
         };
         let mallory = Clicker {
             user_id: "mallory",
-            roles: &none,
+            roles: &[],
         };
-        let oncall = Clicker {
-            user_id: "bob",
+        assert_eq!(
+            rule_on_click(&ctx, &mallory, ClickAction::Deny),
+            Ruling::Deny(
+                "only the person who started this thread, or an approver, can decide this".into()
+            )
+        );
+        assert_eq!(
+            rule_on_click(&ctx, &carol, ClickAction::AlwaysAllow),
+            Ruling::Deny("only the person who started this thread can choose Always allow".into())
+        );
+        assert_eq!(
+            rule_on_click(&ctx, &alice, ClickAction::Approve),
+            Ruling::Deny(
+                "`bash` needs an approver here: only a member of an approver role can let it \
+                 run (you can still deny it)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_workstream_without_an_owner_is_decided_by_approvers_only() {
+        let rec = record("pending");
+        let roles = vec!["ops".to_owned()];
+        let ctx = ClickContext {
+            request: &rec,
+            owner: None,
+            approver_roles: &roles,
+            require_approver_for: &[],
+        };
+        let requester = Clicker {
+            user_id: "alice",
+            roles: &[],
+        };
+        let carol = Clicker {
+            user_id: "carol",
             roles: &roles,
         };
+        assert!(matches!(
+            rule_on_click(&ctx, &requester, ClickAction::Approve),
+            Ruling::Deny(_)
+        ));
         assert_eq!(
-            rule_on_click(&ctx, &alice, ClickAction::AlwaysAllow),
+            rule_on_click(&ctx, &carol, ClickAction::Approve),
             Ruling::Allow
-        );
-        assert_eq!(
-            rule_on_click(&ctx, &oncall, ClickAction::Approve),
-            Ruling::Allow
-        );
-        assert!(
-            matches!(rule_on_click(&ctx, &oncall, ClickAction::AlwaysAllow), Ruling::Deny(m) if m.contains("Always allow"))
-        );
-        assert!(
-            matches!(rule_on_click(&ctx, &mallory, ClickAction::Deny), Ruling::Deny(m) if m.contains("only the person"))
         );
     }
 
@@ -256,6 +422,7 @@ mod tests {
             request: &rec,
             owner: Some("alice"),
             approver_roles: &[],
+            require_approver_for: &[],
         };
         let alice = Clicker {
             user_id: "alice",

@@ -235,6 +235,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         &workstream,
                         &name,
                         scope.as_deref(),
+                        // The console runs as the operator, who holds the database anyway.
+                        true,
                     )
                     .await?
                 }

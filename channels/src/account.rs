@@ -125,13 +125,28 @@ pub async fn memory_list(
     Ok(out)
 }
 
-/// `memory delete NAME [--scope S]` in `workstream` (a full key).
+/// Who may delete a memory of `scope`: a global memory reaches every thread's prompt, so
+/// only an admin may delete one; one's own user and workstream memories are one's own.
+pub fn may_delete(scope: Scope, admin: bool) -> Result<(), AccountError> {
+    if scope == Scope::Global && !admin {
+        return Err(AccountError::Usage(
+            "deleting a global memory needs an admin (it is in every thread's prompt); \
+             ask one of the bot's admins"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `memory delete NAME [--scope S]` in `workstream` (a full key). `admin`: whether the person
+/// may delete global memories (see [`may_delete`]).
 pub async fn memory_delete(
     store: &Store,
     who: Person<'_>,
     workstream: &str,
     name: &str,
     scope: Option<&str>,
+    admin: bool,
 ) -> Result<String, AccountError> {
     let scope = scope
         .map(|s| {
@@ -147,7 +162,16 @@ pub async fn memory_delete(
         workstream: workstream.to_owned(),
         user_id: Some(user.id),
     };
-    let found = store.delete_memory(&vis, name, scope).await?;
+    let found = store.named_memories(&vis, name, scope).await?;
+    let found = match found.as_slice() {
+        [one] => {
+            may_delete(one.scope, admin)?;
+            // Pinned to the scope just checked, so a global memory of the same name saved in
+            // the meantime is not what gets deleted.
+            store.delete_memory(&vis, name, Some(one.scope)).await?
+        }
+        _ => found,
+    };
     match found.as_slice() {
         [] => Err(AccountError::Usage(format!("no memory named `{name}`"))),
         [m] => Ok(format!("deleted `{name}` ({} scope)", m.scope.as_str())),
@@ -158,5 +182,20 @@ pub async fn memory_delete(
                 scopes.join(", ")
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_admin_deletes_a_global_memory() {
+        assert!(may_delete(Scope::Global, true).is_ok());
+        assert!(
+            matches!(may_delete(Scope::Global, false), Err(AccountError::Usage(m)) if m.contains("needs an admin"))
+        );
+        assert!(may_delete(Scope::User, false).is_ok());
+        assert!(may_delete(Scope::Workstream, false).is_ok());
     }
 }

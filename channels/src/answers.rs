@@ -16,6 +16,9 @@ pub struct Where<'a> {
     pub workstream: Option<&'a str>,
     /// How commands are typed on this platform (`/`, `/sandpiper `).
     pub prefix: &'a str,
+    /// Whether the person administers the bot here (Discord: Administrator or an
+    /// `admin_roles` role; Slack: an `admin_usergroups` member): deleting global memories.
+    pub admin: bool,
 }
 
 /// The text answer to an informational command; `None` for the thread commands.
@@ -41,7 +44,7 @@ pub async fn answer(
             let result = match action {
                 MemoryAction::List => account::memory_list(store, who, ws).await,
                 MemoryAction::Delete { name } => {
-                    account::memory_delete(store, who, ws, name, None).await
+                    account::memory_delete(store, who, ws, name, None, at.admin).await
                 }
             };
             match result {

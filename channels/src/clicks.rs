@@ -79,12 +79,22 @@ pub async fn decide(
         request: &record,
         owner: owner.as_deref(),
         approver_roles: click.approver_roles,
+        require_approver_for: &agent.config().approval.require_approver_for,
     };
     let who = Clicker {
         user_id: click.user_id,
         roles: click.roles,
     };
     if let Ruling::Deny(reason) = rule_on_click(&ctx, &who, click.action) {
+        tracing::info!(
+            request = %record.id,
+            workstream = %record.workstream,
+            tool = %record.tool,
+            action = ?click.action,
+            by = click.username,
+            reason = %reason,
+            "approval click refused"
+        );
         return Ok(ClickOutcome::Refused(reason));
     }
     let with_note = matches!(
@@ -151,6 +161,121 @@ pub async fn decide(
     Ok(ClickOutcome::Decided { record, resume })
 }
 
+/// Approve all / Deny all: one person's click on a batch card.
+#[derive(Debug, Clone)]
+pub struct BatchClick<'a> {
+    /// Every request on the card.
+    pub request_ids: &'a [String],
+    /// [`ClickAction::Approve`] or [`ClickAction::Deny`].
+    pub action: ClickAction,
+    /// The clicker's sandpiper user id.
+    pub user_id: &'a str,
+    /// The clicker's username (shown on the card).
+    pub username: &'a str,
+    /// The clicker's platform roles or user groups.
+    pub roles: &'a [String],
+    /// Roles whose members may decide (`approver_roles`, `approver_usergroups`).
+    pub approver_roles: &'a [String],
+}
+
+/// A request of a batch the clicker could not decide, and why (shown only to them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The request's header (`bash: env`).
+    pub header: String,
+    /// Why it was not decided.
+    pub reason: String,
+}
+
+/// What a batch click did. Every request is judged on its own, so one the clicker may not
+/// decide does not stop the others (or let them through).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchOutcome {
+    /// Some request changed state: redraw the card.
+    pub changed: bool,
+    /// A decision completed an interrupted turn's batch: resume that turn (once).
+    pub resume: Option<ApprovalRecord>,
+    /// The pending requests not decided, and why.
+    pub refused: Vec<Refusal>,
+}
+
+impl BatchOutcome {
+    /// The private answer naming each refused request, `quote` rendering a header for the
+    /// platform; `None` when nothing was refused.
+    pub fn refusal_text(&self, quote: impl Fn(&str) -> String) -> Option<String> {
+        if self.refused.is_empty() {
+            return None;
+        }
+        let mut out = if self.changed {
+            "🚫 Some requests were not decided by you:".to_owned()
+        } else {
+            "🚫 Nothing was decided:".to_owned()
+        };
+        for r in &self.refused {
+            let header: String = r.header.chars().take(80).collect();
+            out.push_str(&format!("\n• {} — {}", quote(&header), r.reason));
+        }
+        Some(out)
+    }
+}
+
+/// Decides every pending request of a batch card, each checked on its own by
+/// [`rule_on_click`]; the same on every platform.
+pub async fn decide_all(
+    agent: &Agent,
+    live: &LiveApprovals,
+    batch: BatchClick<'_>,
+) -> BatchOutcome {
+    let mut outcome = BatchOutcome::default();
+    for id in batch.request_ids {
+        let record = match agent.store().get_approval(id).await {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) => {
+                outcome.refused.push(store_failure(id, &e));
+                continue;
+            }
+        };
+        if record.status != "pending" && record.status != "cancelled" {
+            // Decided before this click: nothing to do, nothing refused.
+            continue;
+        }
+        let click = Click {
+            request_id: id,
+            action: batch.action,
+            user_id: batch.user_id,
+            username: batch.username,
+            roles: batch.roles,
+            approver_roles: batch.approver_roles,
+            note: None,
+        };
+        match decide(agent, live, click).await {
+            Ok(ClickOutcome::Decided { record, resume }) => {
+                outcome.changed = true;
+                if resume && outcome.resume.is_none() {
+                    outcome.resume = Some(record);
+                }
+            }
+            Ok(ClickOutcome::Gone(_)) => outcome.changed = true,
+            Ok(ClickOutcome::Refused(reason)) => outcome.refused.push(Refusal {
+                header: record.header,
+                reason,
+            }),
+            Ok(ClickOutcome::Unknown | ClickOutcome::NeedsNote) => {}
+            Err(e) => outcome.refused.push(store_failure(&record.header, &e)),
+        }
+    }
+    outcome
+}
+
+fn store_failure(header: &str, e: &dyn std::fmt::Display) -> Refusal {
+    tracing::warn!(error = %e, "deciding a batch request failed");
+    Refusal {
+        header: header.to_owned(),
+        reason: format!("I could not record the decision ({e}); please try again"),
+    }
+}
+
 /// Whether `record` asks about a call of a turn interrupted by a restart.
 async fn interrupted_call(agent: &Agent, record: &ApprovalRecord) -> Result<bool, AgentError> {
     if record.status != "pending" {
@@ -176,4 +301,41 @@ async fn batch_decided(agent: &Agent, workstream: &str) -> Result<bool, AgentErr
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_batch_refusal_names_each_request_and_why() {
+        let refused = vec![Refusal {
+            header: "bash: env".into(),
+            reason: "only the person who started this thread, or an approver, can decide this"
+                .into(),
+        }];
+        let mixed = BatchOutcome {
+            changed: true,
+            resume: None,
+            refused: refused.clone(),
+        };
+        assert_eq!(
+            mixed.refusal_text(|h| format!("`{h}`")).as_deref(),
+            Some(
+                "🚫 Some requests were not decided by you:\n• `bash: env` — only the person who \
+                 started this thread, or an approver, can decide this"
+            )
+        );
+        let none = BatchOutcome {
+            changed: false,
+            resume: None,
+            refused,
+        };
+        assert!(
+            none.refusal_text(str::to_owned)
+                .is_some_and(|t| t.starts_with("🚫 Nothing was decided:"))
+        );
+        assert_eq!(BatchOutcome::default().refusal_text(str::to_owned), None);
+    }
 }

@@ -12,6 +12,7 @@
 //! - [`card`]: the approval card, platform-neutral.
 //! - [`live`]: approvals a running turn waits for.
 //! - [`clicks`]: what a click on an approval button does, checked against the store.
+//! - [`intake`]: which ways in are open (`channels`, `dms`), the same rule on every platform.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
 //!
 //! Platforms:
@@ -26,6 +27,7 @@ pub mod clicks;
 pub mod commands;
 pub mod console;
 pub mod discord;
+pub mod intake;
 pub mod live;
 pub mod slack;
 pub mod split;

@@ -228,10 +228,9 @@ impl Store {
         rows.into_iter().map(decode).collect()
     }
 
-    /// Deletes the visible memory named `name` (in `scope`, when given) when exactly one
-    /// matches. Returns every match, so that none means "not found" and several means "say
-    /// which scope" (nothing was deleted then).
-    pub async fn delete_memory(
+    /// The visible memories named `name` (in `scope`, when given), so that a caller can check
+    /// who may delete them before [`Store::delete_memory`].
+    pub async fn named_memories(
         &self,
         vis: &Visibility,
         name: &str,
@@ -247,7 +246,19 @@ impl Store {
         .bind(scope.map(Scope::as_str).unwrap_or(""))
         .fetch_all(self.pool())
         .await?;
-        let found: Vec<Memory> = rows.into_iter().map(decode).collect::<Result<_, _>>()?;
+        rows.into_iter().map(decode).collect()
+    }
+
+    /// Deletes the visible memory named `name` (in `scope`, when given) when exactly one
+    /// matches. Returns every match, so that none means "not found" and several means "say
+    /// which scope" (nothing was deleted then).
+    pub async fn delete_memory(
+        &self,
+        vis: &Visibility,
+        name: &str,
+        scope: Option<Scope>,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let found = self.named_memories(vis, name, scope).await?;
         if found.len() == 1 {
             sqlx::query("DELETE FROM memories WHERE id = $1")
                 .bind(&found[0].id)

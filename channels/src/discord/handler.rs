@@ -9,6 +9,7 @@ use serenity::all::{ChannelId, Context, CreateThread, EventHandler, Interaction,
 use super::render::Body;
 use super::surface::ThreadSurface;
 use super::{Bot, workstream_key};
+use crate::intake::Place;
 
 /// serenity's event handler.
 pub struct Handler {
@@ -29,7 +30,8 @@ impl EventHandler for Handler {
         }
         let channel = msg.channel_id;
         let me = self.bot.me.get().copied();
-        let addressed = msg.guild_id.is_none() || msg.mentions.iter().any(|u| Some(u.id) == me);
+        let addressed = (msg.guild_id.is_none() && self.bot.config.dms)
+            || msg.mentions.iter().any(|u| Some(u.id) == me);
         if let Err(e) = on_message(&self.bot, msg).await {
             tracing::warn!(error = %e, %channel, "handling a Discord message failed");
             // Only a message meant for the bot gets an answer: during a database outage every
@@ -80,6 +82,13 @@ pub fn thread_name(prompt: &str) -> String {
 }
 
 async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent::AgentError> {
+    let direct = msg.guild_id.is_none();
+    if direct && let Err(closed) = bot.admits(Place::Dm) {
+        // The quiet choice: a DM while DMs are off gets no answer at all (an answer would
+        // tell a stranger the bot is there and invite them to keep trying).
+        tracing::debug!(user = %msg.author.id, %closed, "direct message ignored");
+        return Ok(());
+    }
     let store = bot.agent.store();
     let key = workstream_key(msg.channel_id);
     if let Some(ws) = store.workstream(&key).await? {
@@ -89,9 +98,18 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
         return Ok(());
     };
     let mentioned = msg.mentions.iter().any(|u| u.id == me);
-    let direct = msg.guild_id.is_none();
-    let addressed = direct || (mentioned && bot.listens_in(msg.channel_id));
+    let channel = msg.channel_id.get();
+    let listed = bot
+        .admits(Place::Channel {
+            id: channel,
+            parent: None,
+        })
+        .is_ok();
+    let addressed = direct || (mentioned && listed);
     if !addressed {
+        if mentioned {
+            tracing::debug!(%channel, user = %msg.author.id, "mention in an unlisted channel ignored");
+        }
         return Ok(());
     }
     let prompt = strip_mention(&msg.content, me.get());

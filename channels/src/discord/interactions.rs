@@ -17,8 +17,9 @@ use super::respond::{Error, Reply, Responder, Source};
 use super::{Bot, PLATFORM, handler, workstream_key};
 use crate::account::Person;
 use crate::answers::{Where, answer};
-use crate::clicks::{self, Click, ClickOutcome};
+use crate::clicks::{self, BatchClick, Click, ClickOutcome};
 use crate::commands::{COMMANDS, Command};
+use crate::intake::Place;
 
 /// Registers the command table: in `[discord] guild` only (instant), else globally.
 pub async fn register_commands(bot: &Bot, ctx: &Context) {
@@ -175,7 +176,9 @@ async fn redraw(bot: &Bot, requests: &[String]) -> Reply {
     }
 }
 
-/// Approve all / Deny all: each pending request on the card, each checked on its own.
+/// Approve all / Deny all: each pending request on the card, each checked on its own; the
+/// card is redrawn when anything was decided and the clicker is told privately which requests
+/// they could not decide, and why.
 async fn on_all(
     bot: &Arc<Bot>,
     c: &ComponentInteraction,
@@ -190,40 +193,30 @@ async fn on_all(
     } else {
         ClickAction::Deny
     };
-    let mut last = ClickOutcome::Unknown;
-    for request in &requests {
-        let Some(rec) = bot.agent.store().get_approval(request).await? else {
-            continue;
-        };
-        if rec.status != "pending" {
-            continue;
-        }
-        let outcome = clicks::decide(
-            &bot.agent,
-            &bot.live,
-            Click {
-                request_id: request,
-                action,
-                user_id: &person.id,
-                username: &person.username,
-                roles: &roles,
-                approver_roles: &bot.config.approver_roles,
-                note: None,
-            },
-        )
-        .await?;
-        if let ClickOutcome::Refused(_) = outcome {
-            last = outcome;
-            break;
-        }
-        // A resumed turn needs its last decision only once.
-        if matches!(last, ClickOutcome::Decided { resume: true, .. }) {
-            continue;
-        }
-        last = outcome;
+    let outcome = clicks::decide_all(
+        &bot.agent,
+        &bot.live,
+        BatchClick {
+            request_ids: &requests,
+            action,
+            user_id: &person.id,
+            username: &person.username,
+            roles: &roles,
+            approver_roles: &bot.config.approver_roles,
+        },
+    )
+    .await;
+    if let Some(record) = &outcome.resume {
+        bot.submit_resume(c.channel_id, record.requested_by.clone());
     }
-    let response = after_decision(bot, c.channel_id, &requests, last).await;
-    reply.send(response).await
+    let refusal = outcome.refusal_text(|h| format!("`{}`", h.replace('`', "'")));
+    if outcome.changed || refusal.is_none() {
+        reply.send(redraw(bot, &requests).await).await?;
+    }
+    match refusal {
+        Some(text) => reply.send(Reply::Private(text)).await,
+        None => Ok(()),
+    }
 }
 
 /// The note dialog was submitted.
@@ -287,6 +280,36 @@ async fn stop(bot: &Arc<Bot>, channel: ChannelId, user: &User) -> Result<String>
     })
 }
 
+/// Where a command was typed: a DM, one of our threads, or a channel (with a thread's parent,
+/// so `/link` works in any thread of a listed channel).
+fn command_place(c: &CommandInteraction, ours: bool) -> Place<u64> {
+    if c.guild_id.is_none() {
+        Place::Dm
+    } else if ours {
+        Place::OurThread
+    } else {
+        Place::Channel {
+            id: c.channel_id.get(),
+            parent: c
+                .channel
+                .as_ref()
+                .and_then(|ch| ch.parent_id)
+                .map(|p| p.get()),
+        }
+    }
+}
+
+/// An administrator of the bot here: Discord's Administrator permission or a role in
+/// `[discord] admin_roles` (deleting global memories, which every thread's prompt sees).
+fn is_bot_admin(member: Option<&Member>, admin_roles: &[String]) -> bool {
+    member.is_some_and(|m| {
+        m.permissions
+            .is_some_and(|p| p.contains(Permissions::ADMINISTRATOR))
+            || m.roles.iter().any(|r| admin_roles.contains(&r.to_string()))
+    })
+}
+
+/// May close any thread: Administrator or Manage Threads.
 fn is_admin(member: Option<&Member>) -> bool {
     member.and_then(|m| m.permissions).is_some_and(|p| {
         p.contains(Permissions::ADMINISTRATOR) || p.contains(Permissions::MANAGE_THREADS)
@@ -307,6 +330,10 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction, reply: &Responder<'_
     };
     let key = workstream_key(c.channel_id);
     let ws = bot.agent.store().workstream(&key).await?;
+    if let Err(closed) = bot.admits(command_place(c, ws.is_some())) {
+        tracing::info!(command = %c.data.name, channel = %c.channel_id, user = %c.user.id, %closed, "command refused");
+        return reply.send(Reply::Private(format!("🚫 {closed}"))).await;
+    }
     match cmd {
         Command::Ask { prompt } => ask(bot, c, reply, prompt, ws.is_some()).await,
         Command::Stop => {
@@ -351,6 +378,7 @@ async fn on_command(bot: &Arc<Bot>, c: &CommandInteraction, reply: &Responder<'_
             let at = Where {
                 workstream: ws.as_ref().map(|w| w.row.key.as_str()),
                 prefix: "/",
+                admin: is_bot_admin(c.member.as_deref(), &bot.config.admin_roles),
             };
             let text = answer(&bot.agent, &other, who, at)
                 .await
@@ -371,10 +399,10 @@ async fn ask(
 ) -> Result {
     let http = bot.http();
     let person = bot.person(&c.user).await?;
-    if !in_thread && !bot.listens_in(c.channel_id) {
-        return reply
-            .send(Reply::Private("I don't listen in this channel.".into()))
-            .await;
+    let direct = c.guild_id.is_none();
+    if !in_thread && !direct && !bot.listens_in(c.channel_id) {
+        let text = "Use /ask in the channel itself; I open a thread for it.";
+        return reply.send(Reply::Private(text.into())).await;
     }
     let shown = format!(
         "**{}** asked: {}",
@@ -382,7 +410,11 @@ async fn ask(
         render::clip(&prompt, 1800)
     );
     reply.send(Reply::Public(shown)).await?;
-    if in_thread {
+    if direct && !in_thread {
+        // DMs are on (intake let this through): a DM is its own workstream, as for messages.
+        handler::start_workstream(bot, c.channel_id, &person.id).await?;
+    }
+    if in_thread || direct {
         bot.submit_turn(c.channel_id, person, prompt);
         return Ok(());
     }

@@ -28,6 +28,7 @@ use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
 use tokio_util::sync::CancellationToken;
 
 use crate::card::{ApprovalCard, human_duration};
+use crate::intake::{Closed, Place};
 use crate::live::LiveApprovals;
 use crate::stream;
 use crate::turns::{Queued, TurnQueue};
@@ -81,9 +82,18 @@ impl Bot {
         human_duration(self.agent.config().approval.timeout)
     }
 
+    /// Whether the bot answers at `place` (`[discord] channels`, empty: everywhere; `dms`).
+    fn admits(&self, place: Place<u64>) -> Result<(), Closed> {
+        crate::intake::admit(&self.config.channels, self.config.dms, place)
+    }
+
     /// Whether the bot listens in `channel` (`[discord] channels`, empty: everywhere).
     fn listens_in(&self, channel: ChannelId) -> bool {
-        self.config.channels.is_empty() || self.config.channels.contains(&channel.get())
+        self.admits(Place::Channel {
+            id: channel.get(),
+            parent: None,
+        })
+        .is_ok()
     }
 
     /// The sandpiper user behind a Discord user.

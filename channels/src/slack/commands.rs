@@ -18,11 +18,16 @@ use super::turn::Thread;
 use super::{Ctx, spawn};
 use crate::account::Person;
 use crate::answers::{self, Where};
-use crate::commands::{Command, help};
+use crate::commands::{Command, MemoryAction, help};
 
 /// Acknowledges a command: `Some(text)` is the immediate (ephemeral) reply; the rest is done in
 /// the background.
 pub(crate) fn ack(ctx: &Arc<Ctx>, event: SlackCommandEvent) -> Option<String> {
+    if let Err(closed) = ctx.admits(&event.channel_id.0) {
+        // The acknowledgement's text is shown only to the person who typed the command.
+        tracing::info!(channel = %event.channel_id.0, user = %event.user_id.0, %closed, "command refused");
+        return Some(escape(&closed.to_string()));
+    }
     let text = event.text.clone().unwrap_or_default();
     let command = match Command::from_text(&text) {
         Ok(Command::Help) => return Some(from_markdown(&help(&ctx.prefix()))),
@@ -53,9 +58,22 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                 platform_user_id: &user,
                 display_name: &name,
             };
+            let deleting = matches!(
+                other,
+                Command::Memory {
+                    action: MemoryAction::Delete { .. }
+                }
+            );
+            let admin = deleting
+                && !ctx
+                    .api
+                    .groups_of(&user, &ctx.config.admin_usergroups)
+                    .await
+                    .is_empty();
             let at = Where {
                 workstream: workstream.as_deref(),
                 prefix: &ctx.prefix(),
+                admin,
             };
             answers::answer(&ctx.agent, &other, who, at)
                 .await

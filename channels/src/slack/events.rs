@@ -10,6 +10,7 @@ use slack_morphism::prelude::*;
 use super::mrkdwn::unescape;
 use super::turn::{Thread, Work, submit};
 use super::{Ctx, ThreadAccess};
+use crate::intake::Closed;
 
 /// The most `(workstream, user)` notices remembered.
 const MAX_TOLD: usize = 10_000;
@@ -35,9 +36,16 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
     match event.event {
         SlackEventCallbackBody::AppMention(m) => {
             let channel = m.channel.0;
-            if !ctx.config.channels.is_empty() && !ctx.config.channels.contains(&channel) {
-                return;
-            }
+            // Outside `channels` a mention may only continue a thread the bot already owns
+            // (its channel was listed when it was opened); it never opens one.
+            let may_start = match ctx.admits(&channel) {
+                Ok(()) => true,
+                Err(Closed::DmsOff) => return,
+                Err(closed) => {
+                    tracing::debug!(%channel, user = %m.user.0, %closed, "mention outside the listed channels");
+                    false
+                }
+            };
             let ts = m.origin.ts.0;
             let thread_ts = m.origin.thread_ts.map_or_else(|| ts.clone(), |t| t.0);
             let text = m.content.text.unwrap_or_default();
@@ -46,7 +54,7 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
                 channel,
                 thread_ts,
             };
-            converse(&ctx, thread, &m.user.0, &ts, &text, true).await;
+            converse(&ctx, thread, &m.user.0, &ts, &text, may_start).await;
         }
         SlackEventCallbackBody::Message(m) => {
             if m.subtype.is_some() || m.sender.bot_id.is_some() {
@@ -63,7 +71,13 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
             }
             let text = m.content.and_then(|c| c.text).unwrap_or_default();
             let is_dm = matches!(m.origin.channel_type, Some(SlackChannelType(ref t)) if t == "im")
-                || channel.starts_with('D');
+                || super::is_dm_channel(&channel);
+            if is_dm && !ctx.config.dms {
+                // The quiet choice: no answer at all while DMs are off, even in a DM thread
+                // that was opened while they were on.
+                tracing::debug!(%user, "direct message ignored: [slack] dms is off");
+                return;
+            }
             let ts = m.origin.ts.0;
             let thread_ts = match (is_dm, m.origin.thread_ts) {
                 (true, thread) => thread.map_or_else(|| ts.clone(), |t| t.0),

@@ -12,8 +12,9 @@ use slack_morphism::prelude::*;
 use super::Ctx;
 use super::blocks::{self, ALL_PREFIX, NOTE_BLOCK, NOTE_CALLBACK, STOP_ACTION};
 use super::events::person;
+use super::mrkdwn::escape;
 use super::turn::{Thread, Work, load_card, submit, update_card};
-use crate::clicks::{self, Click, ClickOutcome};
+use crate::clicks::{self, BatchClick, Click, ClickOutcome};
 
 /// What the note modal carries back (`private_metadata`).
 #[derive(Debug, Serialize, Deserialize)]
@@ -233,46 +234,35 @@ fn meta_approve(action: ClickAction) -> bool {
     action == ClickAction::ApproveWithNote
 }
 
-/// Approve all / Deny all: every still pending request on the card, each checked on its own.
+/// Approve all / Deny all: every still pending request on the card, each checked on its own
+/// (the same rules as Discord, in [`clicks::decide_all`]); the card is redrawn when anything
+/// was decided and the clicker is told privately which requests they could not decide.
 async fn decide_all(ctx: &Arc<Ctx>, at: &At, ids: &[&str], action: ClickAction) {
     let Some((user_id, username, roles)) = clicker(ctx, &at.user).await else {
         return;
     };
-    let mut refusal = None;
-    let mut resume = None;
-    let mut changed = false;
-    for id in ids {
-        let click = Click {
-            request_id: id,
+    let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+    let outcome = clicks::decide_all(
+        &ctx.agent,
+        &ctx.live,
+        BatchClick {
+            request_ids: &ids,
             action,
             user_id: &user_id,
             username: &username,
             roles: &roles,
             approver_roles: &ctx.config.approver_usergroups,
-            note: None,
-        };
-        match clicks::decide(&ctx.agent, &ctx.live, click).await {
-            Ok(ClickOutcome::Decided { record, resume: r }) => {
-                changed = true;
-                if r {
-                    resume = Some(record.workstream);
-                }
-            }
-            Ok(ClickOutcome::Gone(_)) => changed = true,
-            Ok(ClickOutcome::Refused(reason)) => {
-                refusal.get_or_insert(reason);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "deciding a click failed"),
-        }
+        },
+    )
+    .await;
+    if outcome.changed {
+        refresh(ctx, at, ids.first().map(String::as_str).unwrap_or_default()).await;
     }
-    if changed {
-        refresh(ctx, at, ids.first().copied().unwrap_or_default()).await;
-    } else if let Some(reason) = refusal {
-        refuse(ctx, at, &format!("Not allowed: {reason}")).await;
+    if let Some(text) = outcome.refusal_text(|h| format!("`{}`", escape(&h.replace('`', "'")))) {
+        refuse(ctx, at, &text).await;
     }
-    if let Some(workstream) = resume {
-        resume_turn(ctx, &workstream).await;
+    if let Some(record) = outcome.resume {
+        resume_turn(ctx, &record.workstream).await;
     }
 }
 

@@ -37,6 +37,7 @@ use sandpiper_agent::Agent;
 use sandpiper_agent::config::{SlackConfig, SlackMode, ThreadAccess};
 use tokio_util::sync::CancellationToken;
 
+use crate::intake::{Closed, Place};
 use crate::live::LiveApprovals;
 use crate::turns::TurnQueue;
 use client::Api;
@@ -83,10 +84,30 @@ impl Ctx {
         crate::card::human_duration(self.agent.config().approval.timeout)
     }
 
+    /// Whether the bot answers in `channel` (`[slack] channels`, empty: everywhere; DM
+    /// channels, `D…`, only with `dms = true`). Threads it already owns are checked by the
+    /// caller: they stay open.
+    fn admits(&self, channel: &str) -> Result<(), Closed> {
+        let place = if is_dm_channel(channel) {
+            Place::Dm
+        } else {
+            Place::Channel {
+                id: channel,
+                parent: None,
+            }
+        };
+        crate::intake::admit(&self.config.channels, self.config.dms, place)
+    }
+
     /// How commands are typed, for help texts.
     fn prefix(&self) -> String {
         format!("{} ", self.config.command)
     }
+}
+
+/// Slack's direct-message channels have ids starting with `D`.
+fn is_dm_channel(channel: &str) -> bool {
+    channel.starts_with('D')
 }
 
 impl Drop for Busy {

@@ -164,6 +164,20 @@ impl FakeDiscord {
         state::id_of(&message["id"]).expect("fake discord: created message has an id")
     }
 
+    /// The DM channel between the bot and `user`, opened on first use.
+    pub fn dm_channel(&self, user: &FakeUser) -> u64 {
+        let mut state = self.lock();
+        state.register(user);
+        state.dm_channel(user.id)
+    }
+
+    /// `author` writes `content` to the bot in their DM (no guild, no member): stored and
+    /// dispatched as MESSAGE_CREATE. Returns the DM channel id and the message id.
+    pub async fn dm(&self, author: &FakeUser, content: &str) -> (u64, u64) {
+        let channel = self.dm_channel(author);
+        (channel, self.user_message(channel, author, content).await)
+    }
+
     /// `user` clicks the button `custom_id` on a stored message: INTERACTION_CREATE type 3
     /// carrying the whole message. Returns the interaction id.
     ///
@@ -196,13 +210,16 @@ impl FakeDiscord {
             .find(|c| c["name"] == name)
             .and_then(|c| state::id_of(&c["id"]));
         let id = registered.unwrap_or_else(|| self.lock().next_id());
-        let data = json!({
+        let mut data = json!({
             "id": id.to_string(),
             "name": name,
             "type": 1,
             "options": options,
             "guild_id": GUILD_ID.to_string(),
         });
+        if self.lock().dm_channels.contains_key(&channel_id) {
+            data = objects::outside_guild(data);
+        }
         self.interact(InteractionKind::Command, channel_id, None, user, data)
     }
 
@@ -256,6 +273,10 @@ impl FakeDiscord {
             responses: Vec::new(),
         };
         let mut event = objects::interaction(&stored, user, &channel, &state.joined_at);
+        if state.dm_channels.contains_key(&channel_id) {
+            event = objects::outside_guild(event);
+            event["channel"] = channel.clone();
+        }
         event["data"] = data;
         if let Some(message_id) = message_id {
             let message = state

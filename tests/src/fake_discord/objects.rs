@@ -13,6 +13,9 @@ use super::{APP_ID, BOT_ID, CHANNEL_ID, FakeUser, GUILD_ID};
 /// string like Discord sends it.
 pub(super) const MEMBER_PERMISSIONS: &str = "1071698660929";
 
+/// [`MEMBER_PERMISSIONS`] plus Administrator (`1 << 3`).
+pub(super) const ADMIN_PERMISSIONS: &str = "1071698660937";
+
 /// The name of [`BOT_ID`].
 pub(super) const BOT_NAME: &str = "sandpiper";
 
@@ -97,7 +100,11 @@ pub(super) fn member(who: &FakeUser, joined_at: &str, with_permissions: bool) ->
         "communication_disabled_until": null,
     });
     if with_permissions {
-        member["permissions"] = json!(MEMBER_PERMISSIONS);
+        member["permissions"] = json!(if who.admin {
+            ADMIN_PERMISSIONS
+        } else {
+            MEMBER_PERMISSIONS
+        });
     }
     member
 }
@@ -143,6 +150,44 @@ pub(super) fn text_channel() -> Value {
         "last_pin_timestamp": null,
         "flags": 0,
     })
+}
+
+/// A direct-message channel (type 1) between the bot and `recipient`.
+pub(super) fn dm_channel(id: u64, recipient: &FakeUser) -> Value {
+    json!({
+        "id": id.to_string(),
+        "type": 1,
+        "last_message_id": null,
+        "last_pin_timestamp": null,
+        "recipients": [user(recipient.id, &recipient.name, false)],
+        "flags": 0,
+    })
+}
+
+/// `value` (a message or an interaction) as it arrives from a DM: no guild, no member; an
+/// interaction names its `user` instead.
+pub(super) fn outside_guild(mut value: Value) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        object.remove("guild_id");
+        object.remove("guild");
+        object.remove("guild_locale");
+        if let Some(member) = object.remove("member")
+            && object.contains_key("token")
+        {
+            object.insert("user".into(), member["user"].clone());
+            object.insert("context".into(), json!(1));
+        }
+        if let Some(reference) = object
+            .get_mut("message_reference")
+            .and_then(Value::as_object_mut)
+        {
+            reference.remove("guild_id");
+        }
+        if let Some(channel) = object.get_mut("channel").and_then(Value::as_object_mut) {
+            channel.remove("guild_id");
+        }
+    }
+    value
 }
 
 /// A thread channel (type 11 public or 12 private).

@@ -14,6 +14,8 @@ pub struct FakeUser {
     pub name: String,
     /// Role ids the member holds; the fake's guild lists every role some member holds.
     pub roles: Vec<u64>,
+    /// Holds the Administrator permission (in the `permissions` interactions carry).
+    pub admin: bool,
 }
 
 impl FakeUser {
@@ -23,7 +25,15 @@ impl FakeUser {
             id,
             name: name.to_owned(),
             roles: Vec::new(),
+            admin: false,
         }
+    }
+
+    /// The same member with the Administrator permission.
+    #[must_use]
+    pub fn as_admin(mut self) -> Self {
+        self.admin = true;
+        self
     }
 
     /// The same member holding `roles`.

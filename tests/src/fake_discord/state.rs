@@ -126,6 +126,8 @@ pub(super) struct State {
     pub gateway: Gateway,
     /// When every member "joined" the guild.
     pub joined_at: String,
+    /// Direct-message channels: channel id → the user the bot talks with there.
+    pub dm_channels: BTreeMap<u64, u64>,
 }
 
 impl State {
@@ -144,6 +146,7 @@ impl State {
             failures: Vec::new(),
             gateway: Gateway::new(gateway_url),
             joined_at: timestamp(now_millis().saturating_sub(86_400_000)),
+            dm_channels: BTreeMap::new(),
         }
     }
 
@@ -189,10 +192,23 @@ impl State {
         self.threads.iter().find(|t| t.public.id == id)
     }
 
-    /// The channel object for the text channel or a thread.
+    /// The DM channel with `user`, opened on first use.
+    pub(super) fn dm_channel(&mut self, user: u64) -> u64 {
+        if let Some((channel, _)) = self.dm_channels.iter().find(|(_, u)| **u == user) {
+            return *channel;
+        }
+        let channel = self.next_id();
+        self.dm_channels.insert(channel, user);
+        channel
+    }
+
+    /// The channel object for the text channel, a thread or a DM.
     pub(super) fn channel_json(&self, id: u64) -> Result<Value, Rejection> {
         if id == CHANNEL_ID {
             return Ok(objects::text_channel());
+        }
+        if let Some(user) = self.dm_channels.get(&id) {
+            return Ok(objects::dm_channel(id, &self.user(*user)));
         }
         self.thread(id)
             .map(objects::thread)
@@ -200,7 +216,12 @@ impl State {
     }
 
     pub(super) fn message_json(&self, m: &StoredMessage) -> Value {
-        objects::message(m, &self.user(m.public.author_id), &self.joined_at)
+        let json = objects::message(m, &self.user(m.public.author_id), &self.joined_at);
+        if self.dm_channels.contains_key(&m.public.channel_id) {
+            objects::outside_guild(json)
+        } else {
+            json
+        }
     }
 
     pub(super) fn find_message(

@@ -201,3 +201,41 @@ fn timestamps_are_iso_8601() {
         "2024-02-29T23:59:59.123000+00:00"
     );
 }
+
+#[tokio::test]
+async fn dms_and_admins_parse_as_serenity_expects() {
+    let discord = FakeDiscord::start().await;
+    let carol = FakeUser::new(43, "carol").as_admin();
+    let (dm, _) = discord.dm(&carol, "hello in private").await;
+    discord.slash(dm, &carol, "ask", json!([])).await;
+    discord.slash(CHANNEL_ID, &carol, "memory", json!([])).await;
+    let frames = identify_and_collect(&discord);
+    let mut seen = Vec::new();
+    for (_, frame) in &frames {
+        match frame {
+            GatewayEvent::Dispatch(_, Event::MessageCreate(m)) => {
+                assert_eq!((m.message.guild_id, m.message.channel_id.get()), (None, dm));
+                seen.push("dm message");
+            }
+            GatewayEvent::Dispatch(_, Event::InteractionCreate(i)) => {
+                let Interaction::Command(c) = &i.interaction else {
+                    panic!("a command");
+                };
+                assert_eq!(c.user.id.get(), 43);
+                if c.channel_id.get() == dm {
+                    assert!(c.guild_id.is_none() && c.member.is_none());
+                    seen.push("dm command");
+                } else {
+                    let perms = c.member.as_ref().and_then(|m| m.permissions);
+                    assert!(perms.is_some_and(|p| p.administrator()), "{perms:?}");
+                    seen.push("admin command");
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["dm message", "dm command", "admin command"]);
+    let channel: Channel =
+        serde_json::from_value(discord.lock().channel_json(dm).expect("the dm")).expect("parses");
+    assert!(matches!(channel, Channel::Private(p) if p.recipient.id.get() == 43));
+}

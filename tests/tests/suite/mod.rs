@@ -10,6 +10,7 @@ mod fake_slack;
 mod file_access;
 mod http_limits;
 mod identity;
+mod intake;
 mod mcp;
 mod mcp_pipeline;
 mod memory;
@@ -22,6 +23,8 @@ mod slack;
 mod slack_approvals;
 mod tool_env;
 mod tool_search;
+mod who_decides;
+mod who_decides_slack;
 
 use std::time::Duration;
 

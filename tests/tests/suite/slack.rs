@@ -23,12 +23,13 @@ pub async fn socket_run(s: &Setup) -> SlackRun {
 
 both_backends! {
     async fn a_mention_gets_a_streamed_answer_in_its_thread_and_replies_continue_it(db) {
-        let s = setup(&db, vec![
+        let mut s = setup(&db, vec![
             Reply::text("Hello **there**, see [docs](https://example.com/a?b=1&c=2) & more.")
                 .with_chunk_delay(Duration::from_millis(60)),
             text("Still here."),
             text("A DM answer."),
         ]).await;
+        s.config.slack.dms = true;
         let run = socket_run(&s).await;
         let alice = run.slack.user("U0ALICE", "alice");
         let root = run.slack.app_mention(CHANNEL_ID, &alice, "hello <b> & you").await;

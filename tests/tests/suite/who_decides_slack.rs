@@ -1,0 +1,174 @@
+//! Who decides an approval card on Slack (issue #10, attack 1), the twin of `who_decides`:
+//! alice owns the thread, carol is in the approver user group, bob talks in alice's thread
+//! (his message causes the call), dave is a stranger. Also: deleting a global memory needs an
+//! admin user group.
+
+use std::time::Duration;
+
+use sandpiper_agent::store::memories::{NewMemory, Scope, Visibility};
+use sandpiper_tests::both_backends;
+use sandpiper_tests::fake_llm::{ToolCallSpec, text, tool_call, tool_calls};
+use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlackMessage, SlackUser, TEAM_ID};
+use sandpiper_tests::slack_harness::{SlackRun, WAIT, button, is_card};
+use serde_json::json;
+
+use super::setup;
+use super::slack::socket_run;
+
+const APPROVERS: &str = "S0ONCALL";
+const NOT_YOURS: &str = "only the person who started this thread, or an approver, can decide this";
+const OWNERS_ONLY: &str = "only the person who started this thread can choose Always allow";
+
+/// The ephemeral messages to `user` so far.
+fn ephemerals(run: &SlackRun, user: &str) -> Vec<FakeSlackMessage> {
+    run.slack
+        .messages(CHANNEL_ID)
+        .into_iter()
+        .filter(|m| m.ephemeral_for.as_deref() == Some(user))
+        .collect()
+}
+
+/// `who` clicks `label` on `card`: refused privately with `why`, and the card is unchanged.
+async fn refused(run: &SlackRun, card: &FakeSlackMessage, who: &SlackUser, label: &str, why: &str) {
+    let before = ephemerals(run, &who.id).len();
+    let (action, value) = button(card, label);
+    run.slack
+        .click(CHANNEL_ID, &card.ts, who, &action, &value)
+        .await;
+    let told = run
+        .slack
+        .wait_until(WAIT, "the refusal", |_| {
+            ephemerals(run, &who.id).get(before).cloned()
+        })
+        .await;
+    assert!(
+        told.text.contains(why),
+        "{} clicking {label}: {}",
+        who.name,
+        told.text
+    );
+    let now = run
+        .slack
+        .messages(CHANNEL_ID)
+        .into_iter()
+        .find(|m| m.ts == card.ts)
+        .expect("the card");
+    assert_eq!(now.edits, card.edits, "nothing changed");
+}
+
+/// The newest card in the thread with buttons on it.
+async fn open_card(run: &SlackRun, root: &str, n: usize) -> FakeSlackMessage {
+    run.card(CHANNEL_ID, root, n).await
+}
+
+both_backends! {
+    async fn the_participant_whose_message_caused_the_call_cannot_decide_it(db) {
+        let mut s = setup(&db, vec![
+            text("hello alice"),
+            tool_call("c1", "bash", json!({"command": "echo from-bob"})),
+            text("ran bob's"),
+            tool_call("c2", "bash", json!({"command": "echo from-alice"})),
+            text("ran alice's"),
+            tool_call("c3", "bash", json!({"command": "echo granted"})),
+            text("ran without a card"),
+        ]).await;
+        s.config.slack.approver_usergroups = vec![APPROVERS.into()];
+        let run = socket_run(&s).await;
+        run.slack.set_usergroup(APPROVERS, &["U0CAROL"]);
+        let alice = run.slack.user("U0ALICE", "alice");
+        let bob = run.slack.user("U0BOB", "bob");
+        let carol = run.slack.user("U0CAROL", "carol");
+        let dave = run.slack.user("U0DAVE", "dave");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "hi").await;
+        run.wait_message(CHANNEL_ID, &root, "the greeting", |m| m.text == "hello alice").await;
+        let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
+
+        run.slack.thread_message(CHANNEL_ID, &root, &bob, "print the environment").await;
+        let card = open_card(&run, &root, 0).await;
+        refused(&run, &card, &bob, "Always allow", NOT_YOURS).await;
+        refused(&run, &card, &bob, "Approve", NOT_YOURS).await;
+        refused(&run, &card, &dave, "Approve", NOT_YOURS).await;
+        refused(&run, &card, &dave, "Deny", NOT_YOURS).await;
+        refused(&run, &card, &carol, "Always allow", OWNERS_ONLY).await;
+        assert_eq!(run.agent.store().grants(&key).await.unwrap(), Vec::<String>::new());
+        assert_eq!(s.llm.requests().len(), 2, "nothing ran");
+
+        let (approve, value) = button(&card, "Approve");
+        run.slack.click(CHANNEL_ID, &card.ts, &carol, &approve, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "bob's call ran", |m| m.text == "ran bob's").await;
+        run.wait_message(CHANNEL_ID, &root, "the card", |m| is_card(m) && m.text.contains("Approved by carol")).await;
+
+        run.slack.thread_message(CHANNEL_ID, &root, &alice, "now mine").await;
+        let card = open_card(&run, &root, 1).await;
+        assert!(card.text.contains("from-alice"), "{}", card.text);
+        let (always, value) = button(&card, "Always allow");
+        run.slack.click(CHANNEL_ID, &card.ts, &alice, &always, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "alice's call ran", |m| m.text == "ran alice's").await;
+        assert_eq!(run.agent.store().grants(&key).await.unwrap(), vec!["bash".to_owned()]);
+
+        run.slack.thread_message(CHANNEL_ID, &root, &alice, "and again").await;
+        run.wait_message(CHANNEL_ID, &root, "the granted call", |m| m.text == "ran without a card").await;
+        assert_eq!(run.thread(CHANNEL_ID, &root).into_iter().filter(is_card).count(), 2);
+        s.llm.verify();
+    }
+
+    async fn require_approver_for_and_approve_all_judge_each_request(db) {
+        let mut s = setup(&db, vec![
+            tool_calls(vec![
+                ToolCallSpec::new("c1", "bash", json!({"command": "echo guarded"})),
+                ToolCallSpec::new("c2", "write_file", json!({"path": "notes.txt", "content": "hello"})),
+            ]),
+            text("both decided"),
+        ]).await;
+        s.config.slack.approver_usergroups = vec![APPROVERS.into()];
+        s.config.approval.require_approver_for = vec!["bash".into()];
+        let run = socket_run(&s).await;
+        run.slack.set_usergroup(APPROVERS, &["U0CAROL"]);
+        let alice = run.slack.user("U0ALICE", "alice");
+        let carol = run.slack.user("U0CAROL", "carol");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "two things").await;
+        let card = open_card(&run, &root, 0).await;
+        refused(&run, &card, &alice, "Approve", "`bash` needs an approver here").await;
+
+        let (all, value) = button(&card, "Approve all");
+        run.slack.click(CHANNEL_ID, &card.ts, &alice, &all, &value).await;
+        let told = run.ephemeral(CHANNEL_ID, "U0ALICE", "not decided").await;
+        assert!(told.text.contains("bash: echo guarded") && told.text.contains("needs an approver"), "{}", told.text);
+        assert!(!told.text.contains("write_file"), "{}", told.text);
+        let partly = run.wait_message(CHANNEL_ID, &root, "the write approved", |m| is_card(m) && m.text.contains("Approved by alice")).await;
+        assert_eq!(partly.text.matches("Approved by").count(), 1, "{}", partly.text);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(s.llm.requests().len(), 1, "the turn still waits for bash");
+
+        let now = open_card(&run, &root, 0).await;
+        let (all, value) = button(&now, "Approve all");
+        run.slack.click(CHANNEL_ID, &now.ts, &carol, &all, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "both decided").await;
+        assert!(s.llm.requests()[1].to_string().contains("guarded"));
+        s.llm.verify();
+    }
+
+    async fn deleting_a_global_memory_needs_an_admin_group(db) {
+        let mut s = setup(&db, vec![]).await;
+        s.config.slack.admin_usergroups = vec!["S0ADMINS".into()];
+        let run = socket_run(&s).await;
+        run.slack.set_usergroup("S0ADMINS", &["U0ERIN"]);
+        let bob = run.slack.user("U0BOB", "bob");
+        let erin = run.slack.user("U0ERIN", "erin");
+        let store = run.agent.store();
+        let bob_id = store.user_for_identity("slack", "U0BOB", "bob").await.unwrap().id;
+        let vis = Visibility { workstream: "none".into(), user_id: Some(bob_id) };
+        for (name, scope) in [("team_rule", Scope::Global), ("bob_pref", Scope::User)] {
+            let memory = NewMemory { name, scope, kind: None, description: None, content: "x", created_by: None };
+            store.save_memory(&vis, &memory).await.unwrap();
+        }
+        run.slack.slash_command(CHANNEL_ID, &bob, "/sandpiper", "memory delete team_rule").await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "needs an admin").await;
+        run.slack.slash_command(CHANNEL_ID, &bob, "/sandpiper", "memory delete bob_pref").await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "deleted `bob_pref`").await;
+        assert_eq!(store.named_memories(&vis, "team_rule", None).await.unwrap().len(), 1);
+        run.slack.slash_command(CHANNEL_ID, &erin, "/sandpiper", "memory delete team_rule").await;
+        run.ephemeral(CHANNEL_ID, "U0ERIN", "deleted `team_rule`").await;
+        assert!(store.named_memories(&vis, "team_rule", None).await.unwrap().is_empty());
+    }
+}
