@@ -33,8 +33,8 @@ impl Server {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
-            sandpiper::http_server::run("127.0.0.1:0".parse().unwrap(), router, &limits, stop, tx)
-                .await
+            let listen = "127.0.0.1:0".parse().expect("an address");
+            sandpiper::http_server::run(listen, router, &limits, stop, tx).await
         });
         let addr = rx.await.expect("server bound");
         Self {
@@ -49,8 +49,8 @@ impl Server {
         tokio::time::timeout(WAIT, self.task)
             .await
             .expect("the server stops")
-            .unwrap()
-            .unwrap();
+            .expect("the server task ends")
+            .expect("the server ran");
     }
 }
 
@@ -65,13 +65,13 @@ fn limits(header_read_timeout: Duration, max_connections: usize) -> ServerConfig
 
 /// Sends `request` on a fresh connection and returns the whole answer (the server closes).
 async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(request).await.unwrap();
+    let mut s = TcpStream::connect(addr).await.expect("connects");
+    s.write_all(request).await.expect("sends");
     let mut out = Vec::new();
     tokio::time::timeout(WAIT, s.read_to_end(&mut out))
         .await
         .expect("an answer")
-        .unwrap();
+        .expect("reads");
     String::from_utf8_lossy(&out).into_owned()
 }
 
