@@ -141,6 +141,8 @@ struct Inner {
     workstreams: Workstreams,
     memories: MemoryIndex,
     mcp: Arc<McpManager>,
+    /// Settings and the model for web_fetch, web_search and math.
+    services: Arc<crate::tools::ToolServices>,
 }
 
 impl Inner {
@@ -205,6 +207,11 @@ impl Agent {
         let agent = Self {
             inner: Arc::new(Inner {
                 tools_config: Arc::new(config.tools.clone()),
+                services: Arc::new(crate::tools::ToolServices {
+                    web: config.web.clone(),
+                    math: config.math.clone(),
+                    model: Some(model.clone()),
+                }),
                 config,
                 model,
                 registry,
@@ -581,6 +588,7 @@ impl Agent {
                 user_id: req.author.map(str::to_owned),
                 store: Some(inner.store.clone()),
                 mcp: Some(inner.mcp.clone()),
+                services: inner.services.clone(),
             },
             workstream: &ws.key,
             first_seq: ws.next_seq(),

@@ -9,6 +9,7 @@ mod args;
 mod bash;
 mod edit_file;
 mod man;
+mod math;
 mod mcp_call;
 mod memory;
 mod read_file;
@@ -16,7 +17,10 @@ mod read_resource;
 mod recall;
 mod registry;
 mod search;
+mod services;
 mod use_prompt;
+mod web_fetch;
+mod web_search;
 mod write_file;
 
 use std::collections::HashSet;
@@ -32,6 +36,8 @@ use crate::model::ImagePart;
 pub use args::{ArgsError, parse_arguments, validate_arguments};
 pub use mcp_call::McpCall;
 pub use registry::{RegistryError, ToolRegistry, ToolSpec, default_tools};
+pub use services::ToolServices;
+pub use web_fetch::{AddressClass, Refusal, SsrfPolicy};
 
 /// What `prepare` decided about a call: how to show it and whether a person must approve it.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,6 +172,8 @@ pub struct ToolContext {
     pub store: Option<crate::store::Store>,
     /// Connected MCP servers (read_resource, use_prompt). `None` when none are configured.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpManager>>,
+    /// Settings and the model for web_fetch, web_search and math.
+    pub services: Arc<ToolServices>,
 }
 
 impl ToolContext {
@@ -191,6 +199,7 @@ impl ToolContext {
             user_id: None,
             store: None,
             mcp: None,
+            services: Arc::default(),
         }
     }
 
