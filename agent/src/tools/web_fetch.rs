@@ -144,7 +144,7 @@ fn page_text(fetched: &Fetched) -> Result<String, ToolError> {
     let kind = fetched.content_type.as_deref().unwrap_or_default();
     let looks_html = kind.is_empty() && fetched.body.trim_ascii_start().starts_with(b"<");
     if kind.contains("html") || looks_html {
-        return html2text::config::plain()
+        return html2text::config::plain_no_decorate()
             .string_from_read(fetched.body.as_slice(), TEXT_WIDTH)
             .map_err(|e| ToolError::model(format!("cannot read the HTML of the page: {e}")));
     }
