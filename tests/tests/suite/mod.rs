@@ -20,6 +20,8 @@ mod restart;
 mod slack;
 mod slack_approvals;
 mod tool_search;
+mod web;
+mod math;
 
 use std::time::Duration;
 
