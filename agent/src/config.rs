@@ -13,11 +13,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 mod channels;
 mod redact;
 mod web;
-pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 pub use channels::{
     DISCORD_API_BASE, DiscordConfig, SLACK_API_BASE, SlackConfig, SlackMode, ThreadAccess,
 };
 pub use redact::{redact_url, url_secrets};
+pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 
 /// Why the configuration could not be loaded. Shown to the operator at start-up.
 #[derive(Debug, thiserror::Error)]

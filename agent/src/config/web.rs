@@ -118,21 +118,25 @@ pub(super) fn validate(
             format!("`{base}` is not an http(s) URL"),
         ));
     }
-    if let Some(bad) = web
-        .allow_private
-        .iter()
-        .find(|h| h.trim().is_empty() || h.contains(['/', ' ', ':']) && h.parse::<std::net::IpAddr>().is_err())
-    {
+    if let Some(bad) = web.allow_private.iter().find(|h| {
+        h.trim().is_empty() || h.contains(['/', ' ', ':']) && h.parse::<std::net::IpAddr>().is_err()
+    }) {
         return Err(invalid(
             "web.allow_private",
             format!("`{bad}` is neither a host name nor an IP address"),
         ));
     }
     if web.max_fetch_bytes < 1024 {
-        return Err(invalid("web.max_fetch_bytes", "must be at least 1024".into()));
+        return Err(invalid(
+            "web.max_fetch_bytes",
+            "must be at least 1024".into(),
+        ));
     }
     if web.max_page_chars < 1000 {
-        return Err(invalid("web.max_page_chars", "must be at least 1000".into()));
+        return Err(invalid(
+            "web.max_page_chars",
+            "must be at least 1000".into(),
+        ));
     }
     if math.cpu_seconds == 0 || math.memory_mb < 64 {
         return Err(invalid(
@@ -152,7 +156,10 @@ mod tests {
     fn the_environment_sets_the_allowance_and_the_key() {
         let mut web = WebConfig::default();
         let env = [
-            ("SANDPIPER_WEB_ALLOW_PRIVATE", " 127.0.0.2, wiki.internal ,,"),
+            (
+                "SANDPIPER_WEB_ALLOW_PRIVATE",
+                " 127.0.0.2, wiki.internal ,,",
+            ),
             ("TAVILY_API_KEY", "tvly-secret"),
         ];
         apply_env(&mut web, &env);

@@ -116,7 +116,9 @@ async fn run(
     let dir = tempfile::Builder::new()
         .prefix("sandpiper-math-")
         .tempdir()
-        .map_err(|e| ToolError::model(format!("math cannot create its temporary directory: {e}")))?;
+        .map_err(|e| {
+            ToolError::model(format!("math cannot create its temporary directory: {e}"))
+        })?;
     let main_py = dir.path().join("main.py");
     let written = std::fs::write(&main_py, sandbox::MAIN_PY)
         .and_then(|()| std::fs::write(dir.path().join("code.py"), code));
@@ -177,8 +179,8 @@ async fn run(
     }
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), pipe.read_to_string(&mut stderr))
-            .await;
+        let _ =
+            tokio::time::timeout(Duration::from_secs(1), pipe.read_to_string(&mut stderr)).await;
     }
     let text = String::from_utf8_lossy(&output).into_owned();
     Ok(report(text, stderr.trim(), &ending, config, cap))

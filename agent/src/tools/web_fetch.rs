@@ -122,10 +122,16 @@ impl Tool for WebFetch {
         };
         let mut notes = Vec::new();
         if fetched.truncated {
-            notes.push(format!("only the first {} bytes were downloaded", web.max_fetch_bytes));
+            notes.push(format!(
+                "only the first {} bytes were downloaded",
+                web.max_fetch_bytes
+            ));
         }
         if cut_page {
-            notes.push(format!("the page text was cut at {} characters", web.max_page_chars));
+            notes.push(format!(
+                "the page text was cut at {} characters",
+                web.max_page_chars
+            ));
         }
         let notes = match notes.is_empty() {
             true => String::new(),
@@ -178,7 +184,9 @@ async fn ask(
     page: &str,
 ) -> Result<String, ToolError> {
     let failed = |e: crate::model::ModelError| {
-        ToolError::model(format!("the page was fetched but the model could not read it: {e}"))
+        ToolError::model(format!(
+            "the page was fetched but the model could not read it: {e}"
+        ))
     };
     let messages = [Message::user(format!(
         "URL: {url}\nQuestion: {question}\n\n<page>\n{page}\n</page>"

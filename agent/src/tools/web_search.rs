@@ -170,7 +170,10 @@ async fn search(
     if !status.is_success() {
         let body = response.text().await.unwrap_or_default();
         let body: String = body.chars().take(ERROR_BODY_CHARS).collect();
-        tracing::warn!(status = status.as_u16(), "web_search: the search service refused");
+        tracing::warn!(
+            status = status.as_u16(),
+            "web_search: the search service refused"
+        );
         let hint = match status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
                 "the API key was refused; tell the user the operator must fix it"

@@ -37,7 +37,8 @@ pub(super) fn render(reply: &StreamedReply, model: &str) -> Vec<Step> {
     let mut index = 0;
     if !reply.web_citations.is_empty() {
         let id = "srvtoolu_fake_search";
-        let block = json!({ "type": "server_tool_use", "id": id, "name": "web_search", "input": {} });
+        let block =
+            json!({ "type": "server_tool_use", "id": id, "name": "web_search", "input": {} });
         let query = json!({ "type": "input_json_delta", "partial_json": "{\"query\": \"fake\"}" });
         push_block(&mut steps, index, block, std::iter::once(query));
         index += 1;
@@ -46,7 +47,8 @@ pub(super) fn render(reply: &StreamedReply, model: &str) -> Vec<Step> {
             .iter()
             .map(|(title, url)| json!({ "type": "web_search_result", "url": url, "title": title, "encrypted_content": "enc" }))
             .collect();
-        let block = json!({ "type": "web_search_tool_result", "tool_use_id": id, "content": found });
+        let block =
+            json!({ "type": "web_search_tool_result", "tool_use_id": id, "content": found });
         push_block(&mut steps, index, block, std::iter::empty());
         index += 1;
     }

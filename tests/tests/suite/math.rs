@@ -18,7 +18,15 @@ fn namespaces_available() -> bool {
         .status()
         .is_ok_and(|s| s.success())
         || std::process::Command::new("unshare")
-            .args(["--net", "--pid", "--fork", "--mount-proc", "--map-root-user", "--", "true"])
+            .args([
+                "--net",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--map-root-user",
+                "--",
+                "true",
+            ])
             .status()
             .is_ok_and(|s| s.success())
 }

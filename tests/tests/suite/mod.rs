@@ -9,6 +9,7 @@ mod fake_discord;
 mod fake_slack;
 mod http_limits;
 mod identity;
+mod math;
 mod mcp;
 mod mcp_pipeline;
 mod memory;
@@ -21,7 +22,6 @@ mod slack;
 mod slack_approvals;
 mod tool_search;
 mod web;
-mod math;
 
 use std::time::Duration;
 

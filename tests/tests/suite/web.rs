@@ -42,8 +42,11 @@ async fn wiki(ip: &str, target: String) -> SocketAddr {
     addr
 }
 
+/// What the Tavily double saw: each request's `Authorization` header and JSON body.
+type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+
 /// A Tavily-shaped search service that records each request's authorization and body.
-async fn tavily(seen: Arc<Mutex<Vec<(Option<String>, Value)>>>) -> SocketAddr {
+async fn tavily(seen: Seen) -> SocketAddr {
     let app = Router::new().route(
         "/search",
         post(move |headers: HeaderMap, axum::Json(body): axum::Json<Value>| {
@@ -65,13 +68,20 @@ async fn tavily(seen: Arc<Mutex<Vec<(Option<String>, Value)>>>) -> SocketAddr {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("address");
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
 }
 
-async fn turn(agent: &Agent, ws: &str, approver: &ScriptedApprover, sink: &RecordingSink) -> TurnOutcome {
+async fn turn(
+    agent: &Agent,
+    ws: &str,
+    approver: &ScriptedApprover,
+    sink: &RecordingSink,
+) -> TurnOutcome {
     agent
         .run_turn(TurnRequest {
             workstream: ws,
@@ -134,7 +144,7 @@ both_backends! {
         let requests = s.llm.requests();
         let refused = contents_with_role(&requests[4], "tool");
         assert!(
-            refused.last().is_some_and(|r| r.contains(&format!("refused: 127.0.0.1 is 127.0.0.1, a loopback address"))),
+            refused.last().is_some_and(|r| r.contains("refused: 127.0.0.1 is 127.0.0.1, a loopback address")),
             "{refused:?}"
         );
         s.llm.verify();

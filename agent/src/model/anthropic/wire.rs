@@ -125,15 +125,17 @@ pub(super) fn request_body<'a>(
 fn tools(schemas: &[ToolSchema], native_web_search: bool) -> Vec<WireTool<'_>> {
     let mut out: Vec<WireTool<'_>> = schemas
         .iter()
-        .map(|schema| match native_web_search && schema.name == WEB_SEARCH_TOOL {
-            true => WEB_SEARCH_SERVER_TOOL,
-            false => WireTool::Function {
-                name: &schema.name,
-                description: &schema.description,
-                input_schema: &schema.parameters,
-                defer_loading: schema.defer_loading,
+        .map(
+            |schema| match native_web_search && schema.name == WEB_SEARCH_TOOL {
+                true => WEB_SEARCH_SERVER_TOOL,
+                false => WireTool::Function {
+                    name: &schema.name,
+                    description: &schema.description,
+                    input_schema: &schema.parameters,
+                    defer_loading: schema.defer_loading,
+                },
             },
-        })
+        )
         .collect();
     if schemas.iter().any(|s| s.defer_loading) {
         out.push(TOOL_SEARCH_SERVER_TOOL);

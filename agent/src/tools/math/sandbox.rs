@@ -179,7 +179,10 @@ mod tests {
     fn without_isolation_it_refuses_unless_the_operator_opted_out() {
         let strict = MathConfig::default();
         let err = command_line(Isolation::Unavailable, &strict, Path::new("m.py")).unwrap_err();
-        assert!(err.to_string().contains("allow_unsandboxed = true"), "{err}");
+        assert!(
+            err.to_string().contains("allow_unsandboxed = true"),
+            "{err}"
+        );
         let relaxed = MathConfig {
             allow_unsandboxed: true,
             ..MathConfig::default()

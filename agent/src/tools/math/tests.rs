@@ -18,7 +18,9 @@ fn context(math: MathConfig) -> (tempfile::TempDir, ToolContext) {
 }
 
 async fn run_code(ctx: &ToolContext, code: &str) -> ToolOutput {
-    let prepared = Math.prepare(json!({ "code": code }), ctx).expect("prepares");
+    let prepared = Math
+        .prepare(json!({ "code": code }), ctx)
+        .expect("prepares");
     Math.execute(&prepared, ctx, &NoOutput).await.expect("runs")
 }
 
@@ -31,7 +33,10 @@ fn sympy_installed() -> bool {
 
 /// These tests need the sandbox; on a machine without namespaces they check the refusal.
 async fn sandboxed() -> bool {
-    let isolated = matches!(sandbox::isolation().await, sandbox::Isolation::Namespaces { .. });
+    let isolated = matches!(
+        sandbox::isolation().await,
+        sandbox::Isolation::Namespaces { .. }
+    );
     if !isolated {
         eprintln!("NOTICE: no namespaces here; math sandbox tests only check the refusal");
         let (_dir, ctx) = context(MathConfig::default());
@@ -67,7 +72,11 @@ async fn a_computation_prints_its_result() {
         return;
     }
     let (_dir, ctx) = context(MathConfig::default());
-    let out = run_code(&ctx, "print(Fraction(1, 3) + Fraction(1, 6), math.factorial(20))").await;
+    let out = run_code(
+        &ctx,
+        "print(Fraction(1, 3) + Fraction(1, 6), math.factorial(20))",
+    )
+    .await;
     assert_eq!(out.text, "1/2 2432902008176640000\n");
     assert!(!out.is_error);
     if sympy_installed() {
@@ -80,7 +89,11 @@ async fn a_computation_prints_its_result() {
     let out = run_code(&ctx, "print('before')\n1/0").await;
     assert!(out.is_error);
     assert!(out.text.starts_with("before\nTraceback"), "{}", out.text);
-    assert!(out.text.contains("File \"<math>\", line 2") && out.text.contains("ZeroDivisionError"), "{}", out.text);
+    assert!(
+        out.text.contains("File \"<math>\", line 2") && out.text.contains("ZeroDivisionError"),
+        "{}",
+        out.text
+    );
     assert!(out.text.ends_with("[exit code 1]"), "{}", out.text);
 }
 
@@ -113,7 +126,12 @@ async fn an_infinite_loop_is_stopped_by_the_cpu_limit() {
     let out = run_code(&ctx, "print('spinning')\nwhile True:\n    pass").await;
     assert!(out.is_error);
     assert!(out.text.starts_with("spinning\n"), "{}", out.text);
-    assert!(out.text.contains("[stopped: the CPU time limit of 1s was reached]"), "{}", out.text);
+    assert!(
+        out.text
+            .contains("[stopped: the CPU time limit of 1s was reached]"),
+        "{}",
+        out.text
+    );
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 
@@ -127,10 +145,16 @@ async fn a_sleeper_is_stopped_by_the_wall_clock() {
         ..MathConfig::default()
     });
     let started = std::time::Instant::now();
-    let out = run_code(&ctx, "import time, subprocess\nprint('zzz')\ntime.sleep(60)").await;
+    let out = run_code(
+        &ctx,
+        "import time, subprocess\nprint('zzz')\ntime.sleep(60)",
+    )
+    .await;
     assert!(out.is_error);
     assert!(
-        out.text.contains("[stopped: the run took longer than 1s (wall clock) and the sandbox was killed]"),
+        out.text.contains(
+            "[stopped: the run took longer than 1s (wall clock) and the sandbox was killed]"
+        ),
         "{}",
         out.text
     );
@@ -179,6 +203,11 @@ async fn output_is_capped_and_the_run_stopped() {
     ctx.config = Arc::new(tools);
     let out = run_code(&ctx, "while True:\n    print('y' * 100)").await;
     assert!(out.is_error);
-    assert!(out.text.ends_with("[stopped: the output passed 4096 bytes and the sandbox was killed]"), "{}", out.text);
+    assert!(
+        out.text
+            .ends_with("[stopped: the output passed 4096 bytes and the sandbox was killed]"),
+        "{}",
+        out.text
+    );
     assert!(out.text.len() < 4096 + 400, "{}", out.text.len());
 }

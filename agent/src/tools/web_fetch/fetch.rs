@@ -188,7 +188,11 @@ fn hop_client(target: &CheckedTarget) -> Result<reqwest::Client, reqwest::Error>
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT)
-        .user_agent(concat!("sandpiper/", env!("CARGO_PKG_VERSION"), " (web_fetch)"))
+        .user_agent(concat!(
+            "sandpiper/",
+            env!("CARGO_PKG_VERSION"),
+            " (web_fetch)"
+        ))
         .dns_resolver(Arc::new(NoLookups));
     if let Some(domain) = &target.domain {
         builder = builder.resolve_to_addrs(domain, &target.addrs);

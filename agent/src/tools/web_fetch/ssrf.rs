@@ -128,13 +128,9 @@ fn classify_v6(ip: Ipv6Addr) -> Option<AddressClass> {
         AddressClass::LinkLocal
     } else if s[0] & 0xff00 == 0xff00 {
         AddressClass::Multicast
-    } else if (s[0] == 0x2001 && s[1] == 0x0db8)      // documentation
-        || (s[0] == 0x2001 && s[1] == 0)               // Teredo tunnels anywhere
-        || (s[0] == 0x2001 && s[1] < 0x200)            // IETF protocol assignments
-        || (s[0] == 0x0100 && s[1..4] == [0, 0, 0])    // discard-only
-        || s[0] < 0x2000
-    // everything below 2000::/3 that is not handled above
-    {
+    } else if s[0] < 0x2000 || (s[0] == 0x2001 && (s[1] == 0x0db8 || s[1] < 0x200)) {
+        // Below 2000::/3 (discard-only 100::/64 and the like), documentation 2001:db8::/32,
+        // and IETF assignments 2001::/23, which include Teredo tunnels to anywhere.
         AddressClass::Reserved
     } else {
         return None;
@@ -316,8 +312,16 @@ mod tests {
                 class: AddressClass::Loopback,
             }
         );
-        assert!(refused.to_string().contains("localhost is 127.0.0.1, a loopback address"));
+        assert!(
+            refused
+                .to_string()
+                .contains("localhost is 127.0.0.1, a loopback address")
+        );
         assert!(policy.check("other.internal", ip("10.0.0.5")).is_err());
-        assert!(SsrfPolicy::default().check("127.0.0.2", ip("127.0.0.2")).is_err());
+        assert!(
+            SsrfPolicy::default()
+                .check("127.0.0.2", ip("127.0.0.2"))
+                .is_err()
+        );
     }
 }

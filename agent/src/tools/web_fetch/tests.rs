@@ -43,8 +43,14 @@ impl ChatModel for Reader {
 /// Serves on `ip`:0; `/` is a page, `/to?u=URL` redirects to URL, `/loop` redirects to itself,
 /// `/png` is an image, `/big` is 300 KB, `/missing` is a 404.
 async fn serve(ip: &str) -> SocketAddr {
-    async fn to(axum::extract::Query(q): axum::extract::Query<Vec<(String, String)>>) -> impl IntoResponse {
-        let target = q.into_iter().find(|(k, _)| k == "u").map(|(_, v)| v).unwrap_or_default();
+    async fn to(
+        axum::extract::Query(q): axum::extract::Query<Vec<(String, String)>>,
+    ) -> impl IntoResponse {
+        let target = q
+            .into_iter()
+            .find(|(k, _)| k == "u")
+            .map(|(_, v)| v)
+            .unwrap_or_default();
         (StatusCode::FOUND, [(header::LOCATION, target)])
     }
     let app = Router::new()
@@ -65,7 +71,12 @@ async fn serve(ip: &str) -> SocketAddr {
         )
         .route(
             "/png",
-            get(|| async { ([(header::CONTENT_TYPE, "image/png")], vec![0x89u8, b'P', b'N', b'G']) }),
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "image/png")],
+                    vec![0x89u8, b'P', b'N', b'G'],
+                )
+            }),
         )
         .route(
             "/big",
@@ -102,7 +113,10 @@ async fn fetch_url(ctx: &ToolContext, url: &str) -> Result<ToolOutput, ToolError
 fn prepare_needs_approval_and_refuses_non_web_urls() {
     let (_dir, ctx) = context(&[], Arc::default());
     let p = WebFetch
-        .prepare(json!({"url": "https://Example.COM/a b", "question": " port? "}), &ctx)
+        .prepare(
+            json!({"url": "https://Example.COM/a b", "question": " port? "}),
+            &ctx,
+        )
         .unwrap();
     assert_eq!(p.header, "web_fetch: https://example.com/a%20b");
     assert_eq!(p.preview, "port?");
@@ -133,14 +147,26 @@ async fn an_allowed_private_host_is_fetched_and_the_page_reaches_the_model() {
     assert_eq!(asked.len(), 1);
     let (system, user) = &asked[0];
     assert!(system.contains("untrusted data"), "{system}");
-    assert!(user.starts_with(&format!("URL: {url}\nQuestion: Which port?\n\n<page>\n")), "{user}");
-    assert!(user.contains("Deploy guide") && user.contains("The port is 8443."), "{user}");
-    assert!(!user.contains("<b>") && !user.contains("var secret"), "{user}");
+    assert!(
+        user.starts_with(&format!("URL: {url}\nQuestion: Which port?\n\n<page>\n")),
+        "{user}"
+    );
+    assert!(
+        user.contains("Deploy guide") && user.contains("The port is 8443."),
+        "{user}"
+    );
+    assert!(
+        !user.contains("<b>") && !user.contains("var secret"),
+        "{user}"
+    );
 
     // The same URL without the allowance is refused before any connection.
     let (_dir, strict) = context(&[], reader.clone());
     let err = fetch_url(&strict, &url).await.unwrap_err().to_string();
-    assert!(err.starts_with("refused: 127.0.0.2 is 127.0.0.2, a loopback address"), "{err}");
+    assert!(
+        err.starts_with("refused: 127.0.0.2 is 127.0.0.2, a loopback address"),
+        "{err}"
+    );
     assert_eq!(reader.asked.lock().unwrap().len(), 1);
 }
 
@@ -162,9 +188,17 @@ async fn every_redirect_is_checked_again() {
     // A redirect between allowed pages is followed.
     let url = format!("http://{allowed}/to?u=/");
     let out = fetch_url(&ctx, &url).await.unwrap();
-    assert!(out.text.starts_with(&format!("Answer from http://{allowed}/:")), "{}", out.text);
+    assert!(
+        out.text
+            .starts_with(&format!("Answer from http://{allowed}/:")),
+        "{}",
+        out.text
+    );
     // At most five.
-    let err = fetch_url(&ctx, &format!("http://{allowed}/loop")).await.unwrap_err().to_string();
+    let err = fetch_url(&ctx, &format!("http://{allowed}/loop"))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("too many redirects (more than 5)"), "{err}");
     // A redirect to another scheme.
     let err = fetch_url(&ctx, &format!("http://{allowed}/to?u=file:///etc/passwd"))
@@ -187,13 +221,21 @@ async fn private_targets_are_refused_in_every_spelling() {
         ("http://[::1]/", "[::1]", "loopback"),
         ("http://[::ffff:127.0.0.1]/", "[::ffff:7f00:1]", "loopback"),
         ("http://[::127.0.0.1]/", "[::7f00:1]", "loopback"),
-        ("http://[64:ff9b::127.0.0.1]/", "[64:ff9b::7f00:1]", "loopback"),
+        (
+            "http://[64:ff9b::127.0.0.1]/",
+            "[64:ff9b::7f00:1]",
+            "loopback",
+        ),
         ("http://0.0.0.0/", "0.0.0.0", "unspecified (this-host)"),
         ("http://[::]/", "[::]", "unspecified (this-host)"),
         ("http://10.0.0.1/", "10.0.0.1", "private (RFC 1918)"),
         ("http://172.16.5.4/", "172.16.5.4", "private (RFC 1918)"),
         ("http://192.168.1.1/", "192.168.1.1", "private (RFC 1918)"),
-        ("http://[::ffff:192.168.1.1]/", "[::ffff:c0a8:101]", "private (RFC 1918)"),
+        (
+            "http://[::ffff:192.168.1.1]/",
+            "[::ffff:c0a8:101]",
+            "private (RFC 1918)",
+        ),
         ("http://100.64.0.1/", "100.64.0.1", "carrier-grade NAT"),
         ("http://169.254.1.1/", "169.254.1.1", "link-local"),
         ("http://[fe80::1]/", "[fe80::1]", "link-local"),
@@ -202,16 +244,33 @@ async fn private_targets_are_refused_in_every_spelling() {
         ("http://224.0.0.1/", "224.0.0.1", "multicast"),
         ("http://[ff02::1]/", "[ff02::1]", "multicast"),
         ("http://255.255.255.255/", "255.255.255.255", "broadcast"),
-        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254", "cloud metadata"),
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            "169.254.169.254",
+            "cloud metadata",
+        ),
         ("http://2852039166/", "169.254.169.254", "cloud metadata"),
-        ("http://[fd00:ec2::254]/", "[fd00:ec2::254]", "cloud metadata"),
-        ("http://[::ffff:169.254.169.254]/", "[::ffff:a9fe:a9fe]", "cloud metadata"),
-        ("http://100.100.100.200/", "100.100.100.200", "cloud metadata"),
+        (
+            "http://[fd00:ec2::254]/",
+            "[fd00:ec2::254]",
+            "cloud metadata",
+        ),
+        (
+            "http://[::ffff:169.254.169.254]/",
+            "[::ffff:a9fe:a9fe]",
+            "cloud metadata",
+        ),
+        (
+            "http://100.100.100.200/",
+            "100.100.100.200",
+            "cloud metadata",
+        ),
     ];
     for (url, host, class) in table {
         let err = fetch_url(&ctx, url).await.unwrap_err().to_string();
         assert!(
-            err.starts_with(&format!("refused: {host} is ")) && err.contains(&format!(", a {class} address")),
+            err.starts_with(&format!("refused: {host} is "))
+                && err.contains(&format!(", a {class} address")),
             "{url}: {err}"
         );
     }
@@ -222,17 +281,28 @@ async fn sizes_types_and_statuses_are_handled() {
     let addr = serve("127.0.0.2").await;
     let reader = Arc::new(Reader::default());
     let (_dir, ctx) = context(&["127.0.0.2"], reader.clone());
-    let out = fetch_url(&ctx, &format!("http://{addr}/big")).await.unwrap();
+    let out = fetch_url(&ctx, &format!("http://{addr}/big"))
+        .await
+        .unwrap();
     assert!(
         out.text.contains("(only the first 100000 bytes were downloaded; the page text was cut at 5000 characters)"),
         "{}",
         out.text
     );
-    let page = &reader.asked.lock().unwrap()[0].1;
+    let page = reader.asked.lock().unwrap()[0].1.clone();
     assert_eq!(page.matches('x').count(), 5000);
-    let err = fetch_url(&ctx, &format!("http://{addr}/png")).await.unwrap_err().to_string();
-    assert!(err.contains("is `image/png`, not a web page or text"), "{err}");
-    let err = fetch_url(&ctx, &format!("http://{addr}/missing")).await.unwrap_err().to_string();
+    let err = fetch_url(&ctx, &format!("http://{addr}/png"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("is `image/png`, not a web page or text"),
+        "{err}"
+    );
+    let err = fetch_url(&ctx, &format!("http://{addr}/missing"))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.ends_with("answered HTTP 404: no such page"), "{err}");
 }
 
@@ -243,6 +313,9 @@ async fn without_a_model_the_tool_says_so() {
     let mut services = (*ctx.services).clone();
     services.model = None;
     ctx.services = Arc::new(services);
-    let err = fetch_url(&ctx, &format!("http://{addr}/")).await.unwrap_err().to_string();
+    let err = fetch_url(&ctx, &format!("http://{addr}/"))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("no model is available"), "{err}");
 }
