@@ -167,6 +167,8 @@ struct Inner {
     mcp: Arc<McpManager>,
     /// The environment of processes tools start, built once from sandpiper's own.
     child_env: Arc<crate::tools::child_env::ChildEnv>,
+    /// Settings and the model for web_fetch, web_search and math.
+    services: Arc<crate::tools::ToolServices>,
 }
 
 impl Inner {
@@ -248,6 +250,11 @@ impl Agent {
         let agent = Self {
             inner: Arc::new(Inner {
                 tools_config: Arc::new(config.tools.clone()),
+                services: Arc::new(crate::tools::ToolServices {
+                    web: config.web.clone(),
+                    math: config.math.clone(),
+                    model: Some(model.clone()),
+                }),
                 config,
                 model,
                 registry,
@@ -629,6 +636,7 @@ impl Agent {
                 store: Some(inner.store.clone()),
                 mcp: Some(inner.mcp.clone()),
                 child_env: inner.child_env.clone(),
+                services: inner.services.clone(),
             },
             workstream: &ws.key,
             first_seq: ws.next_seq(),

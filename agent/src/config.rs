@@ -12,10 +12,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod channels;
 mod redact;
+mod web;
 pub use channels::{
     DISCORD_API_BASE, DiscordConfig, SLACK_API_BASE, SlackConfig, SlackMode, ThreadAccess,
 };
 pub use redact::{redact_url, url_secrets};
+pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 
 /// Why the configuration could not be loaded. Shown to the operator at start-up.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +100,10 @@ pub struct Config {
     pub discord: DiscordConfig,
     /// The Slack channel.
     pub slack: SlackConfig,
+    /// web_fetch and web_search.
+    pub web: WebConfig,
+    /// The Python sandbox of the `math` tool.
+    pub math: MathConfig,
 }
 
 /// `[mcp]` and `[mcp.servers.NAME]`
@@ -317,6 +323,10 @@ pub struct Capabilities {
     /// `tool_search_tool_bm25_20251119` server tool, OpenAI's hosted tool search. When false
     /// and tool search is active, sandpiper offers its own `tool_search` tool instead.
     pub native_tool_search: bool,
+    /// The provider searches the web itself: on Anthropic the `web_search` tool is replaced
+    /// by the server-side `web_search_20250305` tool, on OpenAI search models by
+    /// `web_search_options`; otherwise `web_search` calls the Tavily API.
+    pub native_web_search: bool,
 }
 
 impl Default for Capabilities {
@@ -325,6 +335,7 @@ impl Default for Capabilities {
             supports_tools: true,
             supports_vision: false,
             native_tool_search: false,
+            native_web_search: false,
         }
     }
 }
@@ -607,6 +618,7 @@ impl Config {
             })?;
         }
         channels::apply_env(&mut self.discord, &mut self.slack, env);
+        web::apply_env(&mut self.web, env);
         let key_env = self.model.effective_api_key_env();
         self.model.api_key = env.var(&key_env).map(Secret::new);
         let _ = source;
@@ -678,6 +690,7 @@ impl Config {
                 "must be at least 1024".into(),
             ));
         }
+        web::validate(&self.web, &self.math, source)?;
         Ok(())
     }
 

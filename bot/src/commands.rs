@@ -98,13 +98,17 @@ mod tests {
         );
         assert_eq!(
             lines[8],
+            "web_fetch      no            yes    yes         url"
+        );
+        assert_eq!(
+            lines[11],
             "recall         yes           no     no          query"
         );
         assert_eq!(
-            lines[9],
+            lines[12],
             "read_resource  no            yes    yes         uri"
         );
-        assert_eq!(lines.len(), 11);
+        assert_eq!(lines.len(), 14);
     }
 
     #[tokio::test]

@@ -33,6 +33,8 @@ pub struct AnthropicModel {
     api_key: Option<HeaderValue>,
     max_tokens: u32,
     temperature: Option<f32>,
+    /// Replace `web_search` with Anthropic's server-side search.
+    native_web_search: bool,
     timeout: Duration,
     retry: RetryPolicy,
 }
@@ -54,6 +56,7 @@ impl AnthropicModel {
             api_key,
             max_tokens: config.max_tokens,
             temperature: config.temperature,
+            native_web_search: config.capabilities.native_web_search,
             timeout: config.timeout,
             retry: RetryPolicy::from_config(config),
         })
@@ -69,7 +72,13 @@ impl AnthropicModel {
 #[async_trait::async_trait]
 impl ChatModel for AnthropicModel {
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ModelStream, ModelError> {
-        let body = wire::request_body(&self.model, self.max_tokens, self.temperature, &request);
+        let body = wire::request_body(
+            &self.model,
+            self.max_tokens,
+            self.temperature,
+            self.native_web_search,
+            &request,
+        );
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::Protocol(format!("cannot encode the request: {e}")))?;
         let deadline = Instant::now() + self.timeout;

@@ -29,6 +29,8 @@ pub struct OpenAiModel {
     /// `Bearer <key>`, marked sensitive; `None` for local servers without a key.
     authorization: Option<HeaderValue>,
     temperature: Option<f32>,
+    /// Replace `web_search` with `web_search_options` (OpenAI search models).
+    native_web_search: bool,
     timeout: Duration,
     retry: RetryPolicy,
 }
@@ -49,6 +51,7 @@ impl OpenAiModel {
             model: config.model.clone(),
             authorization,
             temperature: config.temperature,
+            native_web_search: config.capabilities.native_web_search,
             timeout: config.timeout,
             retry: RetryPolicy::from_config(config),
         })
@@ -64,7 +67,12 @@ impl OpenAiModel {
 #[async_trait::async_trait]
 impl ChatModel for OpenAiModel {
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ModelStream, ModelError> {
-        let body = wire::request_body(&self.model, self.temperature, &request);
+        let body = wire::request_body(
+            &self.model,
+            self.temperature,
+            self.native_web_search,
+            &request,
+        );
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::Protocol(format!("cannot encode the request: {e}")))?;
         let deadline = Instant::now() + self.timeout;

@@ -10,6 +10,7 @@ mod bash;
 pub mod child_env;
 mod edit_file;
 mod man;
+mod math;
 mod mcp_call;
 mod memory;
 pub mod path_policy;
@@ -19,7 +20,10 @@ mod read_resource;
 mod recall;
 mod registry;
 mod search;
+mod services;
 mod use_prompt;
+mod web_fetch;
+mod web_search;
 mod write_file;
 
 use std::collections::HashSet;
@@ -36,6 +40,8 @@ pub use args::{ArgsError, parse_arguments, validate_arguments};
 pub use mcp_call::McpCall;
 pub use path_policy::PathPolicy;
 pub use registry::{RegistryError, ToolRegistry, ToolSpec, default_tools};
+pub use services::ToolServices;
+pub use web_fetch::{AddressClass, Refusal, SsrfPolicy};
 
 /// What `prepare` decided about a call: how to show it and whether a person must approve it.
 #[derive(Debug, Clone, PartialEq)]
@@ -174,6 +180,8 @@ pub struct ToolContext {
     pub mcp: Option<std::sync::Arc<crate::mcp::McpManager>>,
     /// The whole environment of processes tools start (bash, man): never sandpiper's own.
     pub child_env: Arc<child_env::ChildEnv>,
+    /// Settings and the model for web_fetch, web_search and math.
+    pub services: Arc<ToolServices>,
 }
 
 impl ToolContext {
@@ -204,6 +212,7 @@ impl ToolContext {
                 &crate::config::ProcessEnv,
                 &ToolsConfig::default(),
             )),
+            services: Arc::default(),
         }
     }
 

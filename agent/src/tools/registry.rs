@@ -24,7 +24,10 @@ pub fn default_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(write_file::WriteFile),
         Arc::new(edit_file::EditFile),
         Arc::new(search::Search),
+        Arc::new(math::Math),
         Arc::new(man::Man),
+        Arc::new(web_fetch::WebFetch),
+        Arc::new(web_search::WebSearch),
         Arc::new(memory::MemoryTool),
         Arc::new(recall::Recall),
         Arc::new(read_resource::ReadResource),
@@ -308,7 +311,10 @@ mod tests {
                 "write_file",
                 "edit_file",
                 "search",
+                "math",
                 "man",
+                "web_fetch",
+                "web_search",
                 "memory",
                 "recall",
                 "read_resource",
@@ -317,7 +323,16 @@ mod tests {
         );
         assert_eq!(
             names(r.agent_tools()),
-            ["read_file", "search", "man", "read_resource", "use_prompt"]
+            [
+                "read_file",
+                "search",
+                "math",
+                "man",
+                "web_fetch",
+                "web_search",
+                "read_resource",
+                "use_prompt"
+            ]
         );
         assert_eq!(
             names(r.task_agent_tools()),
@@ -327,7 +342,10 @@ mod tests {
                 "write_file",
                 "edit_file",
                 "search",
+                "math",
                 "man",
+                "web_fetch",
+                "web_search",
                 "read_resource",
                 "use_prompt"
             ]
@@ -335,18 +353,21 @@ mod tests {
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
         assert_eq!(auto, ["man", "memory", "read_file", "recall", "search"]);
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 10);
+        assert_eq!(r.builtin_tool_names().len(), 13);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
             ("edit_file", "old_string"),
             ("man", "page"),
+            ("math", "code"),
             ("memory", "name"),
             ("recall", "query"),
             ("read_file", "path"),
             ("read_resource", "uri"),
             ("search", "query"),
             ("use_prompt", "name"),
+            ("web_fetch", "url"),
+            ("web_search", "query"),
             ("write_file", "content"),
         ]
         .into_iter()

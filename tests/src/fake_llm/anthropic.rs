@@ -35,12 +35,37 @@ pub(super) fn render(reply: &StreamedReply, model: &str) -> Vec<Step> {
     ];
 
     let mut index = 0;
+    if !reply.web_citations.is_empty() {
+        let id = "srvtoolu_fake_search";
+        let block =
+            json!({ "type": "server_tool_use", "id": id, "name": "web_search", "input": {} });
+        let query = json!({ "type": "input_json_delta", "partial_json": "{\"query\": \"fake\"}" });
+        push_block(&mut steps, index, block, std::iter::once(query));
+        index += 1;
+        let found: Vec<Value> = reply
+            .web_citations
+            .iter()
+            .map(|(title, url)| json!({ "type": "web_search_result", "url": url, "title": title, "encrypted_content": "enc" }))
+            .collect();
+        let block =
+            json!({ "type": "web_search_tool_result", "tool_use_id": id, "content": found });
+        push_block(&mut steps, index, block, std::iter::empty());
+        index += 1;
+    }
     if !reply.text_chunks.is_empty() {
         let block = json!({ "type": "text", "text": "" });
-        let deltas = reply
-            .text_chunks
-            .iter()
-            .map(|text| json!({ "type": "text_delta", "text": text }));
+        let citations = reply.web_citations.iter().map(|(title, url)| {
+            json!({ "type": "citations_delta", "citation": {
+                "type": "web_search_result_location", "url": url, "title": title,
+                "cited_text": "…", "encrypted_index": "enc"
+            } })
+        });
+        let deltas = citations.chain(
+            reply
+                .text_chunks
+                .iter()
+                .map(|text| json!({ "type": "text_delta", "text": text })),
+        );
         push_block(&mut steps, index, block, deltas);
         index += 1;
     }

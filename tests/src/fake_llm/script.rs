@@ -89,6 +89,10 @@ pub struct StreamedReply {
     pub chunk_delay: Duration,
     /// How the stream ends.
     pub ending: Ending,
+    /// Sources `(title, url)` of a native web search the model ran before answering. Rendered
+    /// only on the Anthropic endpoint: `server_tool_use` and `web_search_tool_result` blocks,
+    /// then the text block carrying one `citations_delta` per source.
+    pub web_citations: Vec<(String, String)>,
 }
 
 impl StreamedReply {
@@ -209,6 +213,19 @@ impl Reply {
                 output_tokens,
             }
         })
+    }
+
+    /// The model searched the web natively (Anthropic's server tool) and cites `(title, url)`
+    /// sources on its text.
+    ///
+    /// # Panics
+    /// If this is not a streamed reply.
+    pub fn with_web_citations(self, sources: &[(&str, &str)]) -> Self {
+        let sources = sources
+            .iter()
+            .map(|(t, u)| ((*t).to_owned(), (*u).to_owned()))
+            .collect();
+        self.map_stream("with_web_citations", |s| s.web_citations = sources)
     }
 
     /// Pauses `delay` before every event after the first.

@@ -11,6 +11,7 @@ mod file_access;
 mod http_limits;
 mod identity;
 mod intake;
+mod math;
 mod mcp;
 mod mcp_pipeline;
 mod memory;
@@ -23,6 +24,7 @@ mod slack;
 mod slack_approvals;
 mod tool_env;
 mod tool_search;
+mod web;
 mod who_decides;
 mod who_decides_slack;
 

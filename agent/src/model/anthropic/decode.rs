@@ -5,6 +5,11 @@
 //! `content_block_stop`. Unknown events and block types (thinking, server tools such as
 //! `server_tool_use` and `tool_search_tool_result` of the native tool search, which Anthropic
 //! runs itself) are ignored, including the input deltas of those blocks.
+//!
+//! Native web search (`web_search_20250305`) also runs at Anthropic: its `server_tool_use`
+//! and `web_search_tool_result` blocks are ignored like the tool search's, and the citations
+//! it attaches to the answer's text blocks (`citations_delta`) are kept in the answer: when a
+//! cited text block ends, its sources follow it as Markdown links, ` ([title](url))`.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -75,8 +80,20 @@ enum BlockDelta {
         #[serde(default)]
         partial_json: String,
     },
+    CitationsDelta {
+        citation: Citation,
+    },
     #[serde(other)]
     Other,
+}
+
+/// One source of a cited text block (`web_search_result_location` and the like).
+#[derive(Debug, Deserialize)]
+struct Citation {
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,6 +142,8 @@ pub(super) struct EventDecoder {
     usage: Usage,
     stop_reason: Option<String>,
     tool_uses: Vec<OpenToolUse>,
+    /// Sources of text blocks still streaming: (block index, [(title, url)]).
+    citations: Vec<(usize, Vec<(String, String)>)>,
 }
 
 impl EventDecoder {
@@ -174,11 +193,16 @@ impl EventDecoder {
                         });
                     }
                 }
+                BlockDelta::CitationsDelta { citation } => self.cite(index, citation),
                 BlockDelta::TextDelta { .. }
                 | BlockDelta::InputJsonDelta { .. }
                 | BlockDelta::Other => {}
             },
             Event::ContentBlockStop { index } => {
+                if let Some(pos) = self.citations.iter().position(|(i, _)| *i == index) {
+                    let (_, sources) = self.citations.swap_remove(pos);
+                    out.push(ModelEvent::TextDelta(sources_text(&sources)));
+                }
                 if let Some(pos) = self.tool_uses.iter().position(|t| t.index == index) {
                     let open = self.tool_uses.swap_remove(pos);
                     if !open.got_arguments {
@@ -209,6 +233,25 @@ impl EventDecoder {
         Ok(())
     }
 
+    /// Records a source of text block `index` (once per URL).
+    fn cite(&mut self, index: usize, citation: Citation) {
+        let Some(url) = citation.url.filter(|u| !u.is_empty()) else {
+            return;
+        };
+        let title = citation.title.unwrap_or_default();
+        let pos = match self.citations.iter().position(|(i, _)| *i == index) {
+            Some(pos) => pos,
+            None => {
+                self.citations.push((index, Vec::new()));
+                self.citations.len() - 1
+            }
+        };
+        let sources = &mut self.citations[pos].1;
+        if !sources.iter().any(|(_, u)| *u == url) {
+            sources.push((title, url));
+        }
+    }
+
     fn update_usage(&mut self, usage: &WireUsage) {
         if let Some(input) = usage.input() {
             self.usage.input_tokens = input;
@@ -217,6 +260,21 @@ impl EventDecoder {
             self.usage.output_tokens = output;
         }
     }
+}
+
+/// ` ([title](url); [title](url))`, the sources appended to a cited text block.
+fn sources_text(sources: &[(String, String)]) -> String {
+    let links: Vec<String> = sources
+        .iter()
+        .map(|(title, url)| {
+            let title = match title.trim() {
+                "" => url.as_str(),
+                t => t,
+            };
+            format!("[{}]({url})", title.replace(['[', ']'], ""))
+        })
+        .collect();
+    format!(" ({})", links.join("; "))
 }
 
 impl sse::Decoder for EventDecoder {
@@ -341,6 +399,38 @@ mod tests {
                     name: None,
                     arguments: "{}".into()
                 },
+            ]
+        );
+    }
+
+    #[test]
+    fn native_web_search_keeps_its_citations_in_the_answer() {
+        let mut d = EventDecoder::default();
+        let cite = |url: &str, title: &str| json!({"type": "content_block_delta", "index": 2, "delta": {"type": "citations_delta", "citation": {"type": "web_search_result_location", "url": url, "title": title, "cited_text": "...", "encrypted_index": "x"}}});
+        let events = [
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": \"rust release\"}"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "https://blog.rust-lang.org/", "title": "Rust Blog", "encrypted_content": "e"}]}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": "", "citations": []}}),
+            cite("https://blog.rust-lang.org/", "Rust [Blog]"),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "Rust 1.95 is out."}}),
+            cite("https://blog.rust-lang.org/", "Rust Blog"),
+            cite("https://lwn.net/x", ""),
+            json!({"type": "content_block_stop", "index": 2}),
+        ];
+        let mut out = Vec::new();
+        for e in events {
+            out.extend(feed(&mut d, "x", e).expect("ok"));
+        }
+        assert_eq!(
+            out,
+            vec![
+                ModelEvent::TextDelta("Rust 1.95 is out.".into()),
+                ModelEvent::TextDelta(
+                    " ([Rust Blog](https://blog.rust-lang.org/); [https://lwn.net/x](https://lwn.net/x))".into()
+                ),
             ]
         );
     }

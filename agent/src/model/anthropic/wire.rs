@@ -73,6 +73,13 @@ enum WireTool<'a> {
         kind: &'static str,
         name: &'static str,
     },
+    /// Anthropic's own web search, in place of the `web_search` function tool.
+    WebSearch {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        name: &'static str,
+        max_uses: u32,
+    },
 }
 
 /// Anthropic's server-side BM25 search over tools sent with `defer_loading`.
@@ -81,11 +88,24 @@ const TOOL_SEARCH_SERVER_TOOL: WireTool<'static> = WireTool::Server {
     name: "tool_search_tool_bm25",
 };
 
-/// Builds the request body for `request`.
+/// Anthropic's server-side web search; replaces the `web_search` function tool when the
+/// model searches natively (results come back as citations on the answer's text).
+const WEB_SEARCH_SERVER_TOOL: WireTool<'static> = WireTool::WebSearch {
+    kind: "web_search_20250305",
+    name: "web_search",
+    max_uses: 5,
+};
+
+/// The name of the function tool that native web search replaces.
+const WEB_SEARCH_TOOL: &str = "web_search";
+
+/// Builds the request body for `request`; with `native_web_search` the `web_search` function
+/// tool becomes Anthropic's server-side search.
 pub(super) fn request_body<'a>(
     model: &'a str,
     max_tokens: u32,
     temperature: Option<f32>,
+    native_web_search: bool,
     request: &ChatRequest<'a>,
 ) -> Body<'a> {
     Body {
@@ -93,23 +113,29 @@ pub(super) fn request_body<'a>(
         max_tokens,
         system: request.system,
         messages: messages(request.messages),
-        tools: tools(request.tools),
+        tools: tools(request.tools, native_web_search),
         // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
         temperature: temperature.and_then(|t| t.to_string().parse().ok()),
         stream: true,
     }
 }
 
-/// The function tools, plus the server-side search tool when any of them is deferred.
-fn tools(schemas: &[ToolSchema]) -> Vec<WireTool<'_>> {
+/// The function tools, plus the server-side search tool when any of them is deferred;
+/// `web_search` becomes the server-side web search with `native_web_search`.
+fn tools(schemas: &[ToolSchema], native_web_search: bool) -> Vec<WireTool<'_>> {
     let mut out: Vec<WireTool<'_>> = schemas
         .iter()
-        .map(|schema| WireTool::Function {
-            name: &schema.name,
-            description: &schema.description,
-            input_schema: &schema.parameters,
-            defer_loading: schema.defer_loading,
-        })
+        .map(
+            |schema| match native_web_search && schema.name == WEB_SEARCH_TOOL {
+                true => WEB_SEARCH_SERVER_TOOL,
+                false => WireTool::Function {
+                    name: &schema.name,
+                    description: &schema.description,
+                    input_schema: &schema.parameters,
+                    defer_loading: schema.defer_loading,
+                },
+            },
+        )
         .collect();
     if schemas.iter().any(|s| s.defer_loading) {
         out.push(TOOL_SEARCH_SERVER_TOOL);
@@ -232,12 +258,12 @@ mod tests {
         };
         let plain = [tool("bash", false)];
         assert_eq!(
-            serde_json::to_value(super::tools(&plain)).expect("serializes"),
+            serde_json::to_value(super::tools(&plain, false)).expect("serializes"),
             json!([{"name": "bash", "description": "bash things", "input_schema": {"type": "object"}}])
         );
         let deferred = [tool("bash", false), tool("mcp__jira__create_ticket", true)];
         assert_eq!(
-            serde_json::to_value(super::tools(&deferred)).expect("serializes"),
+            serde_json::to_value(super::tools(&deferred, false)).expect("serializes"),
             json!([
                 {"name": "bash", "description": "bash things", "input_schema": {"type": "object"}},
                 {
@@ -249,6 +275,26 @@ mod tests {
                 {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
             ])
         );
+    }
+
+    #[test]
+    fn native_web_search_replaces_the_function_tool() {
+        let tool = |name: &str| ToolSchema {
+            name: name.into(),
+            description: format!("{name} things"),
+            parameters: json!({"type": "object"}),
+            defer_loading: false,
+        };
+        let schemas = [tool("bash"), tool("web_search")];
+        assert_eq!(
+            serde_json::to_value(super::tools(&schemas, true)).expect("serializes"),
+            json!([
+                {"name": "bash", "description": "bash things", "input_schema": {"type": "object"}},
+                {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+            ])
+        );
+        let tavily = serde_json::to_value(super::tools(&schemas, false)).expect("serializes");
+        assert_eq!(tavily[1]["input_schema"], json!({"type": "object"}));
     }
 
     #[test]

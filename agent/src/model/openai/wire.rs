@@ -15,6 +15,9 @@ pub(super) struct Body<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// OpenAI search models search on their own; `{}` asks for the default search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    web_search_options: Option<serde_json::Map<String, serde_json::Value>>,
     stream: bool,
     stream_options: StreamOptions,
 }
@@ -124,18 +127,27 @@ fn tool(schema: &ToolSchema) -> WireTool<'_> {
     }
 }
 
-/// Builds the request body for `request`.
+/// Builds the request body for `request`. With `native_web_search` (OpenAI search models)
+/// the `web_search` function tool is replaced by `web_search_options`.
 pub(super) fn request_body<'a>(
     model: &'a str,
     temperature: Option<f32>,
+    native_web_search: bool,
     request: &ChatRequest<'a>,
 ) -> Body<'a> {
+    let searches = native_web_search && request.tools.iter().any(|t| t.name == "web_search");
     Body {
         model,
         messages: messages(request.system, request.messages),
-        tools: request.tools.iter().map(tool).collect(),
+        tools: request
+            .tools
+            .iter()
+            .filter(|t| !(searches && t.name == "web_search"))
+            .map(tool)
+            .collect(),
         // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
         temperature: temperature.and_then(|t| t.to_string().parse().ok()),
+        web_search_options: searches.then(serde_json::Map::new),
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
@@ -250,7 +262,31 @@ mod tests {
             messages,
             tools,
         };
-        serde_json::to_value(request_body("m", t, &request)).expect("serializes")
+        serde_json::to_value(request_body("m", t, false, &request)).expect("serializes")
+    }
+
+    #[test]
+    fn search_models_get_web_search_options_instead_of_the_tool() {
+        let tool = |name: &str| ToolSchema {
+            name: name.into(),
+            description: format!("{name} things"),
+            parameters: json!({"type": "object"}),
+            defer_loading: false,
+        };
+        let tools = [tool("bash"), tool("web_search")];
+        let messages = [Message::user("news?")];
+        let request = ChatRequest {
+            system: "",
+            messages: &messages,
+            tools: &tools,
+        };
+        let native = serde_json::to_value(request_body("m", None, true, &request)).expect("json");
+        assert_eq!(native["web_search_options"], json!({}));
+        assert_eq!(native["tools"].as_array().map(Vec::len), Some(1));
+        assert_eq!(native["tools"][0]["function"]["name"], "bash");
+        let tavily = serde_json::to_value(request_body("m", None, false, &request)).expect("json");
+        assert_eq!(tavily.get("web_search_options"), None);
+        assert_eq!(tavily["tools"].as_array().map(Vec::len), Some(2));
     }
 
     fn png(data: &str) -> ImagePart {
