@@ -28,6 +28,7 @@ use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ToolCatalog, TurnTools};
 use crate::tools::{RegistryError, ToolContext, ToolRegistry};
+use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{Workstream, Workstreams};
 
 /// Why a turn could not run. The channel shows it to the user.
@@ -141,6 +142,8 @@ struct Inner {
     workstreams: Workstreams,
     memories: MemoryIndex,
     mcp: Arc<McpManager>,
+    /// Places of running turns (`agent.max_concurrent_turns`, `agent.max_turns_per_user`).
+    limits: TurnLimits,
 }
 
 impl Inner {
@@ -202,6 +205,10 @@ impl Agent {
         let workstreams = Workstreams::new(store.clone(), workdir, config.agent.workstream_cache);
         let registry = ToolRegistry::builtin()?;
         let catalog = ToolCatalog::new(registry.tools(), mcp_tool_schemas(&mcp));
+        let limits = TurnLimits::new(
+            config.agent.max_concurrent_turns,
+            config.agent.max_turns_per_user,
+        );
         let agent = Self {
             inner: Arc::new(Inner {
                 tools_config: Arc::new(config.tools.clone()),
@@ -213,6 +220,7 @@ impl Agent {
                 workstreams,
                 memories: MemoryIndex::default(),
                 mcp,
+                limits,
             }),
         };
         agent.follow_mcp_catalog();
@@ -325,6 +333,19 @@ impl Agent {
             .get(req.workstream, None)
             .await
             .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
+        if crate::resume::unanswered_calls(&handle.lock().await.history).is_empty() {
+            return Ok(None);
+        }
+        // The place is taken without holding the workstream, so `/status` answers meanwhile.
+        let Some(_permit) = self
+            .take_place(req.workstream, req.author, req.sink, &req.cancel)
+            .await
+        else {
+            return Ok(Some(TurnOutcome {
+                cancelled: true,
+                ..TurnOutcome::default()
+            }));
+        };
         let mut ws = handle.lock().await;
         let dangling = crate::resume::unanswered_calls(&ws.history);
         if dangling.is_empty() {
@@ -357,6 +378,15 @@ impl Agent {
             req.sink.event(TurnEvent::Error(e.to_string()));
             return Err(e);
         }
+        let Some(_permit) = self
+            .take_place(req.workstream, req.author, req.sink, &req.cancel)
+            .await
+        else {
+            return Ok(TurnOutcome {
+                cancelled: true,
+                ..TurnOutcome::default()
+            });
+        };
         // A workstream that cannot be loaded (the database is away) is said, not just logged.
         let handle = inner
             .workstreams
@@ -366,6 +396,34 @@ impl Agent {
         let mut ws = handle.lock().await;
         let result = self.turn(&mut ws, &req, None).await;
         self.report(&req, result, ws)
+    }
+
+    /// Takes a place for a turn under `agent.max_concurrent_turns` and
+    /// `agent.max_turns_per_user`, telling the thread when it has to wait. `None` when the
+    /// turn was stopped while waiting; the sink has then been told the turn is over.
+    async fn take_place(
+        &self,
+        workstream: &str,
+        author: Option<&str>,
+        sink: &dyn TurnSink,
+        cancel: &CancellationToken,
+    ) -> Option<TurnPermit> {
+        let permit = self
+            .inner
+            .limits
+            .acquire(author, cancel, |wait| {
+                tracing::info!(workstream, %wait, "turn waits for a place");
+                sink.event(TurnEvent::Waiting(wait));
+            })
+            .await;
+        if permit.is_none() {
+            tracing::info!(workstream, "turn stopped while waiting for a place");
+            sink.event(TurnEvent::TurnComplete {
+                text: String::new(),
+                cancelled: true,
+            });
+        }
+        permit
     }
 
     /// Tells the sink how a turn ended and logs it.

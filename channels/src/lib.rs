@@ -13,6 +13,7 @@
 //! - [`live`]: approvals a running turn waits for.
 //! - [`clicks`]: what a click on an approval button does, checked against the store.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
+//! - [`visible`]: model-written text as an approver may safely see it (escapes, cut notes).
 //!
 //! Platforms:
 //! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`).
@@ -31,3 +32,4 @@ pub mod slack;
 pub mod split;
 pub mod stream;
 pub mod turns;
+pub mod visible;
