@@ -1,6 +1,7 @@
 //! Shared setup for the end-to-end suites.
 
 mod approvals;
+mod approver_view;
 mod console;
 mod discord;
 mod discord_commands;
@@ -19,6 +20,7 @@ mod restart;
 mod slack;
 mod slack_approvals;
 mod tool_search;
+mod turn_limits;
 
 use std::time::Duration;
 
