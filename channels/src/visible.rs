@@ -58,7 +58,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(d);
@@ -85,11 +85,7 @@ pub fn cut(text: &str, max_lines: usize, max_chars: usize) -> String {
     let mut shown = String::new();
     let mut chars = 0usize;
     let mut consumed = 0usize;
-    let mut lines = 0usize;
-    'lines: for line in text.split_inclusive('\n') {
-        if lines == max_lines {
-            break;
-        }
+    'lines: for line in text.split_inclusive('\n').take(max_lines) {
         for c in line.chars() {
             let piece = match escaped(c) {
                 Some(e) => e,
@@ -103,7 +99,6 @@ pub fn cut(text: &str, max_lines: usize, max_chars: usize) -> String {
             shown.push_str(&piece);
             consumed += c.len_utf8();
         }
-        lines += 1;
     }
     let hidden = &text[consumed..];
     if hidden.is_empty() {
