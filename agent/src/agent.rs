@@ -29,6 +29,7 @@ use crate::store::{Store, StoreError};
 use crate::tool_search::{ToolCatalog, TurnTools};
 use crate::tools::child_env::ChildEnv;
 use crate::tools::{PathPolicy, RegistryError, ToolContext, ToolRegistry};
+use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
 /// What the agent learns from the process it runs in rather than from its config.
@@ -169,6 +170,8 @@ struct Inner {
     child_env: Arc<crate::tools::child_env::ChildEnv>,
     /// Settings and the model for web_fetch, web_search and math.
     services: Arc<crate::tools::ToolServices>,
+    /// Places of running turns (`agent.max_concurrent_turns`, `agent.max_turns_per_user`).
+    limits: TurnLimits,
 }
 
 impl Inner {
@@ -247,6 +250,10 @@ impl Agent {
         let workstreams = Workstreams::new(store.clone(), layout, config.agent.workstream_cache);
         let registry = ToolRegistry::builtin()?;
         let catalog = ToolCatalog::new(registry.tools(), mcp_tool_schemas(&mcp));
+        let limits = TurnLimits::new(
+            config.agent.max_concurrent_turns,
+            config.agent.max_turns_per_user,
+        );
         let agent = Self {
             inner: Arc::new(Inner {
                 tools_config: Arc::new(config.tools.clone()),
@@ -265,6 +272,7 @@ impl Agent {
                 memories: MemoryIndex::default(),
                 mcp,
                 child_env: Arc::new(child_env),
+                limits,
             }),
         };
         agent.follow_mcp_catalog();
@@ -377,6 +385,19 @@ impl Agent {
             .get(req.workstream, None)
             .await
             .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
+        if crate::resume::unanswered_calls(&handle.lock().await.history).is_empty() {
+            return Ok(None);
+        }
+        // The place is taken without holding the workstream, so `/status` answers meanwhile.
+        let Some(_permit) = self
+            .take_place(req.workstream, req.author, req.sink, &req.cancel)
+            .await
+        else {
+            return Ok(Some(TurnOutcome {
+                cancelled: true,
+                ..TurnOutcome::default()
+            }));
+        };
         let mut ws = handle.lock().await;
         let dangling = crate::resume::unanswered_calls(&ws.history);
         if dangling.is_empty() {
@@ -409,6 +430,15 @@ impl Agent {
             req.sink.event(TurnEvent::Error(e.to_string()));
             return Err(e);
         }
+        let Some(_permit) = self
+            .take_place(req.workstream, req.author, req.sink, &req.cancel)
+            .await
+        else {
+            return Ok(TurnOutcome {
+                cancelled: true,
+                ..TurnOutcome::default()
+            });
+        };
         // A workstream that cannot be loaded (the database is away) is said, not just logged.
         let handle = inner
             .workstreams
@@ -418,6 +448,34 @@ impl Agent {
         let mut ws = handle.lock().await;
         let result = self.turn(&mut ws, &req, None).await;
         self.report(&req, result, ws)
+    }
+
+    /// Takes a place for a turn under `agent.max_concurrent_turns` and
+    /// `agent.max_turns_per_user`, telling the thread when it has to wait. `None` when the
+    /// turn was stopped while waiting; the sink has then been told the turn is over.
+    async fn take_place(
+        &self,
+        workstream: &str,
+        author: Option<&str>,
+        sink: &dyn TurnSink,
+        cancel: &CancellationToken,
+    ) -> Option<TurnPermit> {
+        let permit = self
+            .inner
+            .limits
+            .acquire(author, cancel, |wait| {
+                tracing::info!(workstream, %wait, "turn waits for a place");
+                sink.event(TurnEvent::Waiting(wait));
+            })
+            .await;
+        if permit.is_none() {
+            tracing::info!(workstream, "turn stopped while waiting for a place");
+            sink.event(TurnEvent::TurnComplete {
+                text: String::new(),
+                cancelled: true,
+            });
+        }
+        permit
     }
 
     /// Tells the sink how a turn ended and logs it.

@@ -11,6 +11,7 @@
 //! - [`approval_policy`]: who may decide a click on an approval button, and button ids.
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
+//! - [`turn_limits`]: how many turns run at once, overall and per person.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
 //! - [`prompt`]: the system message.
 //! - [`resume`]: turns interrupted by a restart while waiting for approval.
@@ -37,6 +38,7 @@ pub mod resume;
 pub mod store;
 pub mod tool_search;
 pub mod tools;
+pub mod turn_limits;
 pub mod workstream;
 
 pub use agent::{Agent, AgentError, ResumeRequest, TurnOutcome, TurnRequest, WorkstreamStatus};

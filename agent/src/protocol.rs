@@ -45,6 +45,10 @@ pub enum TurnEvent {
         /// Whether it failed or was denied.
         is_error: bool,
     },
+    /// The turn cannot start yet because too many turns run (`agent.max_concurrent_turns`,
+    /// `agent.max_turns_per_user`); sent at most once, before anything else of the turn. The
+    /// turn starts by itself when a place frees up, or gives up its place when stopped.
+    Waiting(TurnWait),
     /// Something the user should know that is not part of the answer (round limit, ...).
     Notice(String),
     /// The turn failed; the message is meant for the user.
@@ -56,6 +60,40 @@ pub enum TurnEvent {
         /// Whether it was cancelled.
         cancelled: bool,
     },
+}
+
+/// Why a turn waits before it starts; its `Display` is the notice shown in the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnWait {
+    /// `running` turns run across all workstreams, the most `agent.max_concurrent_turns`
+    /// allows.
+    Busy {
+        /// Turns running.
+        running: usize,
+    },
+    /// The author already has `running` turns, the most `agent.max_turns_per_user` allows.
+    UserBusy {
+        /// The author's turns running.
+        running: usize,
+    },
+}
+
+impl std::fmt::Display for TurnWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            TurnWait::Busy { running } => write!(
+                f,
+                "waiting: {running} turn{} running; this one starts when one ends",
+                if running == 1 { " is" } else { "s are" }
+            ),
+            TurnWait::UserBusy { running } => write!(
+                f,
+                "waiting: you already have {running} turn{} running; this one starts when {} ends",
+                if running == 1 { "" } else { "s" },
+                if running == 1 { "it" } else { "one of them" }
+            ),
+        }
+    }
 }
 
 /// Receives a turn's events. Called from the turn's task; must not block.

