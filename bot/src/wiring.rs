@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
+use sandpiper_agent::agent::Host;
 use sandpiper_agent::config::{Env, ProcessEnv, Provider};
 use sandpiper_agent::mcp::{McpManager, McpOptions};
 use sandpiper_agent::model::{AnthropicModel, ChatModel, OpenAiModel};
 use sandpiper_agent::store::prompt_templates::McpPromptSpec;
 use sandpiper_agent::store::{Store, redact_url};
 use sandpiper_agent::tools::child_env::ChildEnv;
-use sandpiper_agent::agent::Host;
 use sandpiper_agent::{Agent, Config};
 
 /// Why start-up failed.
