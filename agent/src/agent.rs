@@ -673,7 +673,7 @@ impl Agent {
         }
         self.inner
             .store
-            .close_pending_approvals(&ws.key, "cancelled")
+            .close_pending_approvals(&ws.key, crate::store::approvals::ApprovalStatus::Cancelled)
             .await?;
         Ok(())
     }

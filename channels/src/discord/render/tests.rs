@@ -43,7 +43,7 @@ fn a_batch_card_with_one_decided_row_and_a_long_preview() {
         "discord:1",
     );
     let mut decided = card.rows[0].clone();
-    decided.status = "denied".into();
+    decided.status = ApprovalStatus::Denied;
     decided.decided_by = Some("alice".into());
     decided.feedback = Some("not on a Friday".into());
     decided.decided_at = Some(1_700_000_000_000);
