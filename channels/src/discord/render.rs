@@ -5,9 +5,9 @@
 use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id};
 use sandpiper_agent::store::approvals::ApprovalStatus;
 use serenity::all::{
-    ActionRowComponent, ButtonStyle, CreateActionRow, CreateAllowedMentions, CreateButton,
-    CreateEmbed, CreateInteractionResponseMessage, CreateMessage, EditInteractionResponse,
-    EditMessage, Message,
+    ActionRowComponent, ButtonStyle, ChannelId, CreateActionRow, CreateAllowedMentions,
+    CreateButton, CreateEmbed, CreateInteractionResponseMessage, CreateMessage,
+    EditInteractionResponse, EditMessage, Message,
 };
 
 use crate::card::{ApprovalCard, outcome_line, preview};
@@ -85,9 +85,11 @@ pub fn stop_id(channel: u64) -> String {
     format!("stop:{channel}")
 }
 
-/// The channel a Stop button names.
-pub fn parse_stop_id(id: &str) -> Option<u64> {
-    id.strip_prefix("stop:")?.parse().ok()
+/// The channel a Stop button names; `None` for anything else, including channel 0, which no
+/// Discord channel has (the id is not trusted: it comes back from the client).
+pub fn parse_stop_id(id: &str) -> Option<ChannelId> {
+    let channel: std::num::NonZeroU64 = id.strip_prefix("stop:")?.parse().ok()?;
+    Some(ChannelId::from(channel))
 }
 
 /// Custom id of Approve all (`approve = true`) / Deny all on a card whose first request is

@@ -83,7 +83,8 @@ fn a_long_answer_split_at_the_limit_keeps_code_blocks_whole() {
 
 #[test]
 fn ids_round_trip_and_the_live_answer_has_a_stop_button() {
-    assert_eq!(parse_stop_id(&stop_id(42)), Some(42));
+    assert_eq!(parse_stop_id(&stop_id(42)), Some(ChannelId::new(42)));
+    assert_eq!(parse_stop_id("stop:0"), None);
     assert_eq!(parse_all_id(&all_id("ap_1", false)), Some(false));
     assert_eq!(
         parse_note_modal_id(&note_modal_id("ap_1", ClickAction::DenyWithNote)),
