@@ -33,8 +33,14 @@ impl Server {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
-            sandpiper::http_server::run("127.0.0.1:0".parse().unwrap(), router, &limits, stop, tx)
-                .await
+            sandpiper::http_server::run(
+                "127.0.0.1:0".parse().expect("an address"),
+                router,
+                &limits,
+                stop,
+                tx,
+            )
+            .await
         });
         let addr = rx.await.expect("server bound");
         Self {
@@ -49,8 +55,8 @@ impl Server {
         tokio::time::timeout(WAIT, self.task)
             .await
             .expect("the server stops")
-            .unwrap()
-            .unwrap();
+            .expect("the server task does not panic")
+            .expect("the server ends without an error");
     }
 }
 
@@ -65,13 +71,13 @@ fn limits(header_read_timeout: Duration, max_connections: usize) -> ServerConfig
 
 /// Sends `request` on a fresh connection and returns the whole answer (the server closes).
 async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(request).await.unwrap();
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request).await.expect("send the request");
     let mut out = Vec::new();
     tokio::time::timeout(WAIT, s.read_to_end(&mut out))
         .await
         .expect("an answer")
-        .unwrap();
+        .expect("read the answer");
     String::from_utf8_lossy(&out).into_owned()
 }
 
