@@ -364,14 +364,6 @@ impl Agent {
         }))
     }
 
-    /// Whether the workstream has tool calls waiting for decisions that no running turn will
-    /// collect (sandpiper restarted while it waited).
-    pub async fn has_interrupted_batch(&self, workstream: &str) -> Result<bool, AgentError> {
-        let handle = self.inner.workstreams.get(workstream, None).await?;
-        let ws = handle.lock().await;
-        Ok(!crate::resume::unanswered_calls(&ws.history).is_empty())
-    }
-
     /// Resumes a turn interrupted while it waited for approval: runs the dangling tool calls
     /// with the decisions stored for them, then lets the model go on as in a normal turn.
     /// Does nothing (and returns `None`) when nothing is dangling.
@@ -739,7 +731,7 @@ impl Agent {
         }
         self.inner
             .store
-            .close_pending_approvals(&ws.key, "cancelled")
+            .close_pending_approvals(&ws.key, crate::store::approvals::ApprovalStatus::Cancelled)
             .await?;
         Ok(())
     }

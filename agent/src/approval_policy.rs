@@ -150,7 +150,7 @@ fn is_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
 
 /// A decided request cannot be decided again.
 fn still_pending(ctx: &ClickContext<'_>, _who: &Clicker<'_>, _a: ClickAction) -> Ruling {
-    if ctx.request.status == "pending" {
+    if ctx.request.status.is_pending() {
         Ruling::Allow
     } else {
         Ruling::Deny(format!(
@@ -206,9 +206,10 @@ fn approver_required_for_tool(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::approvals::ApprovalStatus;
     use pretty_assertions::assert_eq;
 
-    fn record(status: &str) -> ApprovalRecord {
+    fn record(status: ApprovalStatus) -> ApprovalRecord {
         ApprovalRecord {
             id: "ap_1f2e".into(),
             workstream: "discord:1".into(),
@@ -217,7 +218,7 @@ mod tests {
             header: "bash: ls".into(),
             preview: "ls".into(),
             requested_by: Some("alice".into()),
-            status: status.into(),
+            status,
             decided_by: None,
             feedback: None,
             decided_at: None,
@@ -251,7 +252,7 @@ mod tests {
     /// Who may do what, as one table: each person against each action, for a request that
     /// bob's message caused in alice's thread.
     fn table(require_approver_for: &[String]) -> Vec<(&'static str, ClickAction, bool)> {
-        let mut rec = record("pending");
+        let mut rec = record(ApprovalStatus::Pending);
         rec.requested_by = Some("bob".into());
         let approver_roles = vec!["ops".to_owned()];
         let ctx = ClickContext {
@@ -346,7 +347,7 @@ mod tests {
 
     #[test]
     fn each_refusal_says_why() {
-        let rec = record("pending");
+        let rec = record(ApprovalStatus::Pending);
         let roles = vec!["ops".to_owned()];
         let guarded = vec!["bash".to_owned()];
         let ctx = ClickContext {
@@ -389,7 +390,7 @@ mod tests {
 
     #[test]
     fn a_workstream_without_an_owner_is_decided_by_approvers_only() {
-        let rec = record("pending");
+        let rec = record(ApprovalStatus::Pending);
         let roles = vec!["ops".to_owned()];
         let ctx = ClickContext {
             request: &rec,
@@ -417,7 +418,7 @@ mod tests {
 
     #[test]
     fn a_decided_request_stays_decided() {
-        let rec = record("approved");
+        let rec = record(ApprovalStatus::Approved);
         let ctx = ClickContext {
             request: &rec,
             owner: Some("alice"),

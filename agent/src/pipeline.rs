@@ -26,7 +26,7 @@ use crate::model::{Message, ToolCall};
 use crate::protocol::{
     ApprovalItem, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
 };
-use crate::store::approvals::ApprovalRecord;
+use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
@@ -239,7 +239,7 @@ impl Batch<'_> {
                     header: prepared.header.clone(),
                     preview: prepared.preview.clone(),
                     requested_by: self.requested_by.map(str::to_owned),
-                    status: "pending".into(),
+                    status: ApprovalStatus::Pending,
                     decided_by: None,
                     feedback: None,
                     decided_at: None,
@@ -262,15 +262,37 @@ impl Batch<'_> {
             return Ok((Vec::new(), false));
         }
         let requests: Vec<ApprovalItem> = asked.iter().map(|(_, a)| a.clone()).collect();
-        let (decisions, status_override) = self.ask(&requests).await;
+        // Nobody decided (timeout, stopped turn): every request is closed with that status.
+        let (mut decisions, closed) = match self.ask(&requests).await {
+            AskOutcome::Decided(d) => (d.into_iter(), None),
+            AskOutcome::TimedOut => (Vec::new().into_iter(), Some(ApprovalStatus::TimedOut)),
+            AskOutcome::Cancelled => (Vec::new().into_iter(), Some(ApprovalStatus::Cancelled)),
+        };
         let mut new_grants = Vec::new();
         let mut denied = false;
-        for ((i, request), decision) in asked.into_iter().zip(decisions) {
-            let status = status_override.unwrap_or(decision.verdict.as_str());
+        for (i, request) in asked {
+            let item = &mut items[i];
+            if let Some(status) = closed {
+                self.store
+                    .decide_approval(&request.request_id, status, None, None)
+                    .await?;
+                let text = if status == ApprovalStatus::Cancelled {
+                    "cancelled: the turn was stopped before this call was approved".into()
+                } else {
+                    denied = true;
+                    format!(
+                        "denied: no decision within {}; the call did not run",
+                        human(self.approval_timeout)
+                    )
+                };
+                item.stage = Stage::Done { text };
+                continue;
+            }
+            let decision = decisions.next().unwrap_or_else(|| Decision::deny(None));
             self.store
                 .decide_approval(
                     &request.request_id,
-                    status,
+                    ApprovalStatus::from(decision.verdict),
                     decision.decided_by.as_deref(),
                     decision.feedback.as_deref(),
                 )
@@ -285,66 +307,42 @@ impl Batch<'_> {
                     .await?;
                 new_grants.push(request.name.clone());
             }
-            let item = &mut items[i];
-            match (&decision.verdict, status_override) {
-                (_, Some("cancelled")) => {
-                    item.stage = Stage::Done {
-                        text: "cancelled: the turn was stopped before this call was approved"
-                            .into(),
-                    }
-                }
-                (_, Some(_)) => {
-                    denied = true;
-                    item.stage = Stage::Done {
-                        text: format!(
-                            "denied: no decision within {}; the call did not run",
-                            human(self.approval_timeout)
-                        ),
-                    }
-                }
-                (Verdict::Deny, None) => {
-                    denied = true;
-                    item.stage = Stage::Done {
-                        text: denial_text(&decision),
-                    }
-                }
-                (_, None) => {
-                    if let Stage::Ready { note, .. } = &mut item.stage {
-                        *note = decision.feedback.as_ref().map(|f| {
-                            let who = decision.decided_by.as_deref().unwrap_or("the user");
-                            format!("[approved by {who} with a note: {f}]\n")
-                        });
-                    }
-                }
+            if decision.verdict == Verdict::Deny {
+                denied = true;
+                item.stage = Stage::Done {
+                    text: denial_text(&decision),
+                };
+            } else if let Stage::Ready { note, .. } = &mut item.stage {
+                *note = decision.feedback.as_ref().map(|f| {
+                    let who = decision.decided_by.as_deref().unwrap_or("the user");
+                    format!("[approved by {who} with a note: {f}]\n")
+                });
             }
         }
         Ok((new_grants, denied))
     }
 
     /// One round-trip to the approver, bounded by the timeout and the turn's cancellation.
-    /// Returns one decision per request, and a status that overrides them all (timed out,
-    /// cancelled).
-    async fn ask(&self, requests: &[ApprovalItem]) -> (Vec<Decision>, Option<&'static str>) {
-        let denied = || vec![Decision::deny(None); requests.len()];
+    async fn ask(&self, requests: &[ApprovalItem]) -> AskOutcome {
         let wait = self.approver.approve(requests);
         let cancel = self.tool_ctx.cancel.clone();
         let decided = if self.approval_timeout.is_zero() {
             tokio::select! {
                 d = wait => Some(d),
-                () = cancel.cancelled() => return (denied(), Some("cancelled")),
+                () = cancel.cancelled() => return AskOutcome::Cancelled,
             }
         } else {
             tokio::select! {
                 d = tokio::time::timeout(self.approval_timeout, wait) => d.ok(),
-                () = cancel.cancelled() => return (denied(), Some("cancelled")),
+                () = cancel.cancelled() => return AskOutcome::Cancelled,
             }
         };
         match decided {
             Some(mut d) => {
                 d.resize(requests.len(), Decision::deny(None));
-                (d, None)
+                AskOutcome::Decided(d)
             }
-            None => (denied(), Some("timed_out")),
+            None => AskOutcome::TimedOut,
         }
     }
 
@@ -505,6 +503,17 @@ fn view(item: &Item<'_>) -> ToolCallView {
 
 /// `denied by alice: use the staging db`, `denied by alice`, `denied: reason`, or
 /// `denied by the user`.
+/// How one round-trip to the approver ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum AskOutcome {
+    /// The approver answered: one decision per request, in request order.
+    Decided(Vec<Decision>),
+    /// Nobody decided within the approval timeout: no request runs, each is a refusal.
+    TimedOut,
+    /// The turn was stopped while waiting: no request runs.
+    Cancelled,
+}
+
 fn denial_text(d: &Decision) -> String {
     let who = d.decided_by.as_deref();
     let feedback = d

@@ -137,15 +137,6 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Stored status name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Approve => "approved",
-            Verdict::Deny => "denied",
-            Verdict::AlwaysAllow => "always",
-        }
-    }
-
     /// Whether the call runs.
     pub fn runs(self) -> bool {
         !matches!(self, Verdict::Deny)

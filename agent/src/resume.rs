@@ -7,6 +7,7 @@
 use crate::model::{Message, Role, ToolCall};
 use crate::protocol::{ApprovalItem, Approver, Decision, Verdict};
 use crate::store::Store;
+use crate::store::approvals::ApprovalStatus;
 
 /// The tool calls of the last assistant message that have no result yet.
 pub fn unanswered_calls(history: &[Message]) -> Vec<ToolCall> {
@@ -61,10 +62,13 @@ impl Approver for StoredDecisions {
                 .flatten();
             let decision = match decided {
                 Some(r) => Decision {
-                    verdict: match r.status.as_str() {
-                        "approved" => Verdict::Approve,
-                        "always" => Verdict::AlwaysAllow,
-                        _ => Verdict::Deny,
+                    verdict: match r.status {
+                        ApprovalStatus::Approved => Verdict::Approve,
+                        ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
+                        ApprovalStatus::Pending
+                        | ApprovalStatus::Denied
+                        | ApprovalStatus::TimedOut
+                        | ApprovalStatus::Cancelled => Verdict::Deny,
                     },
                     feedback: r.feedback,
                     decided_by: r.decided_by,

@@ -4,7 +4,7 @@
 //! requests, so a card can be updated after a restart.
 
 use sandpiper_agent::protocol::ApprovalItem;
-use sandpiper_agent::store::approvals::ApprovalRecord;
+use sandpiper_agent::store::approvals::{ApprovalRecord, ApprovalStatus};
 
 use crate::visible;
 
@@ -39,7 +39,7 @@ impl ApprovalCard {
                     header: i.header.clone(),
                     preview: i.preview.clone(),
                     requested_by: None,
-                    status: "pending".into(),
+                    status: ApprovalStatus::Pending,
                     decided_by: None,
                     feedback: None,
                     decided_at: None,
@@ -51,20 +51,13 @@ impl ApprovalCard {
 
     /// Whether any row still waits.
     pub fn any_pending(&self) -> bool {
-        self.rows.iter().any(|r| r.status == "pending")
+        self.rows.iter().any(|r| r.status.is_pending())
     }
 
     /// Replaces the row of `record.id` with `record`.
     pub fn update(&mut self, record: &ApprovalRecord) {
         if let Some(row) = self.rows.iter_mut().find(|r| r.id == record.id) {
             *row = record.clone();
-        }
-    }
-
-    /// Marks every pending row with `status` (a timeout, a stopped turn).
-    pub fn close_pending(&mut self, status: &str) {
-        for row in self.rows.iter_mut().filter(|r| r.status == "pending") {
-            row.status = status.into();
         }
     }
 
@@ -106,14 +99,17 @@ pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
         .as_deref()
         .map(|f| format!(" — note: \"{f}\""))
         .unwrap_or_default();
-    let line = match row.status.as_str() {
-        "pending" => return None,
-        "approved" => format!("✅ Approved{by}{at}{note}"),
-        "always" => format!("✅ Always allowed{by}{at} (this tool, in this thread){note}"),
-        "denied" => format!("⛔ Denied{by}{at}{note}"),
-        "timed_out" => format!("⌛ Denied: no decision within {timeout}{at}"),
-        "cancelled" => format!("⏹️ Not run: the turn that asked was stopped or is gone{at}"),
-        other => format!("{other}{by}{at}"),
+    let line = match row.status {
+        ApprovalStatus::Pending => return None,
+        ApprovalStatus::Approved => format!("✅ Approved{by}{at}{note}"),
+        ApprovalStatus::AlwaysAllowed => {
+            format!("✅ Always allowed{by}{at} (this tool, in this thread){note}")
+        }
+        ApprovalStatus::Denied => format!("⛔ Denied{by}{at}{note}"),
+        ApprovalStatus::TimedOut => format!("⌛ Denied: no decision within {timeout}{at}"),
+        ApprovalStatus::Cancelled => {
+            format!("⏹️ Not run: the turn that asked was stopped or is gone{at}")
+        }
     };
     Some(line)
 }
@@ -176,7 +172,7 @@ mod tests {
         .rows
         .remove(0);
         assert_eq!(outcome_line(&row, "30 min"), None);
-        row.status = "denied".into();
+        row.status = ApprovalStatus::Denied;
         row.decided_by = Some("alice".into());
         row.feedback = Some("use staging".into());
         row.decided_at = Some(1_700_000_000_000);

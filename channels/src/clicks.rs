@@ -4,7 +4,7 @@
 
 use sandpiper_agent::approval_policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
 use sandpiper_agent::protocol::{Decision, Verdict};
-use sandpiper_agent::store::approvals::ApprovalRecord;
+use sandpiper_agent::store::approvals::{ApprovalRecord, ApprovalStatus};
 use sandpiper_agent::{Agent, AgentError};
 
 use crate::live::LiveApprovals;
@@ -67,7 +67,7 @@ pub async fn decide(
     let Some(record) = store.get_approval(click.request_id).await? else {
         return Ok(ClickOutcome::Unknown);
     };
-    if record.status == "cancelled" {
+    if record.status == ApprovalStatus::Cancelled {
         // The turn that asked was stopped or is gone: the card should say so.
         return Ok(ClickOutcome::Gone(record));
     }
@@ -113,7 +113,7 @@ pub async fn decide(
     if interrupted && expired {
         // Nobody enforced the timeout while sandpiper was down: it applies now.
         store
-            .decide_approval(&record.id, "timed_out", None, None)
+            .decide_approval(&record.id, ApprovalStatus::TimedOut, None, None)
             .await?;
         let resume = batch_decided(agent, &record.workstream).await?;
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
@@ -121,7 +121,7 @@ pub async fn decide(
     }
     if !live_turn && !interrupted {
         store
-            .decide_approval(&record.id, "cancelled", None, None)
+            .decide_approval(&record.id, ApprovalStatus::Cancelled, None, None)
             .await?;
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
         return Ok(ClickOutcome::Gone(record));
@@ -134,7 +134,7 @@ pub async fn decide(
     let first = store
         .decide_approval(
             &record.id,
-            decision.verdict.as_str(),
+            ApprovalStatus::from(decision.verdict),
             decision.decided_by.as_deref(),
             decision.feedback.as_deref(),
         )
@@ -147,7 +147,7 @@ pub async fn decide(
     tracing::info!(
         request = %record.id,
         workstream = %record.workstream,
-        decision = decision.verdict.as_str(),
+        decision = %ApprovalStatus::from(decision.verdict),
         by = click.username,
         "approval decided"
     );
@@ -236,7 +236,10 @@ pub async fn decide_all(
                 continue;
             }
         };
-        if record.status != "pending" && record.status != "cancelled" {
+        if !matches!(
+            record.status,
+            ApprovalStatus::Pending | ApprovalStatus::Cancelled
+        ) {
             // Decided before this click: nothing to do, nothing refused.
             continue;
         }
@@ -278,7 +281,7 @@ fn store_failure(header: &str, e: &dyn std::fmt::Display) -> Refusal {
 
 /// Whether `record` asks about a call of a turn interrupted by a restart.
 async fn interrupted_call(agent: &Agent, record: &ApprovalRecord) -> Result<bool, AgentError> {
-    if record.status != "pending" {
+    if !record.status.is_pending() {
         return Ok(false);
     }
     let history = agent.history(&record.workstream).await?;
@@ -295,7 +298,7 @@ async fn batch_decided(agent: &Agent, workstream: &str) -> Result<bool, AgentErr
             .store()
             .approval_for_call(workstream, &call.id)
             .await?
-            && r.status == "pending"
+            && r.status.is_pending()
         {
             return Ok(false);
         }

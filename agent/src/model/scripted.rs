@@ -13,7 +13,6 @@ pub struct ScriptedModel {
     script: Mutex<VecDeque<Vec<ModelEvent>>>,
     original: Vec<Vec<ModelEvent>>,
     cycle: bool,
-    seen: Mutex<Vec<usize>>,
 }
 
 impl ScriptedModel {
@@ -34,7 +33,6 @@ impl ScriptedModel {
             script: Mutex::new(original.iter().cloned().collect()),
             original,
             cycle: false,
-            seen: Mutex::new(Vec::new()),
         }
     }
 
@@ -58,19 +56,11 @@ impl ScriptedModel {
             arguments: arguments.to_owned(),
         }]
     }
-
-    /// How many messages each request carried.
-    pub fn history_lengths(&self) -> Vec<usize> {
-        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
-    }
 }
 
 #[async_trait::async_trait]
 impl ChatModel for ScriptedModel {
-    async fn stream(&self, request: ChatRequest<'_>) -> Result<ModelStream, ModelError> {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.push(request.messages.len());
-        }
+    async fn stream(&self, _request: ChatRequest<'_>) -> Result<ModelStream, ModelError> {
         let next = {
             let mut script = self
                 .script

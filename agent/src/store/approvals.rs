@@ -1,7 +1,87 @@
 //! The `tool_approvals` table (every approval request and its decision, so that a platform
 //! button can be checked against the stored request) and `tool_grants` (always-allow).
 
+use std::fmt;
+use std::str::FromStr;
+
 use super::{Store, StoreError, now_ms};
+use crate::protocol::Verdict;
+
+/// Where an approval request stands. Stored as text in `tool_approvals.status`; the strings
+/// ([`ApprovalStatus::as_str`]) are the ones rows have always had, so old databases read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApprovalStatus {
+    /// Asked, nobody decided yet.
+    Pending,
+    /// A person approved the call.
+    Approved,
+    /// A person denied the call.
+    Denied,
+    /// A person approved the call and every later call of its tool in the workstream.
+    AlwaysAllowed,
+    /// Nobody decided within the approval timeout; the call did not run.
+    TimedOut,
+    /// The turn that asked was stopped or is gone; the call did not run.
+    Cancelled,
+}
+
+impl ApprovalStatus {
+    /// The stored text (`pending`, `approved`, `denied`, `always`, `timed_out`, `cancelled`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::AlwaysAllowed => "always",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the request still waits for a decision.
+    pub const fn is_pending(self) -> bool {
+        matches!(self, Self::Pending)
+    }
+}
+
+impl fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `tool_approvals.status` text no [`ApprovalStatus`] has: the row was written by something
+/// else (or a newer sandpiper). The caller reports the row as corrupt rather than guess.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown approval status `{0}`")]
+pub struct UnknownApprovalStatus(pub String);
+
+impl FromStr for ApprovalStatus {
+    type Err = UnknownApprovalStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "pending" => Self::Pending,
+            "approved" => Self::Approved,
+            "denied" => Self::Denied,
+            "always" => Self::AlwaysAllowed,
+            "timed_out" => Self::TimedOut,
+            "cancelled" => Self::Cancelled,
+            other => return Err(UnknownApprovalStatus(other.to_owned())),
+        })
+    }
+}
+
+impl From<Verdict> for ApprovalStatus {
+    /// The status a person's decision is stored as.
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Approve => Self::Approved,
+            Verdict::Deny => Self::Denied,
+            Verdict::AlwaysAllow => Self::AlwaysAllowed,
+        }
+    }
+}
 
 /// A stored approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +100,8 @@ pub struct ApprovalRecord {
     pub preview: String,
     /// Who started the turn.
     pub requested_by: Option<String>,
-    /// `pending`, `approved`, `denied`, `always`, `timed_out` or `cancelled`.
-    pub status: String,
+    /// Where the request stands.
+    pub status: ApprovalStatus,
     /// Who decided.
     pub decided_by: Option<String>,
     /// Feedback typed with the decision.
@@ -50,7 +130,8 @@ type Row = (
 const COLUMNS: &str = "id, workstream, call_id, tool, header, preview, requested_by, status, \
                        decided_by, feedback, decided_at, created_at";
 
-fn record(row: Row) -> ApprovalRecord {
+/// A row as a record; an unknown status is [`StoreError::Corrupt`], never a guess.
+fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
     let (
         id,
         workstream,
@@ -65,7 +146,14 @@ fn record(row: Row) -> ApprovalRecord {
         decided_at,
         created_at,
     ) = row;
-    ApprovalRecord {
+    let status = status.parse().map_err(|e: UnknownApprovalStatus| {
+        tracing::error!(request = %id, status = %e.0, "approval row with an unknown status");
+        StoreError::Corrupt {
+            table: "tool_approvals",
+            message: format!("request {id}: {e}"),
+        }
+    })?;
+    Ok(ApprovalRecord {
         id,
         workstream,
         call_id,
@@ -78,7 +166,7 @@ fn record(row: Row) -> ApprovalRecord {
         feedback,
         decided_at,
         created_at,
-    }
+    })
 }
 
 impl Store {
@@ -95,7 +183,7 @@ impl Store {
         .bind(&r.header)
         .bind(&r.preview)
         .bind(r.requested_by.as_deref())
-        .bind(&r.status)
+        .bind(r.status.as_str())
         .bind(now_ms())
         .execute(self.pool())
         .await?;
@@ -107,7 +195,7 @@ impl Store {
     pub async fn decide_approval(
         &self,
         id: &str,
-        status: &str,
+        status: ApprovalStatus,
         decided_by: Option<&str>,
         feedback: Option<&str>,
     ) -> Result<bool, StoreError> {
@@ -115,7 +203,7 @@ impl Store {
             "UPDATE tool_approvals SET status = $1, decided_by = $2, feedback = $3, \
              decided_at = $4 WHERE id = $5 AND status = 'pending'",
         )
-        .bind(status)
+        .bind(status.as_str())
         .bind(decided_by)
         .bind(feedback)
         .bind(now_ms())
@@ -133,7 +221,7 @@ impl Store {
         .bind(id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(record))
+        row.map(record).transpose()
     }
 
     /// The latest request about a tool call (a call is asked about again after a restart).
@@ -150,7 +238,7 @@ impl Store {
         .bind(call_id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(record))
+        row.map(record).transpose()
     }
 
     /// The latest *decided* request about a tool call.
@@ -167,21 +255,21 @@ impl Store {
         .bind(call_id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(record))
+        row.map(record).transpose()
     }
 
-    /// Marks every pending request of a workstream `status` (`cancelled` when the turn that
-    /// asked is gone). Returns how many changed.
+    /// Marks every pending request of a workstream `status` ([`ApprovalStatus::Cancelled`]
+    /// when the turn that asked is gone). Returns how many changed.
     pub async fn close_pending_approvals(
         &self,
         workstream: &str,
-        status: &str,
+        status: ApprovalStatus,
     ) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "UPDATE tool_approvals SET status = $1, decided_at = $2 \
              WHERE workstream = $3 AND status = 'pending'",
         )
-        .bind(status)
+        .bind(status.as_str())
         .bind(now_ms())
         .bind(workstream)
         .execute(self.pool())
@@ -237,7 +325,7 @@ mod tests {
             header: "bash: ls".into(),
             preview: "ls".into(),
             requested_by: Some("alice".into()),
-            status: "pending".into(),
+            status: ApprovalStatus::Pending,
             decided_by: None,
             feedback: None,
             decided_at: None,
@@ -246,23 +334,23 @@ mod tests {
         store.create_approval(&rec).await.unwrap();
         assert!(
             store
-                .decide_approval("ap1", "denied", Some("alice"), Some("no"))
+                .decide_approval("ap1", ApprovalStatus::Denied, Some("alice"), Some("no"))
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .decide_approval("ap1", "approved", Some("mallory"), None)
+                .decide_approval("ap1", ApprovalStatus::Approved, Some("mallory"), None)
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .decide_approval("nope", "approved", None, None)
+                .decide_approval("nope", ApprovalStatus::Approved, None, None)
                 .await
                 .unwrap()
         );
-        rec.status = "denied".into();
+        rec.status = ApprovalStatus::Denied;
         rec.decided_by = Some("alice".into());
         rec.feedback = Some("no".into());
         let stored = store.get_approval("ap1").await.unwrap().unwrap();
@@ -272,6 +360,47 @@ mod tests {
         rec.created_at = stored.created_at;
         assert_eq!(stored, rec);
         assert_eq!(store.approval_for_call("w", "c1").await.unwrap(), Some(rec));
+    }
+
+    #[test]
+    fn statuses_keep_their_stored_text() {
+        use ApprovalStatus::*;
+        for (status, text) in [
+            (Pending, "pending"),
+            (Approved, "approved"),
+            (Denied, "denied"),
+            (AlwaysAllowed, "always"),
+            (TimedOut, "timed_out"),
+            (Cancelled, "cancelled"),
+        ] {
+            assert_eq!(status.as_str(), text);
+            assert_eq!(text.parse::<ApprovalStatus>(), Ok(status));
+        }
+        assert_eq!(
+            "always_allowed".parse::<ApprovalStatus>(),
+            Err(UnknownApprovalStatus("always_allowed".into()))
+        );
+        assert_eq!(ApprovalStatus::from(Verdict::AlwaysAllow), AlwaysAllowed);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_stored_status_is_a_corrupt_row_not_a_panic() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", None).await.unwrap();
+        sqlx::query(
+            "INSERT INTO tool_approvals (id, workstream, call_id, tool, header, preview, \
+             status, created_at) VALUES ('ap9', 'w', 'c9', 'bash', 'h', 'p', 'maybe', 1)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let err = store.get_approval("ap9").await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt { table: "tool_approvals", message }
+                if message.contains("maybe")),
+            "{err}"
+        );
+        assert!(store.approval_for_call("w", "c9").await.is_err());
     }
 
     #[tokio::test]

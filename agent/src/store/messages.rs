@@ -86,32 +86,6 @@ impl Store {
         row.map(decode).transpose()
     }
 
-    /// Copies a workstream's history into a new workstream `to` (a fork), in one statement.
-    pub async fn fork_workstream(&self, from: &str, to: &str) -> Result<(), StoreError> {
-        let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        sqlx::query(
-            "INSERT INTO workstreams (key, owner, created_at, updated_at) \
-             SELECT $1, owner, $2, $2 FROM workstreams WHERE key = $3",
-        )
-        .bind(to)
-        .bind(now)
-        .bind(from)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO messages (workstream, seq, role, content, tool_calls, tool_call_id, \
-             name, images, author, created_at) SELECT $1, seq, role, content, tool_calls, \
-             tool_call_id, name, images, author, created_at FROM messages WHERE workstream = $2",
-        )
-        .bind(to)
-        .bind(from)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// Rewinds a workstream to its first `len` messages (later ones are deleted).
     pub async fn rewind_workstream(&self, workstream: &str, len: i64) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM messages WHERE workstream = $1 AND seq >= $2")
@@ -202,25 +176,6 @@ mod tests {
         }
         assert_eq!(store.load_messages("w").await.unwrap(), msgs);
         assert_eq!(store.load_messages("other").await.unwrap(), vec![]);
-    }
-
-    #[tokio::test]
-    async fn a_fork_copies_the_history() {
-        let store = Store::memory().await.unwrap();
-        store.ensure_workstream("a", Some("alice")).await.unwrap();
-        for (i, text) in ["one", "two"].iter().enumerate() {
-            store
-                .append_message("a", i as i64, &Message::user(*text), None)
-                .await
-                .unwrap();
-        }
-        store.fork_workstream("a", "b").await.unwrap();
-        assert_eq!(
-            store.load_messages("b").await.unwrap(),
-            store.load_messages("a").await.unwrap()
-        );
-        let row = store.ensure_workstream("b", None).await.unwrap();
-        assert_eq!(row.owner.as_deref(), Some("alice"));
     }
 
     #[tokio::test]

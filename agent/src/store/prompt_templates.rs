@@ -47,25 +47,6 @@ pub struct TemplateSync {
     pub skipped: Vec<String>,
 }
 
-/// Why a template could not be changed.
-#[derive(Debug, thiserror::Error)]
-pub enum TemplateError {
-    /// MCP templates are managed by their server.
-    #[error("template `{name}` is read-only: it comes from MCP server `{server}`")]
-    ReadOnly {
-        /// Template.
-        name: String,
-        /// Server.
-        server: String,
-    },
-    /// No such template.
-    #[error("no template named `{0}`")]
-    NotFound(String),
-    /// The database failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 type Row = (
     String,
     Option<String>,
@@ -104,8 +85,10 @@ impl Store {
     }
 
     /// Creates or replaces a manual template. An MCP template of that name is replaced: the
-    /// manual one wins.
-    pub async fn save_manual_template(
+    /// manual one wins. Nothing in sandpiper writes manual templates yet (no command does), so
+    /// this exists for the tests of that rule.
+    #[cfg(test)]
+    pub(crate) async fn save_manual_template(
         &self,
         name: &str,
         content: &str,
@@ -124,28 +107,6 @@ impl Store {
         .bind(now)
         .execute(self.pool())
         .await?;
-        Ok(())
-    }
-
-    /// Deletes a manual template; MCP templates are read-only.
-    pub async fn delete_template(&self, name: &str) -> Result<(), TemplateError> {
-        let found = self
-            .prompt_templates()
-            .await?
-            .into_iter()
-            .find(|t| t.name == name)
-            .ok_or_else(|| TemplateError::NotFound(name.to_owned()))?;
-        if found.readonly {
-            return Err(TemplateError::ReadOnly {
-                name: found.name,
-                server: found.mcp_server.unwrap_or_default(),
-            });
-        }
-        sqlx::query("DELETE FROM prompt_templates WHERE name = $1 AND readonly = 0")
-            .bind(name)
-            .execute(self.pool())
-            .await
-            .map_err(StoreError::from)?;
         Ok(())
     }
 
@@ -263,15 +224,13 @@ mod tests {
             ("mcp", Some("srv"), true)
         );
         assert_eq!(all[1].content, "our own review prompt");
-        let err = store.delete_template("mcp__srv__greet").await.unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "template `mcp__srv__greet` is read-only: it comes from MCP server `srv`"
-        );
         let gone = store.sync_mcp_templates("srv", &[]).await.unwrap();
         assert_eq!(gone.removed, ["mcp__srv__greet"]);
-        assert_eq!(store.prompt_templates().await.unwrap().len(), 1);
-        store.delete_template("mcp__srv__review").await.unwrap();
-        assert!(store.prompt_templates().await.unwrap().is_empty());
+        let left = store.prompt_templates().await.unwrap();
+        assert_eq!(
+            left.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["mcp__srv__review"],
+            "a server's sync never removes a manual template"
+        );
     }
 }

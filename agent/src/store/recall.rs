@@ -255,11 +255,22 @@ mod tests {
             .unwrap();
         assert_eq!(find(&store, "marmalade", Some("al"), "a").await, []);
         assert_eq!(find(&store, "quince", None, "a").await, at(&[("a", 0)]));
-        store.fork_workstream("a", "b").await.unwrap();
+        // A bulk copy (INSERT … SELECT, a fork) is indexed like single inserts.
+        store.ensure_workstream("b", Some("al")).await.unwrap();
+        sqlx::query(
+            "INSERT INTO messages (workstream, seq, role, content, tool_calls, tool_call_id, \
+             name, images, author, created_at) SELECT 'b', seq, role, content, tool_calls, \
+             tool_call_id, name, images, author, created_at FROM messages WHERE workstream = 'a'",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
         assert_eq!(find(&store, "quince", None, "b").await, at(&[("b", 0)]));
         integrity_check(&store).await;
-        store.delete_workstream("a").await.unwrap();
-        store.delete_workstream("b").await.unwrap();
+        sqlx::query("DELETE FROM messages WHERE workstream IN ('a', 'b')")
+            .execute(store.pool())
+            .await
+            .unwrap();
         assert_eq!(find(&store, "quince", Some("al"), "b").await, []);
         integrity_check(&store).await;
     }

@@ -58,25 +58,6 @@ impl Store {
         })
     }
 
-    /// Deletes a workstream with its messages, approval requests and grants.
-    pub async fn delete_workstream(&self, key: &str) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
-        for table in ["messages", "tool_approvals", "tool_grants"] {
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DELETE FROM {table} WHERE workstream = $1"
-            )))
-            .bind(key)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query("DELETE FROM workstreams WHERE key = $1")
-            .bind(key)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// A workstream's row, or `None` when there is no such workstream.
     pub async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
         let row: Option<InfoRow> = sqlx::query_as(
@@ -162,7 +143,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Message;
 
     #[tokio::test]
     async fn a_redelivered_event_is_seen_once_and_old_ids_are_forgotten() {
@@ -186,26 +166,5 @@ mod tests {
         assert_eq!((info.tokens_in, info.tokens_out), (105, 21));
         assert!(info.closed_at.is_some());
         assert_eq!(store.workstream("nope").await.unwrap(), None);
-    }
-
-    #[tokio::test]
-    async fn delete_removes_everything_of_one_workstream() {
-        let store = Store::memory().await.unwrap();
-        for key in ["a", "b"] {
-            store.ensure_workstream(key, None).await.unwrap();
-            store
-                .append_message(key, 0, &Message::user("hi"), None)
-                .await
-                .unwrap();
-            store.add_grant(key, "bash", None).await.unwrap();
-        }
-        store.delete_workstream("a").await.unwrap();
-        assert_eq!(
-            store.list_workstreams().await.unwrap(),
-            vec!["b".to_owned()]
-        );
-        assert!(store.load_messages("a").await.unwrap().is_empty());
-        assert!(store.grants("a").await.unwrap().is_empty());
-        assert_eq!(store.load_messages("b").await.unwrap().len(), 1);
     }
 }

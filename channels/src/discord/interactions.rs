@@ -94,7 +94,7 @@ fn roles(member: Option<&Member>) -> Vec<String> {
 async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'_>) -> Result {
     let id = c.data.custom_id.as_str();
     if let Some(channel) = render::parse_stop_id(id) {
-        let text = stop(bot, ChannelId::new(channel.max(1)), &c.user).await?;
+        let text = stop(bot, channel, &c.user).await?;
         return reply.send(Reply::Private(text)).await;
     }
     if let Some(approve) = render::parse_all_id(id) {

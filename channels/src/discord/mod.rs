@@ -310,10 +310,10 @@ impl DiscordChannel {
         let _ = self.task.await;
     }
 
-    /// Whether a turn runs in the thread (for tests and `/health`).
+    /// Whether a turn runs in the thread (for tests and `/health`). Channel 0 names no
+    /// channel, so nothing runs there.
     pub fn is_busy(&self, channel: u64) -> bool {
-        self.bot
-            .turns
-            .is_busy(&workstream_key(ChannelId::new(channel.max(1))))
+        std::num::NonZeroU64::new(channel)
+            .is_some_and(|c| self.bot.turns.is_busy(&workstream_key(ChannelId::from(c))))
     }
 }

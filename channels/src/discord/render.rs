@@ -3,10 +3,11 @@
 //! empty on every body.
 
 use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id};
+use sandpiper_agent::store::approvals::ApprovalStatus;
 use serenity::all::{
-    ActionRowComponent, ButtonStyle, CreateActionRow, CreateAllowedMentions, CreateButton,
-    CreateEmbed, CreateInteractionResponseMessage, CreateMessage, EditInteractionResponse,
-    EditMessage, Message,
+    ActionRowComponent, ButtonStyle, ChannelId, CreateActionRow, CreateAllowedMentions,
+    CreateButton, CreateEmbed, CreateInteractionResponseMessage, CreateMessage,
+    EditInteractionResponse, EditMessage, Message,
 };
 
 use crate::card::{ApprovalCard, header, outcome_line, preview};
@@ -84,9 +85,11 @@ pub fn stop_id(channel: u64) -> String {
     format!("stop:{channel}")
 }
 
-/// The channel a Stop button names.
-pub fn parse_stop_id(id: &str) -> Option<u64> {
-    id.strip_prefix("stop:")?.parse().ok()
+/// The channel a Stop button names; `None` for anything else, including channel 0, which no
+/// Discord channel has (the id is not trusted: it comes back from the client).
+pub fn parse_stop_id(id: &str) -> Option<ChannelId> {
+    let channel: std::num::NonZeroU64 = id.strip_prefix("stop:")?.parse().ok()?;
+    Some(ChannelId::from(channel))
 }
 
 /// Custom id of Approve all (`approve = true`) / Deny all on a card whose first request is
@@ -182,7 +185,7 @@ fn tool_line(line: &ToolLine) -> String {
 
 /// An approval card.
 pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
-    let pending = card.rows.iter().filter(|r| r.status == "pending").count();
+    let pending = card.rows.iter().filter(|r| r.status.is_pending()).count();
     let content = match (card.rows.len(), pending) {
         (1, 1) => "🔐 **Approval needed**".to_owned(),
         (n, 0) => format!(
@@ -206,11 +209,11 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         if !row.preview.trim().is_empty() && row.preview.trim() != row.header.trim() {
             description.push_str(&format!("\n```\n{}\n```", preview(row.preview.trim_end())));
         }
-        let colour = match row.status.as_str() {
-            "pending" => 0xF1C40F,
-            "approved" | "always" => 0x2ECC71,
-            "denied" | "timed_out" => 0xE74C3C,
-            _ => 0x95A5A6,
+        let colour = match row.status {
+            ApprovalStatus::Pending => 0xF1C40F,
+            ApprovalStatus::Approved | ApprovalStatus::AlwaysAllowed => 0x2ECC71,
+            ApprovalStatus::Denied | ApprovalStatus::TimedOut => 0xE74C3C,
+            ApprovalStatus::Cancelled => 0x95A5A6,
         };
         if let Some(outcome) = outcome_line(row, timeout) {
             description.push_str(&format!("\n{outcome}"));
@@ -221,7 +224,7 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
                 .description(description)
                 .colour(colour),
         );
-        let done = row.status != "pending";
+        let done = !row.status.is_pending();
         let button = |action, text: &str, style| {
             CreateButton::new(button_id(&row.id, action))
                 .label(label(text))

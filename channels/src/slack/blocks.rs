@@ -116,7 +116,7 @@ fn tool_line(line: &ToolLine) -> String {
 /// buttons under each pending call, the outcome under decided ones, and Approve all / Deny
 /// all for a batch.
 pub fn card(card: &ApprovalCard, timeout: &str) -> Content {
-    let pending = card.rows.iter().filter(|r| r.status == "pending").count();
+    let pending = card.rows.iter().filter(|r| r.status.is_pending()).count();
     let title = match (card.rows.len(), pending) {
         (1, 1) => ":lock: *Approval needed*".to_owned(),
         (n, p) if p > 0 => format!(":lock: *Approval needed* — {p} of {n} calls waiting"),
@@ -234,6 +234,7 @@ pub const NOTE_BLOCK: &str = "note";
 mod tests {
     use super::*;
     use sandpiper_agent::protocol::ApprovalItem;
+    use sandpiper_agent::store::approvals::ApprovalStatus;
 
     fn item(n: usize) -> ApprovalItem {
         ApprovalItem {
@@ -249,10 +250,10 @@ mod tests {
     fn a_batch_card_and_its_decided_form() {
         let mut card = ApprovalCard::pending(&[item(1), item(2)], "slack:T:C:1.2");
         insta::assert_snapshot!("batch_card_pending", pretty(&card_json(&card)));
-        card.rows[0].status = "approved".into();
+        card.rows[0].status = ApprovalStatus::Approved;
         card.rows[0].decided_by = Some("alice".into());
         card.rows[0].decided_at = Some(1_700_000_000_000);
-        card.rows[1].status = "timed_out".into();
+        card.rows[1].status = ApprovalStatus::TimedOut;
         card.rows[1].decided_at = Some(1_700_000_000_000);
         insta::assert_snapshot!("batch_card_decided", pretty(&card_json(&card)));
         assert_eq!(

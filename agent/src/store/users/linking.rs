@@ -144,18 +144,6 @@ impl Store {
         Ok(user_from_row(row))
     }
 
-    /// Merges user `from` into user `into`: `from`'s identities and the messages it wrote
-    /// become `into`'s, its link codes go, and `from` is deleted — in one transaction. The one
-    /// place that knows every table referring to a user: tables added later (memories) join
-    /// it in `merge_users_in`, which [`Store::redeem_link_code`] runs in its own transaction.
-    /// Refuses merging a user into itself and unknown ids.
-    pub async fn merge_users(&self, from: &str, into: &str) -> Result<(), IdentityError> {
-        let mut tx = self.pool().begin().await?;
-        merge_users_in(&mut tx, from, into).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// Gives a platform identity a fresh user of its own (with a new de-duplicated username),
     /// separating it from the user it was linked to. The identity's messages stay with that
     /// user.
@@ -280,7 +268,11 @@ impl Store {
 
 type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
 
-/// [`Store::merge_users`] inside the caller's transaction.
+/// Merges user `from` into user `into` inside the caller's transaction (the one of
+/// [`Store::redeem_link_code`]): `from`'s identities and the messages it wrote become
+/// `into`'s, its link codes go, and `from` is deleted. The one place that knows every table
+/// referring to a user: tables added later (memories) join it here. Refuses merging a user
+/// into itself and unknown ids.
 async fn merge_users_in(tx: &mut Tx<'_>, from: &str, into: &str) -> Result<(), IdentityError> {
     if from == into {
         return Err(IdentityError::SameUser);

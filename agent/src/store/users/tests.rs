@@ -273,8 +273,6 @@ async fn expired_used_and_own_codes_are_refused() {
         .await
         .unwrap_err();
     assert!(matches!(err, IdentityError::CodeInvalid), "{err:?}");
-    let err = store.merge_users(&alice.id, &alice.id).await.unwrap_err();
-    assert!(matches!(err, IdentityError::SameUser), "{err:?}");
 }
 
 #[tokio::test]

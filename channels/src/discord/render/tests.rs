@@ -77,7 +77,7 @@ fn a_batch_card_with_one_decided_row_and_a_long_preview() {
         "discord:1",
     );
     let mut decided = card.rows[0].clone();
-    decided.status = "denied".into();
+    decided.status = ApprovalStatus::Denied;
     decided.decided_by = Some("alice".into());
     decided.feedback = Some("not on a Friday".into());
     decided.decided_at = Some(1_700_000_000_000);
@@ -117,7 +117,8 @@ fn a_long_answer_split_at_the_limit_keeps_code_blocks_whole() {
 
 #[test]
 fn ids_round_trip_and_the_live_answer_has_a_stop_button() {
-    assert_eq!(parse_stop_id(&stop_id(42)), Some(42));
+    assert_eq!(parse_stop_id(&stop_id(42)), Some(ChannelId::new(42)));
+    assert_eq!(parse_stop_id("stop:0"), None);
     assert_eq!(parse_all_id(&all_id("ap_1", false)), Some(false));
     assert_eq!(
         parse_note_modal_id(&note_modal_id("ap_1", ClickAction::DenyWithNote)),
