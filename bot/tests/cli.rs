@@ -64,6 +64,13 @@ async fn chat_runs_a_scripted_session_from_piped_stdin() {
     // The default database was created next to where it ran; the tool ran in the
     // workstream's own directory under ./workstreams, which does not hold the database.
     assert!(dir.path().join("sandpiper.db").exists());
+    // Every conversation is in it: readable by its owner only, with its WAL and shared memory.
+    for file in ["sandpiper.db", "sandpiper.db-wal", "sandpiper.db-shm"] {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(dir.path().join(file)) {
+            assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{file}");
+        }
+    }
     assert!(!dir.path().join("proof.txt").exists());
     assert_eq!(
         std::fs::read_to_string(dir.path().join("workstreams/console_3acli/proof.txt")).unwrap(),

@@ -30,6 +30,10 @@ fn with_servers(mut config: Config, servers: Vec<(&str, McpServerConfig)>) -> Co
         config.mcp.servers.insert(name.to_owned(), server);
     }
     config.mcp.refresh_interval = std::time::Duration::ZERO;
+    // These tests are about MCP tools going through the pipeline, each offered on every call;
+    // with 13 built-in tools the test server's would cross the tool search threshold
+    // (suite::tool_search covers deferral).
+    config.tools.search = sandpiper_agent::config::ToolSearchMode::Off;
     config
 }
 
