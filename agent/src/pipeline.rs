@@ -30,8 +30,8 @@ use crate::store::approvals::ApprovalRecord;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
-    McpCall, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
-    parse_arguments, truncate_output, validate_arguments,
+    DynTool, McpCall, OutputSink, ReadyCall, ToolContext, ToolError, ToolOutput, ToolRegistry,
+    needs_approval, parse_arguments, truncate_output, validate_arguments,
 };
 use serde_json::Value;
 
@@ -80,11 +80,14 @@ pub struct BatchOutcome {
     pub expanded: Vec<String>,
 }
 
-/// A tool found by name: its implementation, argument schema and primary key.
+/// A tool found by name: its implementation, argument schema, primary key and whether it
+/// runs without asking by default.
 struct Resolved<'a> {
-    tool: Arc<dyn Tool>,
+    tool: Arc<dyn DynTool>,
     schema: Cow<'a, Value>,
     primary_key: Option<&'a str>,
+    /// The JSON's `auto_approve` (an MCP server's `auto_approve` list for its tools).
+    auto_approve: bool,
 }
 
 enum Stage {
@@ -100,8 +103,7 @@ enum Stage {
     },
     /// Ready to run (after approval if needed).
     Ready {
-        tool: Arc<dyn Tool>,
-        prepared: Prepared,
+        call: ReadyCall,
         needs_approval: bool,
         note: Option<String>,
     },
@@ -151,6 +153,7 @@ impl Batch<'_> {
                 tool: registered.tool.clone(),
                 schema: Cow::Borrowed(&spec.parameters),
                 primary_key: spec.primary_key.as_deref(),
+                auto_approve: spec.auto_approve,
             });
         }
         let mcp = self.tool_ctx.mcp.as_ref()?;
@@ -161,9 +164,10 @@ impl Batch<'_> {
             .is_some_and(|c| c.auto_approve().contains(&tool.name));
         let schema = Cow::Owned(tool.input_schema.clone());
         Some(Resolved {
-            tool: Arc::new(McpCall::new(mcp.clone(), tool, auto)),
+            tool: Arc::new(McpCall::new(mcp.clone(), tool)),
             schema,
             primary_key: None,
+            auto_approve: auto,
         })
     }
 
@@ -181,6 +185,7 @@ impl Batch<'_> {
             tool,
             schema,
             primary_key,
+            auto_approve,
         }) = self.resolve(&call.name)
         else {
             let known: Vec<&str> = self.registry.iter().map(|t| t.spec.name.as_str()).collect();
@@ -202,14 +207,13 @@ impl Batch<'_> {
                 };
             }
         };
-        match tool.prepare(args, &self.tool_ctx) {
-            Ok(prepared) => {
-                let needs_approval = prepared.needs_approval
+        match tool.prepare_value(args, &self.tool_ctx) {
+            Ok(ready) => {
+                let needs_approval = needs_approval(auto_approve, &ready.prepared)
                     && !self.auto_approve
                     && !self.grants.contains(&call.name);
                 Stage::Ready {
-                    tool,
-                    prepared,
+                    call: ready,
                     needs_approval,
                     note: None,
                 }
@@ -226,7 +230,7 @@ impl Batch<'_> {
         let mut asked = Vec::new();
         for (i, item) in items.iter().enumerate() {
             if let Stage::Ready {
-                prepared,
+                call: ReadyCall { prepared, .. },
                 needs_approval: true,
                 ..
             } = &item.stage
@@ -363,20 +367,17 @@ impl Batch<'_> {
                     self.commit(i, msg, is_error, &mut results).await?;
                 }
                 Stage::Ready {
-                    tool,
-                    prepared,
-                    note,
-                    ..
-                } => queue.push((i, item.call, tool, prepared, note)),
+                    call: ready, note, ..
+                } => queue.push((i, item.call, ready, note)),
             }
         }
         let mut queue = queue.into_iter();
         loop {
             while running.len() < self.max_parallel.max(1) {
-                let Some((i, call, tool, prepared, note)) = queue.next() else {
+                let Some((i, call, ready, note)) = queue.next() else {
                     break;
                 };
-                running.push(self.run_one(i, call, tool, prepared, note));
+                running.push(self.run_one(i, call, ready, note));
             }
             let Some((i, msg, is_error)) = running.next().await else {
                 break;
@@ -390,8 +391,7 @@ impl Batch<'_> {
         &self,
         index: usize,
         call: &ToolCall,
-        tool: Arc<dyn Tool>,
-        prepared: Prepared,
+        ready: ReadyCall,
         note: Option<String>,
     ) -> (usize, Message, bool) {
         let chunks = ChunkSink {
@@ -403,7 +403,7 @@ impl Batch<'_> {
             Err(ToolError::Cancelled)
         } else {
             tokio::select! {
-                r = tool.execute(&prepared, &self.tool_ctx, &chunks) => r,
+                r = ready.execute(&self.tool_ctx, &chunks) => r,
                 () = cancel.cancelled() => Err(ToolError::Cancelled),
             }
         };
@@ -483,7 +483,7 @@ fn view(item: &Item<'_>) -> ToolCallView {
             is_error.then(|| text.clone()),
         ),
         Stage::Ready {
-            prepared,
+            call: ReadyCall { prepared, .. },
             needs_approval,
             ..
         } => (

@@ -7,7 +7,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::process_tree::{Containment, ProcessTree};
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
@@ -25,8 +24,9 @@ const MAX_PAGE_LEN: usize = 100;
 /// man-db's exit status for "no manual entry".
 const NOT_FOUND_STATUS: i32 = 16;
 
+/// The arguments of `tools/man.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     page: String,
     section: Option<String>,
 }
@@ -38,14 +38,8 @@ struct Request {
     section: Option<String>,
 }
 
-fn parse(args: &Value) -> Result<Request, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for man ({e}); send {{\"page\": \"<name>\"}} and optionally \
-             \"section\""
-        ))
-    })?;
-    let page = args.page.trim().to_owned();
+fn parse(args: &Args) -> Result<Request, ToolError> {
+        let page = args.page.trim().to_owned();
     let valid_char = |c: char| c.is_ascii_alphanumeric() || "_.:+-".contains(c);
     if page.is_empty()
         || page.len() > MAX_PAGE_LEN
@@ -59,6 +53,7 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
     }
     let section = args
         .section
+        .as_ref()
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty());
     if let Some(s) = &section {
@@ -78,12 +73,15 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for Man {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"page\": \"<name>\"} and optionally \"section\"";
+
     fn name(&self) -> &'static str {
         "man"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let request = parse(args)?;
         let header = match &request.section {
             Some(s) => format!("man: {}({s})", request.page),
             None => format!("man: {}", request.page),
@@ -91,18 +89,18 @@ impl Tool for Man {
         Ok(Prepared {
             header,
             preview: String::new(),
-            needs_approval: false,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(&prepared.args)?;
+        let request = parse(args)?;
         run_man("man", &request, ctx).await
     }
 }

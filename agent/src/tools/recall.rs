@@ -5,7 +5,6 @@
 //! thread they were not in. Auto-approved: it reads only what the user could already see.
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
 use crate::store::StoreError;
@@ -18,8 +17,9 @@ pub struct Recall;
 /// Hits returned when the model gives no `limit`.
 const DEFAULT_LIMIT: usize = 20;
 
+/// The arguments of `tools/recall.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     query: String,
     limit: Option<i64>,
 }
@@ -33,14 +33,8 @@ struct Request {
     clamped_from: Option<i64>,
 }
 
-fn parse(args: &Value) -> Result<Request, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for recall ({e}); send {{\"query\": \"<words to find>\"}} and \
-             optionally \"limit\" (1 to {MAX_LIMIT})"
-        ))
-    })?;
-    let query = args.query.trim().to_owned();
+fn parse(args: &Args) -> Result<Request, ToolError> {
+        let query = args.query.trim().to_owned();
     search_terms(&query).map_err(|e| ToolError::model(e.to_string()))?;
     let (limit, clamped_from) = match args.limit {
         None => (DEFAULT_LIMIT, None),
@@ -64,27 +58,30 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for Recall {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"query\": \"<words to find>\"} and optionally \"limit\" (1 to 100)";
+
     fn name(&self) -> &'static str {
         "recall"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let request = parse(args)?;
         Ok(Prepared {
             header: format!("recall: {}", request.query),
             preview: String::new(),
-            needs_approval: false,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(&prepared.args)?;
+        let request = parse(args)?;
         let store = ctx.store()?;
         let search = store.recall(
             &request.query,

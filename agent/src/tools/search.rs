@@ -17,7 +17,6 @@ use grep::searcher::sinks::Lossy;
 use grep::searcher::{BinaryDetection, SearcherBuilder};
 use ignore::WalkBuilder;
 use serde::Deserialize;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::path_policy::{canonicalize_lenient, outside_note};
@@ -32,20 +31,15 @@ pub struct Search;
 /// Characters of a matching line shown.
 const MAX_LINE_CHARS: usize = 500;
 
+/// The arguments of `tools/search.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     query: String,
     path: Option<String>,
 }
 
-fn parse(args: &Value) -> Result<(Args, RegexMatcher), ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for search ({e}); send {{\"query\": \"<regex>\"}} and optionally \
-             \"path\""
-        ))
-    })?;
-    if args.query.is_empty() {
+fn parse(args: &Args) -> Result<RegexMatcher, ToolError> {
+        if args.query.is_empty() {
         return Err(ToolError::model(
             "`query` is empty; give a regular expression to search for",
         ));
@@ -61,17 +55,21 @@ fn parse(args: &Value) -> Result<(Args, RegexMatcher), ToolError> {
                 args.query
             ))
         })?;
-    Ok((args, matcher))
+    Ok(matcher)
 }
 
 #[async_trait::async_trait]
 impl Tool for Search {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"query\": \"<regex>\"} and optionally \"path\"";
+
     fn name(&self) -> &'static str {
         "search"
     }
 
-    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let (parsed, _) = parse(&args)?;
+    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        parse(args)?;
+        let parsed = args;
         let header = match &parsed.path {
             Some(p) => format!("search: /{}/ in {p}", parsed.query),
             None => format!("search: /{}/", parsed.query),
@@ -83,21 +81,21 @@ impl Tool for Search {
                 true => outside_note(&checked, &ctx.workdir),
                 false => String::new(),
             },
-            needs_approval: checked.outside,
-            args,
+            ask: checked.outside,
         })
     }
 
     async fn execute(
         &self,
+        args: &Args,
         prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let (args, matcher) = parse(&prepared.args)?;
+        let matcher = parse(args)?;
         // Again: the file system may have changed while the call waited.
         let root = ctx
-            .recheck_read(root_arg(&args), prepared.needs_approval)?
+            .recheck_read(root_arg(&args), prepared.ask)?
             .canonical;
         let shown = args
             .path

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
 
@@ -26,8 +25,9 @@ const SNIPPET_CHARS: usize = 600;
 /// Characters of an error body quoted back.
 const ERROR_BODY_CHARS: usize = 300;
 
+/// The arguments of `tools/web_search.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     query: String,
     max_results: Option<u32>,
     topic: Option<String>,
@@ -42,14 +42,8 @@ struct SearchRequest {
     search_depth: &'static str,
 }
 
-fn parse(args: &Value) -> Result<SearchRequest, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for web_search ({e}); send {{\"query\": \"...\"}} and \
-             optionally \"max_results\" (1-20) and \"topic\" (general, news or finance)"
-        ))
-    })?;
-    let query = args.query.trim().to_owned();
+fn parse(args: &Args) -> Result<SearchRequest, ToolError> {
+        let query = args.query.trim().to_owned();
     if query.is_empty() {
         return Err(ToolError::model("`query` is empty; say what to search for"));
     }
@@ -79,12 +73,15 @@ fn parse(args: &Value) -> Result<SearchRequest, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for WebSearch {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"query\": \"...\"} and optionally \"max_results\" (1-20) and \"topic\" (general, news or finance)";
+
     fn name(&self) -> &'static str {
         "web_search"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let request = parse(args)?;
         let header = match request.topic {
             "general" => format!("web_search: {}", request.query),
             topic => format!("web_search ({topic}): {}", request.query),
@@ -92,18 +89,18 @@ impl Tool for WebSearch {
         Ok(Prepared {
             header,
             preview: String::new(),
-            needs_approval: true,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(&prepared.args)?;
+        let request = parse(args)?;
         let web = &ctx.services.web;
         let key = web.tavily_api_key.as_ref().ok_or_else(|| {
             ToolError::model(format!(

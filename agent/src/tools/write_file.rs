@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
@@ -20,33 +19,31 @@ pub struct WriteFile;
 /// Lines of content shown in the preview.
 const PREVIEW_LINES: usize = 40;
 
+/// The arguments of `tools/write_file.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     path: String,
     content: String,
 }
 
-fn parse(args: &Value) -> Result<Args, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for write_file ({e}); send {{\"path\": \"<file>\", \"content\": \
-             \"<full text>\"}}"
-        ))
-    })?;
+fn check(args: &Args) -> Result<(), ToolError> {
     if args.path.trim().is_empty() {
         return Err(ToolError::model("`path` is empty; give the file to write"));
     }
-    Ok(args)
+    Ok(())
 }
 
 #[async_trait::async_trait]
 impl Tool for WriteFile {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"path\": \"<file>\", \"content\": \"<full text>\"}";
+
     fn name(&self) -> &'static str {
         "write_file"
     }
 
-    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let parsed = parse(&args)?;
+    fn prepare(&self, parsed: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        check(parsed)?;
         // sandpiper's own config and database are off limits, approved or not.
         ctx.check_path(&parsed.path)?;
         if ctx.resolve(&parsed.path).is_dir() {
@@ -59,23 +56,22 @@ impl Tool for WriteFile {
         Ok(Prepared {
             header: format!("write_file: {} ({lines} lines)", parsed.path),
             preview: preview(&parsed.content),
-            needs_approval: true,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let args = parse(&prepared.args)?;
         // Again: a link may have been pointed at a protected file while the call waited.
         ctx.check_path(&args.path)?;
         let path = ctx.resolve(&args.path);
         let bytes = args.content.len();
-        write_atomically(&path, args.content.into_bytes())
+        write_atomically(&path, args.content.clone().into_bytes())
             .await
             .map_err(|e| ToolError::model(format!("cannot write {}: {e}", args.path)))?;
         // The model wrote the content, so it knows it: edit_file may change it next.
