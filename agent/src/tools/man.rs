@@ -39,7 +39,7 @@ struct Request {
 }
 
 fn parse(args: &Args) -> Result<Request, ToolError> {
-        let page = args.page.trim().to_owned();
+    let page = args.page.trim().to_owned();
     let valid_char = |c: char| c.is_ascii_alphanumeric() || "_.:+-".contains(c);
     if page.is_empty()
         || page.len() > MAX_PAGE_LEN
@@ -218,7 +218,7 @@ fn strip_formatting(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::NoOutput;
+    use crate::tools::{NoOutput, prepare_json, typed};
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
@@ -243,24 +243,21 @@ mod tests {
     fn names_and_sections_are_validated() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = Man
-            .prepare(json!({"page": "printf", "section": "3"}), &ctx)
-            .unwrap();
+        let p = prepare_json(Man, json!({"page": "printf", "section": "3"}), &ctx).unwrap();
         assert_eq!(
-            p,
+            p.prepared,
             Prepared {
                 header: "man: printf(3)".into(),
                 preview: String::new(),
-                needs_approval: false,
-                args: json!({"page": "printf", "section": "3"}),
+                ask: false,
             }
         );
         assert_eq!(
-            parse(&json!({"page": " std::vector ", "section": ""})).unwrap(),
+            parse(&typed(json!({"page": " std::vector ", "section": ""}))).unwrap(),
             request("std::vector", None)
         );
         for ok in ["ls", "git-commit", "Sys.stat", "g++", "x_y.1"] {
-            assert!(parse(&json!({"page": ok})).is_ok(), "{ok}");
+            assert!(parse(&typed(json!({"page": ok}))).is_ok(), "{ok}");
         }
         for bad in [
             "",
@@ -272,14 +269,17 @@ mod tests {
             "ls;rm",
             "$(id)",
         ] {
-            assert!(parse(&json!({"page": bad})).is_err(), "{bad:?}");
+            assert!(parse(&typed(json!({"page": bad}))).is_err(), "{bad:?}");
         }
         for ok in ["1", "3p", "8", "3ssl", "n"] {
-            assert!(parse(&json!({"page": "x", "section": ok})).is_ok(), "{ok}");
+            assert!(
+                parse(&typed(json!({"page": "x", "section": ok}))).is_ok(),
+                "{ok}"
+            );
         }
         for bad in ["-1", "x", "3 p", "12345678901"] {
             assert!(
-                parse(&json!({"page": "x", "section": bad})).is_err(),
+                parse(&typed(json!({"page": "x", "section": bad}))).is_err(),
                 "{bad}"
             );
         }
@@ -313,8 +313,8 @@ mod tests {
     async fn real_pages_or_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let prepared = Man.prepare(json!({"page": "ls"}), &ctx).unwrap();
-        let result = Man.execute(&prepared, &ctx, &NoOutput).await;
+        let prepared = prepare_json(Man, json!({"page": "ls"}), &ctx).unwrap();
+        let result = prepared.execute(&ctx, &NoOutput).await;
         if !man_installed() {
             let err = result.unwrap_err().to_string();
             assert!(

@@ -37,7 +37,7 @@ pub struct Args {
 }
 
 fn parse(args: &Args) -> Result<&str, ToolError> {
-        if args.code.trim().is_empty() {
+    if args.code.trim().is_empty() {
         return Err(ToolError::model(
             "`code` is empty; send Python code that prints its results",
         ));

@@ -84,9 +84,13 @@ fn parse(args: &Args) -> Result<Action, ToolError> {
     match a.action.as_str() {
         "save" => {
             let name = valid_name(a.name.clone())?;
-            let content = a.content.clone().filter(|c| !c.trim().is_empty()).ok_or_else(|| {
-                ToolError::model("save needs `content`: what should be remembered")
-            })?;
+            let content = a
+                .content
+                .clone()
+                .filter(|c| !c.trim().is_empty())
+                .ok_or_else(|| {
+                    ToolError::model("save needs `content`: what should be remembered")
+                })?;
             if content.len() > MAX_CONTENT_BYTES {
                 return Err(ToolError::model(format!(
                     "`content` is {} bytes; a memory holds at most {MAX_CONTENT_BYTES} bytes \

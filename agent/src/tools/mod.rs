@@ -281,6 +281,21 @@ pub(crate) fn prepare_json<T: Tool>(
     Arc::new(tool).prepare_value(args, ctx)
 }
 
+/// Whether the built-in tool `name` asks for this prepared call, by its JSON's `auto_approve`
+/// and the call's own [`Prepared::ask`] (for unit tests of one tool).
+#[cfg(test)]
+pub(crate) fn asks(name: &str, prepared: &Prepared) -> bool {
+    let registry = ToolRegistry::builtin().expect("the built-in registry builds");
+    let spec = &registry.get(name).expect("a built-in tool").spec;
+    needs_approval(spec.auto_approve, prepared)
+}
+
+/// Typed arguments from JSON, for unit tests of a tool's checks.
+#[cfg(test)]
+pub(crate) fn typed<A: serde::de::DeserializeOwned>(args: serde_json::Value) -> A {
+    serde_json::from_value(args).expect("test arguments deserialize")
+}
+
 /// Cuts `text` to at most `max` bytes (on a char boundary), keeping head and tail, with a note
 /// of how much was cut.
 pub fn truncate_output(text: &str, max: usize) -> String {

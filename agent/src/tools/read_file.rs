@@ -49,7 +49,7 @@ struct Request {
 }
 
 fn parse(args: &Args) -> Result<Request, ToolError> {
-        if args.path.trim().is_empty() {
+    if args.path.trim().is_empty() {
         return Err(ToolError::model("`path` is empty; give the file to read"));
     }
     let offset = match args.offset {
@@ -79,7 +79,8 @@ fn parse(args: &Args) -> Result<Request, ToolError> {
 #[async_trait::async_trait]
 impl Tool for ReadFile {
     type Args = Args;
-    const USAGE: &'static str = "send {\"path\": \"<file>\"} with optional integer offset and limit";
+    const USAGE: &'static str =
+        "send {\"path\": \"<file>\"} with optional integer offset and limit";
 
     fn name(&self) -> &'static str {
         "read_file"

@@ -39,7 +39,7 @@ pub struct Args {
 }
 
 fn parse(args: &Args) -> Result<RegexMatcher, ToolError> {
-        if args.query.is_empty() {
+    if args.query.is_empty() {
         return Err(ToolError::model(
             "`query` is empty; give a regular expression to search for",
         ));
@@ -94,9 +94,7 @@ impl Tool for Search {
     ) -> Result<ToolOutput, ToolError> {
         let matcher = parse(args)?;
         // Again: the file system may have changed while the call waited.
-        let root = ctx
-            .recheck_read(root_arg(&args), prepared.ask)?
-            .canonical;
+        let root = ctx.recheck_read(root_arg(&args), prepared.ask)?.canonical;
         let shown = args
             .path
             .clone()
@@ -237,14 +235,14 @@ fn cut_line(line: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::ToolsConfig;
-    use crate::tools::NoOutput;
+    use crate::tools::{NoOutput, prepare_json};
     use pretty_assertions::assert_eq;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::sync::Arc;
 
     async fn search(ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let prepared = Search.prepare(args, ctx)?;
-        Search.execute(&prepared, ctx, &NoOutput).await
+        let prepared = prepare_json(Search, args, ctx)?;
+        prepared.execute(ctx, &NoOutput).await
     }
 
     fn tree() -> tempfile::TempDir {
@@ -265,24 +263,21 @@ mod tests {
     fn prepare_validates_the_regex() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = Search
-            .prepare(json!({"query": "fn \\w+", "path": "src"}), &ctx)
-            .unwrap();
+        let p = prepare_json(Search, json!({"query": "fn \\w+", "path": "src"}), &ctx).unwrap();
         assert_eq!(
-            p,
+            p.prepared,
             Prepared {
                 header: "search: /fn \\w+/ in src".into(),
                 preview: String::new(),
-                needs_approval: false,
-                args: json!({"query": "fn \\w+", "path": "src"}),
+                ask: false,
             }
         );
-        let err = Search.prepare(json!({"query": "foo("}), &ctx).unwrap_err();
+        let err = prepare_json(Search, json!({"query": "foo("}), &ctx).unwrap_err();
         assert!(
             matches!(&err, ToolError::Model(m) if m.starts_with("invalid regex /foo(/")),
             "{err}"
         );
-        assert!(Search.prepare(json!({"query": ""}), &ctx).is_err());
+        assert!(prepare_json(Search, json!({"query": ""}), &ctx).is_err());
     }
 
     #[tokio::test]
@@ -301,10 +296,9 @@ mod tests {
         let dir = tree();
         let ctx = ToolContext::for_test(&dir.path().join("src"));
         let needs = |path: &str| {
-            Search
-                .prepare(json!({"query": "fn", "path": path}), &ctx)
+            prepare_json(Search, json!({"query": "fn", "path": path}), &ctx)
                 .unwrap()
-                .needs_approval
+                .ask
         };
         assert!(!needs("main.rs") && !needs("deep") && !needs("."));
         assert!(needs("../.hidden.rs") && needs("..") && needs("/etc"));
@@ -421,16 +415,13 @@ mod tests {
             "keys/id",
             "filelink/../sandpiper.toml",
         ] {
-            let err = Search
-                .prepare(json!({"query": "token", "path": path}), &ctx)
-                .unwrap_err();
+            let err =
+                prepare_json(Search, json!({"query": "token", "path": path}), &ctx).unwrap_err();
             assert!(err.to_string().starts_with("refused:"), "{path}: {err}");
         }
         // A link that leads out asks.
-        let p = Search
-            .prepare(json!({"query": "token", "path": "dirlink"}), &ctx)
-            .unwrap();
-        assert!(p.needs_approval);
+        let p = prepare_json(Search, json!({"query": "token", "path": "dirlink"}), &ctx).unwrap();
+        assert!(p.ask);
     }
 
     #[tokio::test]

@@ -45,7 +45,7 @@ pub struct Args {
 }
 
 fn parse(args: &Args) -> Result<(url::Url, String), ToolError> {
-        let question = args.question.trim().to_owned();
+    let question = args.question.trim().to_owned();
     if question.is_empty() {
         return Err(ToolError::model(
             "`question` is empty; say what to find or answer from the page",
@@ -58,7 +58,8 @@ fn parse(args: &Args) -> Result<(url::Url, String), ToolError> {
 #[async_trait::async_trait]
 impl Tool for WebFetch {
     type Args = Args;
-    const USAGE: &'static str = "send {\"url\": \"https://...\", \"question\": \"what to find on the page\"}";
+    const USAGE: &'static str =
+        "send {\"url\": \"https://...\", \"question\": \"what to find on the page\"}";
 
     fn name(&self) -> &'static str {
         "web_fetch"

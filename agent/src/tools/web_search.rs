@@ -43,7 +43,7 @@ struct SearchRequest {
 }
 
 fn parse(args: &Args) -> Result<SearchRequest, ToolError> {
-        let query = args.query.trim().to_owned();
+    let query = args.query.trim().to_owned();
     if query.is_empty() {
         return Err(ToolError::model("`query` is empty; say what to search for"));
     }
@@ -221,7 +221,7 @@ fn render(query: &str, results: &[SearchResult]) -> String {
 mod tests {
     use super::*;
     use crate::config::Secret;
-    use crate::tools::{NoOutput, ToolServices};
+    use crate::tools::{NoOutput, ToolServices, asks, prepare_json, typed};
     use pretty_assertions::assert_eq;
     use serde_json::json;
     use std::sync::Arc;
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn arguments_are_checked_and_defaulted() {
         assert_eq!(
-            parse(&json!({"query": " rust 1.95 "})).unwrap(),
+            parse(&typed(json!({"query": " rust 1.95 "}))).unwrap(),
             SearchRequest {
                 query: "rust 1.95".into(),
                 max_results: 5,
@@ -237,7 +237,10 @@ mod tests {
                 search_depth: "basic",
             }
         );
-        let news = parse(&json!({"query": "q", "max_results": 20, "topic": "news"})).unwrap();
+        let news = parse(&typed(
+            json!({"query": "q", "max_results": 20, "topic": "news"}),
+        ))
+        .unwrap();
         assert_eq!((news.max_results, news.topic), (20, "news"));
         for bad in [
             json!({"query": "  "}),
@@ -246,23 +249,30 @@ mod tests {
             json!({"query": "q", "topic": "sports"}),
             json!({"max_results": 3}),
         ] {
-            assert!(parse(&bad).is_err(), "{bad}");
+            let refused = match serde_json::from_value::<Args>(bad.clone()) {
+                Ok(args) => parse(&args).is_err(),
+                Err(_) => true,
+            };
+            assert!(refused, "{bad}");
         }
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = WebSearch
-            .prepare(json!({"query": "rates", "topic": "finance"}), &ctx)
-            .unwrap();
+        let p = prepare_json(
+            WebSearch,
+            json!({"query": "rates", "topic": "finance"}),
+            &ctx,
+        )
+        .unwrap();
         assert_eq!(p.header, "web_search (finance): rates");
-        assert!(p.needs_approval);
+        assert!(!p.ask && asks("web_search", &p));
     }
 
     #[tokio::test]
     async fn without_a_key_the_model_is_told_it_is_not_configured() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = WebSearch.prepare(json!({"query": "x"}), &ctx).unwrap();
-        let err = WebSearch.execute(&p, &ctx, &NoOutput).await.unwrap_err();
+        let p = prepare_json(WebSearch, json!({"query": "x"}), &ctx).unwrap();
+        let err = p.execute(&ctx, &NoOutput).await.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("web_search is not configured: no Tavily API key (the operator sets $TAVILY_API_KEY)"),
@@ -286,8 +296,8 @@ mod tests {
         services.web.search_base_url = format!("http://{addr}");
         services.web.tavily_api_key = Some(Secret::new("bad"));
         ctx.services = Arc::new(services);
-        let p = WebSearch.prepare(json!({"query": "x"}), &ctx).unwrap();
-        let err = WebSearch.execute(&p, &ctx, &NoOutput).await.unwrap_err();
+        let p = prepare_json(WebSearch, json!({"query": "x"}), &ctx).unwrap();
+        let err = p.execute(&ctx, &NoOutput).await.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("the search service answered HTTP 401 (the API key was refused"),
