@@ -25,6 +25,13 @@ pub trait DynTool: Send + Sync {
         args: Value,
         ctx: &ToolContext,
     ) -> Result<ReadyCall, ToolError>;
+
+    /// Whether `args` deserialize into the tool's `Args`, without preparing anything: how the
+    /// registry's tests check that a JSON schema and its `Args` agree.
+    fn accepts(&self, args: Value) -> Result<(), ToolError>;
+
+    /// Which calls ask although the JSON says `auto_approve: true` ([`Tool::ASKS_FOR`]).
+    fn asks_for(&self) -> Option<&'static str>;
 }
 
 impl<T: Tool> DynTool for T {
@@ -43,6 +50,14 @@ impl<T: Tool> DynTool for T {
             prepared,
             run: Box::new(Typed { tool: self, args }),
         })
+    }
+
+    fn accepts(&self, args: Value) -> Result<(), ToolError> {
+        deserialize_args::<T::Args>(Tool::name(self), T::USAGE, args).map(drop)
+    }
+
+    fn asks_for(&self) -> Option<&'static str> {
+        T::ASKS_FOR
     }
 }
 

@@ -153,6 +153,8 @@ fn valid_name(name: Option<String>) -> Result<String, ToolError> {
 #[async_trait::async_trait]
 impl Tool for MemoryTool {
     type Args = Args;
+    const ASKS_FOR: Option<&'static str> =
+        Some("saves and deletes at global scope (and deletes with no scope)");
 
     fn name(&self) -> &'static str {
         "memory"

@@ -254,6 +254,11 @@ pub trait Tool: Send + Sync + 'static {
     /// e.g. `send {"command": "<bash command>"}`.
     const USAGE: &'static str = "";
 
+    /// For a tool whose JSON says `auto_approve: true`: which calls ask anyway (the cases
+    /// where `prepare` sets [`Prepared::ask`]), as `sandpiper tools` prints it. `None` when
+    /// no call raises the default.
+    const ASKS_FOR: Option<&'static str> = None;
+
     /// The name, equal to the JSON file's `name`.
     fn name(&self) -> &'static str;
 
@@ -340,6 +345,25 @@ mod tests {
         assert!(out.contains("bytes of output cut (10000 bytes in all)"));
         assert!(out.starts_with('é') && out.ends_with('é'));
         assert_eq!(truncate_output("short", 2000), "short");
+    }
+
+    #[test]
+    fn a_call_may_raise_the_json_default_but_never_lower_it() {
+        let call = |ask| Prepared {
+            header: String::new(),
+            preview: String::new(),
+            ask,
+        };
+        assert!(
+            needs_approval(false, &call(false)),
+            "auto_approve: false always asks"
+        );
+        assert!(needs_approval(false, &call(true)));
+        assert!(!needs_approval(true, &call(false)));
+        assert!(
+            needs_approval(true, &call(true)),
+            "a call raises the default"
+        );
     }
 
     #[test]

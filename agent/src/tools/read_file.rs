@@ -79,6 +79,7 @@ fn parse(args: &Args) -> Result<Request, ToolError> {
 #[async_trait::async_trait]
 impl Tool for ReadFile {
     type Args = Args;
+    const ASKS_FOR: Option<&'static str> = Some("reads outside the workstream's directory");
     const USAGE: &'static str =
         "send {\"path\": \"<file>\"} with optional integer offset and limit";
 

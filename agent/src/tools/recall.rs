@@ -186,6 +186,7 @@ mod tests {
         let r = parse(&typed(json!({"query": "x", "limit": 500}))).unwrap();
         assert_eq!((r.limit, r.clamped_from), (100, Some(500)));
         assert_eq!(parse(&typed(json!({"query": "x"}))).unwrap().limit, 20);
+        assert!(Recall::USAGE.contains(&format!("(1 to {MAX_LIMIT})")));
     }
 
     #[tokio::test]

@@ -61,6 +61,7 @@ fn parse(args: &Args) -> Result<RegexMatcher, ToolError> {
 #[async_trait::async_trait]
 impl Tool for Search {
     type Args = Args;
+    const ASKS_FOR: Option<&'static str> = Some("searches outside the workstream's directory");
     const USAGE: &'static str = "send {\"query\": \"<regex>\"} and optionally \"path\"";
 
     fn name(&self) -> &'static str {
@@ -74,7 +75,7 @@ impl Tool for Search {
             Some(p) => format!("search: /{}/ in {p}", parsed.query),
             None => format!("search: /{}/", parsed.query),
         };
-        let checked = ctx.check_path(root_arg(&parsed))?;
+        let checked = ctx.check_path(root_arg(parsed))?;
         Ok(Prepared {
             header,
             preview: match checked.outside {
@@ -94,7 +95,7 @@ impl Tool for Search {
     ) -> Result<ToolOutput, ToolError> {
         let matcher = parse(args)?;
         // Again: the file system may have changed while the call waited.
-        let root = ctx.recheck_read(root_arg(&args), prepared.ask)?.canonical;
+        let root = ctx.recheck_read(root_arg(args), prepared.ask)?.canonical;
         let shown = args
             .path
             .clone()
