@@ -2,10 +2,12 @@
 //! Pipeline").
 //!
 //! - **Prepare** every call: parse arguments (with repair and the primary-key fallback),
-//!   validate them against the schema, let the tool describe the call. An unknown tool or bad
-//!   arguments become an error result for the model; the rest of the batch goes on.
-//! - **Approve** the calls that need it in one round-trip to the channel. Auto-approved tools,
-//!   `auto_approve` sessions and always-allow grants never block.
+//!   validate them against the schema, deserialize them once into the tool's typed `Args`
+//!   ([`DynTool`]), let the tool describe the call. An unknown tool or bad arguments become an
+//!   error result for the model; the rest of the batch goes on.
+//! - **Approve** the calls that need it in one round-trip to the channel. A call asks when its
+//!   tool's JSON says `auto_approve: false` or the tool raises it for this call
+//!   ([`needs_approval`]); `auto_approve` sessions and always-allow grants never block.
 //! - **Execute** approved calls, at most `max_parallel` at once. Each result is committed at
 //!   its position in the model's call order (`seq` reserved up front) and only then shown.
 //!
@@ -103,7 +105,7 @@ enum Stage {
     },
     /// Ready to run (after approval if needed).
     Ready {
-        call: ReadyCall,
+        ready: ReadyCall,
         needs_approval: bool,
         note: Option<String>,
     },
@@ -213,7 +215,7 @@ impl Batch<'_> {
                     && !self.auto_approve
                     && !self.grants.contains(&call.name);
                 Stage::Ready {
-                    call: ready,
+                    ready,
                     needs_approval,
                     note: None,
                 }
@@ -230,7 +232,7 @@ impl Batch<'_> {
         let mut asked = Vec::new();
         for (i, item) in items.iter().enumerate() {
             if let Stage::Ready {
-                call: ReadyCall { prepared, .. },
+                ready: ReadyCall { prepared, .. },
                 needs_approval: true,
                 ..
             } = &item.stage
@@ -366,9 +368,7 @@ impl Batch<'_> {
                     let msg = Message::tool_result(&item.call.id, &item.call.name, text);
                     self.commit(i, msg, is_error, &mut results).await?;
                 }
-                Stage::Ready {
-                    call: ready, note, ..
-                } => queue.push((i, item.call, ready, note)),
+                Stage::Ready { ready, note, .. } => queue.push((i, item.call, ready, note)),
             }
         }
         let mut queue = queue.into_iter();
@@ -483,7 +483,7 @@ fn view(item: &Item<'_>) -> ToolCallView {
             is_error.then(|| text.clone()),
         ),
         Stage::Ready {
-            call: ReadyCall { prepared, .. },
+            ready: ReadyCall { prepared, .. },
             needs_approval,
             ..
         } => (

@@ -3,7 +3,7 @@
 //! The fetch is SSRF-safe ([`ssrf`] decides which addresses may be reached, [`fetch`] makes
 //! sure only checked addresses are connected to, on every redirect); HTML becomes plain text
 //! with html2text; then one extra model call answers the question from the page, so the
-//! conversation receives the answer rather than the whole page. Always needs approval: it
+//! conversation receives the answer rather than the whole page. Always asks (its JSON): it
 //! makes requests to the network on the model's say-so.
 
 mod fetch;
