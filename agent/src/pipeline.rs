@@ -2,10 +2,12 @@
 //! Pipeline").
 //!
 //! - **Prepare** every call: parse arguments (with repair and the primary-key fallback),
-//!   validate them against the schema, let the tool describe the call. An unknown tool or bad
-//!   arguments become an error result for the model; the rest of the batch goes on.
-//! - **Approve** the calls that need it in one round-trip to the channel. Auto-approved tools,
-//!   `auto_approve` sessions and always-allow grants never block.
+//!   validate them against the schema, deserialize them once into the tool's typed `Args`
+//!   ([`DynTool`]), let the tool describe the call. An unknown tool or bad arguments become an
+//!   error result for the model; the rest of the batch goes on.
+//! - **Approve** the calls that need it in one round-trip to the channel. A call asks when its
+//!   tool's JSON says `auto_approve: false` or the tool raises it for this call
+//!   ([`needs_approval`]); `auto_approve` sessions and always-allow grants never block.
 //! - **Execute** approved calls, at most `max_parallel` at once. Each result is committed at
 //!   its position in the model's call order (`seq` reserved up front) and only then shown.
 //!
@@ -30,8 +32,8 @@ use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
-    McpCall, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry,
-    parse_arguments, truncate_output, validate_arguments,
+    DynTool, McpCall, OutputSink, ReadyCall, ToolContext, ToolError, ToolOutput, ToolRegistry,
+    needs_approval, parse_arguments, truncate_output, validate_arguments,
 };
 use serde_json::Value;
 
@@ -80,11 +82,14 @@ pub struct BatchOutcome {
     pub expanded: Vec<String>,
 }
 
-/// A tool found by name: its implementation, argument schema and primary key.
+/// A tool found by name: its implementation, argument schema, primary key and whether it
+/// runs without asking by default.
 struct Resolved<'a> {
-    tool: Arc<dyn Tool>,
+    tool: Arc<dyn DynTool>,
     schema: Cow<'a, Value>,
     primary_key: Option<&'a str>,
+    /// The JSON's `auto_approve` (an MCP server's `auto_approve` list for its tools).
+    auto_approve: bool,
 }
 
 enum Stage {
@@ -100,8 +105,7 @@ enum Stage {
     },
     /// Ready to run (after approval if needed).
     Ready {
-        tool: Arc<dyn Tool>,
-        prepared: Prepared,
+        ready: ReadyCall,
         needs_approval: bool,
         note: Option<String>,
     },
@@ -151,6 +155,7 @@ impl Batch<'_> {
                 tool: registered.tool.clone(),
                 schema: Cow::Borrowed(&spec.parameters),
                 primary_key: spec.primary_key.as_deref(),
+                auto_approve: spec.auto_approve,
             });
         }
         let mcp = self.tool_ctx.mcp.as_ref()?;
@@ -161,9 +166,10 @@ impl Batch<'_> {
             .is_some_and(|c| c.auto_approve().contains(&tool.name));
         let schema = Cow::Owned(tool.input_schema.clone());
         Some(Resolved {
-            tool: Arc::new(McpCall::new(mcp.clone(), tool, auto)),
+            tool: Arc::new(McpCall::new(mcp.clone(), tool)),
             schema,
             primary_key: None,
+            auto_approve: auto,
         })
     }
 
@@ -181,6 +187,7 @@ impl Batch<'_> {
             tool,
             schema,
             primary_key,
+            auto_approve,
         }) = self.resolve(&call.name)
         else {
             let known: Vec<&str> = self.registry.iter().map(|t| t.spec.name.as_str()).collect();
@@ -202,14 +209,13 @@ impl Batch<'_> {
                 };
             }
         };
-        match tool.prepare(args, &self.tool_ctx) {
-            Ok(prepared) => {
-                let needs_approval = prepared.needs_approval
+        match tool.prepare_value(args, &self.tool_ctx) {
+            Ok(ready) => {
+                let needs_approval = needs_approval(auto_approve, &ready.prepared)
                     && !self.auto_approve
                     && !self.grants.contains(&call.name);
                 Stage::Ready {
-                    tool,
-                    prepared,
+                    ready,
                     needs_approval,
                     note: None,
                 }
@@ -226,7 +232,7 @@ impl Batch<'_> {
         let mut asked = Vec::new();
         for (i, item) in items.iter().enumerate() {
             if let Stage::Ready {
-                prepared,
+                ready: ReadyCall { prepared, .. },
                 needs_approval: true,
                 ..
             } = &item.stage
@@ -360,21 +366,16 @@ impl Batch<'_> {
                     let msg = Message::tool_result(&item.call.id, &item.call.name, text);
                     self.commit(i, msg, is_error, &mut results).await?;
                 }
-                Stage::Ready {
-                    tool,
-                    prepared,
-                    note,
-                    ..
-                } => queue.push((i, item.call, tool, prepared, note)),
+                Stage::Ready { ready, note, .. } => queue.push((i, item.call, ready, note)),
             }
         }
         let mut queue = queue.into_iter();
         loop {
             while running.len() < self.max_parallel.max(1) {
-                let Some((i, call, tool, prepared, note)) = queue.next() else {
+                let Some((i, call, ready, note)) = queue.next() else {
                     break;
                 };
-                running.push(self.run_one(i, call, tool, prepared, note));
+                running.push(self.run_one(i, call, ready, note));
             }
             let Some((i, msg, is_error)) = running.next().await else {
                 break;
@@ -388,8 +389,7 @@ impl Batch<'_> {
         &self,
         index: usize,
         call: &ToolCall,
-        tool: Arc<dyn Tool>,
-        prepared: Prepared,
+        ready: ReadyCall,
         note: Option<String>,
     ) -> (usize, Message, bool) {
         let chunks = ChunkSink {
@@ -401,7 +401,7 @@ impl Batch<'_> {
             Err(ToolError::Cancelled)
         } else {
             tokio::select! {
-                r = tool.execute(&prepared, &self.tool_ctx, &chunks) => r,
+                r = ready.execute(&self.tool_ctx, &chunks) => r,
                 () = cancel.cancelled() => Err(ToolError::Cancelled),
             }
         };
@@ -481,7 +481,7 @@ fn view(item: &Item<'_>) -> ToolCallView {
             is_error.then(|| text.clone()),
         ),
         Stage::Ready {
-            prepared,
+            ready: ReadyCall { prepared, .. },
             needs_approval,
             ..
         } => (

@@ -6,7 +6,9 @@ use sandpiper_agent::Config;
 use sandpiper_agent::config::ConfigSource;
 use sandpiper_agent::tools::ToolRegistry;
 
-/// `sandpiper tools`: one row per built-in tool.
+/// `sandpiper tools`: one row per built-in tool, with the approval rule the pipeline enforces:
+/// `auto-approve` is the JSON's default, and `asks anyway for` the calls of an auto-approved
+/// tool that ask all the same. A note says what skips asking for a whole session.
 pub fn tools_table(registry: &ToolRegistry) -> String {
     let mut rows = vec![[
         "name".to_owned(),
@@ -14,19 +16,25 @@ pub fn tools_table(registry: &ToolRegistry) -> String {
         "agent".to_owned(),
         "task_agent".to_owned(),
         "primary_key".to_owned(),
+        "asks anyway for".to_owned(),
     ]];
     let yn = |b: bool| if b { "yes" } else { "no" }.to_owned();
     for t in registry.iter() {
         let s = &t.spec;
+        let raised = match (s.auto_approve, t.tool.asks_for()) {
+            (true, Some(calls)) => calls.to_owned(),
+            _ => "-".to_owned(),
+        };
         rows.push([
             s.name.clone(),
             yn(s.auto_approve),
             yn(s.agent),
             yn(s.task_agent),
             s.primary_key.clone().unwrap_or_else(|| "-".into()),
+            raised,
         ]);
     }
-    let widths: Vec<usize> = (0..5)
+    let widths: Vec<usize> = (0..6)
         .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -38,6 +46,10 @@ pub fn tools_table(registry: &ToolRegistry) -> String {
             .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
+    out.push_str(
+        "\nA tool with auto-approve `no` asks for every call. `--yes` (chat) and an \
+         always-allow grant in a workstream skip asking for that tool.\n",
+    );
     out
 }
 
@@ -88,27 +100,40 @@ mod tests {
     fn tools_table_lists_every_tool() {
         let table = tools_table(&ToolRegistry::builtin().unwrap());
         let lines: Vec<&str> = table.lines().collect();
+        let cut = |l: &str| l.trim_end().to_owned();
         assert_eq!(
-            lines[0],
-            "name           auto-approve  agent  task_agent  primary_key"
+            cut(lines[0]),
+            "name           auto-approve  agent  task_agent  primary_key  asks anyway for"
         );
         assert_eq!(
-            lines[1],
-            "bash           no            no     yes         command"
+            cut(lines[1]),
+            "bash           no            no     yes         command      -"
         );
         assert_eq!(
-            lines[8],
-            "web_fetch      no            yes    yes         url"
+            cut(lines[2]),
+            "read_file      yes           yes    yes         path         reads outside the \
+             workstream's directory"
         );
         assert_eq!(
-            lines[11],
-            "recall         yes           no     no          query"
+            cut(lines[8]),
+            "web_fetch      no            yes    yes         url          -"
         );
         assert_eq!(
-            lines[12],
-            "read_resource  no            yes    yes         uri"
+            cut(lines[10]),
+            "memory         yes           no     no          name         saves and deletes at \
+             global scope (and deletes with no scope)"
         );
-        assert_eq!(lines.len(), 14);
+        assert_eq!(
+            cut(lines[11]),
+            "recall         yes           no     no          query        -"
+        );
+        assert_eq!(
+            cut(lines[12]),
+            "read_resource  no            yes    yes         uri          -"
+        );
+        assert_eq!(lines[14], "");
+        assert!(lines[15].contains("always-allow grant"), "{table}");
+        assert_eq!(lines.len(), 16);
     }
 
     #[tokio::test]

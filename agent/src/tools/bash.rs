@@ -16,7 +16,6 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -27,7 +26,7 @@ use super::{
     floor_char_boundary, truncate_output,
 };
 
-/// The `bash` tool. Always needs approval; refuses commands on the blocklist.
+/// The `bash` tool. Asks for approval (`auto_approve: false` in its JSON); refuses commands on the blocklist.
 #[derive(Debug, Default)]
 pub struct Bash;
 
@@ -40,17 +39,10 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How long reaping a killed shell may take before we give up on it.
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The arguments of `tools/bash.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     command: String,
-}
-
-fn parse_args(args: &Value) -> Result<Args, ToolError> {
-    serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for bash ({e}); send {{\"command\": \"<bash command>\"}}"
-        ))
-    })
 }
 
 fn check_command(command: &str) -> Result<(), ToolError> {
@@ -71,29 +63,29 @@ fn check_command(command: &str) -> Result<(), ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for Bash {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"command\": \"<bash command>\"}";
+
     fn name(&self) -> &'static str {
         "bash"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let parsed = parse_args(&args)?;
-        check_command(&parsed.command)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        check_command(&args.command)?;
         Ok(Prepared {
-            header: format!("bash: {}", header_line(&parsed.command)),
-            preview: parsed.command,
-            needs_approval: true,
-            args,
+            header: format!("bash: {}", header_line(&args.command)),
+            preview: args.command.clone(),
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let args = parse_args(&prepared.args)?;
-        check_command(&args.command)?;
         run(&args.command, ctx, sink).await
     }
 }

@@ -11,7 +11,6 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::write_file::write_atomically;
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
@@ -25,21 +24,16 @@ const PREVIEW_LINES: usize = 30;
 /// Match line numbers listed in an "ambiguous" error.
 const LISTED_MATCHES: usize = 20;
 
+/// The arguments of `tools/edit_file.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     path: String,
     old_string: String,
     new_string: String,
     near_line: Option<i64>,
 }
 
-fn parse(args: &Value) -> Result<Args, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for edit_file ({e}); send path, old_string and new_string as \
-             strings and optionally near_line as an integer"
-        ))
-    })?;
+fn check(args: &Args) -> Result<(), ToolError> {
     if args.path.trim().is_empty() {
         return Err(ToolError::model("`path` is empty; give the file to edit"));
     }
@@ -59,7 +53,7 @@ fn parse(args: &Value) -> Result<Args, ToolError> {
             "near_line is a line number; lines count from 1",
         ));
     }
-    Ok(args)
+    Ok(())
 }
 
 /// One planned replacement.
@@ -75,19 +69,23 @@ struct Edit {
 
 #[async_trait::async_trait]
 impl Tool for EditFile {
+    type Args = Args;
+    const USAGE: &'static str = "send path, old_string and new_string as strings and optionally \
+                                 near_line as an integer";
+
     fn name(&self) -> &'static str {
         "edit_file"
     }
 
-    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let parsed = parse(&args)?;
+    fn prepare(&self, parsed: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        check(parsed)?;
         // sandpiper's own config and database are off limits, approved or not.
         ctx.check_path(&parsed.path)?;
         let path = ctx.resolve(&parsed.path);
         check_was_read(ctx, &path, &parsed.path)?;
         // prepare is synchronous; one read of the file the model is editing is acceptable.
         let content = std::fs::read_to_string(&path).map_err(|e| read_error(&parsed.path, e))?;
-        let edit = plan(&content, &parsed)?;
+        let edit = plan(&content, parsed)?;
         Ok(Prepared {
             header: format!(
                 "edit_file: {} ({})",
@@ -95,18 +93,17 @@ impl Tool for EditFile {
                 line_range("line", edit.lines)
             ),
             preview: edit.diff,
-            needs_approval: true,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let args = parse(&prepared.args)?;
         // Again: a link may have been pointed at a protected file while the call waited.
         ctx.check_path(&args.path)?;
         let path = ctx.resolve(&args.path);
@@ -114,7 +111,7 @@ impl Tool for EditFile {
         let content = tokio::fs::read_to_string(&path)
             .await
             .map_err(|e| read_error(&args.path, e))?;
-        let edit = plan(&content, &args)?;
+        let edit = plan(&content, args)?;
         write_atomically(&path, edit.content.into_bytes())
             .await
             .map_err(|e| ToolError::model(format!("cannot write {}: {e}", args.path)))?;

@@ -7,7 +7,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::process_tree::{Containment, ProcessTree};
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
@@ -25,8 +24,9 @@ const MAX_PAGE_LEN: usize = 100;
 /// man-db's exit status for "no manual entry".
 const NOT_FOUND_STATUS: i32 = 16;
 
+/// The arguments of `tools/man.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     page: String,
     section: Option<String>,
 }
@@ -38,13 +38,7 @@ struct Request {
     section: Option<String>,
 }
 
-fn parse(args: &Value) -> Result<Request, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for man ({e}); send {{\"page\": \"<name>\"}} and optionally \
-             \"section\""
-        ))
-    })?;
+fn parse(args: &Args) -> Result<Request, ToolError> {
     let page = args.page.trim().to_owned();
     let valid_char = |c: char| c.is_ascii_alphanumeric() || "_.:+-".contains(c);
     if page.is_empty()
@@ -59,6 +53,7 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
     }
     let section = args
         .section
+        .as_ref()
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty());
     if let Some(s) = &section {
@@ -78,12 +73,15 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for Man {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"page\": \"<name>\"} and optionally \"section\"";
+
     fn name(&self) -> &'static str {
         "man"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let request = parse(args)?;
         let header = match &request.section {
             Some(s) => format!("man: {}({s})", request.page),
             None => format!("man: {}", request.page),
@@ -91,18 +89,18 @@ impl Tool for Man {
         Ok(Prepared {
             header,
             preview: String::new(),
-            needs_approval: false,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(&prepared.args)?;
+        let request = parse(args)?;
         run_man("man", &request, ctx).await
     }
 }
@@ -220,7 +218,7 @@ fn strip_formatting(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::NoOutput;
+    use crate::tools::{NoOutput, prepare_json, typed};
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
@@ -245,24 +243,21 @@ mod tests {
     fn names_and_sections_are_validated() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = Man
-            .prepare(json!({"page": "printf", "section": "3"}), &ctx)
-            .unwrap();
+        let p = prepare_json(Man, json!({"page": "printf", "section": "3"}), &ctx).unwrap();
         assert_eq!(
-            p,
+            p.prepared,
             Prepared {
                 header: "man: printf(3)".into(),
                 preview: String::new(),
-                needs_approval: false,
-                args: json!({"page": "printf", "section": "3"}),
+                ask: false,
             }
         );
         assert_eq!(
-            parse(&json!({"page": " std::vector ", "section": ""})).unwrap(),
+            parse(&typed(json!({"page": " std::vector ", "section": ""}))).unwrap(),
             request("std::vector", None)
         );
         for ok in ["ls", "git-commit", "Sys.stat", "g++", "x_y.1"] {
-            assert!(parse(&json!({"page": ok})).is_ok(), "{ok}");
+            assert!(parse(&typed(json!({"page": ok}))).is_ok(), "{ok}");
         }
         for bad in [
             "",
@@ -274,14 +269,17 @@ mod tests {
             "ls;rm",
             "$(id)",
         ] {
-            assert!(parse(&json!({"page": bad})).is_err(), "{bad:?}");
+            assert!(parse(&typed(json!({"page": bad}))).is_err(), "{bad:?}");
         }
         for ok in ["1", "3p", "8", "3ssl", "n"] {
-            assert!(parse(&json!({"page": "x", "section": ok})).is_ok(), "{ok}");
+            assert!(
+                parse(&typed(json!({"page": "x", "section": ok}))).is_ok(),
+                "{ok}"
+            );
         }
         for bad in ["-1", "x", "3 p", "12345678901"] {
             assert!(
-                parse(&json!({"page": "x", "section": bad})).is_err(),
+                parse(&typed(json!({"page": "x", "section": bad}))).is_err(),
                 "{bad}"
             );
         }
@@ -315,8 +313,8 @@ mod tests {
     async fn real_pages_or_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let prepared = Man.prepare(json!({"page": "ls"}), &ctx).unwrap();
-        let result = Man.execute(&prepared, &ctx, &NoOutput).await;
+        let prepared = prepare_json(Man, json!({"page": "ls"}), &ctx).unwrap();
+        let result = prepared.execute(&ctx, &NoOutput).await;
         if !man_installed() {
             let err = result.unwrap_err().to_string();
             assert!(

@@ -13,7 +13,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
@@ -31,17 +30,13 @@ const SIGXCPU: i32 = 24;
 /// `SIGKILL`: a hard limit was reached (or the kernel's OOM killer).
 const SIGKILL: i32 = 9;
 
+/// The arguments of `tools/math.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     code: String,
 }
 
-fn parse(args: &Value) -> Result<String, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for math ({e}); send {{\"code\": \"print(2**100)\"}}"
-        ))
-    })?;
+fn parse(args: &Args) -> Result<&str, ToolError> {
     if args.code.trim().is_empty() {
         return Err(ToolError::model(
             "`code` is empty; send Python code that prints its results",
@@ -53,17 +48,20 @@ fn parse(args: &Value) -> Result<String, ToolError> {
             args.code.len()
         )));
     }
-    Ok(args.code)
+    Ok(&args.code)
 }
 
 #[async_trait::async_trait]
 impl Tool for Math {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"code\": \"print(2**100)\"}";
+
     fn name(&self) -> &'static str {
         "math"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let code = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let code = parse(args)?;
         let first = code.trim().lines().next().unwrap_or_default();
         let mut header: String = first.chars().take(HEADER_CHARS).collect();
         if header.len() < code.trim().len() {
@@ -71,21 +69,21 @@ impl Tool for Math {
         }
         Ok(Prepared {
             header: format!("math: {header}"),
-            preview: code,
-            needs_approval: true,
-            args,
+            preview: code.to_owned(),
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let code = parse(&prepared.args)?;
+        let code = parse(args)?;
         let isolation = sandbox::isolation().await;
-        run(&code, isolation, ctx).await
+        run(code, isolation, ctx).await
     }
 }
 

@@ -8,21 +8,18 @@ use serde_json::Value;
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 use crate::mcp::{McpManager, McpTool};
 
-/// One MCP tool, callable like a built-in.
+/// One MCP tool, callable like a built-in. Its arguments are free-form JSON (the server's
+/// own schema), so `Args` is [`Value`]; whether a call asks is the server's `auto_approve`
+/// list, applied by the pipeline like a built-in's JSON.
 pub struct McpCall {
     manager: Arc<McpManager>,
     tool: McpTool,
-    auto_approve: bool,
 }
 
 impl McpCall {
-    /// Wraps `tool`; `auto_approve` comes from the server's `auto_approve` list.
-    pub fn new(manager: Arc<McpManager>, tool: McpTool, auto_approve: bool) -> Self {
-        Self {
-            manager,
-            tool,
-            auto_approve,
-        }
+    /// Wraps `tool`.
+    pub fn new(manager: Arc<McpManager>, tool: McpTool) -> Self {
+        Self { manager, tool }
     }
 
     /// The tool's argument schema.
@@ -33,27 +30,29 @@ impl McpCall {
 
 #[async_trait::async_trait]
 impl Tool for McpCall {
+    type Args = Value;
+
     fn name(&self) -> &'static str {
         "mcp"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let preview = serde_json::to_string_pretty(&args).unwrap_or_default();
+    fn prepare(&self, args: &Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let preview = serde_json::to_string_pretty(args).unwrap_or_default();
         Ok(Prepared {
             header: format!("{} (MCP server {})", self.tool.full_name, self.tool.server),
             preview,
-            needs_approval: !self.auto_approve,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Value,
+        _prepared: &Prepared,
         _ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let arguments = match &prepared.args {
+        let arguments = match args {
             Value::Object(map) => map.clone(),
             _ => serde_json::Map::new(),
         };

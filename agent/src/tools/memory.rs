@@ -11,7 +11,6 @@
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 use crate::store::memories::{Memory, NewMemory, Scope, Visibility};
@@ -27,8 +26,9 @@ const KINDS: [&str; 4] = ["user", "project", "feedback", "reference"];
 #[derive(Debug, Default)]
 pub struct MemoryTool;
 
+/// The arguments of `tools/memory.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     action: String,
     name: Option<String>,
     content: Option<String>,
@@ -63,9 +63,8 @@ enum Action {
     },
 }
 
-fn parse(args: &Value) -> Result<Action, ToolError> {
-    let a: Args = serde_json::from_value(args.clone())
-        .map_err(|e| ToolError::model(format!("invalid arguments for memory: {e}")))?;
+fn parse(args: &Args) -> Result<Action, ToolError> {
+    let a = args;
     let limit = match a.limit {
         None => DEFAULT_LIMIT,
         Some(n) if n < 1 => return Err(ToolError::model("`limit` must be at least 1")),
@@ -84,10 +83,14 @@ fn parse(args: &Value) -> Result<Action, ToolError> {
         .transpose()?;
     match a.action.as_str() {
         "save" => {
-            let name = valid_name(a.name)?;
-            let content = a.content.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
-                ToolError::model("save needs `content`: what should be remembered")
-            })?;
+            let name = valid_name(a.name.clone())?;
+            let content = a
+                .content
+                .clone()
+                .filter(|c| !c.trim().is_empty())
+                .ok_or_else(|| {
+                    ToolError::model("save needs `content`: what should be remembered")
+                })?;
             if content.len() > MAX_CONTENT_BYTES {
                 return Err(ToolError::model(format!(
                     "`content` is {} bytes; a memory holds at most {MAX_CONTENT_BYTES} bytes \
@@ -105,22 +108,23 @@ fn parse(args: &Value) -> Result<Action, ToolError> {
             Ok(Action::Save {
                 name,
                 content,
-                description: a.description.filter(|d| !d.trim().is_empty()),
-                kind: a.kind,
+                description: a.description.clone().filter(|d| !d.trim().is_empty()),
+                kind: a.kind.clone(),
                 scope: scope.unwrap_or(Scope::Global),
             })
         }
         "search" => {
             let query = a
                 .query
-                .or(a.name)
+                .clone()
+                .or_else(|| a.name.clone())
                 .filter(|q| !q.trim().is_empty())
                 .ok_or_else(|| ToolError::model("search needs `query`"))?;
             Ok(Action::Search { query, limit })
         }
         "list" => Ok(Action::List { limit }),
         "delete" => Ok(Action::Delete {
-            name: valid_name(a.name)?,
+            name: valid_name(a.name.clone())?,
             scope,
         }),
         other => Err(ToolError::model(format!(
@@ -148,12 +152,16 @@ fn valid_name(name: Option<String>) -> Result<String, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for MemoryTool {
+    type Args = Args;
+    const ASKS_FOR: Option<&'static str> =
+        Some("saves and deletes at global scope (and deletes with no scope)");
+
     fn name(&self) -> &'static str {
         "memory"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let (header, preview, needs_approval) = match parse(&args)? {
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let (header, preview, ask) = match parse(args)? {
             Action::Save {
                 name,
                 content,
@@ -184,14 +192,14 @@ impl Tool for MemoryTool {
         Ok(Prepared {
             header,
             preview,
-            needs_approval,
-            args,
+            ask,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
@@ -201,7 +209,7 @@ impl Tool for MemoryTool {
             user_id: ctx.user_id.clone(),
         };
         let failed = |e: crate::store::StoreError| ToolError::model(format!("memory: {e}"));
-        let text = match parse(&prepared.args)? {
+        let text = match parse(args)? {
             Action::Save {
                 name,
                 content,

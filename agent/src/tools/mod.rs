@@ -2,12 +2,15 @@
 //!
 //! A tool's metadata (name, description, parameters, `agent`, `task_agent`, `auto_approve`,
 //! `primary_key`) lives in `tools/<name>.json` at the workspace root, embedded at build time;
-//! the Rust side implements [`Tool::prepare`] (validate, build the header and preview, decide
-//! whether approval is needed) and [`Tool::execute`].
+//! the Rust side declares the typed arguments ([`Tool::Args`]) and implements [`Tool::prepare`]
+//! (validate, build the header and preview, say whether this call asks even though the tool is
+//! auto-approved) and [`Tool::execute`]. The registry and the pipeline hold tools as
+//! [`DynTool`], which deserializes the JSON arguments once.
 
 mod args;
 mod bash;
 pub mod child_env;
+mod dyn_tool;
 mod edit_file;
 mod man;
 mod math;
@@ -30,30 +33,38 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Capabilities, ToolsConfig};
 use crate::model::ImagePart;
 
 pub use args::{ArgsError, parse_arguments, validate_arguments};
+pub use dyn_tool::{DynTool, ReadyCall, deserialize_args};
 pub use mcp_call::McpCall;
 pub use path_policy::PathPolicy;
 pub use registry::{RegistryError, ToolRegistry, ToolSpec, default_tools};
 pub use services::ToolServices;
 pub use web_fetch::{AddressClass, Refusal, SsrfPolicy};
 
-/// What `prepare` decided about a call: how to show it and whether a person must approve it.
+/// What `prepare` decided about a call: how to show it, and whether this particular call asks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prepared {
     /// One line naming the call, e.g. `bash: ls -la`.
     pub header: String,
     /// A longer preview (the command, the diff, the file content), may be empty.
     pub preview: String,
-    /// Whether a person must approve the call before it runs.
-    pub needs_approval: bool,
-    /// The validated arguments `execute` works from.
-    pub args: Value,
+    /// Whether this call must be approved even though the tool's JSON says
+    /// `auto_approve: true` (a read outside the working directory, a global memory). It can
+    /// only raise the JSON's default, never lower it: the pipeline asks when
+    /// `!spec.auto_approve || ask` ([`needs_approval`]).
+    pub ask: bool,
+}
+
+/// Whether a call needs a person's approval by the tool's own rules, before session-wide
+/// overrides (`--yes`, always-allow grants): the JSON's `auto_approve` is the default and a
+/// call may only raise it. The single place this rule is decided.
+pub fn needs_approval(auto_approve: bool, prepared: &Prepared) -> bool {
+    !auto_approve || prepared.ask
 }
 
 /// What a tool produced.
@@ -231,23 +242,63 @@ impl ToolContext {
     }
 }
 
-/// One built-in tool. Metadata comes from its JSON file; this is the behaviour.
+/// One tool. Metadata comes from its JSON file; this is the behaviour. Held as
+/// [`DynTool`], which parses the JSON arguments into [`Tool::Args`] once per call.
 #[async_trait::async_trait]
-pub trait Tool: Send + Sync {
+pub trait Tool: Send + Sync + 'static {
+    /// The arguments, as the JSON file's `parameters` describe them (a unit test checks that
+    /// every property of the schema is a field here).
+    type Args: serde::de::DeserializeOwned + Send + Sync + 'static;
+
+    /// A hint appended to the model-visible error when the arguments do not deserialize,
+    /// e.g. `send {"command": "<bash command>"}`.
+    const USAGE: &'static str = "";
+
+    /// For a tool whose JSON says `auto_approve: true`: which calls ask anyway (the cases
+    /// where `prepare` sets [`Prepared::ask`]), as `sandpiper tools` prints it. `None` when
+    /// no call raises the default.
+    const ASKS_FOR: Option<&'static str> = None;
+
     /// The name, equal to the JSON file's `name`.
     fn name(&self) -> &'static str;
 
-    /// Checks the (already schema-validated) arguments and describes the call. Errors here
-    /// go to the model and the call does not run.
-    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError>;
+    /// Checks the (already schema-validated, deserialized) arguments and describes the call.
+    /// Errors here go to the model and the call does not run.
+    fn prepare(&self, args: &Self::Args, ctx: &ToolContext) -> Result<Prepared, ToolError>;
 
-    /// Runs the call. Streamed output goes to `sink`.
+    /// Runs the call with the arguments `prepare` saw. Streamed output goes to `sink`.
     async fn execute(
         &self,
+        args: &Self::Args,
         prepared: &Prepared,
         ctx: &ToolContext,
         sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError>;
+}
+
+/// Prepares `tool` from JSON arguments as the pipeline does (for unit tests of one tool).
+#[cfg(test)]
+pub(crate) fn prepare_json<T: Tool>(
+    tool: T,
+    args: serde_json::Value,
+    ctx: &ToolContext,
+) -> Result<ReadyCall, ToolError> {
+    Arc::new(tool).prepare_value(args, ctx)
+}
+
+/// Whether the built-in tool `name` asks for this prepared call, by its JSON's `auto_approve`
+/// and the call's own [`Prepared::ask`] (for unit tests of one tool).
+#[cfg(test)]
+pub(crate) fn asks(name: &str, prepared: &Prepared) -> bool {
+    let registry = ToolRegistry::builtin().expect("the built-in registry builds");
+    let spec = &registry.get(name).expect("a built-in tool").spec;
+    needs_approval(spec.auto_approve, prepared)
+}
+
+/// Typed arguments from JSON, for unit tests of a tool's checks.
+#[cfg(test)]
+pub(crate) fn typed<A: serde::de::DeserializeOwned>(args: serde_json::Value) -> A {
+    serde_json::from_value(args).expect("test arguments deserialize")
 }
 
 /// Cuts `text` to at most `max` bytes (on a char boundary), keeping head and tail, with a note
@@ -294,6 +345,25 @@ mod tests {
         assert!(out.contains("bytes of output cut (10000 bytes in all)"));
         assert!(out.starts_with('é') && out.ends_with('é'));
         assert_eq!(truncate_output("short", 2000), "short");
+    }
+
+    #[test]
+    fn a_call_may_raise_the_json_default_but_never_lower_it() {
+        let call = |ask| Prepared {
+            header: String::new(),
+            preview: String::new(),
+            ask,
+        };
+        assert!(
+            needs_approval(false, &call(false)),
+            "auto_approve: false always asks"
+        );
+        assert!(needs_approval(false, &call(true)));
+        assert!(!needs_approval(true, &call(false)));
+        assert!(
+            needs_approval(true, &call(true)),
+            "a call raises the default"
+        );
     }
 
     #[test]

@@ -13,7 +13,6 @@ use std::path::Path;
 
 use base64::Engine;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::path_policy::outside_note;
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
@@ -33,8 +32,9 @@ const MAX_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
 /// Entries of a directory named in the error when the path is a directory.
 const DIR_HINT_ENTRIES: usize = 20;
 
+/// The arguments of `tools/read_file.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     path: String,
     offset: Option<i64>,
     limit: Option<i64>,
@@ -48,13 +48,7 @@ struct Request {
     limit: usize,
 }
 
-fn parse(args: &Value) -> Result<Request, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for read_file ({e}); send {{\"path\": \"<file>\"}} with optional \
-             integer offset and limit"
-        ))
-    })?;
+fn parse(args: &Args) -> Result<Request, ToolError> {
     if args.path.trim().is_empty() {
         return Err(ToolError::model("`path` is empty; give the file to read"));
     }
@@ -76,7 +70,7 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
         }
     };
     Ok(Request {
-        path: args.path,
+        path: args.path.clone(),
         offset,
         limit,
     })
@@ -84,12 +78,17 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for ReadFile {
+    type Args = Args;
+    const ASKS_FOR: Option<&'static str> = Some("reads outside the workstream's directory");
+    const USAGE: &'static str =
+        "send {\"path\": \"<file>\"} with optional integer offset and limit";
+
     fn name(&self) -> &'static str {
         "read_file"
     }
 
-    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(&args)?;
+    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let request = parse(args)?;
         let checked = ctx.check_path(&request.path)?;
         Ok(Prepared {
             header: format!("read_file: {}", request.path),
@@ -97,20 +96,20 @@ impl Tool for ReadFile {
                 true => outside_note(&checked, &ctx.workdir),
                 false => String::new(),
             },
-            needs_approval: checked.outside,
-            args,
+            ask: checked.outside,
         })
     }
 
     async fn execute(
         &self,
+        args: &Args,
         prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(&prepared.args)?;
+        let request = parse(args)?;
         // Again: the file system may have changed while the call waited.
-        let checked = ctx.recheck_read(&request.path, prepared.needs_approval)?;
+        let checked = ctx.recheck_read(&request.path, prepared.ask)?;
         let path = checked.resolved;
         let budget = ctx.config.max_output_bytes;
         let vision = ctx.capabilities.supports_vision;

@@ -1,7 +1,7 @@
 //! The `read_resource` tool: reads a resource (listed in the system message's
 //! `<mcp-resources>` block) from its MCP server.
 
-use serde_json::Value;
+use serde::Deserialize;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
@@ -9,39 +9,45 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 #[derive(Debug, Default)]
 pub struct ReadResource;
 
-fn uri(args: &Value) -> Result<&str, ToolError> {
-    args.get("uri")
-        .and_then(Value::as_str)
-        .map(str::trim)
+/// The arguments of `tools/read_resource.json`.
+#[derive(Debug, Deserialize)]
+pub struct Args {
+    uri: String,
+}
+
+fn uri(args: &Args) -> Result<&str, ToolError> {
+    Some(args.uri.trim())
         .filter(|u| !u.is_empty())
         .ok_or_else(|| ToolError::model("`uri` is required: one of the URIs in <mcp-resources>"))
 }
 
 #[async_trait::async_trait]
 impl Tool for ReadResource {
+    type Args = Args;
+
     fn name(&self) -> &'static str {
         "read_resource"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let header = format!("read_resource: {}", uri(&args)?);
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let header = format!("read_resource: {}", uri(args)?);
         Ok(Prepared {
             header,
             preview: String::new(),
-            needs_approval: true,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let mcp = ctx.mcp()?;
         let out = mcp
-            .read_resource(uri(&prepared.args)?)
+            .read_resource(uri(args)?)
             .await
             .map_err(|e| ToolError::model(e.to_string()))?;
         Ok(ToolOutput {

@@ -5,7 +5,6 @@
 //! thread they were not in. Auto-approved: it reads only what the user could already see.
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
 use crate::store::StoreError;
@@ -18,8 +17,9 @@ pub struct Recall;
 /// Hits returned when the model gives no `limit`.
 const DEFAULT_LIMIT: usize = 20;
 
+/// The arguments of `tools/recall.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     query: String,
     limit: Option<i64>,
 }
@@ -33,13 +33,7 @@ struct Request {
     clamped_from: Option<i64>,
 }
 
-fn parse(args: &Value) -> Result<Request, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for recall ({e}); send {{\"query\": \"<words to find>\"}} and \
-             optionally \"limit\" (1 to {MAX_LIMIT})"
-        ))
-    })?;
+fn parse(args: &Args) -> Result<Request, ToolError> {
     let query = args.query.trim().to_owned();
     search_terms(&query).map_err(|e| ToolError::model(e.to_string()))?;
     let (limit, clamped_from) = match args.limit {
@@ -64,27 +58,31 @@ fn parse(args: &Value) -> Result<Request, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for Recall {
+    type Args = Args;
+    const USAGE: &'static str =
+        "send {\"query\": \"<words to find>\"} and optionally \"limit\" (1 to 100)";
+
     fn name(&self) -> &'static str {
         "recall"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let request = parse(args)?;
         Ok(Prepared {
             header: format!("recall: {}", request.query),
             preview: String::new(),
-            needs_approval: false,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(&prepared.args)?;
+        let request = parse(args)?;
         let store = ctx.store()?;
         let search = store.recall(
             &request.query,
@@ -145,14 +143,14 @@ mod tests {
     use super::*;
     use crate::model::Message;
     use crate::store::Store;
-    use crate::tools::NoOutput;
+    use crate::tools::{NoOutput, prepare_json, typed};
     use pretty_assertions::assert_eq;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::path::Path;
 
     async fn recall(ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let prepared = Recall.prepare(args, ctx)?;
-        Recall.execute(&prepared, ctx, &NoOutput).await
+        let prepared = prepare_json(Recall, args, ctx)?;
+        prepared.execute(ctx, &NoOutput).await
     }
 
     fn context(store: Option<Store>, user: Option<&str>) -> ToolContext {
@@ -166,33 +164,29 @@ mod tests {
     #[test]
     fn prepare_is_auto_approved_and_checks_the_arguments() {
         let ctx = context(None, None);
-        let p = Recall
-            .prepare(json!({"query": " deploy key "}), &ctx)
-            .unwrap();
+        let p = prepare_json(Recall, json!({"query": " deploy key "}), &ctx).unwrap();
         assert_eq!(
-            p,
+            p.prepared,
             Prepared {
                 header: "recall: deploy key".into(),
                 preview: String::new(),
-                needs_approval: false,
-                args: json!({"query": " deploy key "}),
+                ask: false,
             }
         );
-        let err = Recall.prepare(json!({"query": "\"*\""}), &ctx).unwrap_err();
+        let err = prepare_json(Recall, json!({"query": "\"*\""}), &ctx).unwrap_err();
         assert!(
             matches!(&err, ToolError::Model(m) if m.starts_with("nothing to search for in \"\\\"*\\\"\"")),
             "{err}"
         );
-        let err = Recall
-            .prepare(json!({"query": "x", "limit": 0}), &ctx)
-            .unwrap_err();
+        let err = prepare_json(Recall, json!({"query": "x", "limit": 0}), &ctx).unwrap_err();
         assert_eq!(
             err.to_string(),
             "`limit` must be between 1 and 100, got 0; leave it out for 20"
         );
-        let r = parse(&json!({"query": "x", "limit": 500})).unwrap();
+        let r = parse(&typed(json!({"query": "x", "limit": 500}))).unwrap();
         assert_eq!((r.limit, r.clamped_from), (100, Some(500)));
-        assert_eq!(parse(&json!({"query": "x"})).unwrap().limit, 20);
+        assert_eq!(parse(&typed(json!({"query": "x"}))).unwrap().limit, 20);
+        assert!(Recall::USAGE.contains(&format!("(1 to {MAX_LIMIT})")));
     }
 
     #[tokio::test]

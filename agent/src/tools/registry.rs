@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Tool;
+use super::DynTool;
 use crate::model::ToolSchema;
 
 mod embedded {
@@ -16,7 +16,7 @@ mod embedded {
 
 /// Every built-in tool, in the order they are offered to the model. The single place a tool
 /// is registered.
-pub fn default_tools() -> Vec<Arc<dyn Tool>> {
+pub fn default_tools() -> Vec<Arc<dyn DynTool>> {
     use super::*;
     vec![
         Arc::new(bash::Bash),
@@ -49,7 +49,8 @@ pub struct ToolSpec {
     pub agent: bool,
     /// Available to task sub-agents.
     pub task_agent: bool,
-    /// Runs without asking a person.
+    /// Runs without asking a person by default. The source of truth for whether a call asks:
+    /// a tool may raise it for one call ([`super::Prepared::ask`]), never lower it.
     pub auto_approve: bool,
     /// Parameter that a bare-string argument maps to.
     pub primary_key: Option<String>,
@@ -95,7 +96,7 @@ pub struct RegisteredTool {
     /// Metadata from the JSON file.
     pub spec: ToolSpec,
     /// The implementation.
-    pub tool: Arc<dyn Tool>,
+    pub tool: Arc<dyn DynTool>,
 }
 
 /// Built-in tools and their derived sets.
@@ -121,7 +122,7 @@ impl ToolRegistry {
 
     /// Joins implementations with `(file stem, JSON)` pairs; both sets must match exactly.
     pub fn new(
-        implementations: Vec<Arc<dyn Tool>>,
+        implementations: Vec<Arc<dyn DynTool>>,
         files: &[(&str, &str)],
     ) -> Result<Self, RegistryError> {
         let mut specs: BTreeMap<String, ToolSpec> = BTreeMap::new();
@@ -148,7 +149,7 @@ impl ToolRegistry {
         let mut order = Vec::new();
         let mut tools = HashMap::new();
         for tool in implementations {
-            let name = tool.name().to_owned();
+            let name = tool.tool_name().to_owned();
             let spec = specs
                 .remove(&name)
                 .ok_or_else(|| match tools.contains_key(&name) {
@@ -280,7 +281,7 @@ mod tests {
             .collect();
         let implemented: BTreeSet<String> = default_tools()
             .iter()
-            .map(|t| t.name().to_owned())
+            .map(|t| t.tool_name().to_owned())
             .collect();
         assert_eq!(files, implemented);
         ToolRegistry::builtin().expect("the built-in registry must build");
@@ -387,3 +388,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod schema_args;

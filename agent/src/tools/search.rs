@@ -17,7 +17,6 @@ use grep::searcher::sinks::Lossy;
 use grep::searcher::{BinaryDetection, SearcherBuilder};
 use ignore::WalkBuilder;
 use serde::Deserialize;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::path_policy::{canonicalize_lenient, outside_note};
@@ -32,19 +31,14 @@ pub struct Search;
 /// Characters of a matching line shown.
 const MAX_LINE_CHARS: usize = 500;
 
+/// The arguments of `tools/search.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     query: String,
     path: Option<String>,
 }
 
-fn parse(args: &Value) -> Result<(Args, RegexMatcher), ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for search ({e}); send {{\"query\": \"<regex>\"}} and optionally \
-             \"path\""
-        ))
-    })?;
+fn parse(args: &Args) -> Result<RegexMatcher, ToolError> {
     if args.query.is_empty() {
         return Err(ToolError::model(
             "`query` is empty; give a regular expression to search for",
@@ -61,44 +55,47 @@ fn parse(args: &Value) -> Result<(Args, RegexMatcher), ToolError> {
                 args.query
             ))
         })?;
-    Ok((args, matcher))
+    Ok(matcher)
 }
 
 #[async_trait::async_trait]
 impl Tool for Search {
+    type Args = Args;
+    const ASKS_FOR: Option<&'static str> = Some("searches outside the workstream's directory");
+    const USAGE: &'static str = "send {\"query\": \"<regex>\"} and optionally \"path\"";
+
     fn name(&self) -> &'static str {
         "search"
     }
 
-    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let (parsed, _) = parse(&args)?;
+    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        parse(args)?;
+        let parsed = args;
         let header = match &parsed.path {
             Some(p) => format!("search: /{}/ in {p}", parsed.query),
             None => format!("search: /{}/", parsed.query),
         };
-        let checked = ctx.check_path(root_arg(&parsed))?;
+        let checked = ctx.check_path(root_arg(parsed))?;
         Ok(Prepared {
             header,
             preview: match checked.outside {
                 true => outside_note(&checked, &ctx.workdir),
                 false => String::new(),
             },
-            needs_approval: checked.outside,
-            args,
+            ask: checked.outside,
         })
     }
 
     async fn execute(
         &self,
+        args: &Args,
         prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let (args, matcher) = parse(&prepared.args)?;
+        let matcher = parse(args)?;
         // Again: the file system may have changed while the call waited.
-        let root = ctx
-            .recheck_read(root_arg(&args), prepared.needs_approval)?
-            .canonical;
+        let root = ctx.recheck_read(root_arg(args), prepared.ask)?.canonical;
         let shown = args
             .path
             .clone()
@@ -239,14 +236,14 @@ fn cut_line(line: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::ToolsConfig;
-    use crate::tools::NoOutput;
+    use crate::tools::{NoOutput, prepare_json};
     use pretty_assertions::assert_eq;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::sync::Arc;
 
     async fn search(ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let prepared = Search.prepare(args, ctx)?;
-        Search.execute(&prepared, ctx, &NoOutput).await
+        let prepared = prepare_json(Search, args, ctx)?;
+        prepared.execute(ctx, &NoOutput).await
     }
 
     fn tree() -> tempfile::TempDir {
@@ -267,24 +264,21 @@ mod tests {
     fn prepare_validates_the_regex() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = Search
-            .prepare(json!({"query": "fn \\w+", "path": "src"}), &ctx)
-            .unwrap();
+        let p = prepare_json(Search, json!({"query": "fn \\w+", "path": "src"}), &ctx).unwrap();
         assert_eq!(
-            p,
+            p.prepared,
             Prepared {
                 header: "search: /fn \\w+/ in src".into(),
                 preview: String::new(),
-                needs_approval: false,
-                args: json!({"query": "fn \\w+", "path": "src"}),
+                ask: false,
             }
         );
-        let err = Search.prepare(json!({"query": "foo("}), &ctx).unwrap_err();
+        let err = prepare_json(Search, json!({"query": "foo("}), &ctx).unwrap_err();
         assert!(
             matches!(&err, ToolError::Model(m) if m.starts_with("invalid regex /foo(/")),
             "{err}"
         );
-        assert!(Search.prepare(json!({"query": ""}), &ctx).is_err());
+        assert!(prepare_json(Search, json!({"query": ""}), &ctx).is_err());
     }
 
     #[tokio::test]
@@ -303,10 +297,9 @@ mod tests {
         let dir = tree();
         let ctx = ToolContext::for_test(&dir.path().join("src"));
         let needs = |path: &str| {
-            Search
-                .prepare(json!({"query": "fn", "path": path}), &ctx)
+            prepare_json(Search, json!({"query": "fn", "path": path}), &ctx)
                 .unwrap()
-                .needs_approval
+                .ask
         };
         assert!(!needs("main.rs") && !needs("deep") && !needs("."));
         assert!(needs("../.hidden.rs") && needs("..") && needs("/etc"));
@@ -423,16 +416,13 @@ mod tests {
             "keys/id",
             "filelink/../sandpiper.toml",
         ] {
-            let err = Search
-                .prepare(json!({"query": "token", "path": path}), &ctx)
-                .unwrap_err();
+            let err =
+                prepare_json(Search, json!({"query": "token", "path": path}), &ctx).unwrap_err();
             assert!(err.to_string().starts_with("refused:"), "{path}: {err}");
         }
         // A link that leads out asks.
-        let p = Search
-            .prepare(json!({"query": "token", "path": "dirlink"}), &ctx)
-            .unwrap();
-        assert!(p.needs_approval);
+        let p = prepare_json(Search, json!({"query": "token", "path": "dirlink"}), &ctx).unwrap();
+        assert!(p.ask);
     }
 
     #[tokio::test]

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
@@ -11,18 +12,23 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 #[derive(Debug, Default)]
 pub struct UsePrompt;
 
-struct Args {
+/// The arguments of `tools/use_prompt.json`.
+#[derive(Debug, Deserialize)]
+pub struct Args {
+    name: String,
+    arguments: Option<Map<String, Value>>,
+}
+
+/// A checked call.
+struct Request {
     /// `server/prompt` as the manager expects it.
     target: String,
     shown: String,
     arguments: BTreeMap<String, String>,
 }
 
-fn parse(args: &Value) -> Result<Args, ToolError> {
-    let name = args
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::trim)
+fn parse(args: &Args) -> Result<Request, ToolError> {
+    let name = Some(args.name.trim())
         .filter(|n| !n.is_empty())
         .ok_or_else(|| {
             ToolError::model("`name` is required: one of the prompts in <mcp-prompts>")
@@ -33,7 +39,7 @@ fn parse(args: &Value) -> Result<Args, ToolError> {
         None => name.to_owned(),
     };
     let mut arguments = BTreeMap::new();
-    if let Some(map) = args.get("arguments").and_then(Value::as_object) {
+    if let Some(map) = &args.arguments {
         for (k, v) in map {
             let text = match v {
                 Value::String(s) => s.clone(),
@@ -43,7 +49,7 @@ fn parse(args: &Value) -> Result<Args, ToolError> {
             arguments.insert(k.clone(), text);
         }
     }
-    Ok(Args {
+    Ok(Request {
         target,
         shown: name.to_owned(),
         arguments,
@@ -52,12 +58,14 @@ fn parse(args: &Value) -> Result<Args, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for UsePrompt {
+    type Args = Args;
+
     fn name(&self) -> &'static str {
         "use_prompt"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let parsed = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let parsed = parse(args)?;
         let preview = parsed
             .arguments
             .iter()
@@ -67,18 +75,18 @@ impl Tool for UsePrompt {
         Ok(Prepared {
             header: format!("use_prompt: {}", parsed.shown),
             preview,
-            needs_approval: true,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let parsed = parse(&prepared.args)?;
+        let parsed = parse(args)?;
         let text = ctx
             .mcp()?
             .get_prompt(&parsed.target, parsed.arguments)

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
 
@@ -26,8 +25,9 @@ const SNIPPET_CHARS: usize = 600;
 /// Characters of an error body quoted back.
 const ERROR_BODY_CHARS: usize = 300;
 
+/// The arguments of `tools/web_search.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     query: String,
     max_results: Option<u32>,
     topic: Option<String>,
@@ -42,13 +42,7 @@ struct SearchRequest {
     search_depth: &'static str,
 }
 
-fn parse(args: &Value) -> Result<SearchRequest, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for web_search ({e}); send {{\"query\": \"...\"}} and \
-             optionally \"max_results\" (1-20) and \"topic\" (general, news or finance)"
-        ))
-    })?;
+fn parse(args: &Args) -> Result<SearchRequest, ToolError> {
     let query = args.query.trim().to_owned();
     if query.is_empty() {
         return Err(ToolError::model("`query` is empty; say what to search for"));
@@ -79,12 +73,15 @@ fn parse(args: &Value) -> Result<SearchRequest, ToolError> {
 
 #[async_trait::async_trait]
 impl Tool for WebSearch {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"query\": \"...\"} and optionally \"max_results\" (1-20) and \"topic\" (general, news or finance)";
+
     fn name(&self) -> &'static str {
         "web_search"
     }
 
-    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(&args)?;
+    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        let request = parse(args)?;
         let header = match request.topic {
             "general" => format!("web_search: {}", request.query),
             topic => format!("web_search ({topic}): {}", request.query),
@@ -92,18 +89,18 @@ impl Tool for WebSearch {
         Ok(Prepared {
             header,
             preview: String::new(),
-            needs_approval: true,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(&prepared.args)?;
+        let request = parse(args)?;
         let web = &ctx.services.web;
         let key = web.tavily_api_key.as_ref().ok_or_else(|| {
             ToolError::model(format!(
@@ -224,7 +221,7 @@ fn render(query: &str, results: &[SearchResult]) -> String {
 mod tests {
     use super::*;
     use crate::config::Secret;
-    use crate::tools::{NoOutput, ToolServices};
+    use crate::tools::{NoOutput, ToolServices, asks, prepare_json, typed};
     use pretty_assertions::assert_eq;
     use serde_json::json;
     use std::sync::Arc;
@@ -232,7 +229,7 @@ mod tests {
     #[test]
     fn arguments_are_checked_and_defaulted() {
         assert_eq!(
-            parse(&json!({"query": " rust 1.95 "})).unwrap(),
+            parse(&typed(json!({"query": " rust 1.95 "}))).unwrap(),
             SearchRequest {
                 query: "rust 1.95".into(),
                 max_results: 5,
@@ -240,7 +237,10 @@ mod tests {
                 search_depth: "basic",
             }
         );
-        let news = parse(&json!({"query": "q", "max_results": 20, "topic": "news"})).unwrap();
+        let news = parse(&typed(
+            json!({"query": "q", "max_results": 20, "topic": "news"}),
+        ))
+        .unwrap();
         assert_eq!((news.max_results, news.topic), (20, "news"));
         for bad in [
             json!({"query": "  "}),
@@ -249,23 +249,30 @@ mod tests {
             json!({"query": "q", "topic": "sports"}),
             json!({"max_results": 3}),
         ] {
-            assert!(parse(&bad).is_err(), "{bad}");
+            let refused = match serde_json::from_value::<Args>(bad.clone()) {
+                Ok(args) => parse(&args).is_err(),
+                Err(_) => true,
+            };
+            assert!(refused, "{bad}");
         }
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = WebSearch
-            .prepare(json!({"query": "rates", "topic": "finance"}), &ctx)
-            .unwrap();
+        let p = prepare_json(
+            WebSearch,
+            json!({"query": "rates", "topic": "finance"}),
+            &ctx,
+        )
+        .unwrap();
         assert_eq!(p.header, "web_search (finance): rates");
-        assert!(p.needs_approval);
+        assert!(!p.ask && asks("web_search", &p));
     }
 
     #[tokio::test]
     async fn without_a_key_the_model_is_told_it_is_not_configured() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = WebSearch.prepare(json!({"query": "x"}), &ctx).unwrap();
-        let err = WebSearch.execute(&p, &ctx, &NoOutput).await.unwrap_err();
+        let p = prepare_json(WebSearch, json!({"query": "x"}), &ctx).unwrap();
+        let err = p.execute(&ctx, &NoOutput).await.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("web_search is not configured: no Tavily API key (the operator sets $TAVILY_API_KEY)"),
@@ -289,8 +296,8 @@ mod tests {
         services.web.search_base_url = format!("http://{addr}");
         services.web.tavily_api_key = Some(Secret::new("bad"));
         ctx.services = Arc::new(services);
-        let p = WebSearch.prepare(json!({"query": "x"}), &ctx).unwrap();
-        let err = WebSearch.execute(&p, &ctx, &NoOutput).await.unwrap_err();
+        let p = prepare_json(WebSearch, json!({"query": "x"}), &ctx).unwrap();
+        let err = p.execute(&ctx, &NoOutput).await.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("the search service answered HTTP 401 (the API key was refused"),

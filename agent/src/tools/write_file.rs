@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
@@ -20,33 +19,31 @@ pub struct WriteFile;
 /// Lines of content shown in the preview.
 const PREVIEW_LINES: usize = 40;
 
+/// The arguments of `tools/write_file.json`.
 #[derive(Debug, Deserialize)]
-struct Args {
+pub struct Args {
     path: String,
     content: String,
 }
 
-fn parse(args: &Value) -> Result<Args, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| {
-        ToolError::model(format!(
-            "invalid arguments for write_file ({e}); send {{\"path\": \"<file>\", \"content\": \
-             \"<full text>\"}}"
-        ))
-    })?;
+fn check(args: &Args) -> Result<(), ToolError> {
     if args.path.trim().is_empty() {
         return Err(ToolError::model("`path` is empty; give the file to write"));
     }
-    Ok(args)
+    Ok(())
 }
 
 #[async_trait::async_trait]
 impl Tool for WriteFile {
+    type Args = Args;
+    const USAGE: &'static str = "send {\"path\": \"<file>\", \"content\": \"<full text>\"}";
+
     fn name(&self) -> &'static str {
         "write_file"
     }
 
-    fn prepare(&self, args: Value, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let parsed = parse(&args)?;
+    fn prepare(&self, parsed: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+        check(parsed)?;
         // sandpiper's own config and database are off limits, approved or not.
         ctx.check_path(&parsed.path)?;
         if ctx.resolve(&parsed.path).is_dir() {
@@ -59,23 +56,22 @@ impl Tool for WriteFile {
         Ok(Prepared {
             header: format!("write_file: {} ({lines} lines)", parsed.path),
             preview: preview(&parsed.content),
-            needs_approval: true,
-            args,
+            ask: false,
         })
     }
 
     async fn execute(
         &self,
-        prepared: &Prepared,
+        args: &Args,
+        _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let args = parse(&prepared.args)?;
         // Again: a link may have been pointed at a protected file while the call waited.
         ctx.check_path(&args.path)?;
         let path = ctx.resolve(&args.path);
         let bytes = args.content.len();
-        write_atomically(&path, args.content.into_bytes())
+        write_atomically(&path, args.content.clone().into_bytes())
             .await
             .map_err(|e| ToolError::model(format!("cannot write {}: {e}", args.path)))?;
         // The model wrote the content, so it knows it: edit_file may change it next.
@@ -148,7 +144,7 @@ fn temp_path(target: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::NoOutput;
+    use crate::tools::{NoOutput, prepare_json};
     use pretty_assertions::assert_eq;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
@@ -159,44 +155,35 @@ mod tests {
         let ctx = ToolContext::for_test(dir.path());
         let args = json!({"path": "a/b.txt", "content": "one\ntwo\n"});
         assert_eq!(
-            WriteFile.prepare(args.clone(), &ctx).unwrap(),
+            prepare_json(WriteFile, args.clone(), &ctx)
+                .unwrap()
+                .prepared,
             Prepared {
                 header: "write_file: a/b.txt (2 lines)".into(),
                 preview: "one\ntwo\n".into(),
-                needs_approval: true,
-                args,
+                ask: false,
             }
         );
         let long: String = (1..=50).map(|n| format!("{n}\n")).collect();
-        let p = WriteFile
-            .prepare(json!({"path": "x", "content": long}), &ctx)
-            .unwrap();
+        let p = prepare_json(WriteFile, json!({"path": "x", "content": long}), &ctx).unwrap();
         let expected: String = (1..=40).map(|n| format!("{n}\n")).collect();
         assert_eq!(p.preview, expected + "[... 10 more lines]");
-        assert!(
-            WriteFile
-                .prepare(json!({"path": ".", "content": ""}), &ctx)
-                .is_err()
-        );
-        assert!(
-            WriteFile
-                .prepare(json!({"path": " ", "content": ""}), &ctx)
-                .is_err()
-        );
-        assert!(WriteFile.prepare(json!({"path": "a"}), &ctx).is_err());
+        assert!(prepare_json(WriteFile, json!({"path": ".", "content": ""}), &ctx).is_err());
+        assert!(prepare_json(WriteFile, json!({"path": " ", "content": ""}), &ctx).is_err());
+        assert!(prepare_json(WriteFile, json!({"path": "a"}), &ctx).is_err());
     }
 
     #[tokio::test]
     async fn writes_creating_parents_and_records_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = WriteFile
-            .prepare(
-                json!({"path": "deep/er/new.txt", "content": "héllo\n"}),
-                &ctx,
-            )
-            .unwrap();
-        let out = WriteFile.execute(&p, &ctx, &NoOutput).await.unwrap();
+        let p = prepare_json(
+            WriteFile,
+            json!({"path": "deep/er/new.txt", "content": "héllo\n"}),
+            &ctx,
+        )
+        .unwrap();
+        let out = p.execute(&ctx, &NoOutput).await.unwrap();
         assert_eq!(out, ToolOutput::text("wrote 7 bytes to deep/er/new.txt"));
         let path = dir.path().join("deep/er/new.txt");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "héllo\n");
@@ -240,14 +227,12 @@ mod tests {
             &[root.join("sandpiper.toml")],
         ));
         let args = json!({"path": "sandpiper.toml", "content": "new"});
-        let err = WriteFile.prepare(args.clone(), &ctx).unwrap_err();
+        let err = prepare_json(WriteFile, args.clone(), &ctx).unwrap_err();
         assert!(err.to_string().starts_with("refused:"), "{err}");
         // Prepared when the name was harmless, then pointed at the config file.
-        let p = WriteFile
-            .prepare(json!({"path": "link", "content": "new"}), &ctx)
-            .unwrap();
+        let p = prepare_json(WriteFile, json!({"path": "link", "content": "new"}), &ctx).unwrap();
         std::os::unix::fs::symlink(root.join("sandpiper.toml"), root.join("link")).unwrap();
-        let err = WriteFile.execute(&p, &ctx, &NoOutput).await.unwrap_err();
+        let err = p.execute(&ctx, &NoOutput).await.unwrap_err();
         assert!(err.to_string().starts_with("refused:"), "{err}");
         assert_eq!(
             std::fs::read_to_string(root.join("sandpiper.toml")).unwrap(),
@@ -260,10 +245,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("file"), "").unwrap();
         let ctx = ToolContext::for_test(dir.path());
-        let p = WriteFile
-            .prepare(json!({"path": "file/inside.txt", "content": "x"}), &ctx)
-            .unwrap();
-        let err = WriteFile.execute(&p, &ctx, &NoOutput).await.unwrap_err();
+        let p = prepare_json(
+            WriteFile,
+            json!({"path": "file/inside.txt", "content": "x"}),
+            &ctx,
+        )
+        .unwrap();
+        let err = p.execute(&ctx, &NoOutput).await.unwrap_err();
         assert!(
             matches!(&err, ToolError::Model(m) if m.starts_with("cannot write file/inside.txt")),
             "{err}"

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::config::ToolsConfig;
-use crate::tools::NoOutput;
+use crate::tools::{NoOutput, prepare_json};
 
 /// Records every chunk.
 #[derive(Default)]
@@ -39,8 +39,8 @@ async fn run_cmd(
     command: &str,
     sink: &dyn OutputSink,
 ) -> Result<ToolOutput, ToolError> {
-    let prepared = Bash.prepare(json!({ "command": command }), ctx)?;
-    Bash.execute(&prepared, ctx, sink).await
+    let prepared = prepare_json(Bash, json!({ "command": command }), ctx)?;
+    prepared.execute(ctx, sink).await
 }
 
 /// Whether `pid` is still a live (non-zombie) process.
@@ -74,39 +74,35 @@ fn prepare_describes_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::for_test(dir.path());
     let long = format!("echo {}\necho second", "x".repeat(100));
-    let p = Bash.prepare(json!({ "command": long }), &ctx).unwrap();
+    let p = prepare_json(Bash, json!({ "command": long }), &ctx).unwrap();
     assert_eq!(
-        p,
+        p.prepared,
         Prepared {
             header: format!("bash: echo {}…", "x".repeat(75)),
             preview: long.clone(),
-            needs_approval: true,
-            args: json!({ "command": long }),
+            ask: false,
         }
     );
     assert_eq!(
-        Bash.prepare(json!({"command": "ls"}), &ctx).unwrap().header,
+        prepare_json(Bash, json!({"command": "ls"}), &ctx)
+            .unwrap()
+            .header,
         "bash: ls"
     );
-    assert!(Bash.prepare(json!({"command": "  "}), &ctx).is_err());
-    assert!(Bash.prepare(json!({}), &ctx).is_err());
+    assert!(prepare_json(Bash, json!({"command": "  "}), &ctx).is_err());
+    assert!(prepare_json(Bash, json!({}), &ctx).is_err());
 }
 
 #[test]
 fn blocklisted_commands_are_refused_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::for_test(dir.path());
-    let err = Bash
-        .prepare(json!({"command": "sudo rm -rf / "}), &ctx)
-        .unwrap_err();
+    let err = prepare_json(Bash, json!({"command": "sudo rm -rf / "}), &ctx).unwrap_err();
     assert!(
         matches!(&err, ToolError::Model(m) if m.contains("`rm -r` on `/`")),
         "{err}"
     );
-    assert!(
-        Bash.prepare(json!({"command": "rm -rf ./build"}), &ctx)
-            .is_ok()
-    );
+    assert!(prepare_json(Bash, json!({"command": "rm -rf ./build"}), &ctx).is_ok());
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::*;
 use crate::config::MathConfig;
-use crate::tools::{NoOutput, ToolServices};
+use crate::tools::{NoOutput, ToolServices, prepare_json};
 
 fn context(math: MathConfig) -> (tempfile::TempDir, ToolContext) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -18,10 +18,8 @@ fn context(math: MathConfig) -> (tempfile::TempDir, ToolContext) {
 }
 
 async fn run_code(ctx: &ToolContext, code: &str) -> ToolOutput {
-    let prepared = Math
-        .prepare(json!({ "code": code }), ctx)
-        .expect("prepares");
-    Math.execute(&prepared, ctx, &NoOutput).await.expect("runs")
+    let prepared = prepare_json(Math, json!({ "code": code }), ctx).expect("prepares");
+    prepared.execute(ctx, &NoOutput).await.expect("runs")
 }
 
 fn sympy_installed() -> bool {
@@ -40,8 +38,8 @@ async fn sandboxed() -> bool {
     if !isolated {
         eprintln!("NOTICE: no namespaces here; math sandbox tests only check the refusal");
         let (_dir, ctx) = context(MathConfig::default());
-        let prepared = Math.prepare(json!({"code": "print(1)"}), &ctx).unwrap();
-        let err = Math.execute(&prepared, &ctx, &NoOutput).await.unwrap_err();
+        let prepared = prepare_json(Math, json!({"code": "print(1)"}), &ctx).unwrap();
+        let err = prepared.execute(&ctx, &NoOutput).await.unwrap_err();
         assert!(err.to_string().starts_with("math cannot run here"), "{err}");
     }
     isolated
@@ -50,20 +48,17 @@ async fn sandboxed() -> bool {
 #[test]
 fn prepare_needs_approval_and_shows_the_code() {
     let (_dir, ctx) = context(MathConfig::default());
-    let p = Math
-        .prepare(json!({"code": "x = 2\nprint(x ** 10)"}), &ctx)
-        .unwrap();
+    let p = prepare_json(Math, json!({"code": "x = 2\nprint(x ** 10)"}), &ctx).unwrap();
     assert_eq!(
-        p,
+        p.prepared,
         Prepared {
             header: "math: x = 2…".into(),
             preview: "x = 2\nprint(x ** 10)".into(),
-            needs_approval: true,
-            args: json!({"code": "x = 2\nprint(x ** 10)"}),
+            ask: false,
         }
     );
-    assert!(Math.prepare(json!({"code": "  "}), &ctx).is_err());
-    assert!(Math.prepare(json!({"cod": "1"}), &ctx).is_err());
+    assert!(prepare_json(Math, json!({"code": "  "}), &ctx).is_err());
+    assert!(prepare_json(Math, json!({"cod": "1"}), &ctx).is_err());
 }
 
 #[tokio::test]

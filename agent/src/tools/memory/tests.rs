@@ -1,9 +1,9 @@
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::store::Store;
-use crate::tools::NoOutput;
+use crate::tools::{NoOutput, prepare_json};
 
 async fn ctx(store: &Store, ws: &str, user: Option<&str>) -> ToolContext {
     let mut c = ToolContext::for_test(std::path::Path::new("/tmp"));
@@ -14,9 +14,9 @@ async fn ctx(store: &Store, ws: &str, user: Option<&str>) -> ToolContext {
 }
 
 async fn run(c: &ToolContext, args: Value) -> Result<String, String> {
-    let prepared = MemoryTool.prepare(args, c).map_err(|e| e.to_string())?;
-    MemoryTool
-        .execute(&prepared, c, &NoOutput)
+    let prepared = prepare_json(MemoryTool, args, c).map_err(|e| e.to_string())?;
+    prepared
+        .execute(c, &NoOutput)
         .await
         .map(|o| o.text)
         .map_err(|e| e.to_string())
@@ -147,17 +147,13 @@ async fn another_users_memories_are_invisible_through_every_action() {
 async fn global_saves_and_deletes_ask_and_show_the_text() {
     let store = Store::memory().await.unwrap();
     let c = ctx(&store, "console:a", Some("u_alice")).await;
-    let prepare = |args: Value| MemoryTool.prepare(args, &c).unwrap();
+    let prepare = |args: Value| prepare_json(MemoryTool, args, &c).unwrap();
     let global = prepare(json!({
         "action": "save", "name": "deploy", "content": "run ./deploy.sh",
         "description": "how to deploy"
     }));
     assert_eq!(
-        (
-            global.header.as_str(),
-            global.preview.as_str(),
-            global.needs_approval
-        ),
+        (global.header.as_str(), global.preview.as_str(), global.ask),
         (
             "memory: save deploy (global)",
             "how to deploy\n\nrun ./deploy.sh",
@@ -166,28 +162,28 @@ async fn global_saves_and_deletes_ask_and_show_the_text() {
     );
     let explicit =
         prepare(json!({"action": "save", "name": "x", "content": "y", "scope": "global"}));
-    assert!(explicit.needs_approval);
+    assert!(explicit.ask);
     for scope in ["workstream", "user"] {
         let p = prepare(json!({"action": "save", "name": "x", "content": "y", "scope": scope}));
-        assert!(!p.needs_approval, "{scope}");
+        assert!(!p.ask, "{scope}");
         assert_eq!(p.preview, "y");
         let p = prepare(json!({"action": "delete", "name": "x", "scope": scope}));
-        assert!(!p.needs_approval, "{scope}");
+        assert!(!p.ask, "{scope}");
     }
     let p = prepare(json!({"action": "delete", "name": "x", "scope": "global"}));
     assert_eq!(
-        (p.header.as_str(), p.needs_approval),
+        (p.header.as_str(), p.ask),
         ("memory: delete x (global)", true)
     );
     let p = prepare(json!({"action": "delete", "name": "x"}));
     assert_eq!(
-        (p.header.as_str(), p.needs_approval),
+        (p.header.as_str(), p.ask),
         ("memory: delete x (any scope)", true)
     );
     for args in [
         json!({"action": "list"}),
         json!({"action": "search", "query": "x"}),
     ] {
-        assert!(!prepare(args).needs_approval);
+        assert!(!prepare(args).ask);
     }
 }

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::config::ToolsConfig;
-use crate::tools::NoOutput;
+use crate::tools::{NoOutput, prepare_json, typed};
 
 /// A 3×2 PNG header (enough for sniffing and dimensions).
 const PNG: &[u8] = &[
@@ -16,8 +16,8 @@ const PNG: &[u8] = &[
 ];
 
 async fn read(ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-    let prepared = ReadFile.prepare(args, ctx)?;
-    ReadFile.execute(&prepared, ctx, &NoOutput).await
+    let prepared = prepare_json(ReadFile, args, ctx)?;
+    prepared.execute(ctx, &NoOutput).await
 }
 
 fn model_error(result: Result<ToolOutput, ToolError>) -> String {
@@ -35,29 +35,18 @@ fn numbered(range: std::ops::RangeInclusive<usize>) -> String {
 fn prepare_is_auto_approved() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext::for_test(dir.path());
-    let p = ReadFile
-        .prepare(json!({"path": "src/main.rs"}), &ctx)
-        .unwrap();
+    let p = prepare_json(ReadFile, json!({"path": "src/main.rs"}), &ctx).unwrap();
     assert_eq!(
-        p,
+        p.prepared,
         Prepared {
             header: "read_file: src/main.rs".into(),
             preview: String::new(),
-            needs_approval: false,
-            args: json!({"path": "src/main.rs"}),
+            ask: false,
         }
     );
-    assert!(ReadFile.prepare(json!({"path": ""}), &ctx).is_err());
-    assert!(
-        ReadFile
-            .prepare(json!({"path": "a", "offset": -3}), &ctx)
-            .is_err()
-    );
-    assert!(
-        ReadFile
-            .prepare(json!({"path": "a", "limit": 0}), &ctx)
-            .is_err()
-    );
+    assert!(prepare_json(ReadFile, json!({"path": ""}), &ctx).is_err());
+    assert!(prepare_json(ReadFile, json!({"path": "a", "offset": -3}), &ctx).is_err());
+    assert!(prepare_json(ReadFile, json!({"path": "a", "limit": 0}), &ctx).is_err());
 }
 
 #[tokio::test]
@@ -252,15 +241,12 @@ async fn reads_outside_the_workdir_ask_and_show_where() {
     let (dir, ctx) = guarded();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     assert!(
-        !ReadFile
-            .prepare(json!({"path": "notes.txt"}), &ctx)
+        !prepare_json(ReadFile, json!({"path": "notes.txt"}), &ctx)
             .unwrap()
-            .needs_approval
+            .ask
     );
-    let p = ReadFile
-        .prepare(json!({"path": "../outside/secret.txt"}), &ctx)
-        .unwrap();
-    assert!(p.needs_approval);
+    let p = prepare_json(ReadFile, json!({"path": "../outside/secret.txt"}), &ctx).unwrap();
+    assert!(p.ask);
     assert_eq!(
         p.preview,
         format!(
@@ -269,15 +255,11 @@ async fn reads_outside_the_workdir_ask_and_show_where() {
             root.join("work").display()
         )
     );
-    let p = ReadFile
-        .prepare(json!({"path": "/etc/passwd"}), &ctx)
-        .unwrap();
-    assert!(p.needs_approval);
+    let p = prepare_json(ReadFile, json!({"path": "/etc/passwd"}), &ctx).unwrap();
+    assert!(p.ask);
     // Once approved, it runs.
-    let p = ReadFile
-        .prepare(json!({"path": "../outside/secret.txt"}), &ctx)
-        .unwrap();
-    let out = ReadFile.execute(&p, &ctx, &NoOutput).await.unwrap();
+    let p = prepare_json(ReadFile, json!({"path": "../outside/secret.txt"}), &ctx).unwrap();
+    let out = p.execute(&ctx, &NoOutput).await.unwrap();
     assert_eq!(out.text, "     1\ts3cret\n");
 }
 
@@ -289,14 +271,14 @@ async fn the_config_file_is_refused_even_when_approved() {
         err.starts_with("refused: ../sandpiper.toml is sandpiper's own configuration"),
         "{err}"
     );
-    // A prepared call that was approved (needs_approval) is checked again when it runs.
+    // A prepared call that was approved (it asked) is checked again when it runs.
     let approved = Prepared {
         header: "read_file: ../sandpiper.toml".into(),
         preview: String::new(),
-        needs_approval: true,
-        args: json!({"path": "../sandpiper.toml"}),
+        ask: true,
     };
-    let err = model_error(ReadFile.execute(&approved, &ctx, &NoOutput).await);
+    let args = typed(json!({"path": "../sandpiper.toml"}));
+    let err = model_error(ReadFile.execute(&args, &approved, &ctx, &NoOutput).await);
     assert!(err.starts_with("refused:"), "{err}");
     let err = model_error(read(&ctx, json!({"path": "/etc/shadow"})).await);
     assert!(err.contains("deny_read"), "{err}");

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::*;
 use crate::model::{ModelError, ModelStream};
-use crate::tools::{NoOutput, ToolServices};
+use crate::tools::{NoOutput, ToolServices, asks, prepare_json};
 
 /// A model that records what it was asked and answers with a fixed text.
 #[derive(Debug, Default)]
@@ -105,22 +105,26 @@ fn context(allow: &[&str], reader: Arc<Reader>) -> (tempfile::TempDir, ToolConte
 }
 
 async fn fetch_url(ctx: &ToolContext, url: &str) -> Result<ToolOutput, ToolError> {
-    let prepared = WebFetch.prepare(json!({"url": url, "question": "Which port?"}), ctx)?;
-    WebFetch.execute(&prepared, ctx, &NoOutput).await
+    let prepared = prepare_json(
+        WebFetch,
+        json!({"url": url, "question": "Which port?"}),
+        ctx,
+    )?;
+    prepared.execute(ctx, &NoOutput).await
 }
 
 #[test]
 fn prepare_needs_approval_and_refuses_non_web_urls() {
     let (_dir, ctx) = context(&[], Arc::default());
-    let p = WebFetch
-        .prepare(
-            json!({"url": "https://Example.COM/a b", "question": " port? "}),
-            &ctx,
-        )
-        .unwrap();
+    let p = prepare_json(
+        WebFetch,
+        json!({"url": "https://Example.COM/a b", "question": " port? "}),
+        &ctx,
+    )
+    .unwrap();
     assert_eq!(p.header, "web_fetch: https://example.com/a%20b");
     assert_eq!(p.preview, "port?");
-    assert!(p.needs_approval);
+    assert!(!p.ask && asks("web_fetch", &p));
     for (url, question) in [
         ("file:///etc/passwd", "q"),
         ("ftp://example.com/", "q"),
@@ -128,9 +132,8 @@ fn prepare_needs_approval_and_refuses_non_web_urls() {
         ("not a url", "q"),
         ("https://example.com/", "  "),
     ] {
-        let err = WebFetch
-            .prepare(json!({"url": url, "question": question}), &ctx)
-            .unwrap_err();
+        let err =
+            prepare_json(WebFetch, json!({"url": url, "question": question}), &ctx).unwrap_err();
         assert!(matches!(err, ToolError::Model(_)), "{url}: {err}");
     }
 }
