@@ -96,7 +96,8 @@ enum McpCommand {
     /// Connected servers and their tools.
     List,
     /// Re-list tools, resources and prompts (reconnecting a disconnected server) and show what
-    /// was added and removed.
+    /// was added and removed — in this command's own process only: a running `serve` is
+    /// refreshed from chat with `/mcp refresh [server]`.
     Refresh {
         /// Only this server.
         server: Option<String>,
@@ -182,7 +183,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let text = match command {
                 McpCommand::List => commands::mcp_list(&mcp),
                 McpCommand::Refresh { server } => {
-                    commands::mcp_refresh(&mcp.refresh(server.as_deref()).await)
+                    commands::mcp_refresh_cli(&mcp.refresh(server.as_deref()).await)
                 }
             };
             print!("{text}");

@@ -168,6 +168,26 @@ fn chat_without_a_key_says_what_to_set_before_the_first_turn() {
 }
 
 #[test]
+fn mcp_refresh_says_it_refreshes_its_own_process_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.args(["mcp", "refresh", "github"]);
+    let out = cmd.output().expect("sandpiper runs");
+    let stdout = stdout_of(&out);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(
+        stdout,
+        format!(
+            "github: error: {}\n{}",
+            sandpiper_agent::mcp::McpError::UnknownServer {
+                server: "github".into()
+            },
+            sandpiper::commands::MCP_REFRESH_SCOPE
+        )
+    );
+}
+
+#[test]
 fn tools_prints_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let out = sandpiper(dir.path()).arg("tools").output().unwrap();
