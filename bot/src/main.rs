@@ -281,7 +281,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 }
             });
-            console.run().await;
+            let report = console.run().await;
+            // A script piping messages in learns of a failed turn from the exit code; at a
+            // terminal the person saw the error and the session's end is not a verdict.
+            if !interactive && !report.succeeded() {
+                anyhow::bail!(
+                    "{} of {} turns failed (the errors are shown above)",
+                    report.failed,
+                    report.turns
+                );
+            }
             Ok(())
         }
     }

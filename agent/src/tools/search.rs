@@ -182,7 +182,8 @@ impl Job {
             .follow_links(false)
             .sort_by_file_path(|a, b| a.cmp(b))
             .filter_entry(move |entry| {
-                !is_git_dir(entry.depth(), entry.file_name()) && paths.denial(entry.path()).is_none()
+                !is_git_dir(entry.depth(), entry.file_name())
+                    && paths.denial(entry.path()).is_none()
             })
             .build();
         let mut found = Found {
