@@ -317,7 +317,10 @@ impl Default for ModelConfig {
 pub struct Capabilities {
     /// The model accepts function tools. When false no tools are offered.
     pub supports_tools: bool,
-    /// The model accepts images (read_file sends images instead of a description).
+    /// The model accepts images (read_file sends images instead of a description). On by
+    /// default because both providers' APIs (OpenAI chat completions, Anthropic Messages)
+    /// take images; set it false for a text-only model behind an OpenAI-compatible server
+    /// (many llama.cpp/vLLM models), which would otherwise reject the request.
     pub supports_vision: bool,
     /// The provider searches deferred tools itself (`defer_loading`): Anthropic's
     /// `tool_search_tool_bm25_20251119` server tool, OpenAI's hosted tool search. When false
@@ -333,7 +336,7 @@ impl Default for Capabilities {
     fn default() -> Self {
         Self {
             supports_tools: true,
-            supports_vision: false,
+            supports_vision: true,
             native_tool_search: false,
             native_web_search: false,
         }

@@ -55,6 +55,20 @@ pub fn tools_table(registry: &ToolRegistry) -> String {
 
 pub use sandpiper_channels::answers::{mcp_list, mcp_refresh};
 
+/// What `sandpiper mcp refresh` cannot do, said after its report: it is a process of its own,
+/// so it refreshed its own connections and left a running `serve` untouched. Reaching the
+/// running server needs an authenticated endpoint (the service JWTs of issue 12), which does
+/// not exist yet; until then chat's `/mcp refresh` is the way.
+pub const MCP_REFRESH_SCOPE: &str = "note: this refreshed the MCP servers of this command's own \
+process only; a running `sandpiper serve` keeps its connections. Refresh those from chat with \
+`/mcp refresh [server]` (Discord) or `/sandpiper mcp refresh [server]` (Slack); reaching the \
+running server from here needs its authenticated service endpoint, which is not built yet.\n";
+
+/// `sandpiper mcp refresh [SERVER]`: the report, then [`MCP_REFRESH_SCOPE`].
+pub fn mcp_refresh_cli(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
+    format!("{}{MCP_REFRESH_SCOPE}", mcp_refresh(reports))
+}
+
 /// `sandpiper config check`: where the config came from and its effective values, secrets
 /// redacted.
 pub fn config_report(config: &Config, source: &ConfigSource) -> String {
@@ -154,6 +168,10 @@ mod tests {
             "gh: added [mcp__gh__a], removed []\n"
         );
         assert_eq!(mcp_refresh(&[]), "no MCP servers configured\n");
+        assert_eq!(
+            mcp_refresh_cli(&[]),
+            format!("no MCP servers configured\n{MCP_REFRESH_SCOPE}")
+        );
     }
 
     #[test]

@@ -96,7 +96,8 @@ enum McpCommand {
     /// Connected servers and their tools.
     List,
     /// Re-list tools, resources and prompts (reconnecting a disconnected server) and show what
-    /// was added and removed.
+    /// was added and removed — in this command's own process only: a running `serve` is
+    /// refreshed from chat with `/mcp refresh [server]`.
     Refresh {
         /// Only this server.
         server: Option<String>,
@@ -136,7 +137,13 @@ fn main() -> std::process::ExitCode {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
-        .and_then(|runtime| runtime.block_on(run(cli)));
+        .and_then(|runtime| {
+            let result = runtime.block_on(run(cli));
+            // Dropping the runtime would wait for every blocking task without limit; the
+            // shutdown deadline must hold.
+            runtime.shutdown_timeout(RUNTIME_GRACE);
+            result
+        });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -182,7 +189,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let text = match command {
                 McpCommand::List => commands::mcp_list(&mcp),
                 McpCommand::Refresh { server } => {
-                    commands::mcp_refresh(&mcp.refresh(server.as_deref()).await)
+                    commands::mcp_refresh_cli(&mcp.refresh(server.as_deref()).await)
                 }
             };
             print!("{text}");
@@ -280,7 +287,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 }
             });
-            console.run().await;
+            let report = console.run().await;
+            // A script piping messages in learns of a failed turn from the exit code; at a
+            // terminal the person saw the error and the session's end is not a verdict.
+            if !interactive && !report.succeeded() {
+                anyhow::bail!(
+                    "{} of {} turns failed (the errors are shown above)",
+                    report.failed,
+                    report.turns
+                );
+            }
             Ok(())
         }
     }
@@ -333,22 +349,64 @@ async fn serve(config: Config, protected: Vec<PathBuf>) -> anyhow::Result<()> {
         eprintln!("sandpiper: serving http://{addr}/health");
     }
     let stop = shutdown.clone();
-    tokio::spawn(async move {
+    let signal_task = tokio::spawn(async move {
         let signal = stop_signal.await;
         tracing::info!(signal, "shutting down");
         stop.cancel();
     });
-    let served = server.await.context("the HTTP server task failed")?;
-    served.with_context(|| format!("cannot serve on {listen}"))?;
-    if let Some(discord) = discord {
-        discord.join().await;
-    }
-    if let Some(slack) = slack {
-        slack.join().await;
+    // The HTTP server and the channels drain at the same time, from the signal on; a server
+    // that ends on its own (it could not bind) stops the channels too.
+    let stop = shutdown.clone();
+    let served = async move {
+        let served = server.await;
+        stop.cancel();
+        served
+    };
+    let (served, discord_left, slack_left) = tokio::join!(
+        served,
+        async move {
+            match discord {
+                Some(d) => d.join(SHUTDOWN_GRACE).await.left,
+                None => 0,
+            }
+        },
+        async move {
+            match slack {
+                Some(s) => s.join(SHUTDOWN_GRACE).await.left,
+                None => 0,
+            }
+        },
+    );
+    signal_task.abort();
+    if discord_left + slack_left > 0 {
+        tracing::warn!(
+            discord = discord_left,
+            slack = slack_left,
+            grace_s = SHUTDOWN_GRACE.as_secs(),
+            "tasks still running at the shutdown deadline; exiting without them (a turn waiting \
+             for approval resumes after the restart)"
+        );
+        eprintln!(
+            "sandpiper: {} task(s) still running after {} s; exiting without them",
+            discord_left + slack_left,
+            SHUTDOWN_GRACE.as_secs()
+        );
     }
     agent.mcp().shutdown().await;
+    let served = served.context("the HTTP server task failed")?;
+    served.with_context(|| format!("cannot serve on {listen}"))?;
     Ok(())
 }
+
+/// How long `serve` waits at shutdown for the channels' tasks (closing the gateway, a click
+/// being answered) before it exits without them. Turns are dropped at once, not waited for:
+/// one waiting for approval stays pending in the store and resumes after the restart. Below
+/// the usual 30 s a container runtime or systemd gives before SIGKILL.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long the runtime waits, after `serve` returned, for blocking work (a file read, a
+/// search walk) before the process exits anyway.
+const RUNTIME_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Listens for Ctrl-C (SIGINT) and SIGTERM (what `docker stop`, systemd and Kubernetes send)
 /// from now on; the future names the one that came. Made before anything else starts, so a

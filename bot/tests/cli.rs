@@ -84,6 +84,38 @@ async fn chat_runs_a_scripted_session_from_piped_stdin() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_chat_exits_non_zero_when_a_turn_failed() {
+    use sandpiper_tests::fake_llm::Reply;
+    let llm = FakeLlm::start(vec![
+        Reply::http_error(400, "model `fake` does not exist"),
+        text("The second turn works."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.args(["chat", "--workstream", "failing"])
+        .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url())
+        .env("SANDPIPER_MODEL", "fake");
+    let out = tokio::task::spawn_blocking(move || run_with_stdin(cmd, "first\nsecond\n"))
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The failure is shown, later lines still run, and the exit code says one turn failed.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("error: ") && stdout.contains("does not exist"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("The second turn works."), "{stdout}");
+    assert!(stderr.contains("error: 1 of 2 turns failed"), "{stderr}");
+}
+
 #[test]
 fn config_check_names_the_bad_key_and_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -171,6 +203,26 @@ fn chat_without_a_key_says_what_to_set_before_the_first_turn() {
     assert!(
         !dir.path().join("sandpiper.db").exists(),
         "nothing was started"
+    );
+}
+
+#[test]
+fn mcp_refresh_says_it_refreshes_its_own_process_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.args(["mcp", "refresh", "github"]);
+    let out = cmd.output().expect("sandpiper runs");
+    let stdout = stdout_of(&out);
+    assert!(out.status.success(), "{stdout}");
+    assert_eq!(
+        stdout,
+        format!(
+            "github: error: {}\n{}",
+            sandpiper_agent::mcp::McpError::UnknownServer {
+                server: "github".into()
+            },
+            sandpiper::commands::MCP_REFRESH_SCOPE
+        )
     );
 }
 

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use sandpiper_agent::Agent;
 
 use crate::account::{self, Person};
-use crate::commands::{Command, MemoryAction, help};
+use crate::commands::{Command, McpAction, MemoryAction, help};
 
 /// Where a command was typed.
 #[derive(Debug, Clone, Copy)]
@@ -53,11 +53,12 @@ pub async fn answer(
                 Err(e) => format!("memory: {e}"),
             }
         }
-        Command::Mcp { refresh } => {
-            let text = if *refresh {
-                mcp_refresh(&agent.mcp().refresh(None).await)
-            } else {
-                mcp_list(agent.mcp())
+        Command::Mcp { action } => {
+            let text = match action {
+                McpAction::List => mcp_list(agent.mcp()),
+                McpAction::Refresh { server } => {
+                    mcp_refresh(&agent.mcp().refresh(server.as_deref()).await)
+                }
             };
             format!("```\n{text}```")
         }

@@ -56,8 +56,8 @@ pub enum Command {
     },
     /// The MCP servers, or refresh them.
     Mcp {
-        /// `list` or `refresh`.
-        refresh: bool,
+        /// `list` or `refresh [server]`.
+        action: McpAction,
     },
     /// What the commands are.
     Help,
@@ -72,6 +72,19 @@ pub enum MemoryAction {
     Delete {
         /// The memory's name.
         name: String,
+    },
+}
+
+/// `/mcp` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpAction {
+    /// Each server with its state and tools.
+    List,
+    /// Re-list tools, resources and prompts, reconnecting disconnected servers: one server
+    /// when named (the one whose tools just changed), else all.
+    Refresh {
+        /// Only this server.
+        server: Option<String>,
     },
 }
 
@@ -187,18 +200,35 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "mcp",
-        description: "The MCP servers and their tools, or refresh them",
-        options: &[OptionSpec {
-            name: "action",
-            description: "list or refresh",
-            required: false,
-            choices: &["list", "refresh"],
-        }],
-        parse: |a| match a.get("action").unwrap_or("list") {
-            "list" => Ok(Command::Mcp { refresh: false }),
-            "refresh" => Ok(Command::Mcp { refresh: true }),
-            other => Err(CommandError::Usage(format!(
-                "mcp: `{other}` is not an action; use list or refresh"
+        description: "The MCP servers and their tools, or refresh one or all of them",
+        options: &[
+            OptionSpec {
+                name: "action",
+                description: "list or refresh",
+                required: false,
+                choices: &["list", "refresh"],
+            },
+            OptionSpec {
+                name: "server",
+                description: "the server to refresh (leave empty for all)",
+                required: false,
+                choices: &[],
+            },
+        ],
+        parse: |a| match (a.get("action").unwrap_or("list"), a.get("server")) {
+            ("list", None) => Ok(Command::Mcp {
+                action: McpAction::List,
+            }),
+            ("list", Some(_)) => Err(CommandError::Usage(
+                "mcp list takes no server; use mcp refresh <server> to refresh one".into(),
+            )),
+            ("refresh", server) => Ok(Command::Mcp {
+                action: McpAction::Refresh {
+                    server: server.map(str::to_owned),
+                },
+            }),
+            (other, _) => Err(CommandError::Usage(format!(
+                "mcp: `{other}` is not an action; use list or refresh [server]"
             ))),
         },
     },
@@ -309,7 +339,34 @@ mod tests {
         );
         assert_eq!(
             Command::from_text("mcp refresh").unwrap(),
-            Command::Mcp { refresh: true }
+            Command::Mcp {
+                action: McpAction::Refresh { server: None }
+            }
+        );
+        assert_eq!(
+            Command::from_text("mcp refresh  github ").unwrap(),
+            Command::Mcp {
+                action: McpAction::Refresh {
+                    server: Some("github".into())
+                }
+            }
+        );
+        assert_eq!(
+            Command::from_options(
+                "mcp",
+                &[
+                    ("action".into(), "refresh".into()),
+                    ("server".into(), "github".into())
+                ]
+            )
+            .unwrap(),
+            Command::from_text("mcp refresh github").unwrap()
+        );
+        assert_eq!(
+            Command::from_text("mcp").unwrap(),
+            Command::Mcp {
+                action: McpAction::List
+            }
         );
     }
 
@@ -325,6 +382,16 @@ mod tests {
         assert!(matches!(
             Command::from_text("memory shred x"),
             Err(CommandError::Usage(_))
+        ));
+        assert_eq!(
+            Command::from_text("mcp list github"),
+            Err(CommandError::Usage(
+                "mcp list takes no server; use mcp refresh <server> to refresh one".into()
+            ))
+        );
+        assert!(matches!(
+            Command::from_text("mcp reload github"),
+            Err(CommandError::Usage(m)) if m.contains("refresh [server]")
         ));
     }
 
@@ -342,5 +409,6 @@ mod tests {
             );
         }
         assert!(help("/").contains("`/ask <prompt>`"));
+        assert!(help("/").contains("`/mcp [action] [server]`"));
     }
 }

@@ -61,6 +61,26 @@ impl Interrupter {
     }
 }
 
+/// What a console session came to. `sandpiper chat` with piped input exits non-zero when a
+/// turn failed, so a script can tell a model or database error from an answer; a turn stopped
+/// with Ctrl-C is not a failure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[must_use = "a failed turn should reach the exit code"]
+pub struct SessionReport {
+    /// Messages that started a turn.
+    pub turns: usize,
+    /// Of those, the turns that ended in an error (already shown on the output), plus one
+    /// when the session could not start (the user could not be looked up).
+    pub failed: usize,
+}
+
+impl SessionReport {
+    /// Whether every turn ended without an error.
+    pub fn succeeded(&self) -> bool {
+        self.failed == 0
+    }
+}
+
 /// A console conversation.
 pub struct Console {
     agent: Agent,
@@ -97,8 +117,10 @@ impl Console {
         format!("console:{}", self.options.workstream)
     }
 
-    /// Reads messages until input ends (or `/quit`), answering each.
-    pub async fn run(&self) {
+    /// Reads messages until input ends (or `/quit`), answering each; says how many turns
+    /// failed.
+    pub async fn run(&self) -> SessionReport {
+        let mut report = SessionReport::default();
         let key = self.workstream_key();
         // The person at the terminal is a sandpiper user like any platform user.
         let user = match self
@@ -110,7 +132,8 @@ impl Console {
             Ok(user) => user,
             Err(e) => {
                 say(&self.out, &format!("error: cannot look up user: {e}\n"));
-                return;
+                report.failed += 1;
+                return report;
             }
         };
         let sink = ConsoleSink::new(self.out.clone());
@@ -166,9 +189,14 @@ impl Console {
                 })
                 .await;
             self.interrupter.set(None);
-            // Errors were already shown through the sink.
-            let _ = result;
+            report.turns += 1;
+            // Errors were already shown through the sink; here they are only counted.
+            if let Err(e) = result {
+                tracing::debug!(workstream = %key, error = %e, "console turn failed");
+                report.failed += 1;
+            }
         }
+        report
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`answers`]: the text answers of the informational commands.
 //! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
 //! - [`turns`]: one lane per workstream: queued messages, `/stop`.
+//! - [`tasks`]: every background task of a channel, tracked and drained at shutdown.
 //! - [`stream`]: streaming a turn onto a platform (throttled edits, splits, tool lines).
 //! - [`card`]: the approval card, platform-neutral.
 //! - [`live`]: approvals a running turn waits for.
@@ -33,5 +34,6 @@ pub mod live;
 pub mod slack;
 pub mod split;
 pub mod stream;
+pub mod tasks;
 pub mod turns;
 pub mod visible;

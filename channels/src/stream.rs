@@ -193,11 +193,13 @@ impl StreamSink {
     }
 }
 
-/// Starts rendering a turn onto `surface`; returns the sink to give the agent and the task
-/// that ends once the turn's last event is shown.
+/// Starts rendering a turn onto `surface` as one of `tasks`; returns the sink to give the
+/// agent and the task that ends once the turn's last event is shown (or at shutdown, when the
+/// turn is dropped and its last event never comes).
 pub fn start<S: Surface>(
     surface: Arc<S>,
     interval: Duration,
+    tasks: &crate::tasks::Tasks,
 ) -> (StreamSink, tokio::task::JoinHandle<()>) {
     let (done_tx, done_rx) = watch::channel(0);
     let sink = StreamSink {
@@ -212,7 +214,7 @@ pub fn start<S: Surface>(
         tools: HashMap::new(),
         order: Vec::new(),
     };
-    let task = tokio::spawn(renderer.run(sink.clone(), done_tx));
+    let task = tasks.spawn(renderer.run(sink.clone(), done_tx));
     (sink, task)
 }
 

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::tasks::Tasks;
+
 /// Most jobs that may wait in one workstream; beyond it a message is refused (with a reply),
 /// so a flood cannot grow memory without bound.
 pub const MAX_QUEUED: usize = 32;
@@ -39,10 +41,10 @@ struct Lane {
 }
 
 /// Per-workstream FIFO lanes. Cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct TurnQueue {
     lanes: Arc<Mutex<HashMap<String, Lane>>>,
-    shutdown: CancellationToken,
+    tasks: Tasks,
 }
 
 impl std::fmt::Debug for TurnQueue {
@@ -52,11 +54,12 @@ impl std::fmt::Debug for TurnQueue {
 }
 
 impl TurnQueue {
-    /// Lanes whose running turns are dropped (not cancelled) when `shutdown` is cancelled.
-    pub fn new(shutdown: CancellationToken) -> Self {
+    /// Lanes run as `tasks`: their running turns are dropped (not cancelled) when those
+    /// tasks' shutdown begins, and the drain counts them.
+    pub fn new(tasks: Tasks) -> Self {
         Self {
             lanes: Arc::default(),
-            shutdown,
+            tasks,
         }
     }
 
@@ -84,14 +87,12 @@ impl TurnQueue {
 
     fn spawn_worker(&self, key: String, first: Job, token: CancellationToken) {
         let this = self.clone();
-        tokio::spawn(async move {
+        // At shutdown `Tasks::spawn` drops the worker, with the job it runs and its lane.
+        self.tasks.spawn(async move {
             let mut job = first;
             let mut token = token;
             loop {
-                tokio::select! {
-                    () = job(token) => {}
-                    () = this.shutdown.cancelled() => return,
-                }
+                job(token).await;
                 let mut lanes = this.lanes();
                 let Some(lane) = lanes.get_mut(&key) else {
                     return;
@@ -152,7 +153,7 @@ mod tests {
 
     #[tokio::test]
     async fn jobs_in_one_lane_run_in_order_and_stop_cancels_only_the_running_one() {
-        let q = TurnQueue::new(CancellationToken::new());
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
         let (tx, mut rx) = mpsc::unbounded_channel();
         assert_eq!(q.submit("w", job(tx.clone(), "a", 10_000)), Ok(Queued::Now));
         assert_eq!(
@@ -177,7 +178,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_lane_refuses() {
-        let q = TurnQueue::new(CancellationToken::new());
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
         let (tx, _rx) = mpsc::unbounded_channel();
         q.submit("w", job(tx.clone(), "run", 10_000)).unwrap();
         for _ in 0..MAX_QUEUED {

@@ -74,7 +74,8 @@ impl DiscordRig {
     pub async fn stop(&mut self) {
         self.shutdown.cancel();
         if let Some(channel) = self.channel.take() {
-            let _ = tokio::time::timeout(WAIT, channel.join()).await;
+            let drained = channel.join(WAIT).await;
+            assert_eq!(drained.left, 0, "every Discord task ended at shutdown");
         }
     }
 

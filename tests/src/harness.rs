@@ -11,7 +11,7 @@ use sandpiper_agent::config::Provider;
 use sandpiper_agent::protocol::{ApprovalItem, Approver, Decision, TurnEvent, TurnSink};
 use sandpiper_agent::workstream::WorkdirLayout;
 use sandpiper_agent::{Agent, Config};
-use sandpiper_channels::console::{Console, ConsoleOptions, Interrupter, Output};
+use sandpiper_channels::console::{Console, ConsoleOptions, Interrupter, Output, SessionReport};
 use tokio::sync::mpsc;
 
 use crate::db::TestDb;
@@ -95,7 +95,7 @@ pub struct ConsoleRun {
     pub output: SharedBuf,
     /// Ctrl-C.
     pub interrupter: Interrupter,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<SessionReport>,
 }
 
 impl ConsoleRun {
@@ -149,13 +149,18 @@ impl ConsoleRun {
     }
 
     /// Ends input (like Ctrl-D) and waits for the console to finish every queued message.
-    pub async fn finish(mut self) -> String {
+    pub async fn finish(self) -> String {
+        self.finish_with_report().await.0
+    }
+
+    /// [`ConsoleRun::finish`], with how many turns ran and failed.
+    pub async fn finish_with_report(mut self) -> (String, SessionReport) {
         self.input.take();
-        tokio::time::timeout(Duration::from_secs(60), &mut self.task)
+        let report = tokio::time::timeout(Duration::from_secs(60), &mut self.task)
             .await
             .expect("console finishes")
             .expect("console task does not panic");
-        self.output.text()
+        (self.output.text(), report)
     }
 }
 

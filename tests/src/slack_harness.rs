@@ -36,7 +36,7 @@ pub struct SlackRun {
     /// Events API routes (events mode only).
     pub router: Option<axum::Router>,
     shutdown: CancellationToken,
-    join: tokio::task::JoinHandle<()>,
+    join: tokio::task::JoinHandle<sandpiper_channels::tasks::Drained>,
 }
 
 impl SlackRun {
@@ -53,7 +53,7 @@ impl SlackRun {
         if socket {
             slack.wait_connected(WAIT).await;
         }
-        let join = tokio::spawn(channel.join());
+        let join = tokio::spawn(channel.join(WAIT));
         Self {
             slack,
             agent,
@@ -66,10 +66,11 @@ impl SlackRun {
     /// Stops the channel and closes the database, as a process exit would; returns the fake.
     pub async fn stop(self) -> FakeSlack {
         self.shutdown.cancel();
-        tokio::time::timeout(WAIT, self.join)
+        let drained = tokio::time::timeout(WAIT * 2, self.join)
             .await
             .expect("slack channel stops")
             .expect("no panic");
+        assert_eq!(drained.left, 0, "every Slack task ended at shutdown");
         self.agent.store().close().await;
         self.slack
     }

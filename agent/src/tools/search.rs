@@ -1,8 +1,10 @@
 //! The `search` tool: a regex search over files like `grep -rn`, built on ripgrep's crates.
 //!
-//! The walk honours `.gitignore` (also outside a git repository), `.ignore` and hidden-file
-//! rules, visits files in path order so results are stable, skips binary files, stops after
-//! `search_max_matches` matches and checks for cancellation between files.
+//! The walk honours `.gitignore` (also outside a git repository) and `.ignore`, searches hidden
+//! files and directories (`.github/workflows`, `.gitlab-ci.yml` are where CI lives) but never
+//! descends into `.git` (object store and refs: noise, never an answer), visits files in path
+//! order so results are stable, skips binary files, stops after `search_max_matches` matches
+//! and checks for cancellation between files.
 //!
 //! It runs unasked inside the workstream's directory and asks outside it (see
 //! [`PathPolicy`]). The walk never follows symlinks and skips every file and directory the
@@ -173,9 +175,13 @@ impl Job {
         // policy can judge them as they come.
         let walk = WalkBuilder::new(&self.root)
             .require_git(false)
+            .hidden(false)
             .follow_links(false)
             .sort_by_file_path(|a, b| a.cmp(b))
-            .filter_entry(move |entry| paths.denial(entry.path()).is_none())
+            .filter_entry(move |entry| {
+                !is_git_dir(entry.depth(), entry.file_name())
+                    && paths.denial(entry.path()).is_none()
+            })
             .build();
         let mut found = Found {
             lines: Vec::new(),
@@ -223,6 +229,13 @@ impl Job {
     }
 }
 
+/// Whether a walked entry is a repository's `.git` (directory, or the file a worktree has),
+/// which the walk skips now that it visits hidden entries. The root itself (depth 0) is
+/// searched when asked for by name.
+fn is_git_dir(depth: usize, name: &std::ffi::OsStr) -> bool {
+    depth > 0 && name == ".git"
+}
+
 /// The line without its newline, cut at [`MAX_LINE_CHARS`] characters.
 fn cut_line(line: &str) -> String {
     let line = line.trim_end_matches(['\n', '\r']);
@@ -260,6 +273,22 @@ mod tests {
         dir
     }
 
+    /// [`tree`] plus where CI lives (hidden) and a repository's `.git` (never searched).
+    fn repo_tree() -> tempfile::TempDir {
+        let dir = tree();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".github/workflows")).unwrap();
+        std::fs::create_dir_all(root.join(".git/refs")).unwrap();
+        std::fs::create_dir_all(root.join("vendor")).unwrap();
+        std::fs::write(root.join(".github/workflows/ci.yml"), "run: helper\n").unwrap();
+        std::fs::write(root.join(".gitlab-ci.yml"), "script: helper\n").unwrap();
+        std::fs::write(root.join(".git/config"), "helper = x\n").unwrap();
+        std::fs::write(root.join(".git/refs/helper"), "helper\n").unwrap();
+        // A worktree's or submodule's `.git` is a file: skipped too.
+        std::fs::write(root.join("vendor/.git"), "gitdir: helper\n").unwrap();
+        dir
+    }
+
     #[test]
     fn prepare_validates_the_regex() {
         let dir = tempfile::tempdir().unwrap();
@@ -282,13 +311,42 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn finds_matches_honouring_gitignore_hidden_and_binary() {
+    async fn finds_matches_honouring_gitignore_and_binary_searching_hidden() {
         let dir = tree();
         let ctx = ToolContext::for_test(dir.path());
         let out = search(&ctx, json!({"query": "helper"})).await.unwrap();
         assert_eq!(
             out,
-            ToolOutput::text("src/deep/lib.rs:1:pub fn helper() {}\nsrc/main.rs:2:    helper();\n")
+            ToolOutput::text(
+                ".hidden.rs:1:fn helper_hidden() {}\n\
+                 src/deep/lib.rs:1:pub fn helper() {}\n\
+                 src/main.rs:2:    helper();\n"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn finds_ci_files_in_hidden_places_but_never_looks_inside_git() {
+        let dir = repo_tree();
+        let ctx = ToolContext::for_test(dir.path());
+        let out = search(&ctx, json!({"query": "helper"})).await.unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::text(
+                ".github/workflows/ci.yml:1:run: helper\n\
+                 .gitlab-ci.yml:1:script: helper\n\
+                 .hidden.rs:1:fn helper_hidden() {}\n\
+                 src/deep/lib.rs:1:pub fn helper() {}\n\
+                 src/main.rs:2:    helper();\n"
+            )
+        );
+        // Asked for by name, `.git` is searched: the rule is about walking into it unasked.
+        let out = search(&ctx, json!({"query": "helper", "path": ".git"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::text(".git/config:1:helper = x\n.git/refs/helper:1:helper\n")
         );
     }
 

@@ -24,29 +24,36 @@ impl EventHandler for Handler {
         super::interactions::register_commands(&self.bot, &ctx).await;
     }
 
+    // serenity runs each event in a task of its own: tracked, so shutdown waits for it.
     async fn message(&self, _ctx: Context, msg: Message) {
-        if msg.author.bot {
-            return;
-        }
-        let channel = msg.channel_id;
-        let me = self.bot.me.get().copied();
-        let addressed = (msg.guild_id.is_none() && self.bot.config.dms)
-            || msg.mentions.iter().any(|u| Some(u.id) == me);
-        if let Err(e) = on_message(&self.bot, msg).await {
-            tracing::warn!(error = %e, %channel, "handling a Discord message failed");
-            // Only a message meant for the bot gets an answer: during a database outage every
-            // message in every channel fails here, and the channel must not fill with notices.
-            if addressed {
-                let text = format!(
-                    "⚠️ I could not take that message ({e}). Nothing was done with it; please send it again in a moment."
-                );
-                notice(&self.bot, channel, &text).await;
-            }
-        }
+        self.bot.tasks.track(gateway_message(&self.bot, msg)).await;
     }
 
     async fn interaction_create(&self, _ctx: Context, interaction: Interaction) {
-        super::interactions::dispatch(&self.bot, interaction).await;
+        let dispatch = super::interactions::dispatch(&self.bot, interaction);
+        self.bot.tasks.track(dispatch).await;
+    }
+}
+
+/// A message from the gateway: taken into a workstream, or said why not.
+async fn gateway_message(bot: &Arc<Bot>, msg: Message) {
+    if msg.author.bot {
+        return;
+    }
+    let channel = msg.channel_id;
+    let me = bot.me.get().copied();
+    let addressed =
+        (msg.guild_id.is_none() && bot.config.dms) || msg.mentions.iter().any(|u| Some(u.id) == me);
+    if let Err(e) = on_message(bot, msg).await {
+        tracing::warn!(error = %e, %channel, "handling a Discord message failed");
+        // Only a message meant for the bot gets an answer: during a database outage every
+        // message in every channel fails here, and the channel must not fill with notices.
+        if addressed {
+            let text = format!(
+                "⚠️ I could not take that message ({e}). Nothing was done with it; please send it again in a moment."
+            );
+            notice(bot, channel, &text).await;
+        }
     }
 }
 

@@ -31,6 +31,7 @@ use crate::card::{ApprovalCard, human_duration};
 use crate::intake::{Closed, Place};
 use crate::live::LiveApprovals;
 use crate::stream;
+use crate::tasks::{Drained, Tasks};
 use crate::turns::{Queued, TurnQueue};
 use surface::{CardApprover, ThreadSurface};
 
@@ -58,6 +59,9 @@ pub struct Bot {
     me: OnceLock<UserId>,
     pace: pace::Pacer,
     turns: TurnQueue,
+    /// Every task of the connection (lanes, renderers, notices, card updates, the gateway,
+    /// serenity's event tasks), drained by [`DiscordChannel::join`].
+    tasks: Tasks,
     live: LiveApprovals,
     /// (thread, user) pairs already told they cannot talk in an owner-only thread.
     told: Mutex<HashSet<(u64, u64)>>,
@@ -137,7 +141,8 @@ impl Bot {
                     bot: bot.clone(),
                     channel,
                 });
-                let (sink, renderer) = stream::start(surface.clone(), bot.config.stream_interval);
+                let (sink, renderer) =
+                    stream::start(surface.clone(), bot.config.stream_interval, &bot.tasks);
                 let key = workstream_key(channel);
                 let approver = CardApprover {
                     surface,
@@ -174,7 +179,8 @@ impl Bot {
                     bot: bot.clone(),
                     channel,
                 });
-                let (sink, renderer) = stream::start(surface.clone(), bot.config.stream_interval);
+                let (sink, renderer) =
+                    stream::start(surface.clone(), bot.config.stream_interval, &bot.tasks);
                 let key = workstream_key(channel);
                 let approver = CardApprover {
                     surface,
@@ -214,7 +220,7 @@ impl Bot {
             Err(full) => format!("⚠️ {full}"),
         };
         let bot = self.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let surface = ThreadSurface { bot, channel };
             if let Err(e) = surface
                 .send(
@@ -254,7 +260,6 @@ fn build_http(config: &DiscordConfig) -> Http {
 /// A running Discord connection.
 #[derive(Debug)]
 pub struct DiscordChannel {
-    task: tokio::task::JoinHandle<()>,
     bot: Arc<Bot>,
 }
 
@@ -277,9 +282,11 @@ impl DiscordChannel {
             | GatewayIntents::GUILD_MESSAGES
             | GatewayIntents::MESSAGE_CONTENT
             | GatewayIntents::DIRECT_MESSAGES;
+        let tasks = Tasks::new(shutdown.clone());
         let bot = Arc::new(Bot {
             pace: pace::Pacer::new(config.requests_per_second),
-            turns: TurnQueue::new(shutdown.child_token()),
+            turns: TurnQueue::new(tasks.clone()),
+            tasks: tasks.clone(),
             live: LiveApprovals::default(),
             told: Mutex::default(),
             http: OnceLock::new(),
@@ -292,7 +299,8 @@ impl DiscordChannel {
             .await?;
         let _ = bot.http.set(client.http.clone());
         let shards = client.shard_manager.clone();
-        let task = tokio::spawn(async move {
+        // Runs to its end: at shutdown it closes the shards cleanly, within the drain.
+        tasks.spawn_to_end(async move {
             tokio::select! {
                 r = client.start() => {
                     if let Err(e) = r {
@@ -302,12 +310,17 @@ impl DiscordChannel {
                 () = shutdown.cancelled() => shards.shutdown_all().await,
             }
         });
-        Ok(Some(Self { task, bot }))
+        Ok(Some(Self { bot }))
     }
 
-    /// Waits until the connection ends (shutdown).
-    pub async fn join(self) {
-        let _ = self.task.await;
+    /// Waits until shut down, then up to `grace` for the connection to close and the tasks
+    /// to end. Turns still running are dropped where they are: a turn waiting for approval
+    /// keeps its stored requests, and a click after the restart resumes it.
+    pub async fn join(self, grace: std::time::Duration) -> Drained {
+        self.bot.tasks.shutdown().cancelled().await;
+        let drained = self.bot.tasks.drain(grace).await;
+        tracing::info!(left = drained.left, "discord channel stopped");
+        drained
     }
 
     /// Whether a turn runs in the thread (for tests and `/health`). Channel 0 names no

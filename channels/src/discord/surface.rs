@@ -171,7 +171,7 @@ impl Drop for CardGuard {
         let bot = self.bot.clone();
         let channel = self.channel;
         let cards = std::mem::take(&mut self.cards);
-        tokio::spawn(async move {
+        self.bot.tasks.spawn(async move {
             let surface = ThreadSurface {
                 bot: bot.clone(),
                 channel,

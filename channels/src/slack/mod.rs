@@ -30,7 +30,6 @@ mod socket;
 mod turn;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sandpiper_agent::Agent;
@@ -39,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::intake::{Closed, Place};
 use crate::live::LiveApprovals;
+use crate::tasks::{Drained, Tasks};
 use crate::turns::TurnQueue;
 use client::Api;
 
@@ -63,22 +63,14 @@ pub(crate) struct Ctx {
     bot_user: String,
     queue: TurnQueue,
     live: LiveApprovals,
-    shutdown: CancellationToken,
-    /// Jobs (turns, handlers) still running; `join` waits for them.
-    busy: Arc<AtomicUsize>,
+    /// Every job (turns, handlers, renderers, card updates), stopped at shutdown and drained
+    /// by `join`.
+    tasks: Tasks,
     /// `(workstream, user)` pairs told they may not talk in an owner-only thread.
     told: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
-/// Counts one running job while alive.
-pub(crate) struct Busy(Arc<AtomicUsize>);
-
 impl Ctx {
-    fn busy(&self) -> Busy {
-        self.busy.fetch_add(1, Ordering::SeqCst);
-        Busy(self.busy.clone())
-    }
-
     /// The approval timeout in words, for cards.
     fn timeout_text(&self) -> String {
         crate::card::human_duration(self.agent.config().approval.timeout)
@@ -110,23 +102,9 @@ fn is_dm_channel(channel: &str) -> bool {
     channel.starts_with('D')
 }
 
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Runs `fut` in the background, counted as busy and dropped at shutdown.
+/// Runs `fut` in the background, tracked, and dropped at shutdown.
 pub(crate) fn spawn(ctx: &Arc<Ctx>, fut: impl std::future::Future<Output = ()> + Send + 'static) {
-    let busy = ctx.busy();
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        let _busy = busy;
-        tokio::select! {
-            () = fut => {}
-            () = shutdown.cancelled() => {}
-        }
-    });
+    ctx.tasks.spawn(fut);
 }
 
 /// Forgets delivered event ids after a day, hourly: Slack redelivers within minutes, and the
@@ -179,11 +157,11 @@ impl SlackChannel {
             .await
             .map_err(|e| SlackError::Connect(e.to_string()))?;
         tracing::info!(bot_user, team = team.as_deref().unwrap_or("?"), mode = ?config.mode, "slack connected");
+        let tasks = Tasks::new(shutdown);
         let ctx = Arc::new(Ctx {
-            queue: TurnQueue::new(shutdown.clone()),
+            queue: TurnQueue::new(tasks.clone()),
             live: LiveApprovals::default(),
-            shutdown,
-            busy: Arc::default(),
+            tasks,
             told: Default::default(),
             agent,
             api,
@@ -225,17 +203,18 @@ impl SlackChannel {
         self.router.clone()
     }
 
-    /// Waits until shut down. Turns still running are dropped where they are: a turn waiting
-    /// for approval keeps its stored requests, and a click after the restart resumes it.
-    pub async fn join(self) {
-        self.ctx.shutdown.cancelled().await;
+    /// Waits until shut down, then up to `grace` for its tasks to end. Turns still running
+    /// are dropped where they are: a turn waiting for approval keeps its stored requests,
+    /// and a click after the restart resumes it.
+    pub async fn join(self, grace: Duration) -> Drained {
+        self.ctx.tasks.shutdown().cancelled().await;
+        let stopping = tokio::time::Instant::now();
         if let Some(listener) = &self.listener {
-            listener.shutdown().await;
+            let _ = tokio::time::timeout(grace, listener.shutdown()).await;
         }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while self.ctx.busy.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        tracing::info!("slack channel stopped");
+        let left = grace.saturating_sub(stopping.elapsed());
+        let drained = self.ctx.tasks.drain(left).await;
+        tracing::info!(left = drained.left, "slack channel stopped");
+        drained
     }
 }

@@ -73,16 +73,9 @@ pub(crate) async fn submit(ctx: &Arc<Ctx>, thread: Thread, work: Work, notify: O
     let job_ctx = ctx.clone();
     let job_thread = thread.clone();
     let job: crate::turns::Job = Box::new(move |cancel| {
-        Box::pin(async move {
-            let busy = job_ctx.busy();
-            let shutdown = job_ctx.shutdown.clone();
-            tokio::select! {
-                () = run(&job_ctx, &job_thread, work, cancel) => {}
-                // Dropped, not cancelled: a turn waiting for approval stays resumable.
-                () = shutdown.cancelled() => {}
-            }
-            drop(busy);
-        })
+        // The lane is a tracked task, dropped (not cancelled) at shutdown with the turn it
+        // runs: a turn waiting for approval stays resumable.
+        Box::pin(async move { run(&job_ctx, &job_thread, work, cancel).await })
     });
     let told = match ctx.queue.submit(&key, job) {
         Ok(Queued::Now) => return,
@@ -107,7 +100,7 @@ async fn run(ctx: &Arc<Ctx>, thread: &Thread, work: Work, cancel: CancellationTo
         ctx: ctx.clone(),
         thread: thread.clone(),
     });
-    let (sink, renderer) = stream::start(surface, ctx.config.stream_interval);
+    let (sink, renderer) = stream::start(surface, ctx.config.stream_interval, &ctx.tasks);
     let approver = CardApprover {
         ctx: ctx.clone(),
         thread: thread.clone(),
@@ -154,7 +147,7 @@ async fn run(ctx: &Arc<Ctx>, thread: &Thread, work: Work, cancel: CancellationTo
     let mut renderer = renderer;
     tokio::select! {
         _ = &mut renderer => {}
-        () = ctx.shutdown.cancelled() => renderer.abort(),
+        () = ctx.tasks.shutdown().cancelled() => renderer.abort(),
     }
     if let Some(working) = working {
         working.clear(ctx).await;

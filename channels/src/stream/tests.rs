@@ -1,4 +1,5 @@
 use super::*;
+use crate::tasks::Tasks;
 use pretty_assertions::assert_eq;
 use sandpiper_agent::protocol::ToolCallView;
 
@@ -59,7 +60,11 @@ fn answer(text: &str, live: bool) -> Post {
 #[tokio::test(start_paused = true)]
 async fn text_streams_into_one_message_edited_no_faster_than_the_interval() {
     let surface = recorder(2000);
-    let (sink, task) = start(surface.clone(), Duration::from_millis(1500));
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(1500),
+        &Tasks::new(Default::default()),
+    );
     sink.event(TurnEvent::TextDelta("Hel".into()));
     sink.settle().await;
     for piece in ["lo", ", ", "wor", "ld"] {
@@ -86,7 +91,11 @@ async fn text_streams_into_one_message_edited_no_faster_than_the_interval() {
 #[tokio::test(start_paused = true)]
 async fn tools_get_their_own_line_and_long_output_is_attached() {
     let surface = recorder(2000);
-    let (sink, task) = start(surface.clone(), Duration::from_millis(1500));
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(1500),
+        &Tasks::new(Default::default()),
+    );
     sink.event(TurnEvent::TextDelta("Let me look.".into()));
     sink.event(TurnEvent::ToolPending(ToolCallView {
         call_id: "c1".into(),
@@ -138,7 +147,11 @@ async fn tools_get_their_own_line_and_long_output_is_attached() {
 #[tokio::test(start_paused = true)]
 async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
     let surface = recorder(60);
-    let (sink, task) = start(surface.clone(), Duration::from_millis(10));
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(10),
+        &Tasks::new(Default::default()),
+    );
     let text =
         "intro line\n```rust\nfn a() {}\nfn b() {}\nfn c() {}\nfn d() {}\nfn e() {}\n```\nbye";
     sink.event(TurnEvent::TextDelta(text.into()));
@@ -167,7 +180,11 @@ async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
 #[tokio::test(start_paused = true)]
 async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
     let surface = recorder(2000);
-    let (sink, task) = start(surface.clone(), Duration::from_millis(1500));
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(1500),
+        &Tasks::new(Default::default()),
+    );
     sink.event(TurnEvent::ToolPending(ToolCallView {
         call_id: "c1".into(),
         name: "bash".into(),

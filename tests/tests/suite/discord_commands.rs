@@ -90,6 +90,37 @@ both_backends! {
         let joined = sandpiper_channels::account::link(rig.agent.store(), console, Some(&code), false).await.unwrap();
         assert!(joined.contains("discord:") && joined.contains("console:alice-laptop"), "{joined}");
     }
+
+    async fn mcp_refresh_takes_one_server_or_all(db) {
+        let s = setup(&db, vec![]).await;
+        let mut config = s.config.clone();
+        for name in ["a", "b"] {
+            config.mcp.servers.insert(name.into(), sandpiper_agent::mcp::McpServerConfig::Stdio {
+                command: env!("CARGO_BIN_EXE_mcp_test_server").into(),
+                args: vec!["--stdio".into()],
+                env: Default::default(),
+                auto_approve: vec![],
+            });
+        }
+        config.mcp.refresh_interval = std::time::Duration::ZERO;
+        let rig = DiscordRig::start(FakeDiscord::start().await, config).await;
+        let mcp = |options: serde_json::Value| {
+            let rig = &rig;
+            async move {
+                let id = rig.fake.slash(CHANNEL_ID, &alice(), "mcp", options).await;
+                let reply = rig.fake.wait_until(WAIT, "the mcp answer", |f| f.interaction_responses(id).pop()).await;
+                response_text(&[reply])
+            }
+        };
+        let action = |a: &str| json!({"name": "action", "type": 3, "value": a});
+        let server = |s: &str| json!({"name": "server", "type": 3, "value": s});
+        assert_eq!(mcp(json!([action("refresh"), server("b")])).await, "```\nb: no changes\n```");
+        assert_eq!(mcp(json!([action("refresh")])).await, "```\na: no changes\nb: no changes\n```");
+        let unknown = mcp(json!([action("refresh"), server("nope")])).await;
+        assert!(unknown.starts_with("```\nnope: error: ") && !unknown.contains("a: "), "{unknown}");
+        let refused = mcp(json!([action("list"), server("a")])).await;
+        assert!(refused.contains("mcp list takes no server"), "{refused}");
+    }
 }
 
 const ONCALL: u64 = 700_000_000_000_000_001;

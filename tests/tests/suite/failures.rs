@@ -2,6 +2,7 @@
 //! errors, edits of files that were not read.
 
 use sandpiper_agent::model::Role;
+use sandpiper_channels::console::SessionReport;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{Reply, ToolCallSpec, text, tool_call, tool_calls};
 use sandpiper_tests::harness::{self, ConsoleRun};
@@ -39,8 +40,10 @@ both_backends! {
         console.send("first question").await;
         console.wait_for("error: the model sent a malformed response", WAIT).await;
         console.send("second question").await;
-        let out = console.finish().await;
+        let (out, report) = console.finish_with_report().await;
         assert!(out.contains("recovered"), "{out}");
+        // `sandpiper chat` turns this into its exit code.
+        assert_eq!(report, SessionReport { turns: 2, failed: 1 });
         let history = agent.history("console:garbage").await.unwrap();
         let texts: Vec<(Role, &str)> = history.iter().map(|m| (m.role, m.content.as_str())).collect();
         assert_eq!(
@@ -64,8 +67,9 @@ both_backends! {
         console.send("one").await;
         console.wait_for("after retry", WAIT).await;
         console.send("two").await;
-        let out = console.finish().await;
+        let (out, report) = console.finish_with_report().await;
         assert!(out.contains("error: the model provider answered HTTP 500"), "{out}");
+        assert_eq!(report, SessionReport { turns: 2, failed: 1 });
         assert_eq!(s.llm.requests().len(), 4);
     }
 
@@ -77,8 +81,9 @@ both_backends! {
         console.send(&"x".repeat(5000)).await;
         console.wait_for("error: your message is 5000 bytes; the limit is 1024 bytes", WAIT).await;
         console.send("short one").await;
-        let out = console.finish().await;
+        let (out, report) = console.finish_with_report().await;
         assert!(out.contains("short one answered"), "{out}");
+        assert_eq!(report, SessionReport { turns: 2, failed: 1 });
         let history = agent.history("console:big").await.unwrap();
         assert_eq!(history.len(), 2);
         assert_eq!(history[0].content, "short one");

@@ -171,7 +171,8 @@ async fn binary_missing_directory_and_empty_files_get_clear_messages() {
 async fn images_without_vision_are_described() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("shot.dat"), PNG).unwrap();
-    let ctx = ToolContext::for_test(dir.path());
+    let mut ctx = ToolContext::for_test(dir.path());
+    ctx.capabilities.supports_vision = false;
     let out = read(&ctx, json!({"path": "shot.dat"})).await.unwrap();
     assert_eq!(
         out,
