@@ -8,6 +8,7 @@ use serenity::all::{ChannelId, Context, CreateThread, EventHandler, Interaction,
 
 use super::render::Body;
 use super::surface::ThreadSurface;
+use super::workstreams::{start_workstream, thread_name};
 use super::{Bot, workstream_key};
 use crate::intake::Place;
 
@@ -64,28 +65,6 @@ fn strip_mention(content: &str, me: u64) -> String {
         .replace(&format!("<@!{me}>"), "")
         .trim()
         .to_owned()
-}
-
-/// A thread name from the first words of the prompt.
-pub fn thread_name(prompt: &str) -> String {
-    let mut name = String::new();
-    for word in prompt.split_whitespace() {
-        if name.chars().count() + word.chars().count() + 1 > 90 {
-            break;
-        }
-        if !name.is_empty() {
-            name.push(' ');
-        }
-        name.push_str(word);
-    }
-    if name.is_empty() {
-        let fallback: String = prompt.chars().take(90).collect();
-        if fallback.trim().is_empty() {
-            return "sandpiper".into();
-        }
-        return fallback;
-    }
-    name
 }
 
 async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent::AgentError> {
@@ -149,19 +128,6 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
     tracing::info!(workstream = %workstream_key(channel), owner = %author.username, "new workstream");
     bot.submit_turn(channel, author, prompt);
     Ok(())
-}
-
-/// Records a new thread's workstream, owned by whoever started it.
-pub(super) async fn start_workstream(
-    bot: &Bot,
-    channel: ChannelId,
-    owner: &str,
-) -> Result<(), sandpiper_agent::store::StoreError> {
-    bot.agent
-        .store()
-        .ensure_workstream(&workstream_key(channel), Some(owner))
-        .await
-        .map(|_| ())
 }
 
 async fn in_thread(
@@ -244,13 +210,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn thread_names_come_from_the_first_words() {
-        assert_eq!(
-            thread_name("why is   CI red on main?"),
-            "why is CI red on main?"
-        );
-        assert_eq!(thread_name(&"word ".repeat(50)).len(), 89);
-        assert_eq!(thread_name(""), "sandpiper");
+    fn the_mention_is_stripped() {
         assert_eq!(strip_mention("<@42> hello <@!42>", 42), "hello");
     }
 }

@@ -14,7 +14,8 @@ use serenity::all::{
 
 use super::render;
 use super::respond::{Error, Reply, Responder, Source};
-use super::{Bot, PLATFORM, handler, workstream_key};
+use super::workstreams::{start_workstream, thread_name};
+use super::{Bot, PLATFORM, workstream_key};
 use crate::account::Person;
 use crate::answers::{Where, answer};
 use crate::clicks::{self, BatchClick, Click, ClickOutcome};
@@ -412,7 +413,7 @@ async fn ask(
     reply.send(Reply::Public(shown)).await?;
     if direct && !in_thread {
         // DMs are on (intake let this through): a DM is its own workstream, as for messages.
-        handler::start_workstream(bot, c.channel_id, &person.id).await?;
+        start_workstream(bot, c.channel_id, &person.id).await?;
     }
     if in_thread || direct {
         bot.submit_turn(c.channel_id, person, prompt);
@@ -422,7 +423,7 @@ async fn ask(
         .pace
         .send("ask original", || c.get_response(&http))
         .await?;
-    let builder = serenity::all::CreateThread::new(handler::thread_name(&prompt));
+    let builder = serenity::all::CreateThread::new(thread_name(&prompt));
     let thread = bot
         .pace
         .send("create thread", || {
@@ -430,7 +431,7 @@ async fn ask(
                 .create_thread_from_message(&http, original.id, builder.clone())
         })
         .await?;
-    handler::start_workstream(bot, thread.id, &person.id).await?;
+    start_workstream(bot, thread.id, &person.id).await?;
     tracing::info!(workstream = %workstream_key(thread.id), owner = %person.username, "new workstream from /ask");
     bot.submit_turn(thread.id, person, prompt);
     Ok(())

@@ -9,6 +9,8 @@
 //! - [`surface`]: a thread as the stream renderer's surface, and the card approver.
 //! - [`render`]: message bodies: answers, tool lines, approval cards.
 //! - [`pace`]: the global request budget, with 429/5xx retries.
+//! - [`workstreams`]: naming a new thread and recording its workstream (used by both of
+//!   the above).
 
 pub mod handler;
 pub mod interactions;
@@ -16,6 +18,7 @@ pub mod pace;
 pub mod render;
 pub mod respond;
 pub mod surface;
+pub mod workstreams;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
