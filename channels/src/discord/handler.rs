@@ -22,7 +22,7 @@ impl EventHandler for Handler {
     async fn ready(&self, ctx: Context, ready: Ready) {
         let _ = self.bot.me.set(ready.user.id);
         tracing::info!(user = %ready.user.name, guilds = ready.guilds.len(), "connected to Discord");
-        super::interactions::register_commands(&self.bot, &ctx).await;
+        super::commands::register(&self.bot, &ctx).await;
     }
 
     // serenity runs each event in a task of its own: tracked, so shutdown waits for it.

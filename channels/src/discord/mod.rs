@@ -5,13 +5,15 @@
 //!
 //! # Layout
 //! - [`handler`]: gateway events: messages (mentions, thread messages) and routing.
-//! - [`interactions`]: buttons, note dialogs and slash commands.
+//! - [`interactions`]: buttons and note dialogs; routes slash commands to [`commands`].
+//! - [`commands`]: slash commands: their registration and what each does.
 //! - [`surface`]: a thread as the stream renderer's surface, and the card approver.
 //! - [`render`]: message bodies: answers, tool lines, approval cards.
 //! - [`pace`]: the global request budget, with 429/5xx retries.
-//! - [`workstreams`]: naming a new thread and recording its workstream (used by both of
-//!   the above).
+//! - [`workstreams`]: naming a new thread, recording its workstream, stopping its turn
+//!   (used by the three above).
 
+pub mod commands;
 pub mod handler;
 pub mod interactions;
 pub mod pace;

@@ -1,9 +1,13 @@
-//! A Discord thread as a workstream: naming a new thread and recording its workstream. Both
-//! the gateway handler (mentions) and the interactions (`/ask`) open threads, so this lives
-//! beneath both and neither imports the other for it.
+//! A Discord thread as a workstream: naming a new thread, recording its workstream, stopping
+//! its turn. The gateway handler (mentions), the buttons (Stop) and the slash commands
+//! (`/ask`, `/stop`) all do these, so they live beneath all three and none imports another
+//! for them.
 
-use serenity::all::ChannelId;
+use std::sync::Arc;
 
+use serenity::all::{ChannelId, User};
+
+use super::respond::Error;
 use super::{Bot, workstream_key};
 
 /// A thread name from the first words of the prompt.
@@ -39,6 +43,26 @@ pub(super) async fn start_workstream(
         .ensure_workstream(&workstream_key(channel), Some(owner))
         .await
         .map(|_| ())
+}
+
+/// `/stop` or the Stop button: cancels the running turn, if the person may talk here.
+pub(super) async fn stop(bot: &Arc<Bot>, channel: ChannelId, user: &User) -> Result<String, Error> {
+    let key = workstream_key(channel);
+    let Some(ws) = bot.agent.store().workstream(&key).await? else {
+        return Ok("There is no workstream in this channel.".into());
+    };
+    let person = bot.person(user).await?;
+    if bot.config.thread_access == sandpiper_agent::config::ThreadAccess::Owner
+        && ws.row.owner.as_deref() != Some(person.id.as_str())
+    {
+        return Ok("Only the thread's owner can stop it.".into());
+    }
+    Ok(if bot.turns.stop(&key) {
+        tracing::info!(workstream = %key, by = %person.username, "turn stopped");
+        "⏹️ Stopping.".into()
+    } else {
+        "Nothing is running here.".into()
+    })
 }
 
 #[cfg(test)]
