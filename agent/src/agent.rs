@@ -14,6 +14,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::child_env::ChildEnv;
 use crate::config::Config;
 use crate::mcp::McpManager;
 use crate::memory::MemoryIndex;
@@ -27,7 +28,6 @@ use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ToolCatalog, TurnTools};
-use crate::tools::child_env::ChildEnv;
 use crate::tools::{PathPolicy, RegistryError, ToolContext, ToolRegistry};
 use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
@@ -39,7 +39,7 @@ pub struct Host<'a> {
     /// file. They may hold tokens, and an approver cannot see what a read would post.
     pub protected_files: Vec<PathBuf>,
     /// The environment whose allow-listed part tools' processes start from (see
-    /// [`crate::tools::child_env`]); tests plant secrets here to show they never reach a tool.
+    /// [`crate::child_env`]); tests plant secrets here to show they never reach a tool.
     pub env: &'a dyn crate::config::Env,
 }
 
@@ -167,7 +167,7 @@ struct Inner {
     memories: MemoryIndex,
     mcp: Arc<McpManager>,
     /// The environment of processes tools start, built once from sandpiper's own.
-    child_env: Arc<crate::tools::child_env::ChildEnv>,
+    child_env: Arc<crate::child_env::ChildEnv>,
     /// Settings and the model for web_fetch, web_search and math.
     services: Arc<crate::tools::ToolServices>,
     /// Places of running turns (`agent.max_concurrent_turns`, `agent.max_turns_per_user`).
@@ -218,7 +218,7 @@ impl Agent {
 
     /// Builds an agent that also offers the tools, resources and prompts of `mcp`'s servers,
     /// following its catalog as servers add and remove tools. Tools' processes get the
-    /// allow-listed part of this process's environment (see [`crate::tools::child_env`]).
+    /// allow-listed part of this process's environment (see [`crate::child_env`]).
     pub fn with_mcp(
         config: Config,
         model: Arc<dyn ChatModel>,

@@ -11,10 +11,16 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod channels;
+mod mcp;
 mod redact;
 mod web;
 pub use channels::{
     DISCORD_API_BASE, DiscordConfig, SLACK_API_BASE, SlackConfig, SlackMode, ThreadAccess,
+};
+pub(crate) use mcp::read_mcp_json;
+pub use mcp::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL, McpConfig,
+    McpServerConfig, parse_mcp_json,
 };
 pub use redact::{redact_url, url_secrets};
 pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
@@ -104,67 +110,6 @@ pub struct Config {
     pub web: WebConfig,
     /// The Python sandbox of the `math` tool.
     pub math: MathConfig,
-}
-
-/// `[mcp]` and `[mcp.servers.NAME]`
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct McpConfig {
-    /// Servers by name (`command`/`args`/`env`, or `type = "http"` with `url`/`headers`).
-    pub servers: std::collections::BTreeMap<String, crate::mcp::McpServerConfig>,
-    /// How often servers without list-changed notifications are re-listed; `0` disables.
-    #[serde(with = "duration")]
-    pub refresh_interval: Duration,
-    /// How long one MCP tool call, resource read or prompt may take.
-    #[serde(with = "duration")]
-    pub call_timeout: Duration,
-    /// How long connecting to one server may take at start-up.
-    #[serde(with = "duration")]
-    pub connect_timeout: Duration,
-}
-
-impl Default for McpConfig {
-    fn default() -> Self {
-        let o = crate::mcp::McpOptions::default();
-        Self {
-            servers: Default::default(),
-            refresh_interval: o.refresh_interval,
-            call_timeout: o.call_timeout,
-            connect_timeout: o.connect_timeout,
-        }
-    }
-}
-
-impl McpConfig {
-    /// The manager options these settings give.
-    pub fn options(&self) -> crate::mcp::McpOptions {
-        crate::mcp::McpOptions {
-            call_timeout: self.call_timeout,
-            connect_timeout: self.connect_timeout,
-            refresh_interval: self.refresh_interval,
-            ..crate::mcp::McpOptions::default()
-        }
-    }
-
-    /// Adds the servers of a standard `mcpServers` JSON file (`--mcp-config`). A name that
-    /// is already configured is an error.
-    pub fn merge_json_file(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let servers = crate::mcp::load_mcp_json(path).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })?;
-        for (name, server) in servers {
-            if self.servers.contains_key(&name) {
-                return Err(ConfigError::Invalid {
-                    key: format!("mcp.servers.{name}"),
-                    source_name: path.display().to_string(),
-                    message: "this server is also configured in the TOML file".into(),
-                });
-            }
-            self.servers.insert(name, server);
-        }
-        Ok(())
-    }
 }
 
 /// `[server]`
@@ -700,7 +645,6 @@ impl Config {
     /// The effective configuration as TOML, secrets redacted (API key, the database URL's
     /// passwords, MCP server environment values and HTTP header values).
     pub fn to_redacted_toml(&self) -> String {
-        use crate::mcp::McpServerConfig;
         let mut shown = self.clone();
         shown.database.url = redact_url(&shown.database.url);
         for server in shown.mcp.servers.values_mut() {

@@ -20,17 +20,21 @@
 //! - [`memory`]: relevance injection of memories into the system message.
 //! - [`nudge`]: ephemeral hints that suggest saving a memory at the right moments.
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
+//! - [`child_env`]: the clean environment tools and MCP servers start from.
+//! - [`output`]: cutting long output for the model (tools and MCP alike).
 //! - [`tool_search`]: dynamic tool search: which tools each model call is offered, and the
 //!   client-side `tool_search` tool.
 
 pub mod agent;
 pub mod approval_policy;
 pub mod bm25;
+pub mod child_env;
 pub mod config;
 pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod nudge;
+pub mod output;
 pub mod pipeline;
 pub mod prompt;
 pub mod protocol;

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use sandpiper_agent::agent::Host;
+use sandpiper_agent::child_env::ChildEnv;
 use sandpiper_agent::config::{Env, ProcessEnv, Provider};
 use sandpiper_agent::mcp::{McpManager, McpOptions};
 use sandpiper_agent::model::{AnthropicModel, ChatModel, OpenAiModel};
 use sandpiper_agent::store::prompt_templates::McpPromptSpec;
 use sandpiper_agent::store::{Store, redact_url};
-use sandpiper_agent::tools::child_env::ChildEnv;
 use sandpiper_agent::{Agent, Config};
 
 /// Why start-up failed.
@@ -69,7 +69,7 @@ pub async fn start_mcp_with_env(config: &Config, env: &dyn Env) -> Arc<McpManage
     let options = McpOptions {
         child_env: ChildEnv::for_mcp_servers(env, &config.tools),
         max_output_bytes: config.tools.max_output_bytes,
-        ..config.mcp.options()
+        ..McpOptions::from(&config.mcp)
     };
     McpManager::start(config.mcp.servers.clone(), options).await
 }

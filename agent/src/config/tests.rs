@@ -134,7 +134,7 @@ fn mcp_servers_parse_and_their_secrets_are_redacted() {
     )
     .unwrap();
     assert_eq!(c.mcp.servers.len(), 2);
-    assert_eq!(c.mcp.options().call_timeout, Duration::from_secs(10));
+    assert_eq!(c.mcp.call_timeout, Duration::from_secs(10));
     let shown = c.to_redacted_toml();
     assert!(
         !shown.contains("ghp_secret") && !shown.contains("tok_secret"),

@@ -1,179 +1,18 @@
-//! How MCP servers are configured: TOML (`[mcp.servers.NAME]`) or the standard `mcp.json`
-//! (`{"mcpServers": {...}}`) that other MCP clients read.
+//! Checks on the MCP server configuration ([`McpServerConfig`], which the config module
+//! owns): reading an `mcp.json` file with MCP's error type, and server names.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+pub use crate::config::{McpServerConfig, parse_mcp_json};
 
 use super::McpError;
-
-/// One MCP server: a child process speaking stdio, or a streamable-HTTP endpoint.
-///
-/// In TOML and JSON a server with `command` is stdio; one with `type = "http"` (or
-/// `"streamable-http"`) or only a `url` is HTTP.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "RawServer", into = "RawServer")]
-pub enum McpServerConfig {
-    /// A local process started with `command args...`, talking MCP on stdin/stdout.
-    Stdio {
-        /// The program (looked up on `PATH`).
-        command: String,
-        /// Its arguments.
-        args: Vec<String>,
-        /// Extra environment variables (values are secrets: never logged).
-        env: BTreeMap<String, String>,
-        /// Tool names (without the `mcp__server__` prefix) that run without approval.
-        auto_approve: Vec<String>,
-    },
-    /// A remote server speaking streamable HTTP.
-    Http {
-        /// The endpoint, e.g. `https://mcp.example.com/mcp`.
-        url: String,
-        /// Extra request headers (values are secrets: never logged). An `Authorization: Bearer`
-        /// header is sent as the bearer token.
-        headers: BTreeMap<String, String>,
-        /// Tool names (without the `mcp__server__` prefix) that run without approval.
-        auto_approve: Vec<String>,
-    },
-}
-
-impl McpServerConfig {
-    /// Tool names (without prefix) the operator trusts to run without approval.
-    pub fn auto_approve(&self) -> &[String] {
-        match self {
-            Self::Stdio { auto_approve, .. } | Self::Http { auto_approve, .. } => auto_approve,
-        }
-    }
-}
-
-/// The wire shape shared by TOML and `mcp.json`; checked into [`McpServerConfig`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-struct RawServer {
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    kind: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    command: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    args: Vec<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    url: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    headers: BTreeMap<String, String>,
-    #[serde(default, alias = "autoApprove", skip_serializing_if = "Vec::is_empty")]
-    auto_approve: Vec<String>,
-    /// Some clients mark servers `"disabled": true`; [`load_mcp_json`] skips those.
-    #[serde(default, skip_serializing)]
-    disabled: bool,
-}
-
-impl TryFrom<RawServer> for McpServerConfig {
-    type Error = String;
-
-    fn try_from(raw: RawServer) -> Result<Self, String> {
-        let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
-        let http = match kind.as_deref() {
-            Some("http" | "streamable-http" | "streamable_http" | "streamablehttp") => true,
-            Some("stdio") => false,
-            Some("sse") => {
-                return Err("the legacy HTTP+SSE transport is not supported; use streamable HTTP (`type = \"http\"`)".into());
-            }
-            Some(other) => {
-                return Err(format!(
-                    "unknown server type `{other}` (expected `stdio` or `http`)"
-                ));
-            }
-            None => raw.command.is_none() && raw.url.is_some(),
-        };
-        if http {
-            let url = raw.url.ok_or("an HTTP server needs a `url`")?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
-                    "`url` must start with http:// or https://, got `{url}`"
-                ));
-            }
-            Ok(Self::Http {
-                url,
-                headers: raw.headers,
-                auto_approve: raw.auto_approve,
-            })
-        } else {
-            let command = raw
-                .command
-                .filter(|c| !c.trim().is_empty())
-                .ok_or("a stdio server needs a `command` (or set `type = \"http\"` and a `url`)")?;
-            Ok(Self::Stdio {
-                command,
-                args: raw.args,
-                env: raw.env,
-                auto_approve: raw.auto_approve,
-            })
-        }
-    }
-}
-
-impl From<McpServerConfig> for RawServer {
-    fn from(config: McpServerConfig) -> Self {
-        match config {
-            McpServerConfig::Stdio {
-                command,
-                args,
-                env,
-                auto_approve,
-            } => Self {
-                command: Some(command),
-                args,
-                env,
-                auto_approve,
-                ..Self::default()
-            },
-            McpServerConfig::Http {
-                url,
-                headers,
-                auto_approve,
-            } => Self {
-                kind: Some("http".into()),
-                url: Some(url),
-                headers,
-                auto_approve,
-                ..Self::default()
-            },
-        }
-    }
-}
 
 /// Reads a standard MCP JSON file (`{"mcpServers": {"name": {...}}}`, as Claude Desktop,
 /// Cursor and others write it; VS Code's `{"servers": ...}` is accepted too). Servers marked
 /// `"disabled": true` are skipped. Names are checked later, by [`validate_server_name`] at start.
 pub fn load_mcp_json(path: &Path) -> Result<BTreeMap<String, McpServerConfig>, McpError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| McpError::BadConfig(format!("cannot read {}: {e}", path.display())))?;
-    parse_mcp_json(&text).map_err(|e| McpError::BadConfig(format!("{}: {e}", path.display())))
-}
-
-/// [`load_mcp_json`] on text already read.
-pub fn parse_mcp_json(text: &str) -> Result<BTreeMap<String, McpServerConfig>, String> {
-    #[derive(Deserialize)]
-    struct File {
-        #[serde(default, rename = "mcpServers", alias = "servers")]
-        servers: Option<BTreeMap<String, serde_json::Value>>,
-    }
-    let file: File = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let servers = file.servers.ok_or("no `mcpServers` object found")?;
-    let mut out = BTreeMap::new();
-    for (name, value) in servers {
-        let raw: RawServer =
-            serde_json::from_value(value).map_err(|e| format!("server `{name}`: {e}"))?;
-        if raw.disabled {
-            continue;
-        }
-        let config = McpServerConfig::try_from(raw).map_err(|e| format!("server `{name}`: {e}"))?;
-        out.insert(name, config);
-    }
-    Ok(out)
+    crate::config::read_mcp_json(path).map_err(McpError::BadConfig)
 }
 
 /// Checks a server name: non-empty, only `A-Z a-z 0-9 _ -`, no `__` and no `_` at the end.
@@ -250,58 +89,6 @@ pub fn check_server_names<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn toml_forms() {
-        #[derive(Deserialize)]
-        struct T {
-            servers: BTreeMap<String, McpServerConfig>,
-        }
-        let t: T = toml::from_str(
-            r#"
-            [servers.github]
-            command = "npx"
-            args = ["-y", "server-github"]
-            env = { TOKEN = "x" }
-            [servers.remote]
-            type = "http"
-            url = "https://mcp.example.com/mcp"
-            auto_approve = ["search"]
-            "#,
-        )
-        .expect("parse");
-        assert_eq!(
-            t.servers["github"],
-            McpServerConfig::Stdio {
-                command: "npx".into(),
-                args: vec!["-y".into(), "server-github".into()],
-                env: BTreeMap::from([("TOKEN".into(), "x".into())]),
-                auto_approve: vec![],
-            }
-        );
-        assert_eq!(t.servers["remote"].auto_approve(), ["search".to_string()]);
-        let back = toml::to_string(&t.servers["remote"]).expect("serialize");
-        assert!(back.contains("type = \"http\""), "{back}");
-    }
-
-    #[test]
-    fn json_file_and_errors() {
-        let servers = parse_mcp_json(
-            r#"{"mcpServers": {
-                "a": {"command": "x", "args": ["1"], "env": {"K": "V"}},
-                "b": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp", "headers": {"X": "y"}},
-                "c": {"url": "https://h/mcp", "autoApprove": ["t"]},
-                "off": {"command": "y", "disabled": true}
-            }}"#,
-        )
-        .expect("parse");
-        assert_eq!(servers.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
-        assert!(matches!(servers["c"], McpServerConfig::Http { .. }));
-        assert!(parse_mcp_json(r#"{"mcpServers": {"a": {"args": []}}}"#).is_err());
-        assert!(
-            parse_mcp_json(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}"#).is_err()
-        );
-    }
 
     #[test]
     fn server_names() {

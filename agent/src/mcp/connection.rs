@@ -12,7 +12,7 @@ use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
-use crate::tools::child_env::ChildEnv;
+use crate::child_env::ChildEnv;
 
 use super::{
     McpError, McpPrompt, McpPromptArgument, McpResource, McpResourceTemplate, McpServerConfig,

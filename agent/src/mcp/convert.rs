@@ -6,7 +6,7 @@ use rmcp::model::{
 
 use super::McpCallOutput;
 use crate::model::ImagePart;
-use crate::tools::truncate_output;
+use crate::output::truncate_output;
 
 /// A tool result: text parts joined, images kept, embedded resources inlined as text.
 pub(crate) fn call_result(result: CallToolResult) -> McpCallOutput {

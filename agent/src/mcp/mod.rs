@@ -6,7 +6,8 @@
 //! notifications, periodic and manual refresh). Each server has a circuit breaker so a failing
 //! server costs the model one clear error, not a minute per call.
 //!
-//! - [`config`]: server configuration (TOML and the standard `mcp.json`).
+//! - [`config`]: checks on the server configuration (owned by [`crate::config`]): reading
+//!   `mcp.json`, server names.
 //! - `connection`: connecting, the client handler that receives list-changed notifications,
 //!   and listing one server.
 //! - `convert`: MCP content into text and images for the model.
@@ -33,8 +34,9 @@ pub use config::{
 pub use error::McpError;
 pub use manager::McpManager;
 
+use crate::child_env::ChildEnv;
+use crate::config::McpConfig;
 use crate::model::ImagePart;
-use crate::tools::child_env::ChildEnv;
 
 /// The prefix of every MCP tool name the model sees.
 pub const TOOL_PREFIX: &str = "mcp__";
@@ -170,9 +172,9 @@ pub const MAX_IMAGE_BYTES: usize = 4 * 1024 * 1024;
 impl Default for McpOptions {
     fn default() -> Self {
         Self {
-            call_timeout: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(30),
-            refresh_interval: Duration::from_secs(4 * 60 * 60),
+            call_timeout: crate::config::DEFAULT_CALL_TIMEOUT,
+            connect_timeout: crate::config::DEFAULT_CONNECT_TIMEOUT,
+            refresh_interval: crate::config::DEFAULT_REFRESH_INTERVAL,
             failure_threshold: 3,
             cooldown_base: Duration::from_secs(30),
             cooldown_max: Duration::from_secs(300),
@@ -183,7 +185,19 @@ impl Default for McpOptions {
     }
 }
 
-/// What a tool call or resource read produced, ready for a [`crate::tools::ToolOutput`].
+/// The manager options `[mcp]` gives; the rest keep their defaults.
+impl From<&McpConfig> for McpOptions {
+    fn from(config: &McpConfig) -> Self {
+        Self {
+            call_timeout: config.call_timeout,
+            connect_timeout: config.connect_timeout,
+            refresh_interval: config.refresh_interval,
+            ..Self::default()
+        }
+    }
+}
+
+/// What a tool call or resource read produced, ready to become a tool's output.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct McpCallOutput {
     /// Text parts joined with newlines (embedded resources and binary summaries included).
@@ -192,16 +206,6 @@ pub struct McpCallOutput {
     pub images: Vec<ImagePart>,
     /// The server reported the call as failed (`isError`); the model should see the text.
     pub is_error: bool,
-}
-
-impl From<McpCallOutput> for crate::tools::ToolOutput {
-    fn from(out: McpCallOutput) -> Self {
-        Self {
-            text: out.text,
-            images: out.images,
-            is_error: out.is_error,
-        }
-    }
 }
 
 /// What one server's refresh changed.

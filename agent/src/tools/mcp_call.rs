@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
-use crate::mcp::{McpManager, McpTool};
+use crate::mcp::{McpCallOutput, McpManager, McpTool};
 
 /// One MCP tool, callable like a built-in. Its arguments are free-form JSON (the server's
 /// own schema), so `Args` is [`Value`]; whether a call asks is the server's `auto_approve`
@@ -66,5 +66,15 @@ impl Tool for McpCall {
             images: out.images,
             is_error: out.is_error,
         })
+    }
+}
+
+impl From<McpCallOutput> for ToolOutput {
+    fn from(out: McpCallOutput) -> Self {
+        Self {
+            text: out.text,
+            images: out.images,
+            is_error: out.is_error,
+        }
     }
 }

@@ -9,7 +9,6 @@
 
 mod args;
 mod bash;
-pub mod child_env;
 mod dyn_tool;
 mod edit_file;
 mod man;
@@ -37,6 +36,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Capabilities, ToolsConfig};
 use crate::model::ImagePart;
+use crate::output::{ceil_char_boundary, floor_char_boundary};
+
+pub use crate::output::truncate_output;
 
 pub use args::{ArgsError, parse_arguments, validate_arguments};
 pub use dyn_tool::{DynTool, ReadyCall, deserialize_args};
@@ -190,7 +192,7 @@ pub struct ToolContext {
     /// Connected MCP servers (read_resource, use_prompt). `None` when none are configured.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpManager>>,
     /// The whole environment of processes tools start (bash, man): never sandpiper's own.
-    pub child_env: Arc<child_env::ChildEnv>,
+    pub child_env: Arc<crate::child_env::ChildEnv>,
     /// Settings and the model for web_fetch, web_search and math.
     pub services: Arc<ToolServices>,
 }
@@ -219,7 +221,7 @@ impl ToolContext {
             user_id: None,
             store: None,
             mcp: None,
-            child_env: Arc::new(child_env::ChildEnv::for_tools(
+            child_env: Arc::new(crate::child_env::ChildEnv::for_tools(
                 &crate::config::ProcessEnv,
                 &ToolsConfig::default(),
             )),
@@ -301,51 +303,9 @@ pub(crate) fn typed<A: serde::de::DeserializeOwned>(args: serde_json::Value) -> 
     serde_json::from_value(args).expect("test arguments deserialize")
 }
 
-/// Cuts `text` to at most `max` bytes (on a char boundary), keeping head and tail, with a note
-/// of how much was cut.
-pub fn truncate_output(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let keep = max.saturating_sub(120);
-    let head_len = floor_char_boundary(text, keep * 3 / 4);
-    let tail_start = ceil_char_boundary(text, text.len() - (keep - head_len));
-    let cut = tail_start - head_len;
-    format!(
-        "{}\n[... {cut} bytes of output cut ({} bytes in all) ...]\n{}",
-        &text[..head_len],
-        text.len(),
-        &text[tail_start..]
-    )
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
-    while i < s.len() && !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn truncation_keeps_head_and_tail_and_says_how_much() {
-        let text = "é".repeat(5000);
-        let out = truncate_output(&text, 2000);
-        assert!(out.len() <= 2000 + 100, "{}", out.len());
-        assert!(out.contains("bytes of output cut (10000 bytes in all)"));
-        assert!(out.starts_with('é') && out.ends_with('é'));
-        assert_eq!(truncate_output("short", 2000), "short");
-    }
 
     #[test]
     fn a_call_may_raise_the_json_default_but_never_lower_it() {

@@ -71,7 +71,7 @@ pub struct ProcessTree {
 
 impl ProcessTree {
     /// Prepares `command` to start a contained call: the marker variable (set after the
-    /// environment, which [`super::child_env::ChildEnv::apply`] clears), its own process
+    /// environment, which [`crate::child_env::ChildEnv::apply`] clears), its own process
     /// group, and joining a fresh cgroup before exec where possible.
     #[allow(unsafe_code)]
     pub fn prepare(command: &mut tokio::process::Command, containment: Containment) -> Self {

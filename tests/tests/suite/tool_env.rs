@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use sandpiper::wiring;
+use sandpiper_agent::child_env::ChildEnv;
 use sandpiper_agent::mcp::{McpManager, McpOptions, McpServerConfig};
-use sandpiper_agent::tools::child_env::ChildEnv;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::harness::ConsoleRun;

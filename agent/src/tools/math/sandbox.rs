@@ -19,8 +19,8 @@ use std::path::Path;
 
 use tokio::sync::OnceCell;
 
+use crate::child_env::ChildEnv;
 use crate::config::{MathConfig, ProcessEnv};
-use crate::tools::child_env::ChildEnv;
 
 /// How `math` can isolate Python on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

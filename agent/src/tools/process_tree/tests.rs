@@ -5,8 +5,8 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::*;
+use crate::child_env::ChildEnv;
 use crate::config::ProcessEnv;
-use crate::tools::child_env::ChildEnv;
 
 /// Whether `pid` is a live (non-zombie) process.
 fn alive(pid: libc::pid_t) -> bool {
