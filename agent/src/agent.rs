@@ -5,32 +5,28 @@
 //! them (see [`tool_search`](crate::tool_search)): with tool search active, deferred tools
 //! appear once `tool_search` found them or the model called them by name. This loop serves
 //! the top-level conversation only; sub-agents would get their scoped tool sets unsearched.
+//!
+//! The loop itself, step by step, is in `turn` (load, build the request, stream, commit,
+//! run the batch); this file holds the agent, its entry points and how a turn is reported.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
 
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::child_env::ChildEnv;
 use crate::config::Config;
 use crate::mcp::McpManager;
 use crate::memory::MemoryIndex;
-use crate::model::{
-    ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role, ToolCall, ToolSchema,
-};
-use crate::nudge::Signals;
-use crate::pipeline::Batch;
-use crate::prompt::system_prompt;
+use crate::model::{ChatModel, Message, ModelError, ToolSchema};
 use crate::protocol::{Approver, TurnEvent, TurnSink};
-use crate::store::memories::Visibility;
 use crate::store::{Store, StoreError};
-use crate::tool_search::{ToolCatalog, TurnTools};
-use crate::tools::{PathPolicy, RegistryError, ToolContext, ToolRegistry};
+use crate::tool_search::ToolCatalog;
+use crate::tools::{PathPolicy, RegistryError, ToolRegistry};
 use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
+
+mod turn;
 
 /// What the agent learns from the process it runs in rather than from its config.
 pub struct Host<'a> {
@@ -503,284 +499,5 @@ impl Agent {
             }
         }
         result
-    }
-
-    /// The turn loop. `resume` carries the dangling calls of an interrupted turn and the
-    /// approver holding their stored decisions; otherwise `req.text` opens a new turn.
-    async fn turn(
-        &self,
-        ws: &mut Workstream,
-        req: &TurnRequest<'_>,
-        resume: Option<(Vec<ToolCall>, &dyn Approver)>,
-    ) -> Result<TurnOutcome, AgentError> {
-        let inner = &self.inner;
-        let config = &inner.config;
-        let previous_answer = ws
-            .history
-            .last()
-            .filter(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
-            .map(|m| m.content.clone());
-        let resumed = (ws.resumed && ws.turns_since_load == 0)
-            || ws
-                .last_turn_end
-                .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
-        let mut tools = TurnTools::new(
-            self.catalog(),
-            &inner.tools_config,
-            config.model.capabilities,
-        );
-        if ws.turns_since_load == 0 {
-            ws.expanded_tools.extend(tools.replay(&ws.history));
-        }
-        ws.turns_since_load += 1;
-        if resume.is_none() {
-            self.close_dangling(ws).await?;
-            ws.append(&inner.store, Message::user(req.text.clone()), req.author)
-                .await?;
-        }
-        let mut base_system = system_prompt(
-            chrono::Local::now(),
-            &ws.workdir,
-            &tools.offered(&ws.expanded_tools),
-            config.agent.system_prompt_extra.as_deref(),
-        );
-        base_system.push_str(&crate::prompt::mcp_catalog(&inner.mcp.catalog()));
-        let visibility = Visibility {
-            workstream: ws.key.clone(),
-            user_id: req.author.map(str::to_owned),
-        };
-        inner.memories.sync(&inner.store, false).await?;
-        let mut injected: HashSet<String> = HashSet::new();
-        let mut denied = false;
-        let mut outcome = TurnOutcome::default();
-        if let Some((calls, approver)) = resume {
-            tracing::info!(workstream = %ws.key, calls = calls.len(), "resuming an interrupted turn");
-            outcome.tool_calls += calls.len();
-            denied = self
-                .run_batch(ws, req, &mut tools, &calls, approver)
-                .await?;
-            if req.cancel.is_cancelled() {
-                outcome.cancelled = true;
-                ws.last_turn_end = Some(Instant::now());
-                return Ok(outcome);
-            }
-        }
-        loop {
-            if outcome.rounds >= config.agent.max_rounds {
-                outcome.hit_round_limit = true;
-                req.sink.event(TurnEvent::Notice(format!(
-                    "stopped after {} model calls in one turn (agent.max_rounds); say \"continue\" to go on",
-                    outcome.rounds
-                )));
-                break;
-            }
-            let first_call = outcome.rounds == 0;
-            outcome.rounds += 1;
-            let relevant = inner.memories.relevant(&visibility, &ws.history);
-            let new_ids: Vec<&str> = relevant
-                .iter()
-                .filter(|m| !injected.contains(&m.id))
-                .map(|m| m.id.as_str())
-                .collect();
-            if !new_ids.is_empty() {
-                inner.store.touch_memories(&new_ids).await?;
-                injected.extend(new_ids.iter().map(|s| (*s).to_owned()));
-            }
-            let signals = Signals {
-                new_user_message: first_call.then_some(req.text.as_str()),
-                denied,
-                resumed: first_call && resumed,
-                previous_answer: previous_answer.as_deref().filter(|_| first_call),
-            };
-            let nudges = crate::nudge::due(&mut ws.nudges, &signals, Instant::now());
-            let system = format!(
-                "{base_system}{}{}",
-                crate::memory::render(&relevant),
-                crate::nudge::render(&nudges)
-            );
-            // Servers may add or remove tools mid-turn: the next model call sees the change.
-            let current = self.catalog();
-            if !tools.uses(&current) {
-                tools = TurnTools::new(current, &inner.tools_config, config.model.capabilities);
-            }
-            let offered = tools.offered(&ws.expanded_tools);
-            let request = ChatRequest {
-                system: &system,
-                messages: &ws.history,
-                tools: &offered,
-            };
-            let mut assembler = ResponseAssembler::default();
-            let streamed = tokio::select! {
-                r = stream_into(inner.model.as_ref(), request, &mut assembler, req.sink) => Some(r),
-                () = req.cancel.cancelled() => None,
-            };
-            match streamed {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    self.keep_partial(ws, &assembler, "[the model's answer broke off]")
-                        .await?;
-                    return Err(e.into());
-                }
-                None => {
-                    self.keep_partial(ws, &assembler, "[stopped]").await?;
-                    outcome.cancelled = true;
-                    break;
-                }
-            }
-            let response = assembler.finish();
-            let mut message = Message::assistant(response.text.clone());
-            message.tool_calls = response.tool_calls;
-            let calls = message.tool_calls.clone();
-            ws.append(&inner.store, message, None).await?;
-            // Bookkeeping: a count that fails to update is logged, never worth the answer.
-            let usage = &response.usage;
-            if *usage != crate::model::Usage::default()
-                && let Err(e) = inner
-                    .store
-                    .add_usage(&ws.key, usage.input_tokens, usage.output_tokens)
-                    .await
-            {
-                tracing::warn!(workstream = %ws.key, error = %e, "token usage not recorded");
-            }
-            outcome.text = response.text;
-            if calls.is_empty() {
-                break;
-            }
-            outcome.tool_calls += calls.len();
-            denied = self
-                .run_batch(ws, req, &mut tools, &calls, req.approver)
-                .await?;
-            if req.cancel.is_cancelled() {
-                outcome.cancelled = true;
-                break;
-            }
-        }
-        ws.last_turn_end = Some(Instant::now());
-        Ok(outcome)
-    }
-
-    /// Prepares, approves and executes one batch of calls; returns whether anything was denied.
-    async fn run_batch(
-        &self,
-        ws: &mut Workstream,
-        req: &TurnRequest<'_>,
-        tools: &mut TurnTools,
-        calls: &[ToolCall],
-        approver: &dyn Approver,
-    ) -> Result<bool, AgentError> {
-        let inner = &self.inner;
-        let config = &inner.config;
-        ensure_workdir(&ws.workdir).await;
-        let batch = Batch {
-            registry: &inner.registry,
-            store: &inner.store,
-            tool_ctx: ToolContext {
-                workdir: ws.workdir.clone(),
-                paths: inner.paths.clone(),
-                config: inner.tools_config.clone(),
-                capabilities: config.model.capabilities,
-                files_read: ws.files_read.clone(),
-                cancel: req.cancel.child_token(),
-                workstream: ws.key.clone(),
-                user_id: req.author.map(str::to_owned),
-                store: Some(inner.store.clone()),
-                mcp: Some(inner.mcp.clone()),
-                child_env: inner.child_env.clone(),
-                services: inner.services.clone(),
-            },
-            workstream: &ws.key,
-            first_seq: ws.next_seq(),
-            requested_by: req.author,
-            auto_approve: config.approval.auto_approve,
-            grants: &ws.grants,
-            approval_timeout: config.approval.timeout,
-            max_parallel: config.tools.max_parallel,
-            max_output_bytes: config.tools.max_output_bytes,
-            sink: req.sink,
-            approver,
-            tool_search: tools.client_search(),
-        };
-        let done = batch.run(calls).await?;
-        tools.expand(&mut ws.expanded_tools, done.expanded, calls);
-        if calls.iter().any(|c| c.name == "memory") {
-            inner.memories.sync(&inner.store, true).await?;
-        }
-        ws.history.extend(done.results);
-        ws.grants.extend(done.new_grants);
-        Ok(done.denied)
-    }
-
-    /// A new message arrived while tool calls of an interrupted turn still wait: they will not
-    /// run. Each gets a result saying so (the model needs one per call), and their pending
-    /// requests are closed so late clicks say the turn is gone.
-    async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
-        let dangling = crate::resume::unanswered_calls(&ws.history);
-        if dangling.is_empty() {
-            return Ok(());
-        }
-        tracing::info!(workstream = %ws.key, calls = dangling.len(), "closing calls of an interrupted turn");
-        for call in dangling {
-            let text = "not run: sandpiper restarted before this call was decided or finished, \
-                        and the conversation moved on";
-            ws.append(
-                &self.inner.store,
-                Message::tool_result(&call.id, &call.name, text),
-                None,
-            )
-            .await?;
-        }
-        self.inner
-            .store
-            .close_pending_approvals(&ws.key, crate::store::approvals::ApprovalStatus::Cancelled)
-            .await?;
-        Ok(())
-    }
-
-    /// Records the text streamed before an interruption, so the history shows what the user saw.
-    async fn keep_partial(
-        &self,
-        ws: &mut Workstream,
-        assembler: &ResponseAssembler,
-        note: &str,
-    ) -> Result<(), StoreError> {
-        if assembler.text().trim().is_empty() {
-            return Ok(());
-        }
-        let text = format!("{}\n{note}", assembler.text());
-        ws.append(&self.inner.store, Message::assistant(text), None)
-            .await
-    }
-}
-
-/// Creates a workstream's working directory on first use. A failure is logged, not fatal:
-/// the tools that need the directory then say what is wrong.
-async fn ensure_workdir(dir: &std::path::Path) {
-    if let Err(e) = tokio::fs::create_dir_all(dir).await {
-        tracing::warn!(workdir = %dir.display(), error = %e, "cannot create the working directory");
-    }
-}
-
-async fn stream_into(
-    model: &dyn ChatModel,
-    request: ChatRequest<'_>,
-    assembler: &mut ResponseAssembler,
-    sink: &dyn TurnSink,
-) -> Result<(), ModelError> {
-    let mut stream = model.stream(request).await?;
-    let mut done = false;
-    while let Some(event) = stream.next().await {
-        let event = event?;
-        if let crate::model::ModelEvent::TextDelta(t) = &event {
-            sink.event(TurnEvent::TextDelta(t.clone()));
-        }
-        done |= matches!(event, crate::model::ModelEvent::Done { .. });
-        assembler.push(&event);
-    }
-    if done {
-        Ok(())
-    } else {
-        Err(ModelError::Protocol(
-            "the response ended before it was complete".into(),
-        ))
     }
 }

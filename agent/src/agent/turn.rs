@@ -1,0 +1,387 @@
+//! One turn in named steps, as the module doc of [`crate::agent`] tells it: load the turn
+//! ([`Agent::load_turn`]), then for each model call build the request
+//! ([`Agent::build_request`]), stream the answer ([`Agent::stream`]), commit it
+//! ([`Agent::commit`]) and run the batch of tool calls it asked for ([`Agent::run_batch`]).
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use super::{Agent, AgentError, TurnOutcome, TurnRequest};
+use crate::model::{
+    AssembledResponse, ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role,
+    ToolCall, ToolSchema,
+};
+use crate::nudge::Signals;
+use crate::pipeline::Batch;
+use crate::prompt::system_prompt;
+use crate::protocol::{Approver, TurnEvent, TurnSink};
+use crate::store::StoreError;
+use crate::store::memories::Visibility;
+use crate::tool_search::TurnTools;
+use crate::tools::ToolContext;
+use crate::workstream::Workstream;
+
+/// What a turn carries from one model call to the next.
+struct TurnState {
+    /// The tools offered, refreshed when the catalog changes mid-turn.
+    tools: TurnTools,
+    /// The system message without memories and nudges.
+    base_system: String,
+    /// Whose memories the turn may see.
+    visibility: Visibility,
+    /// Memories already shown in this turn (touched once).
+    injected: HashSet<String>,
+    /// Whether the last batch had a denial (a nudge signal).
+    denied: bool,
+    /// Whether the conversation resumes after a restart or a long pause (a nudge signal).
+    resumed: bool,
+    /// The answer before this turn's message (a nudge signal).
+    previous_answer: Option<String>,
+    outcome: TurnOutcome,
+}
+
+impl Agent {
+    /// The turn loop. `resume` carries the dangling calls of an interrupted turn and the
+    /// approver holding their stored decisions; otherwise `req.text` opens a new turn.
+    pub(super) async fn turn(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        resume: Option<(Vec<ToolCall>, &dyn Approver)>,
+    ) -> Result<TurnOutcome, AgentError> {
+        let mut st = self.load_turn(ws, req, resume.is_none()).await?;
+        if let Some((calls, approver)) = resume {
+            tracing::info!(workstream = %ws.key, calls = calls.len(), "resuming an interrupted turn");
+            st.outcome.tool_calls += calls.len();
+            st.denied = self
+                .run_batch(ws, req, &mut st.tools, &calls, approver)
+                .await?;
+            if req.cancel.is_cancelled() {
+                st.outcome.cancelled = true;
+                ws.last_turn_end = Some(Instant::now());
+                return Ok(st.outcome);
+            }
+        }
+        loop {
+            if st.outcome.rounds >= self.inner.config.agent.max_rounds {
+                st.outcome.hit_round_limit = true;
+                req.sink.event(TurnEvent::Notice(format!(
+                    "stopped after {} model calls in one turn (agent.max_rounds); say \"continue\" to go on",
+                    st.outcome.rounds
+                )));
+                break;
+            }
+            let first_call = st.outcome.rounds == 0;
+            st.outcome.rounds += 1;
+            let (system, offered) = self.build_request(ws, req, &mut st, first_call).await?;
+            let Some(response) = self.stream(ws, req, &system, &offered).await? else {
+                st.outcome.cancelled = true;
+                break;
+            };
+            let calls = self.commit(ws, response, &mut st.outcome).await?;
+            if calls.is_empty() {
+                break;
+            }
+            st.outcome.tool_calls += calls.len();
+            st.denied = self
+                .run_batch(ws, req, &mut st.tools, &calls, req.approver)
+                .await?;
+            if req.cancel.is_cancelled() {
+                st.outcome.cancelled = true;
+                break;
+            }
+        }
+        ws.last_turn_end = Some(Instant::now());
+        Ok(st.outcome)
+    }
+
+    /// Load: the turn's tools and base system message, and for a new turn (`new_message`)
+    /// the user's message appended after closing the calls an interrupted turn left.
+    async fn load_turn(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        new_message: bool,
+    ) -> Result<TurnState, AgentError> {
+        let inner = &self.inner;
+        let config = &inner.config;
+        let previous_answer = ws
+            .history
+            .last()
+            .filter(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
+            .map(|m| m.content.clone());
+        let resumed = (ws.resumed && ws.turns_since_load == 0)
+            || ws
+                .last_turn_end
+                .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
+        let tools = TurnTools::new(
+            self.catalog(),
+            &inner.tools_config,
+            config.model.capabilities,
+        );
+        if ws.turns_since_load == 0 {
+            ws.expanded_tools.extend(tools.replay(&ws.history));
+        }
+        ws.turns_since_load += 1;
+        if new_message {
+            self.close_dangling(ws).await?;
+            ws.append(&inner.store, Message::user(req.text.clone()), req.author)
+                .await?;
+        }
+        let mut base_system = system_prompt(
+            chrono::Local::now(),
+            &ws.workdir,
+            &tools.offered(&ws.expanded_tools),
+            config.agent.system_prompt_extra.as_deref(),
+        );
+        base_system.push_str(&crate::prompt::mcp_catalog(&inner.mcp.catalog()));
+        let visibility = Visibility {
+            workstream: ws.key.clone(),
+            user_id: req.author.map(str::to_owned),
+        };
+        inner.memories.sync(&inner.store, false).await?;
+        Ok(TurnState {
+            tools,
+            base_system,
+            visibility,
+            injected: HashSet::new(),
+            denied: false,
+            resumed,
+            previous_answer,
+            outcome: TurnOutcome::default(),
+        })
+    }
+
+    /// Build the request of one model call: the system message with the relevant memories
+    /// and due nudges, and the tools offered (re-read if servers changed them mid-turn).
+    async fn build_request(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        st: &mut TurnState,
+        first_call: bool,
+    ) -> Result<(String, Vec<ToolSchema>), AgentError> {
+        let inner = &self.inner;
+        let relevant = inner.memories.relevant(&st.visibility, &ws.history);
+        let new_ids: Vec<&str> = relevant
+            .iter()
+            .filter(|m| !st.injected.contains(&m.id))
+            .map(|m| m.id.as_str())
+            .collect();
+        if !new_ids.is_empty() {
+            inner.store.touch_memories(&new_ids).await?;
+            st.injected.extend(new_ids.iter().map(|s| (*s).to_owned()));
+        }
+        let signals = Signals {
+            new_user_message: first_call.then_some(req.text.as_str()),
+            denied: st.denied,
+            resumed: first_call && st.resumed,
+            previous_answer: st.previous_answer.as_deref().filter(|_| first_call),
+        };
+        let nudges = crate::nudge::due(&mut ws.nudges, &signals, Instant::now());
+        let system = format!(
+            "{}{}{}",
+            st.base_system,
+            crate::memory::render(&relevant),
+            crate::nudge::render(&nudges)
+        );
+        // Servers may add or remove tools mid-turn: the next model call sees the change.
+        let current = self.catalog();
+        if !st.tools.uses(&current) {
+            st.tools = TurnTools::new(
+                current,
+                &inner.tools_config,
+                inner.config.model.capabilities,
+            );
+        }
+        let offered = st.tools.offered(&ws.expanded_tools);
+        Ok((system, offered))
+    }
+
+    /// Stream one model call into the thread. `None` when the turn was stopped; a broken-off
+    /// answer is an error. Either way the text shown so far is kept in the history.
+    async fn stream(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        system: &str,
+        offered: &[ToolSchema],
+    ) -> Result<Option<AssembledResponse>, AgentError> {
+        let request = ChatRequest {
+            system,
+            messages: &ws.history,
+            tools: offered,
+        };
+        let mut assembler = ResponseAssembler::default();
+        let streamed = tokio::select! {
+            r = stream_into(self.inner.model.as_ref(), request, &mut assembler, req.sink) => Some(r),
+            () = req.cancel.cancelled() => None,
+        };
+        match streamed {
+            Some(Ok(())) => Ok(Some(assembler.finish())),
+            Some(Err(e)) => {
+                self.keep_partial(ws, &assembler, "[the model's answer broke off]")
+                    .await?;
+                Err(e.into())
+            }
+            None => {
+                self.keep_partial(ws, &assembler, "[stopped]").await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Commit the model's answer to the history (and its token usage); returns the tool
+    /// calls it asked for and keeps its text as the turn's answer so far.
+    async fn commit(
+        &self,
+        ws: &mut Workstream,
+        response: AssembledResponse,
+        outcome: &mut TurnOutcome,
+    ) -> Result<Vec<ToolCall>, AgentError> {
+        let inner = &self.inner;
+        let mut message = Message::assistant(response.text.clone());
+        message.tool_calls = response.tool_calls;
+        let calls = message.tool_calls.clone();
+        ws.append(&inner.store, message, None).await?;
+        // Bookkeeping: a count that fails to update is logged, never worth the answer.
+        let usage = &response.usage;
+        if *usage != crate::model::Usage::default()
+            && let Err(e) = inner
+                .store
+                .add_usage(&ws.key, usage.input_tokens, usage.output_tokens)
+                .await
+        {
+            tracing::warn!(workstream = %ws.key, error = %e, "token usage not recorded");
+        }
+        outcome.text = response.text;
+        Ok(calls)
+    }
+
+    /// Prepares, approves and executes one batch of calls; returns whether anything was denied.
+    async fn run_batch(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        tools: &mut TurnTools,
+        calls: &[ToolCall],
+        approver: &dyn Approver,
+    ) -> Result<bool, AgentError> {
+        let inner = &self.inner;
+        let config = &inner.config;
+        ensure_workdir(&ws.workdir).await;
+        let batch = Batch {
+            registry: &inner.registry,
+            store: &inner.store,
+            tool_ctx: ToolContext {
+                workdir: ws.workdir.clone(),
+                paths: inner.paths.clone(),
+                config: inner.tools_config.clone(),
+                capabilities: config.model.capabilities,
+                files_read: ws.files_read.clone(),
+                cancel: req.cancel.child_token(),
+                workstream: ws.key.clone(),
+                user_id: req.author.map(str::to_owned),
+                store: Some(inner.store.clone()),
+                mcp: Some(inner.mcp.clone()),
+                child_env: inner.child_env.clone(),
+                services: inner.services.clone(),
+            },
+            workstream: &ws.key,
+            first_seq: ws.next_seq(),
+            requested_by: req.author,
+            auto_approve: config.approval.auto_approve,
+            grants: &ws.grants,
+            approval_timeout: config.approval.timeout,
+            max_parallel: config.tools.max_parallel,
+            max_output_bytes: config.tools.max_output_bytes,
+            sink: req.sink,
+            approver,
+            tool_search: tools.client_search(),
+        };
+        let done = batch.run(calls).await?;
+        tools.expand(&mut ws.expanded_tools, done.expanded, calls);
+        if calls.iter().any(|c| c.name == "memory") {
+            inner.memories.sync(&inner.store, true).await?;
+        }
+        ws.history.extend(done.results);
+        ws.grants.extend(done.new_grants);
+        Ok(done.denied)
+    }
+
+    /// A new message arrived while tool calls of an interrupted turn still wait: they will not
+    /// run. Each gets a result saying so (the model needs one per call), and their pending
+    /// requests are closed so late clicks say the turn is gone.
+    async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
+        let dangling = crate::resume::unanswered_calls(&ws.history);
+        if dangling.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(workstream = %ws.key, calls = dangling.len(), "closing calls of an interrupted turn");
+        for call in dangling {
+            let text = "not run: sandpiper restarted before this call was decided or finished, \
+                        and the conversation moved on";
+            ws.append(
+                &self.inner.store,
+                Message::tool_result(&call.id, &call.name, text),
+                None,
+            )
+            .await?;
+        }
+        self.inner
+            .store
+            .close_pending_approvals(&ws.key, crate::store::approvals::ApprovalStatus::Cancelled)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the text streamed before an interruption, so the history shows what the user saw.
+    async fn keep_partial(
+        &self,
+        ws: &mut Workstream,
+        assembler: &ResponseAssembler,
+        note: &str,
+    ) -> Result<(), StoreError> {
+        if assembler.text().trim().is_empty() {
+            return Ok(());
+        }
+        let text = format!("{}\n{note}", assembler.text());
+        ws.append(&self.inner.store, Message::assistant(text), None)
+            .await
+    }
+}
+
+/// Creates a workstream's working directory on first use. A failure is logged, not fatal:
+/// the tools that need the directory then say what is wrong.
+async fn ensure_workdir(dir: &std::path::Path) {
+    if let Err(e) = tokio::fs::create_dir_all(dir).await {
+        tracing::warn!(workdir = %dir.display(), error = %e, "cannot create the working directory");
+    }
+}
+
+async fn stream_into(
+    model: &dyn ChatModel,
+    request: ChatRequest<'_>,
+    assembler: &mut ResponseAssembler,
+    sink: &dyn TurnSink,
+) -> Result<(), ModelError> {
+    let mut stream = model.stream(request).await?;
+    let mut done = false;
+    while let Some(event) = stream.next().await {
+        let event = event?;
+        if let crate::model::ModelEvent::TextDelta(t) = &event {
+            sink.event(TurnEvent::TextDelta(t.clone()));
+        }
+        done |= matches!(event, crate::model::ModelEvent::Done { .. });
+        assembler.push(&event);
+    }
+    if done {
+        Ok(())
+    } else {
+        Err(ModelError::Protocol(
+            "the response ended before it was complete".into(),
+        ))
+    }
+}
