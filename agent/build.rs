@@ -17,7 +17,7 @@ fn main() {
         .unwrap_or_default();
     entries.sort();
     let mut out = String::from(
-        "/// `(file stem, JSON text)` of every file in `tools/`.\npub static TOOL_SCHEMAS: &[(&str, &str)] = &[\n",
+        "/// `(file stem, JSON text)` of every file in `tools/`.\npub(crate) static TOOL_SCHEMAS: &[(&str, &str)] = &[\n",
     );
     for path in entries {
         println!("cargo:rerun-if-changed={}", path.display());

@@ -664,7 +664,7 @@ impl Config {
 mod duration {
     use super::*;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         let secs = d.as_secs();
         if d.subsec_millis() != 0 {
             s.serialize_str(&format!("{}ms", d.as_millis()))
@@ -677,7 +677,7 @@ mod duration {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Raw {
@@ -694,7 +694,7 @@ mod duration {
         }
     }
 
-    pub fn parse(text: &str) -> Option<Duration> {
+    pub(super) fn parse(text: &str) -> Option<Duration> {
         let t = text.trim();
         let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
         let (num, unit) = t.split_at(split);

@@ -35,7 +35,7 @@ pub(crate) struct SlotState {
 }
 
 impl Slot {
-    pub fn new(
+    pub(crate) fn new(
         name: String,
         config: McpServerConfig,
         invalid: Option<String>,
@@ -55,14 +55,14 @@ impl Slot {
     }
 
     /// The state; a poisoned lock is recovered (the state stays consistent field by field).
-    pub fn state(&self) -> MutexGuard<'_, SlotState> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, SlotState> {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The client if its connection is still up; a dead one is dropped and recorded.
-    pub fn live_client(&self) -> Option<Arc<Client>> {
+    pub(crate) fn live_client(&self) -> Option<Arc<Client>> {
         let dead = {
             let mut state = self.state();
             match &state.client {
@@ -84,7 +84,7 @@ impl Slot {
     }
 
     /// `Err(CoolingOff)` while the breaker is open.
-    pub fn check_breaker(&self) -> Result<(), McpError> {
+    pub(crate) fn check_breaker(&self) -> Result<(), McpError> {
         self.state()
             .breaker
             .check(Instant::now())
@@ -95,7 +95,7 @@ impl Slot {
     }
 
     /// A call or listing succeeded.
-    pub fn record_success(&self) {
+    pub(crate) fn record_success(&self) {
         let mut state = self.state();
         state.breaker.record_success();
         state.error = None;
@@ -103,7 +103,7 @@ impl Slot {
 
     /// A server-caused failure: counts towards the breaker; a lost connection (or a trip)
     /// drops the client so the next attempt reconnects.
-    pub fn record_failure(
+    pub(crate) fn record_failure(
         &self,
         error: &McpError,
         client: Option<&Arc<Client>>,
@@ -132,7 +132,7 @@ impl Slot {
     }
 
     /// Stores a fresh connection and listing; returns the replaced client (drop it outside).
-    pub fn connected(&self, client: Arc<Client>, listing: Listing) -> Option<Arc<Client>> {
+    pub(crate) fn connected(&self, client: Arc<Client>, listing: Listing) -> Option<Arc<Client>> {
         let mut state = self.state();
         state.listing = listing;
         state.listed = true;
@@ -141,14 +141,14 @@ impl Slot {
     }
 
     /// Stores a fresh listing from the live client.
-    pub fn listed(&self, listing: Listing) {
+    pub(crate) fn listed(&self, listing: Listing) {
         let mut state = self.state();
         state.listing = listing;
         state.listed = true;
     }
 
     /// Full names of the listed tools.
-    pub fn tool_names(&self) -> Vec<String> {
+    pub(crate) fn tool_names(&self) -> Vec<String> {
         self.state()
             .listing
             .tools
@@ -158,12 +158,12 @@ impl Slot {
     }
 
     /// Takes the client away (shutdown).
-    pub fn take_client(&self) -> Option<Arc<Client>> {
+    pub(crate) fn take_client(&self) -> Option<Arc<Client>> {
         self.state().client.take()
     }
 
     /// This server's health.
-    pub fn status(&self) -> ServerStatus {
+    pub(crate) fn status(&self) -> ServerStatus {
         let state = self.state();
         ServerStatus {
             name: self.name.clone(),

@@ -28,7 +28,7 @@ use super::{
 
 /// The `bash` tool. Asks for approval (`auto_approve: false` in its JSON); refuses commands on the blocklist.
 #[derive(Debug, Default)]
-pub struct Bash;
+pub(super) struct Bash;
 
 /// Characters of the command shown in the header.
 const HEADER_CHARS: usize = 80;
@@ -41,7 +41,7 @@ const REAP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The arguments of `tools/bash.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     command: String,
 }
 

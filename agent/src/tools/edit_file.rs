@@ -17,7 +17,7 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 /// The `edit_file` tool. Needs approval; refuses files not read in this workstream.
 #[derive(Debug, Default)]
-pub struct EditFile;
+pub(super) struct EditFile;
 
 /// Changed lines shown per side in the preview.
 const PREVIEW_LINES: usize = 30;
@@ -26,7 +26,7 @@ const LISTED_MATCHES: usize = 20;
 
 /// The arguments of `tools/edit_file.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     path: String,
     old_string: String,
     new_string: String,

@@ -15,7 +15,7 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, trun
 /// be a path (no `/`, so man-db does not open it as a file), which keeps it from reading
 /// anything in or out of the working directory (see [`PathPolicy`](super::PathPolicy)).
 #[derive(Debug, Default)]
-pub struct Man;
+pub(super) struct Man;
 
 /// How long formatting a page may take.
 const MAN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -26,7 +26,7 @@ const NOT_FOUND_STATUS: i32 = 16;
 
 /// The arguments of `tools/man.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     page: String,
     section: Option<String>,
 }

@@ -19,7 +19,7 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, trun
 
 /// The `math` tool.
 #[derive(Debug, Default)]
-pub struct Math;
+pub(super) struct Math;
 
 /// Characters of the code shown in the header.
 const HEADER_CHARS: usize = 80;
@@ -32,7 +32,7 @@ const SIGKILL: i32 = 9;
 
 /// The arguments of `tools/math.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     code: String,
 }
 

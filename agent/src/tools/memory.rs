@@ -16,7 +16,7 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 use crate::store::memories::{Memory, NewMemory, Scope, Visibility};
 
 /// Largest memory content, in bytes.
-pub const MAX_CONTENT_BYTES: usize = 32 * 1024;
+pub(super) const MAX_CONTENT_BYTES: usize = 32 * 1024;
 const MAX_NAME_CHARS: usize = 64;
 const DEFAULT_LIMIT: usize = 20;
 const MAX_LIMIT: usize = 100;
@@ -24,11 +24,11 @@ const KINDS: [&str; 4] = ["user", "project", "feedback", "reference"];
 
 /// The `memory` tool.
 #[derive(Debug, Default)]
-pub struct MemoryTool;
+pub(super) struct MemoryTool;
 
 /// The arguments of `tools/memory.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     action: String,
     name: Option<String>,
     content: Option<String>,
@@ -291,7 +291,7 @@ async fn touch(store: &crate::store::Store, found: &[Memory]) {
 }
 
 /// One block per memory; `full` includes the content.
-pub fn render(found: &[Memory], full: bool) -> String {
+pub(super) fn render(found: &[Memory], full: bool) -> String {
     let mut out = String::new();
     for m in found {
         let _ = write!(out, "- {} [{}, {}]", m.name, m.kind, m.scope.as_str());

@@ -21,7 +21,7 @@ use crate::model::ImagePart;
 /// The `read_file` tool. Runs unasked inside the workstream's directory, asks outside it, and
 /// never reads what the [`PathPolicy`](super::PathPolicy) denies.
 #[derive(Debug, Default)]
-pub struct ReadFile;
+pub(super) struct ReadFile;
 
 /// Lines shown when the model gives no `limit`.
 const DEFAULT_LIMIT: usize = 2000;
@@ -34,7 +34,7 @@ const DIR_HINT_ENTRIES: usize = 20;
 
 /// The arguments of `tools/read_file.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     path: String,
     offset: Option<i64>,
     limit: Option<i64>,

@@ -7,11 +7,11 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 /// The `read_resource` tool.
 #[derive(Debug, Default)]
-pub struct ReadResource;
+pub(super) struct ReadResource;
 
 /// The arguments of `tools/read_resource.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     uri: String,
 }
 

@@ -12,14 +12,14 @@ use crate::store::recall::{MAX_LIMIT, RecallHit, search_terms};
 
 /// The `recall` tool.
 #[derive(Debug, Default)]
-pub struct Recall;
+pub(super) struct Recall;
 
 /// Hits returned when the model gives no `limit`.
 const DEFAULT_LIMIT: usize = 20;
 
 /// The arguments of `tools/recall.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     query: String,
     limit: Option<i64>,
 }

@@ -28,14 +28,14 @@ use super::{
 
 /// The `search` tool. Unasked inside the workstream's directory, asks outside it.
 #[derive(Debug, Default)]
-pub struct Search;
+pub(super) struct Search;
 
 /// Characters of a matching line shown.
 const MAX_LINE_CHARS: usize = 500;
 
 /// The arguments of `tools/search.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     query: String,
     path: Option<String>,
 }

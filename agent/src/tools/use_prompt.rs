@@ -10,11 +10,11 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 /// The `use_prompt` tool.
 #[derive(Debug, Default)]
-pub struct UsePrompt;
+pub(super) struct UsePrompt;
 
 /// The arguments of `tools/use_prompt.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     name: String,
     arguments: Option<Map<String, Value>>,
 }

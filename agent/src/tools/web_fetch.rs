@@ -23,7 +23,7 @@ pub use ssrf::{AddressClass, Refusal, SsrfPolicy};
 
 /// The `web_fetch` tool.
 #[derive(Debug, Default)]
-pub struct WebFetch;
+pub(super) struct WebFetch;
 
 /// Width html2text wraps text at.
 const TEXT_WIDTH: usize = 120;
@@ -39,7 +39,7 @@ is about.";
 
 /// The arguments of `tools/web_fetch.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     url: String,
     question: String,
 }

@@ -14,7 +14,7 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, trun
 
 /// The `web_search` tool.
 #[derive(Debug, Default)]
-pub struct WebSearch;
+pub(super) struct WebSearch;
 
 /// Results when the model does not say.
 const DEFAULT_RESULTS: u32 = 5;
@@ -27,7 +27,7 @@ const ERROR_BODY_CHARS: usize = 300;
 
 /// The arguments of `tools/web_search.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     query: String,
     max_results: Option<u32>,
     topic: Option<String>,

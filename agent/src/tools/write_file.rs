@@ -14,14 +14,14 @@ use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 /// The `write_file` tool. Needs approval; the preview shows the content.
 #[derive(Debug, Default)]
-pub struct WriteFile;
+pub(super) struct WriteFile;
 
 /// Lines of content shown in the preview.
 const PREVIEW_LINES: usize = 40;
 
 /// The arguments of `tools/write_file.json`.
 #[derive(Debug, Deserialize)]
-pub struct Args {
+pub(super) struct Args {
     path: String,
     content: String,
 }

@@ -16,14 +16,14 @@ use crate::split::split_message;
 use crate::stream::{Post, ToolLine, ToolState};
 
 /// Most characters in one section's text.
-pub const SECTION_LIMIT: usize = 3000;
+pub(super) const SECTION_LIMIT: usize = 3000;
 /// Action id of the Stop button on a live answer (its value is the workstream key).
-pub const STOP_ACTION: &str = "stop";
+pub(super) const STOP_ACTION: &str = "stop";
 /// Prefix of the Approve all / Deny all action ids (`ap_all:a:<first id>`); the value lists
 /// the card's request ids.
-pub const ALL_PREFIX: &str = "ap_all:";
+pub(super) const ALL_PREFIX: &str = "ap_all:";
 /// Prefix of a card row's block id.
-pub const ROW_PREFIX: &str = "ap_row:";
+pub(super) const ROW_PREFIX: &str = "ap_row:";
 /// Longest header shown on a card row.
 const HEADER_LIMIT: usize = 300;
 
@@ -53,7 +53,7 @@ fn sections(mrkdwn: &str) -> Vec<Value> {
 }
 
 /// What a [`Post`] looks like in Slack.
-pub fn post(post: &Post, workstream: &str) -> Content {
+pub(super) fn post(post: &Post, workstream: &str) -> Content {
     match post {
         Post::Answer { text, live } => {
             let mrkdwn = from_markdown(text);
@@ -115,7 +115,7 @@ fn tool_line(line: &ToolLine) -> String {
 /// The approval card: one section per call (tool, header, preview), the five decision
 /// buttons under each pending call, the outcome under decided ones, and Approve all / Deny
 /// all for a batch.
-pub fn card(card: &ApprovalCard, timeout: &str) -> Content {
+pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
     let pending = card.rows.iter().filter(|r| r.status.is_pending()).count();
     let title = match (card.rows.len(), pending) {
         (1, 1) => ":lock: *Approval needed*".to_owned(),
@@ -183,7 +183,7 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Content {
 }
 
 /// The request ids a card names (from its blocks as Slack sends them back).
-pub fn card_request_ids(blocks: &Value) -> Vec<String> {
+pub(super) fn card_request_ids(blocks: &Value) -> Vec<String> {
     blocks
         .as_array()
         .into_iter()
@@ -196,7 +196,7 @@ pub fn card_request_ids(blocks: &Value) -> Vec<String> {
 
 /// The modal asking for a note with Approve / Deny with note. `metadata` comes back with
 /// the submission.
-pub fn note_modal(approve: bool, header: &str, metadata: &str) -> Value {
+pub(super) fn note_modal(approve: bool, header: &str, metadata: &str) -> Value {
     let (title, submit) = if approve {
         ("Approve with note", "Approve")
     } else {
@@ -226,9 +226,9 @@ pub fn note_modal(approve: bool, header: &str, metadata: &str) -> Value {
 }
 
 /// The note modal's `callback_id`.
-pub const NOTE_CALLBACK: &str = "ap_note";
+pub(super) const NOTE_CALLBACK: &str = "ap_note";
 /// The note input's block and action id.
-pub const NOTE_BLOCK: &str = "note";
+pub(super) const NOTE_BLOCK: &str = "note";
 
 #[cfg(test)]
 mod tests {

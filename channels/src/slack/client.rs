@@ -49,7 +49,7 @@ pub(crate) struct Content {
 
 impl Content {
     /// Text only.
-    pub fn text(text: impl Into<String>) -> Self {
+    pub(super) fn text(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
             blocks: None,
@@ -122,7 +122,7 @@ macro_rules! retrying {
 }
 
 impl Api {
-    pub fn new(client: Arc<Client>, bot_token: &str) -> Self {
+    pub(super) fn new(client: Arc<Client>, bot_token: &str) -> Self {
         Self {
             client,
             token: token(bot_token),
@@ -136,13 +136,13 @@ impl Api {
     }
 
     /// The bot's own user id and team (`auth.test`).
-    pub async fn whoami(&self) -> Result<(String, Option<String>), ApiError> {
+    pub(super) async fn whoami(&self) -> Result<(String, Option<String>), ApiError> {
         let me = retrying!("auth.test", self.session().auth_test())?;
         Ok((me.user_id.0, Some(me.team_id.0)))
     }
 
     /// Posts into `channel` (in `thread_ts` when given); returns the message ts.
-    pub async fn post(
+    pub(super) async fn post(
         &self,
         channel: &str,
         thread_ts: Option<&str>,
@@ -159,14 +159,19 @@ impl Api {
     }
 
     /// Replaces a message's content.
-    pub async fn update(&self, channel: &str, ts: &str, content: &Content) -> Result<(), ApiError> {
+    pub(super) async fn update(
+        &self,
+        channel: &str,
+        ts: &str,
+        content: &Content,
+    ) -> Result<(), ApiError> {
         let req = SlackApiChatUpdateRequest::new(channel.into(), content.to_slack(), ts.into());
         retrying!("chat.update", self.session().chat_update(&req))?;
         Ok(())
     }
 
     /// A message only `user` sees.
-    pub async fn ephemeral(
+    pub(super) async fn ephemeral(
         &self,
         channel: &str,
         user: &str,
@@ -189,7 +194,7 @@ impl Api {
     }
 
     /// Puts the reaction `name` on a message (`on`) or takes it off again.
-    pub async fn react(
+    pub(super) async fn react(
         &self,
         channel: &str,
         ts: &str,
@@ -209,7 +214,7 @@ impl Api {
     }
 
     /// Opens a modal (`view` as Block Kit JSON).
-    pub async fn open_view(&self, trigger_id: &str, view: Value) -> Result<(), ApiError> {
+    pub(super) async fn open_view(&self, trigger_id: &str, view: Value) -> Result<(), ApiError> {
         let view: SlackView = serde_json::from_value(view).map_err(|e| ApiError {
             method: "views.open",
             message: e.to_string(),
@@ -220,7 +225,7 @@ impl Api {
     }
 
     /// Uploads a text file into a thread.
-    pub async fn upload(
+    pub(super) async fn upload(
         &self,
         channel: &str,
         thread_ts: &str,
@@ -251,7 +256,7 @@ impl Api {
     }
 
     /// The name people know `user` by (cached; the id when Slack does not say).
-    pub async fn display_name(&self, user: &str) -> String {
+    pub(super) async fn display_name(&self, user: &str) -> String {
         if let Some(name) = self.lock_names().get(user) {
             return name.clone();
         }
@@ -283,7 +288,7 @@ impl Api {
     }
 
     /// The groups among `groups` that `user` belongs to (memberships cached briefly).
-    pub async fn groups_of(&self, user: &str, groups: &[String]) -> Vec<String> {
+    pub(super) async fn groups_of(&self, user: &str, groups: &[String]) -> Vec<String> {
         let mut member_of = Vec::new();
         for group in groups {
             if self.group_members(group).await.iter().any(|m| m == user) {

@@ -33,12 +33,12 @@ pub(crate) struct Thread {
 
 impl Thread {
     /// The workstream key: `slack:<team>:<channel>:<thread_ts>`.
-    pub fn key(&self) -> String {
+    pub(super) fn key(&self) -> String {
         format!("slack:{}:{}:{}", self.team, self.channel, self.thread_ts)
     }
 
     /// The thread a workstream key names.
-    pub fn parse(key: &str) -> Option<Thread> {
+    pub(super) fn parse(key: &str) -> Option<Thread> {
         let mut parts = key.strip_prefix("slack:")?.splitn(3, ':');
         let (team, channel, thread_ts) = (parts.next()?, parts.next()?, parts.next()?);
         (!team.is_empty() && !channel.is_empty() && !thread_ts.is_empty()).then(|| Thread {

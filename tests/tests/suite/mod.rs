@@ -39,10 +39,10 @@ use sandpiper_tests::harness;
 use tempfile::TempDir;
 
 /// Generous bound for things that should take milliseconds (CI machines are slow).
-pub const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// A fake LLM with `script`, a work dir, and a config pointing at both.
-pub struct Setup {
+pub(crate) struct Setup {
     pub llm: FakeLlm,
     pub work: TempDir,
     pub config: Config,
@@ -50,12 +50,12 @@ pub struct Setup {
 
 impl Setup {
     /// The working directory of workstream `key` (created).
-    pub fn dir(&self, key: &str) -> std::path::PathBuf {
+    pub(crate) fn dir(&self, key: &str) -> std::path::PathBuf {
         harness::workstream_dir(&self.config, key)
     }
 }
 
-pub async fn setup(db: &TestDb, script: Vec<Reply>) -> Setup {
+pub(crate) async fn setup(db: &TestDb, script: Vec<Reply>) -> Setup {
     let llm = FakeLlm::start(script).await;
     let work = tempfile::tempdir().expect("work dir");
     let config = harness::config(db, &llm.openai_base_url(), work.path());
@@ -63,7 +63,7 @@ pub async fn setup(db: &TestDb, script: Vec<Reply>) -> Setup {
 }
 
 /// The content of the messages of a recorded OpenAI request with `role`.
-pub fn contents_with_role(request: &serde_json::Value, role: &str) -> Vec<String> {
+pub(crate) fn contents_with_role(request: &serde_json::Value, role: &str) -> Vec<String> {
     request["messages"]
         .as_array()
         .into_iter()

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::{Setup, contents_with_role, setup};
 
 /// Starts a Socket Mode channel for `s` against a new fake Slack.
-pub async fn socket_run(s: &Setup) -> SlackRun {
+pub(super) async fn socket_run(s: &Setup) -> SlackRun {
     let slack = FakeSlack::start().await;
     let mut config = s.config.clone();
     configure(&mut config, &slack, SlackMode::Socket);

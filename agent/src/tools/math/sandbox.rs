@@ -24,7 +24,7 @@ use crate::config::{MathConfig, ProcessEnv};
 
 /// How `math` can isolate Python on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isolation {
+pub(super) enum Isolation {
     /// New network, PID and mount namespaces; `map_root` when unprivileged user namespaces
     /// are needed for that (sandpiper is not root).
     Namespaces {
@@ -40,7 +40,7 @@ const UNSHARE_FLAGS: [&str; 5] = ["--net", "--pid", "--fork", "--kill-child", "-
 
 /// Probes (once per process) whether namespaces can be created, first as we are, then with
 /// `--map-root-user`.
-pub async fn isolation() -> Isolation {
+pub(super) async fn isolation() -> Isolation {
     static PROBED: OnceCell<Isolation> = OnceCell::const_new();
     *PROBED
         .get_or_init(|| async {
@@ -77,11 +77,11 @@ pub async fn isolation() -> Isolation {
      the operator sets `[math] allow_unsandboxed = true`. Tell the user; do the computation \
      another way meanwhile."
 )]
-pub struct NoIsolation;
+pub(super) struct NoIsolation;
 
 /// The program and arguments that run `main_py` under `config`'s limits, or a refusal when
 /// no isolation is possible and the operator did not opt out.
-pub fn command_line(
+pub(super) fn command_line(
     isolation: Isolation,
     config: &MathConfig,
     main_py: &Path,
@@ -121,7 +121,7 @@ pub fn command_line(
 
 /// The script that pre-imports the libraries, then runs `code.py` (the model's code) in the
 /// same namespace, so tracebacks name `<math>` and its line numbers.
-pub const MAIN_PY: &str = r#"import math, fractions, itertools, functools, collections, decimal, operator, random, re, string
+pub(super) const MAIN_PY: &str = r#"import math, fractions, itertools, functools, collections, decimal, operator, random, re, string
 from fractions import Fraction
 from decimal import Decimal
 try:

@@ -56,7 +56,7 @@ pub(crate) struct CallCgroup {
 impl CallCgroup {
     /// Creates `sandpiper-<our pid>-<marker>` beside sandpiper's own cgroup, or `None` when
     /// cgroups are not available to us. Empty cgroups of earlier calls are removed here.
-    pub fn create(marker: &str) -> Option<Self> {
+    pub(super) fn create(marker: &str) -> Option<Self> {
         let parent = own_cgroup_dir()?;
         remove_stale(parent);
         let name = format!("sandpiper-{}-{marker}", std::process::id());
@@ -78,13 +78,13 @@ impl CallCgroup {
     }
 
     /// The `cgroup.procs` path, for [`join_self`] in the child.
-    pub fn procs_path(&self) -> &CString {
+    pub(super) fn procs_path(&self) -> &CString {
         &self.procs
     }
 
     /// Whether `pid` ended up in this cgroup (the child's join can fail, e.g. on a
     /// delegated cgroup with controllers enabled).
-    pub fn contains(&self, pid: libc::pid_t) -> bool {
+    pub(super) fn contains(&self, pid: libc::pid_t) -> bool {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
             return false;
         };
@@ -94,7 +94,7 @@ impl CallCgroup {
     }
 
     /// The processes in the cgroup now.
-    pub fn members(&self) -> Vec<Proc> {
+    pub(super) fn members(&self) -> Vec<Proc> {
         std::fs::read_to_string(self.dir.join("cgroup.procs"))
             .unwrap_or_default()
             .lines()
@@ -111,7 +111,7 @@ impl CallCgroup {
 
     /// Kills every process in the cgroup (`cgroup.kill`, atomic against forks); on kernels
     /// without it, signals each member.
-    pub fn kill(&self) {
+    pub(super) fn kill(&self) {
         if std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok() {
             return;
         }
@@ -121,13 +121,13 @@ impl CallCgroup {
     }
 
     /// Whether no process is left in it.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.members().is_empty()
     }
 
     /// Removes the directory; fails harmlessly while background jobs still live in it (a
     /// later call's [`CallCgroup::create`] removes it once they have ended).
-    pub fn remove(&self) {
+    pub(super) fn remove(&self) {
         let _ = std::fs::remove_dir(&self.dir);
     }
 }

@@ -20,13 +20,13 @@ use url::{Host, Url};
 use super::ssrf::{Refusal, SsrfPolicy};
 
 /// Most redirects followed for one fetch.
-pub const MAX_REDIRECTS: usize = 5;
+pub(super) const MAX_REDIRECTS: usize = 5;
 /// How long connecting to one address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a fetch failed; every variant is for the model (it can try another URL).
 #[derive(Debug, thiserror::Error)]
-pub enum FetchError {
+pub(super) enum FetchError {
     /// Not an http(s) URL, or not a URL at all.
     #[error("`{url}` is not a usable URL: {reason}")]
     BadUrl {
@@ -61,7 +61,7 @@ pub enum FetchError {
 
 /// A fetched response body, possibly cut at the size cap.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Fetched {
+pub(super) struct Fetched {
     /// The URL that answered (after redirects).
     pub final_url: Url,
     /// The HTTP status.
@@ -76,13 +76,13 @@ pub struct Fetched {
 
 /// Limits of one fetch.
 #[derive(Debug, Clone, Copy)]
-pub struct FetchLimits {
+pub(super) struct FetchLimits {
     /// Largest body read.
     pub max_bytes: usize,
 }
 
 /// Parses a URL argument: http or https only, with a host.
-pub fn parse_url(text: &str) -> Result<Url, FetchError> {
+pub(super) fn parse_url(text: &str) -> Result<Url, FetchError> {
     let bad = |reason: &str| FetchError::BadUrl {
         url: text.to_owned(),
         reason: reason.to_owned(),
@@ -99,7 +99,7 @@ pub fn parse_url(text: &str) -> Result<Url, FetchError> {
 
 /// The checked addresses a hop may connect to.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CheckedTarget {
+pub(super) struct CheckedTarget {
     /// The domain to pin (`None` for an IP literal, which reqwest never resolves).
     pub domain: Option<String>,
     /// Addresses that passed the policy.
@@ -108,7 +108,10 @@ pub struct CheckedTarget {
 
 /// Resolves `url`'s host (once) and keeps the addresses the policy allows; refuses when
 /// none is left.
-pub async fn check_target(url: &Url, policy: &SsrfPolicy) -> Result<CheckedTarget, FetchError> {
+pub(super) async fn check_target(
+    url: &Url,
+    policy: &SsrfPolicy,
+) -> Result<CheckedTarget, FetchError> {
     let port = url.port_or_known_default().unwrap_or(80);
     match url.host() {
         Some(Host::Ipv4(ip)) => check_literal(url, IpAddr::V4(ip), port, policy),
@@ -202,7 +205,7 @@ fn hop_client(target: &CheckedTarget) -> Result<reqwest::Client, reqwest::Error>
 
 /// Fetches `url`, following at most [`MAX_REDIRECTS`] redirects, each checked again.
 /// The caller bounds the time (the whole fetch runs under one timeout).
-pub async fn fetch(
+pub(super) async fn fetch(
     url: Url,
     policy: &SsrfPolicy,
     limits: FetchLimits,

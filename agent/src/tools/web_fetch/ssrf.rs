@@ -66,7 +66,7 @@ const METADATA_V4: [Ipv4Addr; 4] = [
 const METADATA_V6: [Ipv6Addr; 1] = [Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)];
 
 /// Classifies `ip`; `None` means a public internet address.
-pub fn classify(ip: IpAddr) -> Option<AddressClass> {
+pub(super) fn classify(ip: IpAddr) -> Option<AddressClass> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),
