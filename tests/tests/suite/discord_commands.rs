@@ -29,9 +29,18 @@ both_backends! {
         let thread = rig.fake.wait_until(WAIT, "a thread from /ask", |f| f.threads().first().map(|t| t.id)).await;
         rig.wait_text(thread, "Pong from /ask.").await;
 
-        let status = rig.fake.slash(thread, &bob(), "status", json!([])).await;
-        let reply = rig.fake.wait_until(WAIT, "status", |f| f.interaction_responses(status).pop()).await;
-        let text = reply["data"]["content"].as_str().unwrap();
+        // Token usage is stored just after the answer is shown (it never costs an answer), so
+        // ask again until the turn has recorded it.
+        let deadline = std::time::Instant::now() + WAIT;
+        let text = loop {
+            let status = rig.fake.slash(thread, &bob(), "status", json!([])).await;
+            let reply = rig.fake.wait_until(WAIT, "status", |f| f.interaction_responses(status).pop()).await;
+            let text = reply["data"]["content"].as_str().unwrap().to_owned();
+            if text.contains("Tokens used: 120") || std::time::Instant::now() > deadline {
+                break text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         assert!(text.contains(&format!("discord:{thread}")) && text.contains("Owner: alice")
             && text.contains("Tokens used: 120 in / 30 out") && text.contains("Always allowed: none"), "{text}");
 
