@@ -168,6 +168,8 @@ struct Inner {
     services: Arc<crate::tools::ToolServices>,
     /// Places of running turns (`agent.max_concurrent_turns`, `agent.max_turns_per_user`).
     limits: TurnLimits,
+    /// Approval requests running turns wait on.
+    live: crate::approvals::LiveApprovals,
 }
 
 impl Inner {
@@ -269,6 +271,7 @@ impl Agent {
                 mcp,
                 child_env: Arc::new(child_env),
                 limits,
+                live: crate::approvals::LiveApprovals::default(),
             }),
         };
         agent.follow_mcp_catalog();
@@ -299,6 +302,12 @@ impl Agent {
     /// The configuration in effect.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// Approval requests running turns wait on: a card approver registers its requests
+    /// here, and [`Agent::decide`] delivers clicks.
+    pub fn live(&self) -> &crate::approvals::LiveApprovals {
+        &self.inner.live
     }
 
     /// The store.

@@ -3,6 +3,7 @@
 //! click against the *stored* request with [`rule_on_click`]; nothing carried in a button is
 //! trusted beyond the request id it names.
 
+use crate::protocol::{ApprovalKind, Verdict};
 use crate::store::approvals::ApprovalRecord;
 
 /// Longest button id a platform accepts (Discord: 100).
@@ -21,9 +22,26 @@ pub enum ClickAction {
     ApproveWithNote,
     /// Do not run it, with a note for the model (asked in a modal).
     DenyWithNote,
+    /// (A review) it stands as it is.
+    Accept,
+    /// (A review) it does not stand.
+    Reject,
+    /// (A review) it stands with a note the model must take into account (asked in a modal).
+    Annotate,
 }
 
 impl ClickAction {
+    const ALL: [ClickAction; 8] = [
+        ClickAction::Approve,
+        ClickAction::Deny,
+        ClickAction::AlwaysAllow,
+        ClickAction::ApproveWithNote,
+        ClickAction::DenyWithNote,
+        ClickAction::Accept,
+        ClickAction::Reject,
+        ClickAction::Annotate,
+    ];
+
     fn code(self) -> &'static str {
         match self {
             ClickAction::Approve => "a",
@@ -31,19 +49,76 @@ impl ClickAction {
             ClickAction::AlwaysAllow => "aa",
             ClickAction::ApproveWithNote => "an",
             ClickAction::DenyWithNote => "dn",
+            ClickAction::Accept => "ok",
+            ClickAction::Reject => "rj",
+            ClickAction::Annotate => "nt",
         }
     }
 
     fn from_code(code: &str) -> Option<Self> {
-        [
-            ClickAction::Approve,
-            ClickAction::Deny,
-            ClickAction::AlwaysAllow,
-            ClickAction::ApproveWithNote,
-            ClickAction::DenyWithNote,
-        ]
-        .into_iter()
-        .find(|a| a.code() == code)
+        Self::ALL.into_iter().find(|a| a.code() == code)
+    }
+
+    /// The kind of request this button belongs to.
+    pub fn kind(self) -> ApprovalKind {
+        match self {
+            ClickAction::Accept | ClickAction::Reject | ClickAction::Annotate => {
+                ApprovalKind::Review
+            }
+            _ => ApprovalKind::ToolCall,
+        }
+    }
+
+    /// The buttons of a card row asking about `kind`, in the order they are shown.
+    pub fn for_kind(kind: ApprovalKind) -> &'static [ClickAction] {
+        match kind {
+            ApprovalKind::ToolCall => &[
+                ClickAction::Approve,
+                ClickAction::Deny,
+                ClickAction::AlwaysAllow,
+                ClickAction::ApproveWithNote,
+                ClickAction::DenyWithNote,
+            ],
+            ApprovalKind::Review => &[
+                ClickAction::Accept,
+                ClickAction::Reject,
+                ClickAction::Annotate,
+            ],
+        }
+    }
+
+    /// Whether the action asks for a note first (a dialog).
+    pub fn needs_note(self) -> bool {
+        matches!(
+            self,
+            ClickAction::ApproveWithNote | ClickAction::DenyWithNote | ClickAction::Annotate
+        )
+    }
+
+    /// What the click decides.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            ClickAction::Approve | ClickAction::ApproveWithNote | ClickAction::Accept => {
+                Verdict::Approve
+            }
+            ClickAction::Deny | ClickAction::DenyWithNote | ClickAction::Reject => Verdict::Deny,
+            ClickAction::AlwaysAllow => Verdict::AlwaysAllow,
+            ClickAction::Annotate => Verdict::Annotate,
+        }
+    }
+
+    /// The label of its button.
+    pub fn label(self) -> &'static str {
+        match self {
+            ClickAction::Approve => "Approve",
+            ClickAction::Deny => "Deny",
+            ClickAction::AlwaysAllow => "Always allow",
+            ClickAction::ApproveWithNote => "Approve with note",
+            ClickAction::DenyWithNote => "Deny with note",
+            ClickAction::Accept => "Accept",
+            ClickAction::Reject => "Reject",
+            ClickAction::Annotate => "Annotate",
+        }
     }
 }
 
@@ -119,7 +194,8 @@ pub enum Ruling {
 type Rule = fn(&ClickContext<'_>, &Clicker<'_>, ClickAction) -> Ruling;
 
 /// The rules, in order; the first refusal wins.
-const RULES: [Rule; 4] = [
+const RULES: [Rule; 5] = [
+    fits_the_request,
     still_pending,
     owner_or_approver,
     always_allow_is_the_owners,
@@ -135,9 +211,10 @@ pub fn rule_on_click(ctx: &ClickContext<'_>, who: &Clicker<'_>, action: ClickAct
         .unwrap_or(Ruling::Allow)
 }
 
-/// Whether `action` lets the call run (everything but the two denials).
+/// Whether `action` lets the call run (or the reviewed work stand): everything but the
+/// denials and Reject.
 pub fn approves(action: ClickAction) -> bool {
-    !matches!(action, ClickAction::Deny | ClickAction::DenyWithNote)
+    action.verdict().runs()
 }
 
 fn is_owner(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
@@ -146,6 +223,18 @@ fn is_owner(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
 
 fn is_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
     who.roles.iter().any(|r| ctx.approver_roles.contains(r))
+}
+
+/// A review's buttons do not decide a tool call, nor the other way round (a forged id).
+fn fits_the_request(ctx: &ClickContext<'_>, _who: &Clicker<'_>, action: ClickAction) -> Ruling {
+    if action.kind() == ctx.request.kind {
+        Ruling::Allow
+    } else {
+        Ruling::Deny(format!(
+            "{} is not an answer to this request",
+            action.label()
+        ))
+    }
 }
 
 /// A decided request cannot be decided again.
@@ -212,6 +301,7 @@ mod tests {
     fn record(status: ApprovalStatus) -> ApprovalRecord {
         ApprovalRecord {
             id: "ap_1f2e".into(),
+            kind: ApprovalKind::ToolCall,
             workstream: "discord:1".into(),
             call_id: "c1".into(),
             tool: "bash".into(),
@@ -414,6 +504,60 @@ mod tests {
             rule_on_click(&ctx, &carol, ClickAction::Approve),
             Ruling::Allow
         );
+    }
+
+    #[test]
+    fn a_review_is_answered_by_its_own_buttons_under_the_same_who_decides_rules() {
+        let mut rec = record(ApprovalStatus::Pending);
+        rec.kind = ApprovalKind::Review;
+        rec.tool = "plan".into();
+        let approver_roles = vec!["ops".to_owned()];
+        let ctx = ClickContext {
+            request: &rec,
+            owner: Some("alice"),
+            approver_roles: &approver_roles,
+            require_approver_for: &[],
+        };
+        let none: Vec<String> = vec![];
+        let people = [
+            ("owner", "alice", &none, true),
+            ("approver", "carol", &approver_roles, true),
+            ("participant", "bob", &none, false),
+            ("stranger", "mallory", &none, false),
+        ];
+        for (label, user_id, roles, may) in people {
+            let who = Clicker { user_id, roles };
+            for &action in ClickAction::for_kind(ApprovalKind::Review) {
+                assert_eq!(
+                    rule_on_click(&ctx, &who, action) == Ruling::Allow,
+                    may,
+                    "{label} {action:?}"
+                );
+            }
+            // A tool-call button (a forged id) never decides a review, nor the reverse.
+            for &action in ClickAction::for_kind(ApprovalKind::ToolCall) {
+                assert!(matches!(rule_on_click(&ctx, &who, action), Ruling::Deny(_)));
+            }
+        }
+        let tool_call = record(ApprovalStatus::Pending);
+        let ctx = ClickContext {
+            request: &tool_call,
+            ..ctx
+        };
+        let alice = Clicker {
+            user_id: "alice",
+            roles: &[],
+        };
+        assert_eq!(
+            rule_on_click(&ctx, &alice, ClickAction::Accept),
+            Ruling::Deny("Accept is not an answer to this request".into())
+        );
+        assert_eq!(ClickAction::Annotate.verdict(), Verdict::Annotate);
+        assert!(ClickAction::Annotate.needs_note() && !ClickAction::Reject.needs_note());
+        for action in ClickAction::ALL {
+            let id = button_id("ap_1", action);
+            assert_eq!(parse_button_id(&id), Ok(("ap_1", action)));
+        }
     }
 
     #[test]

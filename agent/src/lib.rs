@@ -9,6 +9,8 @@
 //!   PostgreSQL).
 //! - [`protocol`]: what a channel sees and answers: turn events, approval items, decisions.
 //! - [`approval_policy`]: who may decide a click on an approval button, and button ids.
+//! - [`approvals`]: the approval engine: asking, deciding clicks, closing requests, review
+//!   gates; one writer per decision.
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`turn_limits`]: how many turns run at once, overall and per person.
@@ -27,6 +29,7 @@
 
 pub mod agent;
 pub mod approval_policy;
+pub mod approvals;
 pub mod bm25;
 pub mod child_env;
 pub mod config;

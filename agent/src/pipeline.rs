@@ -5,7 +5,8 @@
 //!   validate them against the schema, deserialize them once into the tool's typed `Args`
 //!   ([`DynTool`]), let the tool describe the call. An unknown tool or bad arguments become an
 //!   error result for the model; the rest of the batch goes on.
-//! - **Approve** the calls that need it in one round-trip to the channel. A call asks when its
+//! - **Approve** the calls that need it in one round-trip to the channel, through the
+//!   [approval engine](crate::approvals), which stores every outcome. A call asks when its
 //!   tool's JSON says `auto_approve: false` or the tool raises it for this call
 //!   ([`needs_approval`]); `auto_approve` sessions and always-allow grants never block.
 //! - **Execute** approved calls, at most `max_parallel` at once. Each result is committed at
@@ -24,9 +25,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
+use crate::approvals::{self, Answer, AskContext};
 use crate::model::{Message, ToolCall};
 use crate::protocol::{
-    ApprovalItem, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
+    ApprovalKind, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
 };
 use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::store::{Store, StoreError};
@@ -226,10 +228,11 @@ impl Batch<'_> {
         }
     }
 
-    /// Asks about the calls that need it; returns new always-allow grants and whether
-    /// anything was denied.
+    /// Asks about the calls that need it (through the approval engine, which stores every
+    /// outcome); returns new always-allow grants and whether anything was denied.
     async fn approve(&self, items: &mut [Item<'_>]) -> Result<(Vec<String>, bool), StoreError> {
         let mut asked = Vec::new();
+        let mut requests = Vec::new();
         for (i, item) in items.iter().enumerate() {
             if let Stage::Ready {
                 ready: ReadyCall { prepared, .. },
@@ -237,8 +240,10 @@ impl Batch<'_> {
                 ..
             } = &item.stage
             {
-                let record = ApprovalRecord {
-                    id: format!("ap_{}", uuid::Uuid::new_v4().simple()),
+                asked.push(i);
+                requests.push(ApprovalRecord {
+                    id: approvals::new_request_id(),
+                    kind: ApprovalKind::ToolCall,
                     workstream: self.workstream.to_owned(),
                     call_id: item.call.id.clone(),
                     tool: item.call.name.clone(),
@@ -250,68 +255,52 @@ impl Batch<'_> {
                     feedback: None,
                     decided_at: None,
                     created_at: 0,
-                };
-                self.store.create_approval(&record).await?;
-                asked.push((
-                    i,
-                    ApprovalItem {
-                        request_id: record.id,
-                        call_id: record.call_id,
-                        name: record.tool,
-                        header: record.header,
-                        preview: record.preview,
-                    },
-                ));
+                });
             }
         }
-        if asked.is_empty() {
+        if requests.is_empty() {
             return Ok((Vec::new(), false));
         }
-        let requests: Vec<ApprovalItem> = asked.iter().map(|(_, a)| a.clone()).collect();
-        // Nobody decided (timeout, stopped turn): every request is closed with that status.
-        let (mut decisions, closed) = match self.ask(&requests).await {
-            AskOutcome::Decided(d) => (d.into_iter(), None),
-            AskOutcome::TimedOut => (Vec::new().into_iter(), Some(ApprovalStatus::TimedOut)),
-            AskOutcome::Cancelled => (Vec::new().into_iter(), Some(ApprovalStatus::Cancelled)),
+        let cx = AskContext {
+            store: self.store,
+            approver: self.approver,
+            timeout: self.approval_timeout,
+            cancel: &self.tool_ctx.cancel,
         };
+        let answers = approvals::ask(cx, &requests).await?;
         let mut new_grants = Vec::new();
         let mut denied = false;
-        for (i, request) in asked {
+        for ((i, request), answer) in asked.into_iter().zip(&requests).zip(answers) {
             let item = &mut items[i];
-            if let Some(status) = closed {
-                self.store
-                    .decide_approval(&request.request_id, status, None, None)
-                    .await?;
-                let text = if status == ApprovalStatus::Cancelled {
-                    "cancelled: the turn was stopped before this call was approved".into()
-                } else {
+            let decision = match answer {
+                Answer::Cancelled => {
+                    item.stage = Stage::Done {
+                        text: "cancelled: the turn was stopped before this call was approved"
+                            .into(),
+                    };
+                    continue;
+                }
+                Answer::TimedOut => {
                     denied = true;
-                    format!(
-                        "denied: no decision within {}; the call did not run",
-                        human(self.approval_timeout)
-                    )
-                };
-                item.stage = Stage::Done { text };
-                continue;
-            }
-            let decision = decisions.next().unwrap_or_else(|| Decision::deny(None));
-            self.store
-                .decide_approval(
-                    &request.request_id,
-                    ApprovalStatus::from(decision.verdict),
-                    decision.decided_by.as_deref(),
-                    decision.feedback.as_deref(),
-                )
-                .await?;
-            if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.name) {
+                    item.stage = Stage::Done {
+                        text: format!(
+                            "denied: no decision within {}; the call did not run",
+                            human(self.approval_timeout)
+                        ),
+                    };
+                    continue;
+                }
+                Answer::Decided(d) => d,
+            };
+            if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.tool) {
                 self.store
                     .add_grant(
                         self.workstream,
-                        &request.name,
+                        &request.tool,
                         decision.decided_by.as_deref(),
                     )
                     .await?;
-                new_grants.push(request.name.clone());
+                new_grants.push(request.tool.clone());
             }
             if decision.verdict == Verdict::Deny {
                 denied = true;
@@ -326,30 +315,6 @@ impl Batch<'_> {
             }
         }
         Ok((new_grants, denied))
-    }
-
-    /// One round-trip to the approver, bounded by the timeout and the turn's cancellation.
-    async fn ask(&self, requests: &[ApprovalItem]) -> AskOutcome {
-        let wait = self.approver.approve(requests);
-        let cancel = self.tool_ctx.cancel.clone();
-        let decided = if self.approval_timeout.is_zero() {
-            tokio::select! {
-                d = wait => Some(d),
-                () = cancel.cancelled() => return AskOutcome::Cancelled,
-            }
-        } else {
-            tokio::select! {
-                d = tokio::time::timeout(self.approval_timeout, wait) => d.ok(),
-                () = cancel.cancelled() => return AskOutcome::Cancelled,
-            }
-        };
-        match decided {
-            Some(mut d) => {
-                d.resize(requests.len(), Decision::deny(None));
-                AskOutcome::Decided(d)
-            }
-            None => AskOutcome::TimedOut,
-        }
     }
 
     async fn execute(&self, items: Vec<Item<'_>>) -> Result<Vec<Message>, StoreError> {
@@ -503,17 +468,6 @@ fn view(item: &Item<'_>) -> ToolCallView {
 
 /// `denied by alice: use the staging db`, `denied by alice`, `denied: reason`, or
 /// `denied by the user`.
-/// How one round-trip to the approver ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum AskOutcome {
-    /// The approver answered: one decision per request, in request order.
-    Decided(Vec<Decision>),
-    /// Nobody decided within the approval timeout: no request runs, each is a refusal.
-    TimedOut,
-    /// The turn was stopped while waiting: no request runs.
-    Cancelled,
-}
-
 fn denial_text(d: &Decision) -> String {
     let who = d.decided_by.as_deref();
     let feedback = d

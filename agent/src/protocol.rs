@@ -110,11 +110,40 @@ impl TurnSink for NullSink {
     fn event(&self, _event: TurnEvent) {}
 }
 
-/// A tool call awaiting a person's decision.
+/// What a person is asked to decide: the card's buttons follow from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ApprovalKind {
+    /// Whether a tool call may run: Approve / Deny / Always allow, each with an optional note.
+    #[default]
+    ToolCall,
+    /// A review gate on something the agent produced (a plan): Accept / Reject / Annotate.
+    Review,
+}
+
+impl ApprovalKind {
+    /// The stored text (`tool_call`, `review`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolCall => "tool_call",
+            Self::Review => "review",
+        }
+    }
+
+    /// The kind a stored text names; `None` for a text no kind has.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::ToolCall, Self::Review]
+            .into_iter()
+            .find(|k| k.as_str() == text)
+    }
+}
+
+/// A tool call (or a review gate) awaiting a person's decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalItem {
     /// Stored approval request id (what platform buttons name).
     pub request_id: String,
+    /// What is asked: a tool call, or a review.
+    pub kind: ApprovalKind,
     /// The call.
     pub call_id: String,
     /// Tool name.
@@ -134,10 +163,12 @@ pub enum Verdict {
     Deny,
     /// Run it, and run this tool without asking for the rest of the workstream.
     AlwaysAllow,
+    /// (A review) accepted with a note the model must take into account.
+    Annotate,
 }
 
 impl Verdict {
-    /// Whether the call runs.
+    /// Whether the call runs (a review: whether what it reviews stands).
     pub fn runs(self) -> bool {
         !matches!(self, Verdict::Deny)
     }
@@ -152,25 +183,35 @@ pub struct Decision {
     pub feedback: Option<String>,
     /// Who decided (a username), when known.
     pub decided_by: Option<String>,
+    /// Already stored by the agent's decision engine ([`crate::Agent::decide`], a click);
+    /// the pipeline stores the others. Only the engine sets it, so a decision has one writer.
+    pub(crate) recorded: bool,
 }
 
 impl Decision {
+    /// A decision, not yet stored.
+    pub fn new(verdict: Verdict, feedback: Option<String>) -> Self {
+        Self {
+            verdict,
+            feedback,
+            decided_by: None,
+            recorded: false,
+        }
+    }
+
     /// An approval without feedback.
     pub fn approve() -> Self {
-        Self {
-            verdict: Verdict::Approve,
-            feedback: None,
-            decided_by: None,
-        }
+        Self::new(Verdict::Approve, None)
     }
 
     /// A denial with an optional reason.
     pub fn deny(feedback: Option<String>) -> Self {
-        Self {
-            verdict: Verdict::Deny,
-            feedback,
-            decided_by: None,
-        }
+        Self::new(Verdict::Deny, feedback)
+    }
+
+    /// Whether the decision engine already stored it.
+    pub fn is_recorded(&self) -> bool {
+        self.recorded
     }
 
     /// Names who decided.
@@ -184,8 +225,14 @@ impl Decision {
 #[async_trait::async_trait]
 pub trait Approver: Send + Sync {
     /// Asks about a batch in one round-trip; returns one decision per item, in order. Fewer
-    /// decisions than items count as denials for the rest.
+    /// decisions than items count as denials for the rest. The future is dropped when the
+    /// approval timeout passes or the turn is stopped.
     async fn approve(&self, items: &[ApprovalItem]) -> Vec<Decision>;
+
+    /// The agent closed these requests itself (a timeout, a stop, or an answer it stored for
+    /// this approver) and stored why: whatever shows them should say so now. Requests decided
+    /// by a click are not repeated here; the click already answered.
+    async fn closed(&self, _records: &[crate::store::approvals::ApprovalRecord]) {}
 }
 
 /// Approves everything (`--yes`).

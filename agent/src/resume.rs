@@ -61,18 +61,20 @@ impl Approver for StoredDecisions {
                 .ok()
                 .flatten();
             let decision = match decided {
-                Some(r) => Decision {
-                    verdict: match r.status {
+                Some(r) => {
+                    let verdict = match r.status {
                         ApprovalStatus::Approved => Verdict::Approve,
                         ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
+                        ApprovalStatus::Annotated => Verdict::Annotate,
                         ApprovalStatus::Pending
                         | ApprovalStatus::Denied
                         | ApprovalStatus::TimedOut
                         | ApprovalStatus::Cancelled => Verdict::Deny,
-                    },
-                    feedback: r.feedback,
-                    decided_by: r.decided_by,
-                },
+                    };
+                    let mut d = Decision::new(verdict, r.feedback);
+                    d.decided_by = r.decided_by;
+                    d
+                }
                 None => Decision::deny(None),
             };
             out.push(decision);

@@ -3,7 +3,8 @@
 //! renders it as embeds and buttons, Slack as Block Kit; both rebuild it from the stored
 //! requests, so a card can be updated after a restart.
 
-use sandpiper_agent::protocol::ApprovalItem;
+use sandpiper_agent::Agent;
+use sandpiper_agent::protocol::{ApprovalItem, ApprovalKind};
 use sandpiper_agent::store::approvals::{ApprovalRecord, ApprovalStatus};
 
 use crate::visible;
@@ -33,6 +34,7 @@ impl ApprovalCard {
                 .iter()
                 .map(|i| ApprovalRecord {
                     id: i.request_id.clone(),
+                    kind: i.kind,
                     workstream: workstream.to_owned(),
                     call_id: i.call_id.clone(),
                     tool: i.name.clone(),
@@ -61,9 +63,35 @@ impl ApprovalCard {
         }
     }
 
-    /// Whether several calls share the card (then it offers Approve all / Deny all).
+    /// Whether several requests share the card (then its rows are numbered).
     pub fn is_batch(&self) -> bool {
         self.rows.len() > 1
+    }
+
+    /// Whether the card offers Approve all / Deny all: several tool calls, no review.
+    pub fn offers_all(&self) -> bool {
+        self.is_batch() && self.rows.iter().all(|r| r.kind == ApprovalKind::ToolCall)
+    }
+
+    /// Whether the card asks for a review (a single review gate).
+    pub fn is_review(&self) -> bool {
+        self.rows.iter().any(|r| r.kind == ApprovalKind::Review)
+    }
+
+    /// The card of `ids` as stored now; `None` when none is stored or the store fails.
+    pub async fn load(agent: &Agent, ids: &[String]) -> Option<ApprovalCard> {
+        let mut rows = Vec::with_capacity(ids.len());
+        for id in ids {
+            match agent.store().get_approval(id).await {
+                Ok(Some(record)) => rows.push(record),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading an approval request failed");
+                    return None;
+                }
+            }
+        }
+        (!rows.is_empty()).then_some(ApprovalCard { rows })
     }
 }
 
@@ -99,8 +127,12 @@ pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
         .as_deref()
         .map(|f| format!(" — note: \"{f}\""))
         .unwrap_or_default();
+    let review = row.kind == ApprovalKind::Review;
     let line = match row.status {
         ApprovalStatus::Pending => return None,
+        ApprovalStatus::Approved if review => format!("✅ Accepted{by}{at}{note}"),
+        ApprovalStatus::Denied if review => format!("⛔ Rejected{by}{at}{note}"),
+        ApprovalStatus::Annotated => format!("📝 Annotated{by}{at}{note}"),
         ApprovalStatus::Approved => format!("✅ Approved{by}{at}{note}"),
         ApprovalStatus::AlwaysAllowed => {
             format!("✅ Always allowed{by}{at} (this tool, in this thread){note}")
@@ -162,6 +194,7 @@ mod tests {
         let mut row = ApprovalCard::pending(
             &[ApprovalItem {
                 request_id: "ap_1".into(),
+                kind: ApprovalKind::ToolCall,
                 call_id: "c".into(),
                 name: "bash".into(),
                 header: "bash: ls".into(),

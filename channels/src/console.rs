@@ -9,14 +9,16 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::agent::TurnRequest;
+use sandpiper_agent::agent::{ResumeRequest, TurnRequest};
 use sandpiper_agent::protocol::{
-    ApprovalItem, ApproveAll, Approver, Decision, TurnEvent, TurnSink, Verdict,
+    ApprovalItem, ApprovalKind, ApproveAll, Approver, Decision, TurnEvent, TurnSink, Verdict,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::card::header;
+use crate::thread::{OutsideTurn, StartError, TurnStarter, Work};
+use crate::turns::{QueueFull, Queued};
 use crate::visible::{cut, escape_invisible, thousands};
 
 /// Where console output goes (stdout, or a buffer in tests).
@@ -54,6 +56,10 @@ impl Interrupter {
         }
     }
 
+    fn is_running(&self) -> bool {
+        self.0.lock().is_ok_and(|t| t.is_some())
+    }
+
     fn set(&self, token: Option<CancellationToken>) {
         if let Ok(mut slot) = self.0.lock() {
             *slot = token;
@@ -88,6 +94,16 @@ pub struct Console {
     input: Arc<tokio::sync::Mutex<mpsc::Receiver<String>>>,
     out: Output,
     interrupter: Interrupter,
+    /// Turns started from outside the terminal ([`Console::starter`]), run between lines.
+    outside: mpsc::Sender<Work>,
+    outside_rx: tokio::sync::Mutex<mpsc::Receiver<Work>>,
+}
+
+/// What the console does next.
+enum Next {
+    Line(String),
+    Outside(Work),
+    End,
 }
 
 impl Console {
@@ -98,12 +114,37 @@ impl Console {
         input: mpsc::Receiver<String>,
         out: Output,
     ) -> Self {
+        let (outside, outside_rx) = mpsc::channel(crate::turns::MAX_QUEUED);
         Self {
             agent,
             options,
             input: Arc::new(tokio::sync::Mutex::new(input)),
             out,
             interrupter: Interrupter::default(),
+            outside,
+            outside_rx: tokio::sync::Mutex::new(outside_rx),
+        }
+    }
+
+    /// Starts turns in this console's workstream from outside the terminal (a watch firing);
+    /// each runs after the turn in progress, shown like a typed message.
+    pub fn starter(&self) -> Arc<dyn TurnStarter> {
+        Arc::new(ConsoleStarter {
+            key: self.workstream_key(),
+            queue: self.outside.clone(),
+            running: self.interrupter.clone(),
+        })
+    }
+
+    /// The next line typed, or the next outside turn, whichever comes first.
+    async fn next(&self) -> Next {
+        let mut outside = self.outside_rx.lock().await;
+        tokio::select! {
+            line = async { self.input.lock().await.recv().await } => match line {
+                Some(line) => Next::Line(line),
+                None => Next::End,
+            },
+            Some(work) = outside.recv() => Next::Outside(work),
         }
     }
 
@@ -160,16 +201,20 @@ impl Console {
             if self.options.interactive {
                 say(&self.out, "\n> ");
             }
-            let Some(line) = self.input.lock().await.recv().await else {
-                break;
+            let work = match self.next().await {
+                Next::End => break,
+                Next::Outside(work) => work,
+                Next::Line(line) => {
+                    let text = line.trim();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    if matches!(text, "/quit" | "/exit") {
+                        break;
+                    }
+                    Work::message(&user.id, text.to_owned())
+                }
             };
-            let text = line.trim();
-            if text.is_empty() {
-                continue;
-            }
-            if matches!(text, "/quit" | "/exit") {
-                break;
-            }
             let cancel = CancellationToken::new();
             self.interrupter.set(Some(cancel.clone()));
             let approver: &dyn Approver = if self.options.auto_approve {
@@ -177,17 +222,39 @@ impl Console {
             } else {
                 &approver
             };
-            let result = self
-                .agent
-                .run_turn(TurnRequest {
-                    workstream: &key,
-                    author: Some(&user.id),
-                    text: text.to_owned(),
-                    sink: &sink,
-                    approver,
-                    cancel,
-                })
-                .await;
+            let result = match work {
+                Work::Message {
+                    author,
+                    text,
+                    shown,
+                } => {
+                    if let Some(shown) = shown {
+                        say(&self.out, &format!("\n{}\n", escape_invisible(&shown)));
+                    }
+                    self.agent
+                        .run_turn(TurnRequest {
+                            workstream: &key,
+                            author: author.as_deref(),
+                            text,
+                            sink: &sink,
+                            approver,
+                            cancel,
+                        })
+                        .await
+                        .map(|_| ())
+                }
+                Work::Resume { author } => self
+                    .agent
+                    .resume_turn(ResumeRequest {
+                        workstream: &key,
+                        author: author.as_deref(),
+                        sink: &sink,
+                        approver,
+                        cancel,
+                    })
+                    .await
+                    .map(|_| ()),
+            };
             self.interrupter.set(None);
             report.turns += 1;
             // Errors were already shown through the sink; here they are only counted.
@@ -197,6 +264,36 @@ impl Console {
             }
         }
         report
+    }
+}
+
+/// [`TurnStarter`] for the console's one workstream.
+struct ConsoleStarter {
+    key: String,
+    queue: mpsc::Sender<Work>,
+    /// Holds a token while a turn runs.
+    running: Interrupter,
+}
+
+impl TurnStarter for ConsoleStarter {
+    fn owns(&self, workstream: &str) -> bool {
+        workstream == self.key
+    }
+
+    fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {
+        if turn.workstream != self.key {
+            return Err(StartError::NoChannel(turn.workstream));
+        }
+        let ahead = crate::turns::MAX_QUEUED - self.queue.capacity()
+            + usize::from(self.running.is_running());
+        match self.queue.try_send(turn.work) {
+            Ok(()) if ahead == 0 => Ok(Queued::Now),
+            Ok(()) => Ok(Queued::Behind(ahead)),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(QueueFull.into()),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                Err(StartError::NoChannel(self.key.clone()))
+            }
+        }
     }
 }
 
@@ -340,14 +437,26 @@ impl Approver for ConsoleApprover {
         let mut decisions = Vec::with_capacity(items.len());
         let mut input = self.input.lock().await;
         for item in items {
-            loop {
+            let review = item.kind == ApprovalKind::Review;
+            if review {
                 say(
                     &self.out,
-                    &format!(
+                    &format!("\n{}\n", cut(&item.preview, 200, 20_000)),
+                );
+            }
+            loop {
+                let question = if review {
+                    format!(
+                        "review {}: [a]ccept / [r]eject / a[n]notate, <note>: ",
+                        header(&item.header)
+                    )
+                } else {
+                    format!(
                         "approve {}? [y]es / [n]o / [a]lways: ",
                         header(&item.header)
-                    ),
-                );
+                    )
+                };
+                say(&self.out, &question);
                 let Some(line) = input.recv().await else {
                     say(&self.out, "\n(no more input: denied)\n");
                     return decisions;
@@ -355,11 +464,20 @@ impl Approver for ConsoleApprover {
                 if !self.interactive {
                     say(&self.out, &format!("{line}\n"));
                 }
-                match parse_answer(&line) {
+                let answer = if review {
+                    parse_review(&line)
+                } else {
+                    parse_answer(&line)
+                };
+                match answer {
                     Some(d) => {
                         decisions.push(d.by(self.user.clone()));
                         break;
                     }
+                    None if review => say(
+                        &self.out,
+                        "please answer a, r, or n followed by a comma and your note\n",
+                    ),
                     None => say(
                         &self.out,
                         "please answer y, n or a (text after a comma is feedback)\n",
@@ -383,11 +501,23 @@ pub fn parse_answer(line: &str) -> Option<Decision> {
         "a" | "always" => Verdict::AlwaysAllow,
         _ => return None,
     };
-    Some(Decision {
-        verdict,
-        feedback,
-        decided_by: None,
-    })
+    Some(Decision::new(verdict, feedback))
+}
+
+/// Parses a review answer: `a` (accept), `r` (reject) or `n, <note>` (annotate; the note is
+/// required), the words spelled out too; text after a comma is the note.
+pub fn parse_review(line: &str) -> Option<Decision> {
+    let (word, note) = match line.split_once(',') {
+        Some((w, f)) => (w, Some(f.trim().to_owned()).filter(|f| !f.is_empty())),
+        None => (line, None),
+    };
+    let verdict = match word.trim().to_ascii_lowercase().as_str() {
+        "a" | "accept" | "y" | "yes" => Verdict::Approve,
+        "r" | "reject" => Verdict::Deny,
+        "n" | "annotate" | "note" if note.is_some() => Verdict::Annotate,
+        _ => return None,
+    };
+    Some(Decision::new(verdict, note))
 }
 
 #[cfg(test)]
@@ -408,5 +538,23 @@ mod tests {
         );
         assert_eq!(parse_answer("maybe"), None);
         assert_eq!(parse_answer("yes,").map(|d| d.feedback), Some(None));
+    }
+
+    #[test]
+    fn review_answers_parse_and_an_annotation_needs_its_note() {
+        assert_eq!(parse_review("a"), Some(Decision::approve()));
+        assert_eq!(
+            parse_review("reject, too risky"),
+            Some(Decision::deny(Some("too risky".into())))
+        );
+        assert_eq!(
+            parse_review("n, do step 2 first"),
+            Some(Decision::new(
+                Verdict::Annotate,
+                Some("do step 2 first".into())
+            ))
+        );
+        assert_eq!(parse_review("n"), None);
+        assert_eq!(parse_review("always"), None);
     }
 }

@@ -1,5 +1,7 @@
 //! Chat platforms for sandpiper. Each channel translates platform events into turn requests
-//! and [`TurnEvent`](sandpiper_agent::protocol::TurnEvent)s into platform messages.
+//! and clicks, and [`TurnEvent`](sandpiper_agent::protocol::TurnEvent)s and decisions into
+//! platform messages; the approval logic itself is the agent's
+//! ([`sandpiper_agent::approvals`]).
 //!
 //! # Layout
 //!
@@ -11,8 +13,9 @@
 //! - [`tasks`]: every background task of a channel, tracked and drained at shutdown.
 //! - [`stream`]: streaming a turn onto a platform (throttled edits, splits, tool lines).
 //! - [`card`]: the approval card, platform-neutral.
-//! - [`live`]: approvals a running turn waits for.
-//! - [`clicks`]: what a click on an approval button does, checked against the store.
+//! - [`approver`]: the card approver every platform uses over its [`approver::CardSurface`].
+//! - [`thread`]: a turn in a thread, the same on every platform, and turns started from
+//!   outside a chat message ([`thread::TurnStarter`]).
 //! - [`intake`]: which ways in are open (`channels`, `dms`), the same rule on every platform.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
 //! - [`visible`]: model-written text as an approver may safely see it (escapes, cut notes).
@@ -24,16 +27,16 @@
 
 pub mod account;
 pub mod answers;
+pub mod approver;
 pub mod card;
-pub mod clicks;
 pub mod commands;
 pub mod console;
 pub mod discord;
 pub mod intake;
-pub mod live;
 pub mod slack;
 pub mod split;
 pub mod stream;
 pub mod tasks;
+pub mod thread;
 pub mod turns;
 pub mod visible;

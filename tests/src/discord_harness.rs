@@ -70,6 +70,13 @@ impl DiscordRig {
         Self::start(fake, config).await
     }
 
+    /// The running channel (its turn starter, its threads).
+    pub fn channel(&self) -> &DiscordChannel {
+        self.channel
+            .as_ref()
+            .expect("the channel runs until stopped")
+    }
+
     /// Shuts the channel down.
     pub async fn stop(&mut self) {
         self.shutdown.cancel();

@@ -95,6 +95,8 @@ pub struct ConsoleRun {
     pub output: SharedBuf,
     /// Ctrl-C.
     pub interrupter: Interrupter,
+    /// Starts turns in the console's workstream from outside the terminal.
+    pub starter: Arc<dyn sandpiper_channels::thread::TurnStarter>,
     task: tokio::task::JoinHandle<SessionReport>,
 }
 
@@ -116,10 +118,12 @@ impl ConsoleRun {
             out,
         );
         let interrupter = console.interrupter();
+        let starter = console.starter();
         let task = tokio::spawn(async move { console.run().await });
         Self {
             input: Some(tx),
             output,
+            starter,
             interrupter,
             task,
         }

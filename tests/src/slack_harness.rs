@@ -35,6 +35,8 @@ pub struct SlackRun {
     pub agent: Agent,
     /// Events API routes (events mode only).
     pub router: Option<axum::Router>,
+    /// The running channel (its turn starter, its threads).
+    pub channel: std::sync::Arc<SlackChannel>,
     shutdown: CancellationToken,
     join: tokio::task::JoinHandle<sandpiper_channels::tasks::Drained>,
 }
@@ -53,11 +55,14 @@ impl SlackRun {
         if socket {
             slack.wait_connected(WAIT).await;
         }
-        let join = tokio::spawn(channel.join(WAIT));
+        let channel = std::sync::Arc::new(channel);
+        let joined = channel.clone();
+        let join = tokio::spawn(async move { joined.join(WAIT).await });
         Self {
             slack,
             agent,
             router,
+            channel,
             shutdown,
             join,
         }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Store, StoreError, now_ms};
-use crate::protocol::Verdict;
+use crate::protocol::{ApprovalKind, Verdict};
 
 /// Where an approval request stands. Stored as text in `tool_approvals.status`; the strings
 /// ([`ApprovalStatus::as_str`]) are the ones rows have always had, so old databases read back.
@@ -23,6 +23,8 @@ pub enum ApprovalStatus {
     TimedOut,
     /// The turn that asked was stopped or is gone; the call did not run.
     Cancelled,
+    /// (A review) accepted with a note for the model.
+    Annotated,
 }
 
 impl ApprovalStatus {
@@ -35,6 +37,7 @@ impl ApprovalStatus {
             Self::AlwaysAllowed => "always",
             Self::TimedOut => "timed_out",
             Self::Cancelled => "cancelled",
+            Self::Annotated => "annotated",
         }
     }
 
@@ -67,6 +70,7 @@ impl FromStr for ApprovalStatus {
             "always" => Self::AlwaysAllowed,
             "timed_out" => Self::TimedOut,
             "cancelled" => Self::Cancelled,
+            "annotated" => Self::Annotated,
             other => return Err(UnknownApprovalStatus(other.to_owned())),
         })
     }
@@ -79,6 +83,7 @@ impl From<Verdict> for ApprovalStatus {
             Verdict::Approve => Self::Approved,
             Verdict::Deny => Self::Denied,
             Verdict::AlwaysAllow => Self::AlwaysAllowed,
+            Verdict::Annotate => Self::Annotated,
         }
     }
 }
@@ -88,6 +93,8 @@ impl From<Verdict> for ApprovalStatus {
 pub struct ApprovalRecord {
     /// Request id (what buttons name).
     pub id: String,
+    /// A tool call or a review gate.
+    pub kind: ApprovalKind,
     /// Workstream key.
     pub workstream: String,
     /// The tool call it is about.
@@ -119,6 +126,7 @@ type Row = (
     String,
     String,
     String,
+    String,
     Option<String>,
     String,
     Option<String>,
@@ -127,13 +135,14 @@ type Row = (
     i64,
 );
 
-const COLUMNS: &str = "id, workstream, call_id, tool, header, preview, requested_by, status, \
+const COLUMNS: &str = "id, kind, workstream, call_id, tool, header, preview, requested_by, status, \
                        decided_by, feedback, decided_at, created_at";
 
 /// A row as a record; an unknown status is [`StoreError::Corrupt`], never a guess.
 fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
     let (
         id,
+        kind,
         workstream,
         call_id,
         tool,
@@ -153,8 +162,16 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
             message: format!("request {id}: {e}"),
         }
     })?;
+    let kind = ApprovalKind::parse(&kind).ok_or_else(|| {
+        tracing::error!(request = %id, kind = %kind, "approval row with an unknown kind");
+        StoreError::Corrupt {
+            table: "tool_approvals",
+            message: format!("request {id}: unknown kind `{kind}`"),
+        }
+    })?;
     Ok(ApprovalRecord {
         id,
+        kind,
         workstream,
         call_id,
         tool,
@@ -174,7 +191,8 @@ impl Store {
     pub async fn create_approval(&self, r: &ApprovalRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO tool_approvals (id, workstream, call_id, tool, header, preview, \
-             requested_by, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+             requested_by, status, created_at, kind) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(&r.id)
         .bind(&r.workstream)
@@ -185,6 +203,7 @@ impl Store {
         .bind(r.requested_by.as_deref())
         .bind(r.status.as_str())
         .bind(now_ms())
+        .bind(r.kind.as_str())
         .execute(self.pool())
         .await?;
         Ok(())
@@ -201,13 +220,14 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tool_approvals SET status = $1, decided_by = $2, feedback = $3, \
-             decided_at = $4 WHERE id = $5 AND status = 'pending'",
+             decided_at = $4 WHERE id = $5 AND status = $6",
         )
         .bind(status.as_str())
         .bind(decided_by)
         .bind(feedback)
         .bind(now_ms())
         .bind(id)
+        .bind(ApprovalStatus::Pending.as_str())
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected() == 1)
@@ -249,10 +269,11 @@ impl Store {
     ) -> Result<Option<ApprovalRecord>, StoreError> {
         let row: Option<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT {COLUMNS} FROM tool_approvals WHERE workstream = $1 AND call_id = $2 \
-             AND status <> 'pending' ORDER BY decided_at DESC, id DESC LIMIT 1"
+             AND status <> $3 ORDER BY decided_at DESC, id DESC LIMIT 1"
         )))
         .bind(workstream)
         .bind(call_id)
+        .bind(ApprovalStatus::Pending.as_str())
         .fetch_optional(self.pool())
         .await?;
         row.map(record).transpose()
@@ -267,11 +288,12 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "UPDATE tool_approvals SET status = $1, decided_at = $2 \
-             WHERE workstream = $3 AND status = 'pending'",
+             WHERE workstream = $3 AND status = $4",
         )
         .bind(status.as_str())
         .bind(now_ms())
         .bind(workstream)
+        .bind(ApprovalStatus::Pending.as_str())
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected())
@@ -319,6 +341,7 @@ mod tests {
         store.ensure_workstream("w", Some("alice")).await.unwrap();
         let mut rec = ApprovalRecord {
             id: "ap1".into(),
+            kind: ApprovalKind::Review,
             workstream: "w".into(),
             call_id: "c1".into(),
             tool: "bash".into(),
@@ -372,6 +395,7 @@ mod tests {
             (AlwaysAllowed, "always"),
             (TimedOut, "timed_out"),
             (Cancelled, "cancelled"),
+            (Annotated, "annotated"),
         ] {
             assert_eq!(status.as_str(), text);
             assert_eq!(text.parse::<ApprovalStatus>(), Ok(status));

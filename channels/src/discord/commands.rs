@@ -1,6 +1,7 @@
 //! Discord's slash commands, built from the one command table ([`crate::commands`]): their
 //! registration, and what each does when typed. Routed here by [`super::interactions`].
 
+use crate::thread::Work;
 use std::sync::Arc;
 
 use serenity::all::{
@@ -190,7 +191,7 @@ async fn ask(
         start_workstream(bot, c.channel_id, &person.id).await?;
     }
     if in_thread || direct {
-        bot.submit_turn(c.channel_id, person, prompt);
+        let _ = bot.submit(c.channel_id, Work::message(&person.id, prompt));
         return Ok(());
     }
     let original = bot
@@ -207,6 +208,6 @@ async fn ask(
         .await?;
     start_workstream(bot, thread.id, &person.id).await?;
     tracing::info!(workstream = %workstream_key(thread.id), owner = %person.username, "new workstream from /ask");
-    bot.submit_turn(thread.id, person, prompt);
+    let _ = bot.submit(thread.id, Work::message(&person.id, prompt));
     Ok(())
 }

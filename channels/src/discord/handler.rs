@@ -1,6 +1,7 @@
 //! Gateway events: a mention in a listened channel opens a thread; a message in one of our
 //! threads (known from the store, so it survives restarts) continues its workstream.
 
+use crate::thread::Work;
 use std::sync::Arc;
 
 use sandpiper_agent::config::ThreadAccess;
@@ -126,7 +127,7 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
     };
     start_workstream(bot, channel, &author.id).await?;
     tracing::info!(workstream = %workstream_key(channel), owner = %author.username, "new workstream");
-    bot.submit_turn(channel, author, prompt);
+    let _ = bot.submit(channel, Work::message(&author.id, prompt));
     Ok(())
 }
 
@@ -170,7 +171,7 @@ async fn in_thread(
         tell_once(bot, msg.channel_id, msg.author.id.get(), &note).await;
         return Ok(());
     }
-    bot.submit_turn(msg.channel_id, author, text);
+    let _ = bot.submit(msg.channel_id, Work::message(&author.id, text));
     Ok(())
 }
 

@@ -13,7 +13,10 @@ use serenity::all::{
 
 use super::respond::{Error, Reply, Responder, Source};
 use super::{Bot, commands, render, workstreams};
-use crate::clicks::{self, BatchClick, Click, ClickOutcome};
+use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome};
+
+use crate::card::ApprovalCard;
+use crate::thread::Work;
 
 /// Routes an interaction. Each is answered through a [`Responder`], within Discord's 3 s
 /// whatever the handler waits for; a failure (the database away, say) is told to the person
@@ -71,10 +74,9 @@ async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'
     };
     let person = bot.person(&c.user).await?;
     let roles = roles(c.member.as_ref());
-    let outcome = clicks::decide(
-        &bot.agent,
-        &bot.live,
-        Click {
+    let outcome = bot
+        .agent
+        .decide(Click {
             request_id: request,
             action,
             user_id: &person.id,
@@ -82,14 +84,13 @@ async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'
             roles: &roles,
             approver_roles: &bot.config.approver_roles,
             note: None,
-        },
-    )
-    .await?;
+        })
+        .await?;
     if outcome == ClickOutcome::NeedsNote {
-        let title = if action == ClickAction::ApproveWithNote {
-            "Approve with a note"
-        } else {
-            "Deny with a note"
+        let title = match action {
+            ClickAction::ApproveWithNote => "Approve with a note",
+            ClickAction::Annotate => "Annotate",
+            _ => "Deny with a note",
         };
         let modal =
             CreateModal::new(render::note_modal_id(request, action), title).components(vec![
@@ -122,7 +123,7 @@ async fn after_decision(
         ClickOutcome::NeedsNote => Reply::Private("A note is needed.".into()),
         ClickOutcome::Decided { record, resume } => {
             if resume {
-                bot.submit_resume(channel, record.requested_by.clone());
+                resume_turn(bot, channel, record.requested_by.clone());
             }
             redraw(bot, requests).await
         }
@@ -130,8 +131,15 @@ async fn after_decision(
     }
 }
 
+/// Resumes the turn a restart interrupted, in its thread's lane.
+fn resume_turn(bot: &Arc<Bot>, channel: ChannelId, author: Option<String>) {
+    if let Err(e) = bot.submit(channel, Work::Resume { author }) {
+        tracing::warn!(error = %e, %channel, "could not queue the resumed turn");
+    }
+}
+
 async fn redraw(bot: &Bot, requests: &[String]) -> Reply {
-    match bot.load_card(requests).await {
+    match ApprovalCard::load(&bot.agent, requests).await {
         Some(card) => Reply::Update(render::card(&card, &bot.timeout_words())),
         None => Reply::Nothing,
     }
@@ -154,21 +162,19 @@ async fn on_all(
     } else {
         ClickAction::Deny
     };
-    let outcome = clicks::decide_all(
-        &bot.agent,
-        &bot.live,
-        BatchClick {
+    let outcome = bot
+        .agent
+        .decide_all(BatchClick {
             request_ids: &requests,
             action,
             user_id: &person.id,
             username: &person.username,
             roles: &roles,
             approver_roles: &bot.config.approver_roles,
-        },
-    )
-    .await;
+        })
+        .await;
     if let Some(record) = &outcome.resume {
-        bot.submit_resume(c.channel_id, record.requested_by.clone());
+        resume_turn(bot, c.channel_id, record.requested_by.clone());
     }
     let refusal = outcome.refusal_text(|h| format!("`{}`", h.replace('`', "'")));
     if outcome.changed || refusal.is_none() {
@@ -198,10 +204,9 @@ async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction, reply: &Responder<'_>) ->
         });
     let person = bot.person(&m.user).await?;
     let roles = roles(m.member.as_ref());
-    let outcome = clicks::decide(
-        &bot.agent,
-        &bot.live,
-        Click {
+    let outcome = bot
+        .agent
+        .decide(Click {
             request_id: &request,
             action,
             user_id: &person.id,
@@ -209,9 +214,8 @@ async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction, reply: &Responder<'_>) ->
             roles: &roles,
             approver_roles: &bot.config.approver_roles,
             note,
-        },
-    )
-    .await?;
+        })
+        .await?;
     let requests = match &m.message {
         Some(msg) => render::card_requests(msg),
         None => vec![request.clone()],

@@ -25,20 +25,18 @@ pub mod workstreams;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use sandpiper_agent::Agent;
 use sandpiper_agent::config::DiscordConfig;
-use sandpiper_agent::protocol::TurnSink as _;
 use sandpiper_agent::store::users::User;
-use sandpiper_agent::{Agent, ResumeRequest, TurnRequest};
 use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
 use tokio_util::sync::CancellationToken;
 
-use crate::card::{ApprovalCard, human_duration};
+use crate::card::human_duration;
 use crate::intake::{Closed, Place};
-use crate::live::LiveApprovals;
-use crate::stream;
 use crate::tasks::{Drained, Tasks};
-use crate::turns::{Queued, TurnQueue};
-use surface::{CardApprover, ThreadSurface};
+use crate::thread::{self, OutsideTurn, StartError, TurnPlace, TurnStarter, Work};
+use crate::turns::{QueueFull, Queued, TurnQueue};
+use surface::ThreadSurface;
 
 /// The platform name in identities and workstream keys.
 pub const PLATFORM: &str = "discord";
@@ -67,7 +65,6 @@ pub struct Bot {
     /// Every task of the connection (lanes, renderers, notices, card updates, the gateway,
     /// serenity's event tasks), drained by [`DiscordChannel::join`].
     tasks: Tasks,
-    live: LiveApprovals,
     /// (thread, user) pairs already told they cannot talk in an owner-only thread.
     told: Mutex<HashSet<(u64, u64)>>,
 }
@@ -120,105 +117,39 @@ impl Bot {
             .await
     }
 
-    /// The stored card whose buttons name `requests`.
-    async fn load_card(&self, requests: &[String]) -> Option<ApprovalCard> {
-        let mut rows = Vec::new();
-        for id in requests {
-            match self.agent.store().get_approval(id).await {
-                Ok(Some(r)) => rows.push(r),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "loading an approval card failed");
-                    return None;
-                }
-            }
-        }
-        (!rows.is_empty()).then_some(ApprovalCard { rows })
-    }
-
-    /// Queues a user message in the thread's lane; tells the thread when it has to wait.
-    fn submit_turn(self: &Arc<Self>, channel: ChannelId, author: User, text: String) {
+    /// Queues `work` in the thread's lane; tells the thread when it has to wait. A user's
+    /// message, a resumption and an outside turn all come this way.
+    fn submit(self: &Arc<Self>, channel: ChannelId, work: Work) -> Result<Queued, QueueFull> {
         let key = workstream_key(channel);
         let bot = self.clone();
         let job: crate::turns::Job = Box::new(move |cancel| {
             Box::pin(async move {
-                let surface = Arc::new(ThreadSurface {
+                let key = workstream_key(channel);
+                let place = TurnPlace {
+                    agent: &bot.agent,
+                    workstream: &key,
+                    interval: bot.config.stream_interval,
+                    tasks: &bot.tasks,
+                };
+                let thread = Arc::new(ThreadSurface {
                     bot: bot.clone(),
                     channel,
                 });
-                let (sink, renderer) =
-                    stream::start(surface.clone(), bot.config.stream_interval, &bot.tasks);
-                let key = workstream_key(channel);
-                let approver = CardApprover {
-                    surface,
-                    sink: sink.clone(),
-                    workstream: key.clone(),
-                };
-                let result = bot
-                    .agent
-                    .run_turn(TurnRequest {
-                        workstream: &key,
-                        author: Some(&author.id),
-                        text,
-                        sink: &sink,
-                        approver: &approver,
-                        cancel,
-                    })
-                    .await;
-                if let Err(e) = result {
-                    tracing::warn!(workstream = %key, error = %e, "turn failed");
-                }
-                let _ = renderer.await;
+                thread::run(place, thread, work, cancel).await;
             })
         });
-        self.queue(channel, &key, job);
+        self.queue(channel, &key, job)
     }
 
-    /// Resumes a turn a restart interrupted, once every call of it is decided.
-    fn submit_resume(self: &Arc<Self>, channel: ChannelId, author: Option<String>) {
-        let key = workstream_key(channel);
-        let bot = self.clone();
-        let job: crate::turns::Job = Box::new(move |cancel| {
-            Box::pin(async move {
-                let surface = Arc::new(ThreadSurface {
-                    bot: bot.clone(),
-                    channel,
-                });
-                let (sink, renderer) =
-                    stream::start(surface.clone(), bot.config.stream_interval, &bot.tasks);
-                let key = workstream_key(channel);
-                let approver = CardApprover {
-                    surface,
-                    sink: sink.clone(),
-                    workstream: key.clone(),
-                };
-                let result = bot
-                    .agent
-                    .resume_turn(ResumeRequest {
-                        workstream: &key,
-                        author: author.as_deref(),
-                        sink: &sink,
-                        approver: &approver,
-                        cancel,
-                    })
-                    .await;
-                match result {
-                    Ok(Some(_)) => {}
-                    Ok(None) => sink.event(sandpiper_agent::protocol::TurnEvent::TurnComplete {
-                        text: String::new(),
-                        cancelled: false,
-                    }),
-                    Err(e) => tracing::warn!(workstream = %key, error = %e, "resumed turn failed"),
-                }
-                let _ = renderer.await;
-            })
-        });
-        self.queue(channel, &key, job);
-    }
-
-    fn queue(self: &Arc<Self>, channel: ChannelId, key: &str, job: crate::turns::Job) {
-        let notice = match self.turns.submit(key, job) {
-            Ok(Queued::Now) => return,
+    fn queue(
+        self: &Arc<Self>,
+        channel: ChannelId,
+        key: &str,
+        job: crate::turns::Job,
+    ) -> Result<Queued, QueueFull> {
+        let queued = self.turns.submit(key, job);
+        let notice = match queued {
+            Ok(Queued::Now) => return queued,
             Ok(Queued::Behind(n)) => {
                 format!("⏳ Queued ({n} ahead): I'll answer this when the current turn is done.")
             }
@@ -240,6 +171,7 @@ impl Bot {
                 tracing::warn!(error = %e, "could not post a queue notice");
             }
         });
+        queued
     }
 }
 
@@ -292,7 +224,6 @@ impl DiscordChannel {
             pace: pace::Pacer::new(config.requests_per_second),
             turns: TurnQueue::new(tasks.clone()),
             tasks: tasks.clone(),
-            live: LiveApprovals::default(),
             told: Mutex::default(),
             http: OnceLock::new(),
             me: OnceLock::new(),
@@ -328,10 +259,58 @@ impl DiscordChannel {
         drained
     }
 
+    /// Starts turns in Discord threads from outside a chat message (watches, notify replies).
+    pub fn starter(&self) -> Arc<dyn TurnStarter> {
+        Arc::new(Starter(self.bot.clone()))
+    }
+
+    /// Opens the thread of `workstream` for work shown outside a turn's lane (a review asked
+    /// by a background job); `None` when the key is not a Discord thread.
+    pub fn open_thread(&self, workstream: &str) -> Option<thread::OpenThread> {
+        let channel = thread_of(workstream)?;
+        let place = TurnPlace {
+            agent: &self.bot.agent,
+            workstream,
+            interval: self.bot.config.stream_interval,
+            tasks: &self.bot.tasks,
+        };
+        let surface = Arc::new(ThreadSurface {
+            bot: self.bot.clone(),
+            channel,
+        });
+        Some(thread::open(&place, surface))
+    }
+
     /// Whether a turn runs in the thread (for tests and `/health`). Channel 0 names no
     /// channel, so nothing runs there.
     pub fn is_busy(&self, channel: u64) -> bool {
         std::num::NonZeroU64::new(channel)
             .is_some_and(|c| self.bot.turns.is_busy(&workstream_key(ChannelId::from(c))))
+    }
+}
+
+/// The thread a `discord:<thread id>` key names; `None` for anything else, channel 0 included.
+fn thread_of(workstream: &str) -> Option<ChannelId> {
+    workstream
+        .strip_prefix("discord:")
+        .and_then(|id| id.parse::<u64>().ok())
+        .and_then(std::num::NonZeroU64::new)
+        .map(ChannelId::from)
+}
+
+/// [`TurnStarter`] for `discord:<thread id>` workstreams.
+struct Starter(Arc<Bot>);
+
+impl TurnStarter for Starter {
+    fn owns(&self, workstream: &str) -> bool {
+        workstream
+            .strip_prefix(PLATFORM)
+            .is_some_and(|rest| rest.starts_with(':'))
+    }
+
+    fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {
+        let channel = thread_of(&turn.workstream)
+            .ok_or_else(|| StartError::NoChannel(turn.workstream.clone()))?;
+        Ok(self.0.submit(channel, turn.work)?)
     }
 }

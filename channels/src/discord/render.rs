@@ -187,6 +187,8 @@ fn tool_line(line: &ToolLine) -> String {
 pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
     let pending = card.rows.iter().filter(|r| r.status.is_pending()).count();
     let content = match (card.rows.len(), pending) {
+        (1, 1) if card.is_review() => "📝 **Review needed**".to_owned(),
+        (1, 0) if card.is_review() => "📝 Review: decided".to_owned(),
         (1, 1) => "🔐 **Approval needed**".to_owned(),
         (n, 0) => format!(
             "🔐 Approval: {n} call{} decided",
@@ -211,7 +213,9 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         }
         let colour = match row.status {
             ApprovalStatus::Pending => 0xF1C40F,
-            ApprovalStatus::Approved | ApprovalStatus::AlwaysAllowed => 0x2ECC71,
+            ApprovalStatus::Approved
+            | ApprovalStatus::AlwaysAllowed
+            | ApprovalStatus::Annotated => 0x2ECC71,
             ApprovalStatus::Denied | ApprovalStatus::TimedOut => 0xE74C3C,
             ApprovalStatus::Cancelled => 0x95A5A6,
         };
@@ -225,33 +229,20 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
                 .colour(colour),
         );
         let done = !row.status.is_pending();
-        let button = |action, text: &str, style| {
-            CreateButton::new(button_id(&row.id, action))
-                .label(label(text))
-                .style(style)
-                .disabled(done)
-        };
-        components.push(CreateActionRow::Buttons(vec![
-            button(ClickAction::Approve, "Approve", ButtonStyle::Success),
-            button(ClickAction::Deny, "Deny", ButtonStyle::Danger),
-            button(
-                ClickAction::AlwaysAllow,
-                "Always allow",
-                ButtonStyle::Primary,
-            ),
-            button(
-                ClickAction::ApproveWithNote,
-                "Approve with note",
-                ButtonStyle::Secondary,
-            ),
-            button(
-                ClickAction::DenyWithNote,
-                "Deny with note",
-                ButtonStyle::Secondary,
-            ),
-        ]));
+        let buttons = ClickAction::for_kind(row.kind)
+            .iter()
+            .map(|&action| {
+                CreateButton::new(button_id(&row.id, action))
+                    .label(label(action.label()))
+                    .style(style(action))
+                    .disabled(done)
+            })
+            .collect();
+        components.push(CreateActionRow::Buttons(buttons));
     }
-    if numbered && let Some(first) = card.rows.first() {
+    if card.offers_all()
+        && let Some(first) = card.rows.first()
+    {
         components.push(CreateActionRow::Buttons(vec![
             CreateButton::new(all_id(&first.id, true))
                 .label("Approve all")
@@ -267,6 +258,18 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         content,
         embeds,
         components,
+    }
+}
+
+/// How a button looks: the yes green, the no red, Always allow blue, the rest grey.
+fn style(action: ClickAction) -> ButtonStyle {
+    match action {
+        ClickAction::Approve | ClickAction::Accept => ButtonStyle::Success,
+        ClickAction::Deny | ClickAction::Reject => ButtonStyle::Danger,
+        ClickAction::AlwaysAllow => ButtonStyle::Primary,
+        ClickAction::ApproveWithNote | ClickAction::DenyWithNote | ClickAction::Annotate => {
+            ButtonStyle::Secondary
+        }
     }
 }
 

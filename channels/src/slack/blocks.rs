@@ -118,6 +118,8 @@ fn tool_line(line: &ToolLine) -> String {
 pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
     let pending = card.rows.iter().filter(|r| r.status.is_pending()).count();
     let title = match (card.rows.len(), pending) {
+        (1, 1) if card.is_review() => ":memo: *Review needed*".to_owned(),
+        (1, 0) if card.is_review() => ":memo: *Review*".to_owned(),
         (1, 1) => ":lock: *Approval needed*".to_owned(),
         (n, p) if p > 0 => format!(":lock: *Approval needed* — {p} of {n} calls waiting"),
         _ => ":lock: *Approval*".to_owned(),
@@ -141,16 +143,14 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
         match outcome_line(row, timeout) {
             None => {
                 let id = &row.id;
+                let elements: Vec<Value> = ClickAction::for_kind(row.kind)
+                    .iter()
+                    .map(|&a| button(a.label(), &button_id(id, a), id, style(a)))
+                    .collect();
                 blocks.push(json!({
                     "type": "actions",
                     "block_id": format!("ap_act:{id}"),
-                    "elements": [
-                        button("Approve", &button_id(id, ClickAction::Approve), id, Some("primary")),
-                        button("Deny", &button_id(id, ClickAction::Deny), id, Some("danger")),
-                        button("Always allow", &button_id(id, ClickAction::AlwaysAllow), id, None),
-                        button("Approve with note", &button_id(id, ClickAction::ApproveWithNote), id, None),
-                        button("Deny with note", &button_id(id, ClickAction::DenyWithNote), id, None),
-                    ],
+                    "elements": elements,
                 }));
                 fallback.push(format!("{} — {}", escape(&row.tool), escape(&header)));
             }
@@ -163,7 +163,7 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
             }
         }
     }
-    if card.is_batch() && pending > 0 {
+    if card.offers_all() && pending > 0 {
         let ids: Vec<&str> = card.rows.iter().map(|r| r.id.as_str()).collect();
         let first = ids.first().copied().unwrap_or_default();
         let value = ids.join(",");
@@ -182,6 +182,15 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
     }
 }
 
+/// A button's style: the yes primary, the no danger, the rest plain.
+fn style(action: ClickAction) -> Option<&'static str> {
+    match action {
+        ClickAction::Approve | ClickAction::Accept => Some("primary"),
+        ClickAction::Deny | ClickAction::Reject => Some("danger"),
+        _ => None,
+    }
+}
+
 /// The request ids a card names (from its blocks as Slack sends them back).
 pub(super) fn card_request_ids(blocks: &Value) -> Vec<String> {
     blocks
@@ -194,13 +203,13 @@ pub(super) fn card_request_ids(blocks: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The modal asking for a note with Approve / Deny with note. `metadata` comes back with
-/// the submission.
-pub(super) fn note_modal(approve: bool, header: &str, metadata: &str) -> Value {
-    let (title, submit) = if approve {
-        ("Approve with note", "Approve")
-    } else {
-        ("Deny with note", "Deny")
+/// The modal asking for the note of Approve / Deny with note or Annotate. `metadata` comes
+/// back with the submission.
+pub(super) fn note_modal(action: ClickAction, header: &str, metadata: &str) -> Value {
+    let (title, submit) = match action {
+        ClickAction::ApproveWithNote => ("Approve with note", "Approve"),
+        ClickAction::Annotate => ("Annotate", "Annotate"),
+        _ => ("Deny with note", "Deny"),
     };
     let header: String = crate::card::header(header)
         .chars()
@@ -239,6 +248,7 @@ mod tests {
     fn item(n: usize) -> ApprovalItem {
         ApprovalItem {
             request_id: format!("ap_{n}"),
+            kind: sandpiper_agent::protocol::ApprovalKind::ToolCall,
             call_id: format!("c{n}"),
             name: "bash".into(),
             header: format!("bash: echo {n} > out.txt"),
@@ -268,6 +278,7 @@ mod tests {
         let card = ApprovalCard::pending(
             &[ApprovalItem {
                 request_id: "ap_1".into(),
+                kind: sandpiper_agent::protocol::ApprovalKind::ToolCall,
                 call_id: "c1".into(),
                 name: "bash".into(),
                 header: format!("bash: {command}"),

@@ -8,9 +8,10 @@ use sandpiper_agent::store::users::User;
 use slack_morphism::prelude::*;
 
 use super::mrkdwn::unescape;
-use super::turn::{Thread, Work, submit};
+use super::turn::{Thread, submit};
 use super::{Ctx, ThreadAccess};
 use crate::intake::Closed;
+use crate::thread::Work;
 
 /// The most `(workstream, user)` notices remembered.
 const MAX_TOLD: usize = 10_000;
@@ -180,12 +181,8 @@ pub(crate) async fn converse(
         .await;
         return;
     }
-    let work = Work::Message {
-        author: user.id,
-        text,
-        ts: ts.to_owned(),
-    };
-    submit(ctx, thread, work, Some(slack_user)).await;
+    let work = Work::message(&user.id, text);
+    submit(ctx, thread, work, Some(ts.to_owned()), Some(slack_user)).await;
 }
 
 /// Tells `slack_user` their message was dropped because of `why`.

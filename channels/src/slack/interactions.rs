@@ -1,11 +1,13 @@
-//! Button clicks and modal submissions. Approval clicks go through [`clicks::decide`], which
-//! checks the clicker against the stored request; refusals reach only the clicker
+//! Button clicks and modal submissions. Approval clicks go through
+//! [`Agent::decide`](sandpiper_agent::Agent::decide), which checks the clicker against the
+//! stored request; refusals reach only the clicker
 //! (`chat.postEphemeral`); a with-note button opens a modal whose submission decides with the
 //! note; after a decision the card is re-rendered from the store.
 
 use std::sync::Arc;
 
-use sandpiper_agent::approval_policy::{ClickAction, parse_button_id};
+use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id};
+use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome};
 use serde::{Deserialize, Serialize};
 use slack_morphism::prelude::*;
 
@@ -13,16 +15,15 @@ use super::Ctx;
 use super::blocks::{self, ALL_PREFIX, NOTE_BLOCK, NOTE_CALLBACK, STOP_ACTION};
 use super::events::person;
 use super::mrkdwn::escape;
-use super::turn::{Thread, Work, load_card, submit, update_card};
-use crate::clicks::{self, BatchClick, Click, ClickOutcome};
+use super::turn::{Thread, update_card};
+use crate::card::ApprovalCard;
+use crate::thread::{OutsideTurn, TurnStarter as _, Work};
 
 /// What the note modal carries back (`private_metadata`).
 #[derive(Debug, Serialize, Deserialize)]
 struct NoteMeta {
-    /// Request id.
-    r: String,
-    /// Approve (true) or deny.
-    a: bool,
+    /// The clicked button's id: the request and what the note goes with.
+    b: String,
     /// Channel of the card.
     c: String,
     /// The card message.
@@ -141,12 +142,10 @@ async fn view_submission(ctx: &Arc<Ctx>, ev: SlackInteractionViewSubmissionEvent
         card: meta.ids,
         thread_ts: None,
     };
-    let action = if meta.a {
-        ClickAction::ApproveWithNote
-    } else {
-        ClickAction::DenyWithNote
+    let Ok((request, action)) = parse_button_id(&meta.b) else {
+        return;
     };
-    decide(ctx, &at, &meta.r, action, Some(note), None).await;
+    decide(ctx, &at, request, action, Some(note), None).await;
 }
 
 /// The clicker as `clicks` needs them: sandpiper id, username and approver groups.
@@ -180,7 +179,7 @@ async fn decide(
         approver_roles: &ctx.config.approver_usergroups,
         note,
     };
-    let outcome = match clicks::decide(&ctx.agent, &ctx.live, click).await {
+    let outcome = match ctx.agent.decide(click).await {
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(error = %e, "deciding a click failed");
@@ -205,14 +204,13 @@ async fn decide(
                 .map(|r| r.header)
                 .unwrap_or_default();
             let meta = NoteMeta {
-                r: request.to_owned(),
-                a: action == ClickAction::ApproveWithNote,
+                b: button_id(request, action),
                 c: at.channel.clone(),
                 ts: at.message_ts.clone(),
                 ids: at.card.clone(),
             };
             let meta = serde_json::to_string(&meta).unwrap_or_default();
-            let view = blocks::note_modal(meta_approve(action), &header, &meta);
+            let view = blocks::note_modal(action, &header, &meta);
             if let Err(e) = ctx.api.open_view(trigger, view).await {
                 // Slack's trigger lives 3 s; a slow store can outlast it.
                 tracing::warn!(error = %e, "opening the note modal failed");
@@ -223,38 +221,32 @@ async fn decide(
         ClickOutcome::Decided { record, resume } => {
             refresh(ctx, at, &record.id).await;
             if resume {
-                resume_turn(ctx, &record.workstream).await;
+                resume_turn(ctx, &record.workstream, record.requested_by.clone());
             }
         }
         ClickOutcome::Gone(record) => refresh(ctx, at, &record.id).await,
     }
 }
 
-fn meta_approve(action: ClickAction) -> bool {
-    action == ClickAction::ApproveWithNote
-}
-
 /// Approve all / Deny all: every still pending request on the card, each checked on its own
-/// (the same rules as Discord, in [`clicks::decide_all`]); the card is redrawn when anything
+/// (the same rules as Discord, in [`Agent::decide_all`](sandpiper_agent::Agent::decide_all)); the card is redrawn when anything
 /// was decided and the clicker is told privately which requests they could not decide.
 async fn decide_all(ctx: &Arc<Ctx>, at: &At, ids: &[&str], action: ClickAction) {
     let Some((user_id, username, roles)) = clicker(ctx, &at.user).await else {
         return;
     };
     let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
-    let outcome = clicks::decide_all(
-        &ctx.agent,
-        &ctx.live,
-        BatchClick {
+    let outcome = ctx
+        .agent
+        .decide_all(BatchClick {
             request_ids: &ids,
             action,
             user_id: &user_id,
             username: &username,
             roles: &roles,
             approver_roles: &ctx.config.approver_usergroups,
-        },
-    )
-    .await;
+        })
+        .await;
     if outcome.changed {
         refresh(ctx, at, ids.first().map(String::as_str).unwrap_or_default()).await;
     }
@@ -262,7 +254,7 @@ async fn decide_all(ctx: &Arc<Ctx>, at: &At, ids: &[&str], action: ClickAction) 
         refuse(ctx, at, &text).await;
     }
     if let Some(record) = outcome.resume {
-        resume_turn(ctx, &record.workstream).await;
+        resume_turn(ctx, &record.workstream, record.requested_by);
     }
 }
 
@@ -273,26 +265,21 @@ async fn refresh(ctx: &Ctx, at: &At, fallback_id: &str) {
     } else {
         at.card.clone()
     };
-    if let Some(card) = load_card(ctx, &ids).await {
+    if let Some(card) = ApprovalCard::load(&ctx.agent, &ids).await {
         update_card(ctx, &at.channel, &at.message_ts, &card).await;
     }
 }
 
 /// Resumes a turn interrupted by a restart, in its workstream's lane.
-async fn resume_turn(ctx: &Arc<Ctx>, workstream: &str) {
-    let Some(thread) = Thread::parse(workstream) else {
-        return;
-    };
-    let author = ctx
-        .agent
-        .store()
-        .workstream(workstream)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|w| w.row.owner);
+fn resume_turn(ctx: &Arc<Ctx>, workstream: &str, author: Option<String>) {
     tracing::info!(workstream, "resuming a turn interrupted by a restart");
-    submit(ctx, thread, Work::Resume { author }, None).await;
+    let turn = OutsideTurn {
+        workstream: workstream.to_owned(),
+        work: Work::Resume { author },
+    };
+    if let Err(e) = super::turn::Starter(ctx.clone()).start(turn) {
+        tracing::warn!(workstream, error = %e, "could not queue the resumed turn");
+    }
 }
 
 /// The Stop button on a live answer: the owner or an approver may stop the turn.

@@ -12,8 +12,9 @@
 //! - `socket.rs`: the Socket Mode listener and its callbacks.
 //! - `http.rs`: the Events API routes and their signature check.
 //! - `events.rs`: mentions and messages → turns (dedupe, who may talk).
-//! - `turn.rs`: running a turn in its thread: the lane job, the [`Surface`](crate::stream::Surface)
-//!   and the approver that posts cards.
+//! - `turn.rs`: queuing a turn in its thread's lane, the thread as a
+//!   [`Surface`](crate::stream::Surface) and [`CardSurface`](crate::approver::CardSurface), and
+//!   Slack's [`TurnStarter`](crate::thread::TurnStarter).
 //! - `interactions.rs`: button clicks and the note modal.
 //! - `commands.rs`: `/sandpiper <subcommand>`.
 //! - `blocks.rs`: Block Kit for answers, tool lines and approval cards.
@@ -37,7 +38,6 @@ use sandpiper_agent::config::{SlackConfig, SlackMode, ThreadAccess};
 use tokio_util::sync::CancellationToken;
 
 use crate::intake::{Closed, Place};
-use crate::live::LiveApprovals;
 use crate::tasks::{Drained, Tasks};
 use crate::turns::TurnQueue;
 use client::Api;
@@ -62,7 +62,6 @@ pub(crate) struct Ctx {
     /// The bot's own user id (its mentions look like `<@id>`).
     bot_user: String,
     queue: TurnQueue,
-    live: LiveApprovals,
     /// Every job (turns, handlers, renderers, card updates), stopped at shutdown and drained
     /// by `join`.
     tasks: Tasks,
@@ -160,7 +159,6 @@ impl SlackChannel {
         let tasks = Tasks::new(shutdown);
         let ctx = Arc::new(Ctx {
             queue: TurnQueue::new(tasks.clone()),
-            live: LiveApprovals::default(),
             tasks,
             told: Default::default(),
             agent,
@@ -198,6 +196,28 @@ impl SlackChannel {
         Ok(Some(channel))
     }
 
+    /// Starts turns in Slack threads from outside a chat message (watches, notify replies).
+    pub fn starter(&self) -> Arc<dyn crate::thread::TurnStarter> {
+        Arc::new(turn::Starter(self.ctx.clone()))
+    }
+
+    /// Opens the thread of `workstream` for work shown outside a turn's lane (a review asked
+    /// by a background job); `None` when the key is not a Slack thread.
+    pub fn open_thread(&self, workstream: &str) -> Option<crate::thread::OpenThread> {
+        let thread = turn::Thread::parse(workstream)?;
+        let place = crate::thread::TurnPlace {
+            agent: &self.ctx.agent,
+            workstream,
+            interval: self.ctx.config.stream_interval,
+            tasks: &self.ctx.tasks,
+        };
+        let surface = Arc::new(turn::ThreadSurface {
+            ctx: self.ctx.clone(),
+            thread,
+        });
+        Some(crate::thread::open(&place, surface))
+    }
+
     /// Events API routes to merge into the HTTP server (Some only in events mode).
     pub fn router(&self) -> Option<axum::Router> {
         self.router.clone()
@@ -206,7 +226,7 @@ impl SlackChannel {
     /// Waits until shut down, then up to `grace` for its tasks to end. Turns still running
     /// are dropped where they are: a turn waiting for approval keeps its stored requests,
     /// and a click after the restart resumes it.
-    pub async fn join(self, grace: Duration) -> Drained {
+    pub async fn join(&self, grace: Duration) -> Drained {
         self.ctx.tasks.shutdown().cancelled().await;
         let stopping = tokio::time::Instant::now();
         if let Some(listener) = &self.listener {

@@ -364,6 +364,19 @@ impl FakeDiscord {
         self.lock().failures.push(PendingFailure {
             method: method.to_owned(),
             path_contains: path_contains.to_owned(),
+            body_contains: String::new(),
+            failure,
+            remaining: times,
+        });
+    }
+
+    /// Fails the next `times` requests of `method` whose JSON body contains `needle` (an
+    /// approval card, say), whatever their path.
+    pub fn fail_next_with_body(&self, method: &str, needle: &str, failure: Failure, times: usize) {
+        self.lock().failures.push(PendingFailure {
+            method: method.to_owned(),
+            path_contains: String::new(),
+            body_contains: needle.to_owned(),
             failure,
             remaining: times,
         });

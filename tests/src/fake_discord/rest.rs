@@ -123,7 +123,7 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
         });
         (
             state.requests.len() - 1,
-            take_failure(&mut state, &method, &path),
+            take_failure(&mut state, &method, &path, &payload.json),
         )
     };
     let response = match failure {
@@ -140,9 +140,13 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
     response
 }
 
-fn take_failure(state: &mut World, method: &str, path: &str) -> Option<Failure> {
+fn take_failure(state: &mut World, method: &str, path: &str, body: &Value) -> Option<Failure> {
+    let text = body.to_string();
     let pending: &mut PendingFailure = state.failures.iter_mut().find(|f| {
-        f.remaining > 0 && f.method.eq_ignore_ascii_case(method) && path.contains(&f.path_contains)
+        f.remaining > 0
+            && f.method.eq_ignore_ascii_case(method)
+            && path.contains(&f.path_contains)
+            && text.contains(&f.body_contains)
     })?;
     pending.remaining -= 1;
     let failure = pending.failure.clone();

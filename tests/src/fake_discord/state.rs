@@ -106,6 +106,8 @@ pub(super) struct StoredInteraction {
 pub(super) struct PendingFailure {
     pub method: String,
     pub path_contains: String,
+    /// Only requests whose JSON body contains this (any when empty).
+    pub body_contains: String,
     pub failure: Failure,
     pub remaining: usize,
 }

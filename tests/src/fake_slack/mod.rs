@@ -278,6 +278,15 @@ impl FakeSlack {
         self.shared.ledger().unscoped.insert(method.to_owned());
     }
 
+    /// From now on a call of `method` whose arguments contain `needle` answers
+    /// `{"ok":false,"error":error}` (e.g. `invalid_blocks` for a card Slack will not show).
+    pub fn refuse_calls_containing(&self, method: &str, needle: &str, error: &str) {
+        self.shared
+            .ledger()
+            .refused
+            .push((method.to_owned(), needle.to_owned(), error.to_owned()));
+    }
+
     /// Polls `f` every 20 ms until it returns `Some`.
     ///
     /// # Panics

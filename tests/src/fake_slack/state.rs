@@ -97,6 +97,9 @@ pub(super) struct Ledger {
     pub(super) failures: HashMap<String, Failure>,
     /// Methods the app has no scope for: they answer `missing_scope`.
     pub(super) unscoped: HashSet<String>,
+    /// `(method, needle, error)`: a call of `method` whose arguments contain `needle` answers
+    /// `error` (Slack's answer to blocks it will not show).
+    pub(super) refused: Vec<(String, String, String)>,
     /// Trigger ids handed out with clicks, commands and submissions.
     /// When each was handed out: Slack honours a trigger for 3 s, once.
     pub(super) triggers: HashMap<String, std::time::Instant>,

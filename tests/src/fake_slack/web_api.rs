@@ -51,6 +51,14 @@ async fn api(
     if ledger.unscoped.contains(&method) {
         return axum::Json(json!({"ok": false, "error": "missing_scope"})).into_response();
     }
+    let text = args.to_string();
+    if let Some((_, _, error)) = ledger
+        .refused
+        .iter()
+        .find(|(m, needle, _)| *m == method && text.contains(needle.as_str()))
+    {
+        return axum::Json(json!({"ok": false, "error": error})).into_response();
+    }
     let answer = match methods::answer(&mut ledger, &shared.base_url, &method, &args) {
         Ok(Value::Object(mut fields)) => {
             fields.insert("ok".to_owned(), Value::Bool(true));

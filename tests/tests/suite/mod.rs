@@ -17,6 +17,7 @@ mod mcp;
 mod mcp_pipeline;
 mod memory;
 mod outage;
+mod outside_turns;
 mod parallel;
 mod providers;
 mod recall;

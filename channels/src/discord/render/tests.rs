@@ -7,6 +7,7 @@ use crate::split::split_message;
 fn item(n: u32, tool: &str, header: &str, preview: &str) -> ApprovalItem {
     ApprovalItem {
         request_id: format!("ap_{n:04}"),
+        kind: sandpiper_agent::protocol::ApprovalKind::ToolCall,
         call_id: format!("call_{n}"),
         name: tool.into(),
         header: header.into(),

@@ -1,13 +1,13 @@
-//! What a click on an approval button does, the same on every platform. Every click is checked
-//! against the *stored* request ([`rule_on_click`]); the button only names it. The first
-//! valid click decides (an atomic update in the store); later ones are told it was decided.
+//! What a click on an approval button does, the same on every platform: channels translate a
+//! platform event into a [`Click`] and render the [`ClickOutcome`]. Every click is checked
+//! against the *stored* request ([`rule_on_click`]); the button only names it. The first valid
+//! click decides (an atomic update in the store, the decision's only write); later ones are
+//! told it was decided.
 
-use sandpiper_agent::approval_policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
-use sandpiper_agent::protocol::{Decision, Verdict};
-use sandpiper_agent::store::approvals::{ApprovalRecord, ApprovalStatus};
-use sandpiper_agent::{Agent, AgentError};
-
-use crate::live::LiveApprovals;
+use crate::approval_policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
+use crate::protocol::Decision;
+use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::{Agent, AgentError};
 
 /// A click, resolved to sandpiper identities.
 #[derive(Debug, Clone)]
@@ -49,20 +49,21 @@ pub enum ClickOutcome {
     Gone(ApprovalRecord),
 }
 
-fn verdict(action: ClickAction) -> Verdict {
-    match action {
-        ClickAction::Approve | ClickAction::ApproveWithNote => Verdict::Approve,
-        ClickAction::Deny | ClickAction::DenyWithNote => Verdict::Deny,
-        ClickAction::AlwaysAllow => Verdict::AlwaysAllow,
+impl Agent {
+    /// Decides a click: checks it against the stored request, stores the decision (first
+    /// valid click wins) and hands it to the waiting turn, or resumes an interrupted one.
+    pub async fn decide(&self, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
+        decide(self, click).await
+    }
+
+    /// Approve all / Deny all: each pending request of a card judged on its own.
+    pub async fn decide_all(&self, batch: BatchClick<'_>) -> BatchOutcome {
+        decide_all(self, batch).await
     }
 }
 
-/// Decides a click.
-pub async fn decide(
-    agent: &Agent,
-    live: &LiveApprovals,
-    click: Click<'_>,
-) -> Result<ClickOutcome, AgentError> {
+async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
+    let live = agent.live();
     let store = agent.store();
     let Some(record) = store.get_approval(click.request_id).await? else {
         return Ok(ClickOutcome::Unknown);
@@ -97,18 +98,14 @@ pub async fn decide(
         );
         return Ok(ClickOutcome::Refused(reason));
     }
-    let with_note = matches!(
-        click.action,
-        ClickAction::ApproveWithNote | ClickAction::DenyWithNote
-    );
-    if with_note && click.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
+    if click.action.needs_note() && click.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
         return Ok(ClickOutcome::NeedsNote);
     }
     let live_turn = live.is_waiting(&record.id);
     let interrupted = !live_turn && interrupted_call(agent, &record).await?;
     let timeout = agent.config().approval.timeout;
     let expired = !timeout.is_zero()
-        && sandpiper_agent::store::now_ms() - record.created_at
+        && crate::store::now_ms() - record.created_at
             > i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
     if interrupted && expired {
         // Nobody enforced the timeout while sandpiper was down: it applies now.
@@ -126,11 +123,12 @@ pub async fn decide(
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
         return Ok(ClickOutcome::Gone(record));
     }
-    let decision = Decision {
-        verdict: verdict(click.action),
-        feedback: click.note.filter(|n| !n.trim().is_empty()),
-        decided_by: Some(click.username.to_owned()),
-    };
+    let mut decision = Decision::new(
+        click.action.verdict(),
+        click.note.filter(|n| !n.trim().is_empty()),
+    )
+    .by(click.username);
+    decision.recorded = true;
     let first = store
         .decide_approval(
             &record.id,
@@ -221,11 +219,7 @@ impl BatchOutcome {
 
 /// Decides every pending request of a batch card, each checked on its own by
 /// [`rule_on_click`]; the same on every platform.
-pub async fn decide_all(
-    agent: &Agent,
-    live: &LiveApprovals,
-    batch: BatchClick<'_>,
-) -> BatchOutcome {
+async fn decide_all(agent: &Agent, batch: BatchClick<'_>) -> BatchOutcome {
     let mut outcome = BatchOutcome::default();
     for id in batch.request_ids {
         let record = match agent.store().get_approval(id).await {
@@ -252,7 +246,7 @@ pub async fn decide_all(
             approver_roles: batch.approver_roles,
             note: None,
         };
-        match decide(agent, live, click).await {
+        match decide(agent, click).await {
             Ok(ClickOutcome::Decided { record, resume }) => {
                 outcome.changed = true;
                 if resume && outcome.resume.is_none() {
@@ -285,7 +279,7 @@ async fn interrupted_call(agent: &Agent, record: &ApprovalRecord) -> Result<bool
         return Ok(false);
     }
     let history = agent.history(&record.workstream).await?;
-    Ok(sandpiper_agent::resume::unanswered_calls(&history)
+    Ok(crate::resume::unanswered_calls(&history)
         .iter()
         .any(|c| c.id == record.call_id))
 }
@@ -293,7 +287,7 @@ async fn interrupted_call(agent: &Agent, record: &ApprovalRecord) -> Result<bool
 /// Whether every dangling call of an interrupted turn that was asked about is now decided.
 async fn batch_decided(agent: &Agent, workstream: &str) -> Result<bool, AgentError> {
     let history = agent.history(workstream).await?;
-    for call in sandpiper_agent::resume::unanswered_calls(&history) {
+    for call in crate::resume::unanswered_calls(&history) {
         if let Some(r) = agent
             .store()
             .approval_for_call(workstream, &call.id)

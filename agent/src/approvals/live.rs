@@ -1,11 +1,11 @@
-//! Approval requests a running turn is waiting on, by request id. A click delivers its
-//! decision here; after a restart nothing is waiting and [`clicks`](crate::clicks) resumes
-//! the turn from the store instead.
+//! Approval requests a running turn is waiting on, by request id. The decision engine
+//! ([`Agent::decide`](crate::Agent::decide)) delivers a click's decision here; after a restart
+//! nothing is waiting and the engine resumes the turn from the store instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use sandpiper_agent::protocol::Decision;
+use crate::protocol::Decision;
 use tokio::sync::oneshot;
 
 /// The waiting requests. Cheap to clone.
@@ -44,8 +44,9 @@ impl LiveApprovals {
         }
     }
 
-    /// Hands a decision to the turn waiting for it; false when no turn waits.
-    pub fn deliver(&self, request_id: &str, decision: Decision) -> bool {
+    /// Hands a decision to the turn waiting for it; false when no turn waits. Only the
+    /// decision engine delivers, after it stored the decision.
+    pub(crate) fn deliver(&self, request_id: &str, decision: Decision) -> bool {
         match self.map().remove(request_id) {
             Some(tx) => tx.send(decision).is_ok(),
             None => false,

@@ -1,0 +1,169 @@
+//! The approval engine: the one place where approval requests are asked, decided and closed,
+//! whatever the platform.
+//!
+//! - [`ask`]: one round-trip for a batch of requests. It stores them as pending, puts them to
+//!   the channel's [`Approver`], and stores every outcome the approver did not already store
+//!   (a timeout, a stop, an answer typed at the console); then it tells the approver which
+//!   requests it closed ([`Approver::closed`]), so a card can say so without polling.
+//! - [`Agent::decide`] and [`Agent::decide_all`] (in `click`): a click on a card, checked
+//!   against the stored request by [`rule_on_click`](crate::approval_policy::rule_on_click)
+//!   and stored once (the first valid click wins), then handed to the waiting turn through
+//!   [`LiveApprovals`], or, after a restart, resuming the interrupted turn.
+//! - [`review`]: a review gate (Accept / Reject / Annotate) through the same machinery, for
+//!   work the agent produced (a plan).
+//!
+//! A decision therefore has exactly one writer: the engine for clicks, [`ask`] for the rest.
+
+mod click;
+mod live;
+mod review;
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::protocol::{ApprovalItem, Approver, Decision};
+use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::store::{Store, StoreError, now_ms};
+
+pub use click::{BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
+pub use live::{LiveApprovals, Waiters};
+pub use review::{ReviewAnswer, ReviewRequest, review};
+
+/// How one request of an [`ask`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A person (or the approver) decided.
+    Decided(Decision),
+    /// Nobody decided within the approval timeout.
+    TimedOut,
+    /// The turn was stopped while waiting.
+    Cancelled,
+}
+
+/// Where an [`ask`] waits.
+#[derive(Clone, Copy)]
+pub struct AskContext<'a> {
+    /// Where requests and decisions are stored.
+    pub store: &'a Store,
+    /// Who is asked.
+    pub approver: &'a dyn Approver,
+    /// How long to wait; zero waits forever.
+    pub timeout: Duration,
+    /// The turn's cancellation.
+    pub cancel: &'a CancellationToken,
+}
+
+/// Stores `requests` as pending, asks about them in one round-trip, stores each outcome the
+/// engine did not already store, and returns one answer per request, in order. When a click
+/// and the timeout race, the stored decision wins.
+pub async fn ask(
+    cx: AskContext<'_>,
+    requests: &[ApprovalRecord],
+) -> Result<Vec<Answer>, StoreError> {
+    for r in requests {
+        cx.store.create_approval(r).await?;
+    }
+    let items: Vec<ApprovalItem> = requests.iter().map(item).collect();
+    let answers = round_trip(cx, &items).await;
+    let mut out = Vec::with_capacity(requests.len());
+    let mut closed = Vec::new();
+    for (request, answer) in requests.iter().zip(answers) {
+        if let Answer::Decided(d) = &answer
+            && d.recorded
+        {
+            out.push(answer);
+            continue;
+        }
+        let (status, by, note) = match &answer {
+            Answer::Decided(d) => (
+                ApprovalStatus::from(d.verdict),
+                d.decided_by.as_deref(),
+                d.feedback.as_deref(),
+            ),
+            Answer::TimedOut => (ApprovalStatus::TimedOut, None, None),
+            Answer::Cancelled => (ApprovalStatus::Cancelled, None, None),
+        };
+        if cx
+            .store
+            .decide_approval(&request.id, status, by, note)
+            .await?
+        {
+            let mut record = request.clone();
+            record.status = status;
+            record.decided_by = by.map(str::to_owned);
+            record.feedback = note.map(str::to_owned);
+            record.decided_at = Some(now_ms());
+            closed.push(record);
+            out.push(answer);
+        } else {
+            // A click decided it just as the wait ended: what is stored is what happened.
+            let stored = cx.store.get_approval(&request.id).await?;
+            out.push(match stored {
+                Some(r) => stored_answer(&r),
+                None => answer,
+            });
+        }
+    }
+    if !closed.is_empty() {
+        cx.approver.closed(&closed).await;
+    }
+    Ok(out)
+}
+
+/// The request as the channel is asked about it.
+pub fn item(r: &ApprovalRecord) -> ApprovalItem {
+    ApprovalItem {
+        request_id: r.id.clone(),
+        kind: r.kind,
+        call_id: r.call_id.clone(),
+        name: r.tool.clone(),
+        header: r.header.clone(),
+        preview: r.preview.clone(),
+    }
+}
+
+/// A new request id (`ap_<uuid>`; button ids name it).
+pub fn new_request_id() -> String {
+    format!("ap_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The answer a stored, decided request gives.
+fn stored_answer(r: &ApprovalRecord) -> Answer {
+    let verdict = match r.status {
+        ApprovalStatus::Pending => return Answer::Cancelled,
+        ApprovalStatus::TimedOut => return Answer::TimedOut,
+        ApprovalStatus::Cancelled => return Answer::Cancelled,
+        ApprovalStatus::Approved => crate::protocol::Verdict::Approve,
+        ApprovalStatus::AlwaysAllowed => crate::protocol::Verdict::AlwaysAllow,
+        ApprovalStatus::Annotated => crate::protocol::Verdict::Annotate,
+        ApprovalStatus::Denied => crate::protocol::Verdict::Deny,
+    };
+    let mut d = Decision::new(verdict, r.feedback.clone());
+    d.decided_by = r.decided_by.clone();
+    d.recorded = true;
+    Answer::Decided(d)
+}
+
+/// One round-trip to the approver, bounded by the timeout and the turn's cancellation.
+async fn round_trip(cx: AskContext<'_>, items: &[ApprovalItem]) -> Vec<Answer> {
+    let wait = cx.approver.approve(items);
+    let decided = if cx.timeout.is_zero() {
+        tokio::select! {
+            d = wait => Some(d),
+            () = cx.cancel.cancelled() => return vec![Answer::Cancelled; items.len()],
+        }
+    } else {
+        tokio::select! {
+            d = tokio::time::timeout(cx.timeout, wait) => d.ok(),
+            () = cx.cancel.cancelled() => return vec![Answer::Cancelled; items.len()],
+        }
+    };
+    match decided {
+        Some(mut d) => {
+            d.resize(items.len(), Decision::deny(None));
+            d.into_iter().map(Answer::Decided).collect()
+        }
+        None => vec![Answer::TimedOut; items.len()],
+    }
+}

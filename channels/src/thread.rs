@@ -1,0 +1,221 @@
+//! A turn in a chat thread, the same on every platform: the job a workstream's lane runs. It
+//! starts the stream renderer on the platform's thread, builds the [`CardApprover`], runs the
+//! turn (a message, or the resumption of a turn a restart interrupted), and waits until the
+//! thread shows its end.
+//!
+//! Turns that do not start with a chat message (a watch firing, a notify reply, a resumption)
+//! come through [`TurnStarter`]: "run this synthetic message in workstream K and show it in
+//! its thread". Discord, Slack and the console implement it; [`Starters`] routes a workstream
+//! key to the platform that owns it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandpiper_agent::protocol::{TurnEvent, TurnSink as _};
+use sandpiper_agent::{Agent, ResumeRequest, TurnRequest};
+use tokio_util::sync::CancellationToken;
+
+use crate::approver::{CardApprover, CardSurface};
+use crate::stream::{self, StreamSink, Surface};
+use crate::tasks::Tasks;
+use crate::turns::{QueueFull, Queued};
+
+/// A platform thread as a turn needs it: where the answer streams and where cards go.
+pub trait Thread: Surface + CardSurface {}
+
+impl<T: Surface + CardSurface> Thread for T {}
+
+/// What a lane job does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    /// Answer a message.
+    Message {
+        /// Sandpiper user id of the author, when a person wrote it.
+        author: Option<String>,
+        /// The message, as the model sees it.
+        text: String,
+        /// Shown in the thread before the turn starts (a synthetic message says where it
+        /// came from); `None` for a message the thread already shows.
+        shown: Option<String>,
+    },
+    /// Resume a turn a restart interrupted (every dangling call is now decided).
+    Resume {
+        /// Sandpiper user id of who started it.
+        author: Option<String>,
+    },
+}
+
+impl Work {
+    /// A person's message, already shown in the thread.
+    pub fn message(author: &str, text: String) -> Self {
+        Work::Message {
+            author: Some(author.to_owned()),
+            text,
+            shown: None,
+        }
+    }
+}
+
+/// Where a thread's turn runs.
+pub struct TurnPlace<'a> {
+    /// The agent.
+    pub agent: &'a Agent,
+    /// The workstream key.
+    pub workstream: &'a str,
+    /// How often the answer message is edited.
+    pub interval: Duration,
+    /// The channel's tasks (the renderer runs as one).
+    pub tasks: &'a Tasks,
+}
+
+/// A thread opened for work that shows in it: the sink its events go to (rendered by a task
+/// of the channel) and the card approver that asks its people.
+pub struct OpenThread {
+    /// Where events go.
+    pub sink: StreamSink,
+    /// Who decides approvals and reviews.
+    pub approver: CardApprover,
+    /// The renderer; it ends once a [`TurnEvent::TurnComplete`] is shown.
+    pub renderer: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for OpenThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenThread").finish_non_exhaustive()
+    }
+}
+
+/// Starts rendering into `thread` and builds its card approver.
+pub fn open<T: Thread>(place: &TurnPlace<'_>, thread: Arc<T>) -> OpenThread {
+    let (sink, renderer) = stream::start(thread.clone(), place.interval, place.tasks);
+    let cards: Arc<dyn CardSurface> = thread;
+    let approver = CardApprover::new(place.agent.clone(), cards, sink.clone(), place.workstream);
+    OpenThread {
+        sink,
+        approver,
+        renderer,
+    }
+}
+
+/// Runs `work` in `thread` and waits until the thread shows how it ended. Returns whether the
+/// turn ran without an error.
+pub async fn run<T: Thread>(
+    place: TurnPlace<'_>,
+    thread: Arc<T>,
+    work: Work,
+    cancel: CancellationToken,
+) -> bool {
+    let key = place.workstream;
+    let OpenThread {
+        sink,
+        approver,
+        renderer,
+    } = open(&place, thread);
+    let result = match work {
+        Work::Message {
+            author,
+            text,
+            shown,
+        } => {
+            if let Some(shown) = shown {
+                sink.event(TurnEvent::Notice(shown));
+            }
+            place
+                .agent
+                .run_turn(TurnRequest {
+                    workstream: key,
+                    author: author.as_deref(),
+                    text,
+                    sink: &sink,
+                    approver: &approver,
+                    cancel,
+                })
+                .await
+                .map(|_| ())
+        }
+        Work::Resume { author } => place
+            .agent
+            .resume_turn(ResumeRequest {
+                workstream: key,
+                author: author.as_deref(),
+                sink: &sink,
+                approver: &approver,
+                cancel,
+            })
+            .await
+            .map(|_| ()),
+    };
+    if let Err(e) = &result {
+        tracing::warn!(workstream = %key, error = %e, "turn failed");
+    }
+    // Ends the renderer when the agent had nothing to say (nothing to resume, an early error);
+    // ignored when the turn already said it was over.
+    sink.event(TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    });
+    let mut renderer = renderer;
+    tokio::select! {
+        _ = &mut renderer => {}
+        () = place.tasks.shutdown().cancelled() => renderer.abort(),
+    }
+    result.is_ok()
+}
+
+/// A turn to start from outside a chat message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutsideTurn {
+    /// The workstream key (`discord:<thread>`, `slack:<team>:<channel>:<ts>`, `console:<name>`).
+    pub workstream: String,
+    /// What to run.
+    pub work: Work,
+}
+
+/// Why an outside turn could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// No running platform owns this workstream key.
+    #[error("no running channel owns workstream {0}")]
+    NoChannel(String),
+    /// The workstream's lane is full.
+    #[error(transparent)]
+    QueueFull(#[from] QueueFull),
+}
+
+/// Starts turns in a platform's workstreams from outside a chat message.
+pub trait TurnStarter: Send + Sync {
+    /// Whether `workstream` is one of this platform's (its key prefix).
+    fn owns(&self, workstream: &str) -> bool;
+    /// Queues the turn in the workstream's lane, behind what already waits there; its events
+    /// show in the workstream's thread.
+    fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError>;
+}
+
+/// Every running platform's [`TurnStarter`], routed by workstream key. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Starters {
+    platforms: Vec<Arc<dyn TurnStarter>>,
+}
+
+impl std::fmt::Debug for Starters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Starters")
+            .field("platforms", &self.platforms.len())
+            .finish()
+    }
+}
+
+impl Starters {
+    /// Adds a platform.
+    pub fn add(&mut self, starter: Arc<dyn TurnStarter>) {
+        self.platforms.push(starter);
+    }
+
+    /// Starts `turn` on the platform that owns its workstream.
+    pub fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {
+        match self.platforms.iter().find(|p| p.owns(&turn.workstream)) {
+            Some(p) => p.start(turn),
+            None => Err(StartError::NoChannel(turn.workstream)),
+        }
+    }
+}
