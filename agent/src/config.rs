@@ -10,13 +10,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-mod channels;
 mod mcp;
 mod redact;
 mod web;
-pub use channels::{
-    DISCORD_API_BASE, DiscordConfig, SLACK_API_BASE, SlackConfig, SlackMode, ThreadAccess,
-};
 pub(crate) use mcp::read_mcp_json;
 pub use mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL, McpConfig,
@@ -102,10 +98,13 @@ pub struct Config {
     pub server: ServerConfig,
     /// MCP servers whose tools, resources and prompts the agent uses.
     pub mcp: McpConfig,
-    /// The Discord channel.
-    pub discord: DiscordConfig,
-    /// The Slack channel.
-    pub slack: SlackConfig,
+    /// `[discord]`: the Discord channel's (`sandpiper_channels::config`), which reads it from
+    /// the same file; accepted here, never looked into.
+    #[serde(default, skip_serializing, rename = "discord")]
+    _discord: Option<serde::de::IgnoredAny>,
+    /// `[slack]`: the Slack channel's, like `[discord]`.
+    #[serde(default, skip_serializing, rename = "slack")]
+    _slack: Option<serde::de::IgnoredAny>,
     /// web_fetch and web_search.
     pub web: WebConfig,
     /// The Python sandbox of the `math` tool.
@@ -565,7 +564,6 @@ impl Config {
                 message: format!("`{listen}` is not an address like 127.0.0.1:8090 ({e})"),
             })?;
         }
-        channels::apply_env(&mut self.discord, &mut self.slack, env);
         web::apply_env(&mut self.web, env);
         let key_env = self.model.effective_api_key_env();
         self.model.api_key = env.var(&key_env).map(Secret::new);
@@ -660,11 +658,13 @@ impl Config {
     }
 }
 
-/// Durations as seconds (`120`) or with a unit (`"120s"`, `"5m"`, `"4h"`, `"500ms"`).
-mod duration {
+/// Durations as seconds (`120`) or with a unit (`"120s"`, `"5m"`, `"4h"`, `"500ms"`), for
+/// `#[serde(with = "duration")]` (the channels' config uses it too).
+pub mod duration {
     use super::*;
 
-    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    /// Writes a duration as its shortest text.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         let secs = d.as_secs();
         if d.subsec_millis() != 0 {
             s.serialize_str(&format!("{}ms", d.as_millis()))
@@ -677,7 +677,8 @@ mod duration {
         }
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    /// Reads seconds or a duration with a unit.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Raw {
@@ -694,7 +695,8 @@ mod duration {
         }
     }
 
-    pub(super) fn parse(text: &str) -> Option<Duration> {
+    /// Parses `90`, `90s`, `5m`, `4h`, `250ms`.
+    pub fn parse(text: &str) -> Option<Duration> {
         let t = text.trim();
         let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
         let (num, unit) = t.split_at(split);

@@ -71,7 +71,11 @@ pub fn mcp_refresh_cli(reports: &[sandpiper_agent::mcp::RefreshReport]) -> Strin
 
 /// `sandpiper config check`: where the config came from and its effective values, secrets
 /// redacted.
-pub fn config_report(config: &Config, source: &ConfigSource) -> String {
+pub fn config_report(
+    config: &Config,
+    channels: &sandpiper_channels::config::ChannelsConfig,
+    source: &ConfigSource,
+) -> String {
     let key_env = config.model.effective_api_key_env();
     let key_state = if config.model.api_key.is_some() {
         format!("set (from ${key_env})")
@@ -79,14 +83,15 @@ pub fn config_report(config: &Config, source: &ConfigSource) -> String {
         format!("not set (${key_env} is empty; fine for local servers without a key)")
     };
     format!(
-        "# configuration is valid\n# source: {source}\n# model: {} via {} at {}\n# api key: {key_state}\n\n{}",
+        "# configuration is valid\n# source: {source}\n# model: {} via {} at {}\n# api key: {key_state}\n\n{}\n{}",
         config.model.model,
         match config.model.provider {
             sandpiper_agent::config::Provider::Openai => "openai",
             sandpiper_agent::config::Provider::Anthropic => "anthropic",
         },
         config.model.effective_base_url(),
-        config.to_redacted_toml()
+        config.to_redacted_toml(),
+        channels.to_redacted_toml()
     )
 }
 
@@ -178,8 +183,12 @@ mod tests {
     fn config_report_redacts_the_key() {
         let mut c = Config::for_test();
         c.model.api_key = Some(sandpiper_agent::config::Secret::new("sk-secret-123"));
-        let r = config_report(&c, &ConfigSource::Defaults);
+        let mut channels = sandpiper_channels::config::ChannelsConfig::default();
+        channels.discord.token = Some(sandpiper_agent::config::Secret::new("discord-secret"));
+        let r = config_report(&c, &channels, &ConfigSource::Defaults);
         assert!(!r.contains("sk-secret-123"), "{r}");
+        assert!(!r.contains("discord-secret"), "{r}");
+        assert!(r.contains("[discord]") && r.contains("[slack]"), "{r}");
         assert!(r.contains("set (from $OPENAI_API_KEY)"));
     }
 }

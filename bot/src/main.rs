@@ -11,6 +11,7 @@ use sandpiper_agent::Config;
 use sandpiper_agent::config::{ConfigSource, ProcessEnv, ToolSearchMode};
 use sandpiper_agent::tools::ToolRegistry;
 use sandpiper_channels::account;
+use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
 
 #[derive(Debug, Parser)]
@@ -165,6 +166,8 @@ fn init_tracing() {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let (mut config, source) = Config::load(cli.config.as_deref(), &ProcessEnv)?;
+    // `[discord]` and `[slack]` from the same file: the chat channels' own sections.
+    let channels = ChannelsConfig::load(&source, &ProcessEnv)?;
     if let Some(path) = &cli.mcp_config {
         config.mcp.merge_json_file(path)?;
     }
@@ -180,10 +183,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config {
             command: ConfigCommand::Check,
         } => {
-            print!("{}", commands::config_report(&config, &source));
+            print!("{}", commands::config_report(&config, &channels, &source));
             Ok(())
         }
-        Command::Serve => serve(config, protected).await,
+        Command::Serve => serve(config, channels, protected).await,
         Command::Mcp { command } => {
             let mcp = wiring::start_mcp(&config).await;
             let text = match command {
@@ -303,7 +306,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// `sandpiper serve`: the HTTP endpoints until Ctrl-C or SIGTERM.
-async fn serve(config: Config, protected: Vec<PathBuf>) -> anyhow::Result<()> {
+async fn serve(
+    config: Config,
+    channels: ChannelsConfig,
+    protected: Vec<PathBuf>,
+) -> anyhow::Result<()> {
     let stop_signal = stop_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let listen = config.server.listen;
     let limits = config.server.clone();
@@ -312,19 +319,26 @@ async fn serve(config: Config, protected: Vec<PathBuf>) -> anyhow::Result<()> {
     let health: sandpiper::serve::HealthSource =
         Arc::new(move || sandpiper::serve::health_of(&mcp));
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let discord =
-        sandpiper_channels::discord::DiscordChannel::start(agent.clone(), shutdown.clone())
-            .await
-            .context("cannot start Discord")?;
+    let discord = sandpiper_channels::discord::DiscordChannel::start(
+        agent.clone(),
+        channels.discord,
+        shutdown.clone(),
+    )
+    .await
+    .context("cannot start Discord")?;
     match &discord {
         Some(_) => eprintln!("sandpiper: Discord: connecting"),
         None => eprintln!(
             "sandpiper: Discord is off (set DISCORD_TOKEN, or the variable named by [discord] token_env)"
         ),
     }
-    let slack = sandpiper_channels::slack::SlackChannel::start(agent.clone(), shutdown.clone())
-        .await
-        .context("cannot start Slack")?;
+    let slack = sandpiper_channels::slack::SlackChannel::start(
+        agent.clone(),
+        channels.slack,
+        shutdown.clone(),
+    )
+    .await
+    .context("cannot start Slack")?;
     let mut router = sandpiper::serve::router(health);
     match &slack {
         Some(s) => match s.router() {

@@ -9,7 +9,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::agent::{ResumeRequest, TurnRequest};
 use sandpiper_agent::protocol::{
     ApprovalItem, ApprovalKind, ApproveAll, Approver, Decision, TurnEvent, TurnSink, Verdict,
 };
@@ -222,39 +221,8 @@ impl Console {
             } else {
                 &approver
             };
-            let result = match work {
-                Work::Message {
-                    author,
-                    text,
-                    shown,
-                } => {
-                    if let Some(shown) = shown {
-                        say(&self.out, &format!("\n{}\n", escape_invisible(&shown)));
-                    }
-                    self.agent
-                        .run_turn(TurnRequest {
-                            workstream: &key,
-                            author: author.as_deref(),
-                            text,
-                            sink: &sink,
-                            approver,
-                            cancel,
-                        })
-                        .await
-                        .map(|_| ())
-                }
-                Work::Resume { author } => self
-                    .agent
-                    .resume_turn(ResumeRequest {
-                        workstream: &key,
-                        author: author.as_deref(),
-                        sink: &sink,
-                        approver,
-                        cancel,
-                    })
-                    .await
-                    .map(|_| ()),
-            };
+            let result =
+                crate::thread::run_work(&self.agent, &key, work, &sink, approver, cancel).await;
             self.interrupter.set(None);
             report.turns += 1;
             // Errors were already shown through the sink; here they are only counted.

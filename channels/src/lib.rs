@@ -6,6 +6,7 @@
 //! # Layout
 //!
 //! Shared by every platform:
+//! - [`config`]: `[discord]` and `[slack]`, read from the agent's configuration file.
 //! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing.
 //! - [`answers`]: the text answers of the informational commands.
 //! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
@@ -30,6 +31,7 @@ pub mod answers;
 pub mod approver;
 pub mod card;
 pub mod commands;
+pub mod config;
 pub mod console;
 pub mod discord;
 pub mod intake;

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sandpiper_agent::protocol::{TurnEvent, TurnSink as _};
-use sandpiper_agent::{Agent, ResumeRequest, TurnRequest};
+use sandpiper_agent::protocol::{Approver, TurnEvent, TurnSink};
+use sandpiper_agent::{Agent, AgentError, ResumeRequest, TurnRequest};
 use tokio_util::sync::CancellationToken;
 
 use crate::approver::{CardApprover, CardSurface};
@@ -56,16 +56,25 @@ impl Work {
     }
 }
 
-/// Where a thread's turn runs.
-pub struct TurnPlace<'a> {
+/// Where a thread's turn runs. Cheap to clone.
+#[derive(Clone)]
+pub struct TurnPlace {
     /// The agent.
-    pub agent: &'a Agent,
+    pub agent: Agent,
     /// The workstream key.
-    pub workstream: &'a str,
+    pub workstream: String,
     /// How often the answer message is edited.
     pub interval: Duration,
     /// The channel's tasks (the renderer runs as one).
-    pub tasks: &'a Tasks,
+    pub tasks: Tasks,
+}
+
+impl std::fmt::Debug for TurnPlace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnPlace")
+            .field("workstream", &self.workstream)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A thread opened for work that shows in it: the sink its events go to (rendered by a task
@@ -86,10 +95,15 @@ impl std::fmt::Debug for OpenThread {
 }
 
 /// Starts rendering into `thread` and builds its card approver.
-pub fn open<T: Thread>(place: &TurnPlace<'_>, thread: Arc<T>) -> OpenThread {
-    let (sink, renderer) = stream::start(thread.clone(), place.interval, place.tasks);
+pub fn open<T: Thread>(place: &TurnPlace, thread: Arc<T>) -> OpenThread {
+    let (sink, renderer) = stream::start(thread.clone(), place.interval, &place.tasks);
     let cards: Arc<dyn CardSurface> = thread;
-    let approver = CardApprover::new(place.agent.clone(), cards, sink.clone(), place.workstream);
+    let approver = CardApprover::new(
+        place.agent.clone(),
+        cards,
+        sink.clone(),
+        place.workstream.as_str(),
+    );
     OpenThread {
         sink,
         approver,
@@ -100,53 +114,27 @@ pub fn open<T: Thread>(place: &TurnPlace<'_>, thread: Arc<T>) -> OpenThread {
 /// Runs `work` in `thread` and waits until the thread shows how it ended. Returns whether the
 /// turn ran without an error.
 pub async fn run<T: Thread>(
-    place: TurnPlace<'_>,
+    place: &TurnPlace,
     thread: Arc<T>,
     work: Work,
     cancel: CancellationToken,
 ) -> bool {
-    let key = place.workstream;
     let OpenThread {
         sink,
         approver,
         renderer,
-    } = open(&place, thread);
-    let result = match work {
-        Work::Message {
-            author,
-            text,
-            shown,
-        } => {
-            if let Some(shown) = shown {
-                sink.event(TurnEvent::Notice(shown));
-            }
-            place
-                .agent
-                .run_turn(TurnRequest {
-                    workstream: key,
-                    author: author.as_deref(),
-                    text,
-                    sink: &sink,
-                    approver: &approver,
-                    cancel,
-                })
-                .await
-                .map(|_| ())
-        }
-        Work::Resume { author } => place
-            .agent
-            .resume_turn(ResumeRequest {
-                workstream: key,
-                author: author.as_deref(),
-                sink: &sink,
-                approver: &approver,
-                cancel,
-            })
-            .await
-            .map(|_| ()),
-    };
+    } = open(place, thread);
+    let result = run_work(
+        &place.agent,
+        &place.workstream,
+        work,
+        &sink,
+        &approver,
+        cancel,
+    )
+    .await;
     if let Err(e) = &result {
-        tracing::warn!(workstream = %key, error = %e, "turn failed");
+        tracing::warn!(workstream = %place.workstream, error = %e, "turn failed");
     }
     // Ends the renderer when the agent had nothing to say (nothing to resume, an early error);
     // ignored when the turn already said it was over.
@@ -160,6 +148,50 @@ pub async fn run<T: Thread>(
         () = place.tasks.shutdown().cancelled() => renderer.abort(),
     }
     result.is_ok()
+}
+
+/// Runs `work` in workstream `key` with the given sink and approver: a message (shown first
+/// as a notice when it is synthetic), or a resumption. Every channel's turns go through here.
+pub async fn run_work(
+    agent: &Agent,
+    key: &str,
+    work: Work,
+    sink: &dyn TurnSink,
+    approver: &dyn Approver,
+    cancel: CancellationToken,
+) -> Result<(), AgentError> {
+    match work {
+        Work::Message {
+            author,
+            text,
+            shown,
+        } => {
+            if let Some(shown) = shown {
+                sink.event(TurnEvent::Notice(shown));
+            }
+            agent
+                .run_turn(TurnRequest {
+                    workstream: key,
+                    author: author.as_deref(),
+                    text,
+                    sink,
+                    approver,
+                    cancel,
+                })
+                .await
+                .map(|_| ())
+        }
+        Work::Resume { author } => agent
+            .resume_turn(ResumeRequest {
+                workstream: key,
+                author: author.as_deref(),
+                sink,
+                approver,
+                cancel,
+            })
+            .await
+            .map(|_| ()),
+    }
 }
 
 /// A turn to start from outside a chat message.

@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
+use sandpiper_agent::Agent;
 use sandpiper_agent::config::Secret;
-use sandpiper_agent::{Agent, Config};
 use sandpiper_channels::discord::DiscordChannel;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::fake_discord::{BOT_ID, CHANNEL_ID, FakeDiscord, FakeMessage, FakeUser};
-use crate::harness;
+use crate::harness::{self, TestConfig};
 
 /// Generous bound for things that take milliseconds (CI machines are slow).
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -21,7 +21,7 @@ pub struct DiscordRig {
     pub fake: FakeDiscord,
     /// The agent behind the channel.
     pub agent: Agent,
-    config: Config,
+    config: TestConfig,
     channel: Option<DiscordChannel>,
     shutdown: CancellationToken,
 }
@@ -29,7 +29,7 @@ pub struct DiscordRig {
 impl DiscordRig {
     /// Starts the channel with `config` (database, model and work dir already set) and waits
     /// until it is connected.
-    pub async fn start(fake: FakeDiscord, mut config: Config) -> Self {
+    pub async fn start(fake: FakeDiscord, mut config: TestConfig) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         config.discord.token = Some(Secret::new("fake-bot-token"));
         config.discord.api_base_url = fake.base_url();
@@ -38,10 +38,11 @@ impl DiscordRig {
         let identified = fake.identify_count();
         let agent = harness::agent(config.clone()).await;
         let shutdown = CancellationToken::new();
-        let channel = DiscordChannel::start(agent.clone(), shutdown.clone())
-            .await
-            .expect("the Discord channel starts")
-            .expect("a token is configured");
+        let channel =
+            DiscordChannel::start(agent.clone(), config.discord.clone(), shutdown.clone())
+                .await
+                .expect("the Discord channel starts")
+                .expect("a token is configured");
         fake.wait_until(WAIT, "the bot to identify", |f| {
             (f.identify_count() > identified).then_some(())
         })

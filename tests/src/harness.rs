@@ -11,14 +11,57 @@ use sandpiper_agent::config::Provider;
 use sandpiper_agent::protocol::{ApprovalItem, Approver, Decision, TurnEvent, TurnSink};
 use sandpiper_agent::workstream::WorkdirLayout;
 use sandpiper_agent::{Agent, Config};
+use sandpiper_channels::config::{DiscordConfig, SlackConfig};
 use sandpiper_channels::console::{Console, ConsoleOptions, Interrupter, Output, SessionReport};
 use tokio::sync::mpsc;
 
 use crate::db::TestDb;
 
+/// What one `sandpiper.toml` holds: the agent's configuration and the chat channels'
+/// sections. Derefs to the agent's part, so `config.tools.…` and `config.discord.…` both read
+/// as they do in the file.
+#[derive(Debug, Clone, Default)]
+pub struct TestConfig {
+    /// Everything but `[discord]` and `[slack]`.
+    pub core: Config,
+    /// `[discord]`.
+    pub discord: DiscordConfig,
+    /// `[slack]`.
+    pub slack: SlackConfig,
+}
+
+impl std::ops::Deref for TestConfig {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for TestConfig {
+    fn deref_mut(&mut self) -> &mut Config {
+        &mut self.core
+    }
+}
+
+impl From<TestConfig> for Config {
+    fn from(config: TestConfig) -> Config {
+        config.core
+    }
+}
+
+impl From<Config> for TestConfig {
+    fn from(core: Config) -> TestConfig {
+        TestConfig {
+            core,
+            ..Default::default()
+        }
+    }
+}
+
 /// A configuration pointing at a fake LLM's OpenAI endpoint, a test database and a work dir
 /// (the root of the workstreams' directories: see [`workstream_dir`]).
-pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> Config {
+pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> TestConfig {
     let mut c = Config::for_test();
     c.database.url = db.url.clone();
     c.database.max_connections = 4;
@@ -28,22 +71,24 @@ pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> Config {
     c.model.max_retries = 1;
     c.model.timeout = Duration::from_secs(20);
     c.tools.workdir = Some(workdir.to_owned());
-    c
+    c.into()
 }
 
 /// Builds the agent through the binary's wiring.
-pub async fn agent(config: Config) -> Agent {
-    wiring::build_agent(config).await.expect("agent builds")
+pub async fn agent(config: impl Into<Config>) -> Agent {
+    wiring::build_agent(config.into())
+        .await
+        .expect("agent builds")
 }
 
 /// Builds the agent as the binary does when it was started with a config file (`protected`):
 /// no tool may read or change those files.
-pub async fn agent_protecting(config: Config, protected: Vec<PathBuf>) -> Agent {
+pub async fn agent_protecting(config: impl Into<Config>, protected: Vec<PathBuf>) -> Agent {
     let host = sandpiper_agent::agent::Host {
         protected_files: protected,
         ..Default::default()
     };
-    wiring::build_agent_in(config, host)
+    wiring::build_agent_in(config.into(), host)
         .await
         .expect("agent builds")
 }

@@ -3,14 +3,15 @@
 
 use std::time::Duration;
 
-use sandpiper_agent::config::{Secret, SlackMode};
-use sandpiper_agent::{Agent, Config};
+use sandpiper_agent::Agent;
+use sandpiper_agent::config::Secret;
+use sandpiper_channels::config::SlackMode;
 use sandpiper_channels::slack::SlackChannel;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::fake_slack::{BOT_USER_ID, FakeSlack, FakeSlackMessage};
-use crate::harness;
+use crate::harness::{self, TestConfig};
 
 /// Generous bound for things that should take milliseconds.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -18,7 +19,7 @@ pub const WAIT: Duration = Duration::from_secs(20);
 pub const SIGNING_SECRET: &str = "fake-signing-secret";
 
 /// Points `config` at `slack` with tokens set, fast streaming, and the given mode.
-pub fn configure(config: &mut Config, slack: &FakeSlack, mode: SlackMode) {
+pub fn configure(config: &mut TestConfig, slack: &FakeSlack, mode: SlackMode) {
     config.slack.bot_token = Some(Secret::new("xoxb-fake"));
     config.slack.app_token = Some(Secret::new("xapp-fake"));
     config.slack.signing_secret = Some(Secret::new(SIGNING_SECRET));
@@ -43,11 +44,12 @@ pub struct SlackRun {
 
 impl SlackRun {
     /// Builds the agent from `config` (see [`configure`]) and starts the channel.
-    pub async fn start(config: Config, slack: FakeSlack) -> Self {
+    pub async fn start(config: TestConfig, slack: FakeSlack) -> Self {
         let socket = config.slack.mode == SlackMode::Socket;
+        let slack_config = config.slack.clone();
         let agent = harness::agent(config).await;
         let shutdown = CancellationToken::new();
-        let channel = SlackChannel::start(agent.clone(), shutdown.clone())
+        let channel = SlackChannel::start(agent.clone(), slack_config, shutdown.clone())
             .await
             .expect("slack channel starts")
             .expect("slack is configured");

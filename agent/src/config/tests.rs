@@ -183,16 +183,6 @@ fn the_example_file_parses_and_says_what_the_defaults_are() {
     let parsed = Config::from_toml(text, Path::new("sandpiper.example.toml")).unwrap();
     let defaults = Config::default();
     assert_eq!(
-        parsed.slack.working_reaction,
-        defaults.slack.working_reaction
-    );
-    assert_eq!(parsed.slack.stream_interval, defaults.slack.stream_interval);
-    assert_eq!(
-        parsed.discord.stream_interval,
-        defaults.discord.stream_interval
-    );
-    assert_eq!(parsed.slack.command, defaults.slack.command);
-    assert_eq!(
         parsed.database.acquire_timeout,
         defaults.database.acquire_timeout
     );
@@ -215,6 +205,4 @@ fn the_example_file_parses_and_says_what_the_defaults_are() {
         parsed.agent.max_turns_per_user,
         defaults.agent.max_turns_per_user
     );
-    assert_eq!(parsed.discord.dms, defaults.discord.dms);
-    assert_eq!(parsed.slack.dms, defaults.slack.dms);
 }

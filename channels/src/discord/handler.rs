@@ -4,7 +4,7 @@
 use crate::thread::Work;
 use std::sync::Arc;
 
-use sandpiper_agent::config::ThreadAccess;
+use crate::config::ThreadAccess;
 use serenity::all::{ChannelId, Context, CreateThread, EventHandler, Interaction, Message, Ready};
 
 use super::render::Body;

@@ -25,8 +25,8 @@ pub mod workstreams;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::config::DiscordConfig;
 use sandpiper_agent::Agent;
-use sandpiper_agent::config::DiscordConfig;
 use sandpiper_agent::store::users::User;
 use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
 use tokio_util::sync::CancellationToken;
@@ -120,25 +120,29 @@ impl Bot {
     /// Queues `work` in the thread's lane; tells the thread when it has to wait. A user's
     /// message, a resumption and an outside turn all come this way.
     fn submit(self: &Arc<Self>, channel: ChannelId, work: Work) -> Result<Queued, QueueFull> {
-        let key = workstream_key(channel);
-        let bot = self.clone();
+        let (place, surface) = self.thread(channel);
+        let key = place.workstream.clone();
         let job: crate::turns::Job = Box::new(move |cancel| {
             Box::pin(async move {
-                let key = workstream_key(channel);
-                let place = TurnPlace {
-                    agent: &bot.agent,
-                    workstream: &key,
-                    interval: bot.config.stream_interval,
-                    tasks: &bot.tasks,
-                };
-                let thread = Arc::new(ThreadSurface {
-                    bot: bot.clone(),
-                    channel,
-                });
-                thread::run(place, thread, work, cancel).await;
+                thread::run(&place, surface, work, cancel).await;
             })
         });
         self.queue(channel, &key, job)
+    }
+
+    /// Where a thread's turns run, and the thread as a surface.
+    fn thread(self: &Arc<Self>, channel: ChannelId) -> (TurnPlace, Arc<ThreadSurface>) {
+        let place = TurnPlace {
+            agent: self.agent.clone(),
+            workstream: workstream_key(channel),
+            interval: self.config.stream_interval,
+            tasks: self.tasks.clone(),
+        };
+        let surface = Arc::new(ThreadSurface {
+            bot: self.clone(),
+            channel,
+        });
+        (place, surface)
     }
 
     fn queue(
@@ -205,9 +209,9 @@ impl DiscordChannel {
     /// `Ok(None)` when Discord is off.
     pub async fn start(
         agent: Agent,
+        config: DiscordConfig,
         shutdown: CancellationToken,
     ) -> Result<Option<Self>, DiscordError> {
-        let config = agent.config().discord.clone();
         if config.token.is_none() {
             return Ok(None);
         }
@@ -267,17 +271,7 @@ impl DiscordChannel {
     /// Opens the thread of `workstream` for work shown outside a turn's lane (a review asked
     /// by a background job); `None` when the key is not a Discord thread.
     pub fn open_thread(&self, workstream: &str) -> Option<thread::OpenThread> {
-        let channel = thread_of(workstream)?;
-        let place = TurnPlace {
-            agent: &self.bot.agent,
-            workstream,
-            interval: self.bot.config.stream_interval,
-            tasks: &self.bot.tasks,
-        };
-        let surface = Arc::new(ThreadSurface {
-            bot: self.bot.clone(),
-            channel,
-        });
+        let (place, surface) = self.bot.thread(thread_of(workstream)?);
         Some(thread::open(&place, surface))
     }
 

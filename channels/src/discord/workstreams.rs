@@ -52,7 +52,7 @@ pub(super) async fn stop(bot: &Arc<Bot>, channel: ChannelId, user: &User) -> Res
         return Ok("There is no workstream in this channel.".into());
     };
     let person = bot.person(user).await?;
-    if bot.config.thread_access == sandpiper_agent::config::ThreadAccess::Owner
+    if bot.config.thread_access == crate::config::ThreadAccess::Owner
         && ws.row.owner.as_deref() != Some(person.id.as_str())
     {
         return Ok("Only the thread's owner can stop it.".into());

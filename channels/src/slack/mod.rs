@@ -33,8 +33,8 @@ mod turn;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::{SlackConfig, SlackMode, ThreadAccess};
 use sandpiper_agent::Agent;
-use sandpiper_agent::config::{SlackConfig, SlackMode, ThreadAccess};
 use tokio_util::sync::CancellationToken;
 
 use crate::intake::{Closed, Place};
@@ -143,9 +143,9 @@ impl SlackChannel {
     /// Connects when a bot token is configured; Ok(None) when Slack is off.
     pub async fn start(
         agent: Agent,
+        config: SlackConfig,
         shutdown: CancellationToken,
     ) -> Result<Option<SlackChannel>, SlackError> {
-        let config = agent.config().slack.clone();
         let Some(bot_token) = config.bot_token.clone() else {
             return Ok(None);
         };
@@ -205,16 +205,7 @@ impl SlackChannel {
     /// by a background job); `None` when the key is not a Slack thread.
     pub fn open_thread(&self, workstream: &str) -> Option<crate::thread::OpenThread> {
         let thread = turn::Thread::parse(workstream)?;
-        let place = crate::thread::TurnPlace {
-            agent: &self.ctx.agent,
-            workstream,
-            interval: self.ctx.config.stream_interval,
-            tasks: &self.ctx.tasks,
-        };
-        let surface = Arc::new(turn::ThreadSurface {
-            ctx: self.ctx.clone(),
-            thread,
-        });
+        let (place, surface) = turn::ThreadSurface::open(&self.ctx, thread);
         Some(crate::thread::open(&place, surface))
     }
 

@@ -52,29 +52,18 @@ pub(crate) fn enqueue(
     work: Work,
     working_on: Option<String>,
 ) -> Result<Queued, QueueFull> {
-    let key = thread.key();
-    let job_ctx = ctx.clone();
+    let (place, surface) = ThreadSurface::open(ctx, thread);
+    let key = place.workstream.clone();
     let job: crate::turns::Job = Box::new(move |cancel| {
         // The lane is a tracked task, dropped (not cancelled) at shutdown with the turn it
         // runs: a turn waiting for approval stays resumable.
         Box::pin(async move {
-            let ctx = job_ctx;
+            let ctx = surface.ctx.clone();
             let working = match &working_on {
-                Some(ts) => Working::show(&ctx, &thread.channel, ts).await,
+                Some(ts) => Working::show(&ctx, &surface.thread.channel, ts).await,
                 None => None,
             };
-            let key = thread.key();
-            let place = TurnPlace {
-                agent: &ctx.agent,
-                workstream: &key,
-                interval: ctx.config.stream_interval,
-                tasks: &ctx.tasks,
-            };
-            let surface = Arc::new(ThreadSurface {
-                ctx: ctx.clone(),
-                thread,
-            });
-            thread::run(place, surface, work, cancel).await;
+            thread::run(&place, surface, work, cancel).await;
             if let Some(working) = working {
                 working.clear(&ctx).await;
             }
@@ -160,8 +149,25 @@ impl Working {
 
 /// A thread as the stream renderer and the card approver see it.
 pub(crate) struct ThreadSurface {
-    pub(crate) ctx: Arc<Ctx>,
-    pub(crate) thread: Thread,
+    ctx: Arc<Ctx>,
+    thread: Thread,
+}
+
+impl ThreadSurface {
+    /// Where `thread`'s turns run, and the thread as a surface.
+    pub(crate) fn open(ctx: &Arc<Ctx>, thread: Thread) -> (TurnPlace, Arc<ThreadSurface>) {
+        let place = TurnPlace {
+            agent: ctx.agent.clone(),
+            workstream: thread.key(),
+            interval: ctx.config.stream_interval,
+            tasks: ctx.tasks.clone(),
+        };
+        let surface = Arc::new(ThreadSurface {
+            ctx: ctx.clone(),
+            thread,
+        });
+        (place, surface)
+    }
 }
 
 #[async_trait::async_trait]

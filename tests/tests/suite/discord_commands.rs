@@ -73,7 +73,7 @@ both_backends! {
 
     async fn an_owner_only_thread_tells_others_once(db) {
         let mut s = setup(&db, vec![text("hello alice"), text("still only alice")]).await;
-        s.config.discord.thread_access = sandpiper_agent::config::ThreadAccess::Owner;
+        s.config.discord.thread_access = sandpiper_channels::config::ThreadAccess::Owner;
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
         let thread = rig.mention(&alice(), "hi").await;
         rig.wait_text(thread, "hello alice").await;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sandpiper_agent::config::SlackMode;
+use sandpiper_channels::config::SlackMode;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::discord_harness::{DiscordRig, WAIT};
 use sandpiper_tests::fake_discord::{BOT_ID, CHANNEL_ID, FakeDiscord, FakeUser};

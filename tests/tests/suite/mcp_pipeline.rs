@@ -84,7 +84,7 @@ both_backends! {
             tool_call("c4", "use_prompt", json!({"name": "mcp__t__greet", "arguments": {"name": "Ada"}})),
             text("all four worked"),
         ]).await;
-        let config = with_servers(s.config.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &["add"]))]);
+        let config = with_servers(s.config.core.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &["add"]))]);
         let agent = harness::agent(config).await;
         let console = ConsoleRun::start(agent.clone(), "mcp", "alice", false);
         console.send("exercise the test server").await;
@@ -138,7 +138,7 @@ both_backends! {
             tool_call("c2", "mcp__t__fresh", json!({})),
             text("called it"),
         ]).await;
-        let config = with_servers(s.config.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &["add_tool", "fresh"]))]);
+        let config = with_servers(s.config.core.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &["add_tool", "fresh"]))]);
         let agent = harness::agent(config).await;
         let console = ConsoleRun::start(agent.clone(), "live", "alice", false);
         console.send("add a tool").await;
@@ -161,7 +161,7 @@ both_backends! {
 
     async fn health_endpoint_serves_the_counts(db) {
         let s = setup(&db, vec![]).await;
-        let config = with_servers(s.config.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &[]))]);
+        let config = with_servers(s.config.core.clone(), vec![("t", stdio(TEST_SERVER, &["--stdio"], &[]))]);
         let agent = harness::agent(config).await;
         let mcp = agent.mcp().clone();
         let health: serve::HealthSource = std::sync::Arc::new(move || serve::health_of(&mcp));
@@ -187,7 +187,7 @@ both_backends! {
             tool_call("c1", "mcp__t__fail", json!({})),
             text("noted"),
         ]).await;
-        let config = with_servers(s.config.clone(), vec![
+        let config = with_servers(s.config.core.clone(), vec![
             ("t", stdio(TEST_SERVER, &["--stdio"], &["fail"])),
             ("gone", stdio("/nonexistent/mcp-server", &[], &[])),
         ]);
@@ -276,7 +276,7 @@ async fn real_servers_from_npm_and_pypi() {
     )
     .await;
     let mut config = with_servers(
-        s.config.clone(),
+        s.config.core.clone(),
         vec![
             ("ev", stdio(&everything, &["stdio"], &[])),
             ("time", stdio(&time, &[], &[])),

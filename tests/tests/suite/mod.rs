@@ -33,7 +33,6 @@ mod who_decides_slack;
 
 use std::time::Duration;
 
-use sandpiper_agent::Config;
 use sandpiper_tests::db::TestDb;
 use sandpiper_tests::fake_llm::{FakeLlm, Reply};
 use sandpiper_tests::harness;
@@ -46,7 +45,7 @@ pub(crate) const WAIT: Duration = Duration::from_secs(20);
 pub(crate) struct Setup {
     pub llm: FakeLlm,
     pub work: TempDir,
-    pub config: Config,
+    pub config: harness::TestConfig,
 }
 
 impl Setup {

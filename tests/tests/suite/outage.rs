@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sqlx::{Connection, Executor};
 
-use sandpiper_agent::config::SlackMode;
+use sandpiper_channels::config::SlackMode;
 use sandpiper_tests::db::TestDb;
 use sandpiper_tests::db_proxy::DbProxy;
 use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button};

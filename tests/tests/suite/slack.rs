@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sandpiper_agent::config::SlackMode;
+use sandpiper_channels::config::SlackMode;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{Reply, text};
 use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack, TEAM_ID, event_callback_json, sign};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sandpiper_agent::config::SlackMode;
+use sandpiper_channels::config::SlackMode;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{ToolCallSpec, text, tool_call, tool_calls};
 use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack};

@@ -94,7 +94,7 @@ both_backends! {
             protected_files: Vec::new(),
             env: &env,
         };
-        let agent = wiring::build_agent_in(s.config.clone(), host)
+        let agent = wiring::build_agent_in(s.config.core.clone(), host)
             .await
             .expect("agent builds");
         let console = ConsoleRun::start(agent.clone(), "env", "alice", true);

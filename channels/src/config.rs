@@ -1,11 +1,72 @@
 //! `[discord]` and `[slack]`: which chat platforms `sandpiper serve` connects to, and their
-//! rules (where the bot listens, who may approve, how fast answers stream).
+//! rules (where the bot listens, who may approve, how fast answers stream). They live in the
+//! same file as the agent's sections ([`sandpiper_agent::config`]), which accepts and ignores
+//! them; [`ChannelsConfig::load`] reads them from there, with the same errors (key, line,
+//! file) and the same environment seam.
 
+use std::path::Path;
 use std::time::Duration;
 
+use sandpiper_agent::config::{ConfigError, ConfigSource, Env, Secret, duration};
 use serde::{Deserialize, Serialize};
 
-use super::{Env, Secret, duration};
+/// The chat channels' sections of the configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChannelsConfig {
+    /// The Discord channel.
+    pub discord: DiscordConfig,
+    /// The Slack channel.
+    pub slack: SlackConfig,
+}
+
+impl ChannelsConfig {
+    /// Reads `[discord]` and `[slack]` from the file the agent's configuration came from
+    /// (defaults when there is none), then the platform secrets from `env`.
+    pub fn load(source: &ConfigSource, env: &dyn Env) -> Result<Self, ConfigError> {
+        let mut config = match source {
+            ConfigSource::File(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                Self::from_toml(&text, path)?
+            }
+            ConfigSource::Defaults => Self::default(),
+        };
+        config.apply_env(env);
+        Ok(config)
+    }
+
+    /// Parses the `[discord]` and `[slack]` sections of TOML text (the rest is the agent's);
+    /// `path` is named in errors.
+    pub fn from_toml(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })
+    }
+
+    /// Reads the platform secrets and URL overrides from the environment.
+    pub fn apply_env(&mut self, env: &dyn Env) {
+        let (discord, slack) = (&mut self.discord, &mut self.slack);
+        discord.token = env.var(&discord.token_env).map(Secret::new);
+        if let Some(base) = env.var("SANDPIPER_DISCORD_API_BASE") {
+            discord.api_base_url = base;
+        }
+        slack.bot_token = env.var(&slack.bot_token_env).map(Secret::new);
+        slack.app_token = env.var(&slack.app_token_env).map(Secret::new);
+        slack.signing_secret = env.var(&slack.signing_secret_env).map(Secret::new);
+        if let Some(base) = env.var("SANDPIPER_SLACK_API_BASE") {
+            slack.api_base_url = base;
+        }
+    }
+
+    /// The sections as TOML, secrets redacted (for `config check`).
+    pub fn to_redacted_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+}
 
 /// Who may talk to the agent in a thread it answers in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,16 +220,44 @@ impl Default for SlackConfig {
     }
 }
 
-/// Reads the platform secrets and URL overrides from the environment.
-pub(super) fn apply_env(discord: &mut DiscordConfig, slack: &mut SlackConfig, env: &dyn Env) {
-    discord.token = env.var(&discord.token_env).map(Secret::new);
-    if let Some(base) = env.var("SANDPIPER_DISCORD_API_BASE") {
-        discord.api_base_url = base;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_example_file_parses_and_says_what_the_defaults_are() {
+        let text = include_str!("../../sandpiper.example.toml");
+        let parsed = ChannelsConfig::from_toml(text, Path::new("sandpiper.example.toml")).unwrap();
+        let defaults = ChannelsConfig::default();
+        assert_eq!(
+            parsed.slack.working_reaction,
+            defaults.slack.working_reaction
+        );
+        assert_eq!(parsed.slack.stream_interval, defaults.slack.stream_interval);
+        assert_eq!(
+            parsed.discord.stream_interval,
+            defaults.discord.stream_interval
+        );
+        assert_eq!(parsed.slack.command, defaults.slack.command);
+        assert_eq!(parsed.discord.dms, defaults.discord.dms);
+        assert_eq!(parsed.slack.dms, defaults.slack.dms);
     }
-    slack.bot_token = env.var(&slack.bot_token_env).map(Secret::new);
-    slack.app_token = env.var(&slack.app_token_env).map(Secret::new);
-    slack.signing_secret = env.var(&slack.signing_secret_env).map(Secret::new);
-    if let Some(base) = env.var("SANDPIPER_SLACK_API_BASE") {
-        slack.api_base_url = base;
+
+    #[test]
+    fn a_bad_key_names_itself_and_the_file_and_secrets_come_from_the_environment() {
+        let err = ChannelsConfig::from_toml("[discord]\ntokn_env = \"X\"\n", Path::new("s.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("s.toml") && err.contains("tokn_env"), "{err}");
+        let mut config = ChannelsConfig::from_toml(
+            "[model]\nmodel = \"m\"\n[slack]\nbot_token_env = \"MY_SLACK\"\n",
+            Path::new("s.toml"),
+        )
+        .unwrap();
+        config.apply_env(&[("MY_SLACK", "xoxb-1"), ("DISCORD_TOKEN", "d")]);
+        assert_eq!(config.slack.bot_token, Some(Secret::new("xoxb-1")));
+        assert_eq!(config.discord.token, Some(Secret::new("d")));
+        assert!(!config.to_redacted_toml().contains("xoxb-1"));
     }
 }
