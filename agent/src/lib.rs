@@ -24,6 +24,7 @@
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
 //! - [`child_env`]: the clean environment tools and MCP servers start from.
 //! - [`output`]: cutting long output for the model (tools and MCP alike).
+//! - [`watch`]: watches' `stop_on` conditions: a whitelisted Python subset, bounded.
 //! - [`tool_search`]: dynamic tool search: which tools each model call is offered, and the
 //!   client-side `tool_search` tool.
 
@@ -46,6 +47,7 @@ pub mod store;
 pub mod tool_search;
 pub mod tools;
 pub mod turn_limits;
+pub mod watch;
 pub mod workstream;
 
 pub use agent::{Agent, AgentError, ResumeRequest, TurnOutcome, TurnRequest, WorkstreamStatus};
