@@ -9,6 +9,7 @@
 //!   PostgreSQL).
 //! - [`protocol`]: what a channel sees and answers: turn events, approval items, decisions.
 //! - [`approval_policy`]: who may decide a click on an approval button, and button ids.
+//! - [`connectors`]: connector policy: which MCP servers a turn may use, from its tiers.
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`turn_limits`]: how many turns run at once, overall and per person.
@@ -30,6 +31,7 @@ pub mod approval_policy;
 pub mod bm25;
 pub mod child_env;
 pub mod config;
+pub mod connectors;
 pub mod mcp;
 pub mod memory;
 pub mod model;
