@@ -139,6 +139,65 @@ impl McpCatalog {
     pub fn tool(&self, full_name: &str) -> Option<&McpTool> {
         self.tools.iter().find(|t| t.full_name == full_name)
     }
+
+    /// The server `read_resource(uri)` reaches: the one listing the URI, else the first whose
+    /// template matches it.
+    pub fn resource_server(&self, uri: &str) -> Option<&str> {
+        self.resources
+            .iter()
+            .find(|r| r.uri == uri)
+            .map(|r| r.server.as_str())
+            .or_else(|| {
+                self.templates
+                    .iter()
+                    .find(|t| convert::template_matches(&t.uri_template, uri))
+                    .map(|t| t.server.as_str())
+            })
+    }
+
+    /// The server `use_prompt(name)` reaches: named in `mcp__{server}__{prompt}` or
+    /// `server/prompt`, else the only server offering a prompt of that name.
+    pub fn prompt_server<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        if let Some((server, _)) = name.split_once('/').or_else(|| split_tool_name(name)) {
+            return Some(server);
+        }
+        let mut owners = self.prompts.iter().filter(|p| p.name == name);
+        match (owners.next(), owners.next()) {
+            (Some(only), None) => Some(only.server.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The catalog as a turn restricted by connector policy sees it: only allowed servers'
+    /// tools, resources, templates and prompts.
+    pub fn restricted(&self, policy: &crate::connectors::Effective) -> McpCatalog {
+        McpCatalog {
+            tools: self
+                .tools
+                .iter()
+                .filter(|t| policy.allows_server(&t.server))
+                .cloned()
+                .collect(),
+            resources: self
+                .resources
+                .iter()
+                .filter(|r| policy.allows_server(&r.server))
+                .cloned()
+                .collect(),
+            templates: self
+                .templates
+                .iter()
+                .filter(|t| policy.allows_server(&t.server))
+                .cloned()
+                .collect(),
+            prompts: self
+                .prompts
+                .iter()
+                .filter(|p| policy.allows_server(&p.server))
+                .cloned()
+                .collect(),
+        }
+    }
 }
 
 /// Bounds and schedules of the MCP client.
