@@ -6,6 +6,7 @@
 //! Shared by every platform:
 //! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing.
 //! - [`answers`]: the text answers of the informational commands.
+//! - [`connectors`]: `/connectors`: show or change a thread's or channel's MCP servers.
 //! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
 //! - [`turns`]: one lane per workstream: queued messages, `/stop`.
 //! - [`tasks`]: every background task of a channel, tracked and drained at shutdown.
@@ -27,6 +28,7 @@ pub mod answers;
 pub mod card;
 pub mod clicks;
 pub mod commands;
+pub mod connectors;
 pub mod console;
 pub mod discord;
 pub mod intake;
