@@ -93,6 +93,15 @@ impl Effective {
         }
     }
 
+    /// Nothing allowed: what a turn offers when the policy cannot be read (fail closed).
+    pub fn closed() -> Self {
+        Self {
+            allowed: Some(BTreeSet::new()),
+            source: Tier::All,
+            declared: Vec::new(),
+        }
+    }
+
     /// Whether `server` may be used.
     pub fn allows_server(&self, server: &str) -> bool {
         self.allowed.as_ref().is_none_or(|set| set.contains(server))

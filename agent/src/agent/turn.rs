@@ -122,7 +122,7 @@ impl Agent {
             || ws
                 .last_turn_end
                 .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
-        let policy = scope.effective(&inner.store, &ws.key).await?;
+        let policy = self.offer_policy(&scope, &ws.key).await;
         if !config.model.capabilities.supports_tools && policy.is_restricted() {
             // Honest, and never a silent switch to another model: the selection cannot apply.
             req.sink.event(TurnEvent::Notice(tool_support_notice(
@@ -200,7 +200,7 @@ impl Agent {
         // Servers may add or remove tools, and people may change the connector policy,
         // mid-turn: the next model call sees the change.
         let current = self.catalog();
-        let policy = st.scope.effective(&inner.store, &ws.key).await?;
+        let policy = self.offer_policy(&st.scope, &ws.key).await;
         let policy_changed = st.tools.policy() != &policy;
         if !st.tools.uses(&current) || policy_changed {
             st.tools = TurnTools::new(
@@ -223,6 +223,19 @@ impl Agent {
         };
         let offered = st.tools.offered(&ws.expanded_tools);
         Ok((system, offered))
+    }
+
+    /// The connector policy for what a model call is offered. Unreadable, it offers no MCP
+    /// server (fail closed) and the turn goes on with the built-ins; the dispatcher then
+    /// refuses MCP calls with the reason.
+    async fn offer_policy(&self, scope: &ConnectorScope, workstream: &str) -> Effective {
+        match scope.effective(&self.inner.store, workstream).await {
+            Ok(policy) => policy,
+            Err(e) => {
+                tracing::warn!(workstream, error = %e, "connector policy unreadable: no MCP server offered");
+                Effective::closed()
+            }
+        }
     }
 
     /// The system message without memories and nudges: the prompt naming the tools offered,

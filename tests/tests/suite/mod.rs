@@ -2,6 +2,7 @@
 
 mod approvals;
 mod approver_view;
+mod connectors;
 mod console;
 mod discord;
 mod discord_commands;
