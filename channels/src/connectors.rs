@@ -43,6 +43,11 @@ async fn run(
     at: At<'_>,
 ) -> Result<String, sandpiper_agent::store::StoreError> {
     let store = agent.store();
+    // Typed in a channel rather than a thread: the channel is what there is to change.
+    let scope = match (scope, at.workstream, at.channel) {
+        (PolicyScope::Thread, None, Some(_)) => PolicyScope::Channel,
+        _ => scope,
+    };
     let ids: Option<Vec<String>> = match action {
         ConnectorsAction::Show => return show(agent, scope, at).await,
         ConnectorsAction::Set(ids) => Some(ids.clone()),

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod approver_view;
+mod connector_commands;
 mod connectors;
 mod console;
 mod discord;
