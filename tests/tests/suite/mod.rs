@@ -1,5 +1,6 @@
 //! Shared setup for the end-to-end suites.
 
+mod admin_api;
 mod approvals;
 mod approver_view;
 mod connector_commands;
