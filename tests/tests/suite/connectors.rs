@@ -279,4 +279,31 @@ both_backends! {
         assert!(contents_with_role(&requests[2], "tool").pop().unwrap().contains("still here"));
         agent.mcp().shutdown().await;
     }
+
+    async fn the_migration_fills_in_the_channel_of_existing_slack_workstreams(db) {
+        let store = Store::connect(&db.url, 2).await.unwrap();
+        let mut conn = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        for key in ["slack:T1:C2:1700000000.000100", "discord:5", "console:default"] {
+            conn.execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO workstreams (key, created_at, updated_at) VALUES ('{key}', 0, 0)"
+            ))).await.unwrap();
+        }
+        // The migration's own statement, as it ran on databases with older rows.
+        let dir = match store.backend() {
+            sandpiper_agent::store::Backend::Sqlite => "sqlite",
+            sandpiper_agent::store::Backend::Postgres => "postgres",
+        };
+        let path = format!("{}/../migrations/{dir}/0007_connectors.sql", env!("CARGO_MANIFEST_DIR"));
+        let sql = std::fs::read_to_string(path).unwrap();
+        let start = sql.find("UPDATE workstreams").unwrap();
+        let update = &sql[start..start + sql[start..].find(';').unwrap()];
+        conn.execute(sqlx::AssertSqlSafe(update.to_owned())).await.unwrap();
+        let channel = |key: &'static str| {
+            let store = store.clone();
+            async move { store.connector_tiers(key).await.unwrap().channel }
+        };
+        assert_eq!(channel("slack:T1:C2:1700000000.000100").await.as_deref(), Some("slack:T1:C2"));
+        assert_eq!(channel("discord:5").await, None);
+        assert_eq!(channel("console:default").await, None);
+    }
 }
