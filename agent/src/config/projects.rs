@@ -61,4 +61,41 @@ mod tests {
         assert_eq!(project_connectors(&projects, "discord:3"), None);
         assert_eq!(project_connectors(&projects, "discord:9"), None);
     }
+
+    #[test]
+    fn projects_and_auth_parse_from_toml() {
+        let text = r#"
+            [auth]
+            jwt_secret_env = "ADMIN_JWT"
+
+            [[projects]]
+            name = "payments"
+            channels = ["discord:1", "slack:T1:C2"]
+            connectors = ["github"]
+
+            [[projects]]
+            name = "open"
+            channels = ["discord:3"]
+        "#;
+        let config = crate::Config::from_toml(text, std::path::Path::new("t.toml")).unwrap();
+        assert_eq!(config.auth.effective_secret_env(), "ADMIN_JWT");
+        assert_eq!(
+            config.projects,
+            vec![
+                project(&["discord:1", "slack:T1:C2"], Some(&["github"])),
+                project(&["discord:3"], None),
+            ]
+            .into_iter()
+            .zip(["payments", "open"])
+            .map(|(p, name)| ProjectConfig {
+                name: name.into(),
+                ..p
+            })
+            .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            crate::Config::default().auth.effective_secret_env(),
+            "SANDPIPER_JWT_SECRET"
+        );
+    }
 }

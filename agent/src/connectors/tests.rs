@@ -203,3 +203,48 @@ fn slack_keys_name_their_channel_discord_keys_do_not() {
 fn the_refusal_names_the_server() {
     assert_eq!(refusal("mail"), "Connector mail is not enabled for this task");
 }
+
+#[tokio::test]
+async fn a_scope_reads_the_stored_tiers_and_the_project_of_the_channel() {
+    let store = Store::memory().await.unwrap();
+    store
+        .ensure_workstream_in("discord:100", Some("alice"), Some("discord:10"))
+        .await
+        .unwrap();
+    store
+        .set_workstream_connectors("discord:100", ids(&["github", "jira", "mail"]).as_deref())
+        .await
+        .unwrap();
+    store
+        .set_channel_connectors("discord:10", ids(&["github", "jira"]).as_deref(), None)
+        .await
+        .unwrap();
+    let scope = ConnectorScope {
+        task: None,
+        projects: Arc::new(vec![ProjectConfig {
+            name: "payments".into(),
+            channels: vec!["discord:10".into()],
+            connectors: ids(&["jira"]),
+        }]),
+    };
+    let view = scope.view(&store, "discord:100").await.unwrap();
+    assert_eq!(view.effective.allowed, set(&["jira"]));
+    assert_eq!(
+        view.effective.declared,
+        vec![Tier::Workstream, Tier::Channel, Tier::Project]
+    );
+    assert_eq!(view.channel.as_deref(), Some("discord:10"));
+    // The channel's own view: its tier and its project, no thread.
+    let channel = scope.channel_view(&store, "discord:10").await.unwrap();
+    assert_eq!(channel.effective.allowed, set(&["jira"]));
+    assert_eq!(channel.effective.source, Tier::Channel);
+    // A task narrows further; an unknown workstream has only the task tier.
+    let task = ConnectorScope {
+        task: ids(&[]),
+        ..scope
+    };
+    assert_eq!(task.effective(&store, "discord:100").await.unwrap().allowed, set(&[]));
+    let unknown = task.view(&store, "discord:404").await.unwrap();
+    assert!(!unknown.exists);
+    assert_eq!(unknown.effective.source, Tier::Task);
+}
