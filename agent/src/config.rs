@@ -130,7 +130,9 @@ pub struct AuthConfig {
 impl AuthConfig {
     /// The variable the secret is read from.
     pub fn effective_secret_env(&self) -> &str {
-        self.jwt_secret_env.as_deref().unwrap_or("SANDPIPER_JWT_SECRET")
+        self.jwt_secret_env
+            .as_deref()
+            .unwrap_or("SANDPIPER_JWT_SECRET")
     }
 }
 

@@ -239,12 +239,20 @@ impl ConnectorScope {
 
     /// The effective policy of `workstream`, read fresh from the store. An error must refuse
     /// MCP calls (fail closed), never run them unrestricted.
-    pub async fn effective(&self, store: &Store, workstream: &str) -> Result<Effective, StoreError> {
+    pub async fn effective(
+        &self,
+        store: &Store,
+        workstream: &str,
+    ) -> Result<Effective, StoreError> {
         Ok(self.view(store, workstream).await?.effective)
     }
 
     /// A channel's own policy: its stored tier and the projects that list it.
-    pub async fn channel_view(&self, store: &Store, channel: &str) -> Result<ConnectorView, StoreError> {
+    pub async fn channel_view(
+        &self,
+        store: &Store,
+        channel: &str,
+    ) -> Result<ConnectorView, StoreError> {
         let tiers = Tiers {
             channel: store.channel_connectors(channel).await?,
             project: project_connectors(&self.projects, channel),

@@ -92,7 +92,12 @@ impl ServiceKey {
     }
 
     /// A token for `audience` valid for `lifetime` (capped at [`MAX_LIFETIME`]).
-    pub fn sign(&self, audience: &str, subject: &str, lifetime: Duration) -> Result<String, JwtError> {
+    pub fn sign(
+        &self,
+        audience: &str,
+        subject: &str,
+        lifetime: Duration,
+    ) -> Result<String, JwtError> {
         let iat = now();
         let claims = Claims {
             iss: ISSUER.into(),
@@ -106,8 +111,8 @@ impl ServiceKey {
 
     /// Signs arbitrary claims (tests forge bad ones with it).
     pub fn sign_claims(&self, claims: &Claims) -> Result<String, JwtError> {
-        let key = EncodingKey::from_secret(&self.secret)
-            .map_err(|e| JwtError::Invalid(e.to_string()))?;
+        let key =
+            EncodingKey::from_secret(&self.secret).map_err(|e| JwtError::Invalid(e.to_string()))?;
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &key)
             .map_err(|e| JwtError::Invalid(e.to_string()))
     }
@@ -120,8 +125,8 @@ impl ServiceKey {
         validation.set_audience(&[audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "iat"]);
         validation.leeway = LEEWAY.as_secs();
-        let key = DecodingKey::from_secret(&self.secret)
-            .map_err(|e| JwtError::Invalid(e.to_string()))?;
+        let key =
+            DecodingKey::from_secret(&self.secret).map_err(|e| JwtError::Invalid(e.to_string()))?;
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|e| JwtError::Invalid(e.to_string()))?;
         let claims = data.claims;
@@ -133,7 +138,9 @@ impl ServiceKey {
             )));
         }
         if claims.iat > now() + leeway {
-            return Err(JwtError::Invalid("the token is issued in the future".into()));
+            return Err(JwtError::Invalid(
+                "the token is issued in the future".into(),
+            ));
         }
         Ok(claims)
     }
@@ -149,7 +156,9 @@ pub fn verify_bearer(
     let token = header
         .and_then(|h| {
             let (scheme, token) = h.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then_some(token.trim())
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then_some(token.trim())
         })
         .filter(|t| !t.is_empty())
         .ok_or_else(|| JwtError::Invalid("missing bearer token".into()))?;
@@ -185,7 +194,9 @@ mod tests {
     #[test]
     fn a_good_token_passes_for_its_audience_only() {
         let k = key();
-        let token = k.sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60)).unwrap();
+        let token = k
+            .sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60))
+            .unwrap();
         assert_eq!(k.verify(&token, ADMIN_AUDIENCE).unwrap().sub, "ops");
         assert!(invalid(k.verify(&token, "sandpiper-channel")));
         let header = format!("Bearer {token}");
@@ -213,7 +224,10 @@ mod tests {
             ("wrong issuer", k.sign_claims(&wrong_iss).unwrap()),
             ("expired", k.sign_claims(&expired).unwrap()),
             ("too long", k.sign_claims(&too_long).unwrap()),
-            ("bad signature", other.sign_claims(&claims(ADMIN_AUDIENCE)).unwrap()),
+            (
+                "bad signature",
+                other.sign_claims(&claims(ADMIN_AUDIENCE)).unwrap(),
+            ),
             ("garbage", "not.a.token".into()),
         ] {
             assert!(invalid(k.verify(&token, ADMIN_AUDIENCE)), "{what}");
@@ -235,15 +249,26 @@ mod tests {
             exp: now() - 10,
             ..claims(ADMIN_AUDIENCE)
         };
-        assert!(k.verify(&k.sign_claims(&just).unwrap(), ADMIN_AUDIENCE).is_ok());
+        assert!(
+            k.verify(&k.sign_claims(&just).unwrap(), ADMIN_AUDIENCE)
+                .is_ok()
+        );
     }
 
     #[test]
     fn missing_tokens_and_secrets_are_refused() {
         let k = key();
         assert!(invalid(verify_bearer(Some(&k), None, ADMIN_AUDIENCE)));
-        assert!(invalid(verify_bearer(Some(&k), Some("Bearer "), ADMIN_AUDIENCE)));
-        assert!(invalid(verify_bearer(Some(&k), Some("Basic abc"), ADMIN_AUDIENCE)));
+        assert!(invalid(verify_bearer(
+            Some(&k),
+            Some("Bearer "),
+            ADMIN_AUDIENCE
+        )));
+        assert!(invalid(verify_bearer(
+            Some(&k),
+            Some("Basic abc"),
+            ADMIN_AUDIENCE
+        )));
         assert_eq!(
             verify_bearer(None, Some("Bearer x"), ADMIN_AUDIENCE),
             Err(JwtError::NoSecret)

@@ -29,7 +29,12 @@ pub struct At<'a> {
 }
 
 /// The answer to `/connectors …` (shown only to the person who typed it).
-pub async fn answer(agent: &Agent, action: &ConnectorsAction, scope: PolicyScope, at: At<'_>) -> String {
+pub async fn answer(
+    agent: &Agent,
+    action: &ConnectorsAction,
+    scope: PolicyScope,
+    at: At<'_>,
+) -> String {
     match run(agent, action, scope, at).await {
         Ok(text) => text,
         Err(e) => format!("connectors: {e}"),
@@ -76,9 +81,11 @@ async fn run(
         }
         PolicyScope::Channel => {
             let Some(channel) = at.channel else {
-                return Ok("I do not know this thread's channel; ask an admin to use the HTTP \
+                return Ok(
+                    "I do not know this thread's channel; ask an admin to use the HTTP \
                            API (PATCH /v1/api/channels/{id}/connectors)."
-                    .into());
+                        .into(),
+                );
             };
             if !at.admin {
                 return Ok("🚫 Only an admin can change a channel's connectors.".into());
@@ -90,8 +97,12 @@ async fn run(
         }
     }
     let mut text = String::from(match (action, scope) {
-        (ConnectorsAction::Clear, PolicyScope::Thread) => "✅ This thread's selection is cleared.\n",
-        (ConnectorsAction::Clear, PolicyScope::Channel) => "✅ The channel's selection is cleared.\n",
+        (ConnectorsAction::Clear, PolicyScope::Thread) => {
+            "✅ This thread's selection is cleared.\n"
+        }
+        (ConnectorsAction::Clear, PolicyScope::Channel) => {
+            "✅ The channel's selection is cleared.\n"
+        }
         (_, PolicyScope::Thread) => "✅ This thread's connectors are set.\n",
         (_, PolicyScope::Channel) => "✅ The channel's connectors are set.\n",
     });
@@ -114,14 +125,21 @@ async fn show(
             ));
         }
     };
-    Ok(describe(&view, scope == PolicyScope::Thread && at.workstream.is_some()))
+    Ok(describe(
+        &view,
+        scope == PolicyScope::Thread && at.workstream.is_some(),
+    ))
 }
 
 /// `Connectors allowed here: github (from the thread)` and one line per tier.
 pub fn describe(view: &ConnectorView, thread: bool) -> String {
     let e = &view.effective;
     let mut out = String::new();
-    let here = if thread { "in this thread" } else { "in this channel" };
+    let here = if thread {
+        "in this thread"
+    } else {
+        "in this channel"
+    };
     let from = match e.source {
         Tier::All => "no tier restricts them".to_owned(),
         source if e.declared.len() > 1 => {

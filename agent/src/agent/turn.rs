@@ -9,11 +9,11 @@ use std::time::Instant;
 use futures::StreamExt;
 
 use super::{Agent, AgentError, TurnOutcome, TurnRequest};
+use crate::connectors::{ConnectorScope, Effective};
 use crate::model::{
     AssembledResponse, ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role,
     ToolCall, ToolSchema,
 };
-use crate::connectors::{ConnectorScope, Effective};
 use crate::nudge::Signals;
 use crate::pipeline::Batch;
 use crate::prompt::system_prompt;

@@ -12,7 +12,10 @@ fn set(list: &[&str]) -> Option<BTreeSet<String>> {
 #[test]
 fn nothing_declared_is_unrestricted() {
     assert_eq!(resolve(&Tiers::default()), Effective::unrestricted());
-    assert!(is_tool_allowed("mcp__github__create_issue", &Effective::unrestricted()));
+    assert!(is_tool_allowed(
+        "mcp__github__create_issue",
+        &Effective::unrestricted()
+    ));
 }
 
 #[test]
@@ -167,7 +170,14 @@ fn built_ins_and_malformed_names_pass_even_when_nothing_is_allowed() {
         task: ids(&[]),
         ..Tiers::default()
     });
-    for name in ["bash", "read_file", "mcp__", "mcp__x", "mcp____y", "tool_search"] {
+    for name in [
+        "bash",
+        "read_file",
+        "mcp__",
+        "mcp__x",
+        "mcp____y",
+        "tool_search",
+    ] {
         assert!(is_tool_allowed(name, &e), "{name}");
     }
     assert!(!is_tool_allowed("mcp__x__y", &e));
@@ -201,7 +211,10 @@ fn slack_keys_name_their_channel_discord_keys_do_not() {
 
 #[test]
 fn the_refusal_names_the_server() {
-    assert_eq!(refusal("mail"), "Connector mail is not enabled for this task");
+    assert_eq!(
+        refusal("mail"),
+        "Connector mail is not enabled for this task"
+    );
 }
 
 #[tokio::test]
@@ -243,7 +256,10 @@ async fn a_scope_reads_the_stored_tiers_and_the_project_of_the_channel() {
         task: ids(&[]),
         ..scope
     };
-    assert_eq!(task.effective(&store, "discord:100").await.unwrap().allowed, set(&[]));
+    assert_eq!(
+        task.effective(&store, "discord:100").await.unwrap().allowed,
+        set(&[])
+    );
     let unknown = task.view(&store, "discord:404").await.unwrap();
     assert!(!unknown.exists);
     assert_eq!(unknown.effective.source, Tier::Task);

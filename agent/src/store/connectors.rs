@@ -155,7 +155,10 @@ mod tests {
                 channel_ids: Some(Vec::new()),
             }
         );
-        store.set_workstream_connectors("discord:1", None).await.unwrap();
+        store
+            .set_workstream_connectors("discord:1", None)
+            .await
+            .unwrap();
         store
             .set_channel_connectors("discord:10", None, None)
             .await
@@ -192,7 +195,10 @@ mod tests {
         // A Discord thread created before parents were recorded learns it later; a recorded
         // parent is never replaced.
         store.ensure_workstream("discord:5", None).await.unwrap();
-        assert_eq!(store.connector_tiers("discord:5").await.unwrap().channel, None);
+        assert_eq!(
+            store.connector_tiers("discord:5").await.unwrap().channel,
+            None
+        );
         store
             .ensure_workstream_in("discord:5", None, Some("discord:50"))
             .await
@@ -202,7 +208,12 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            store.connector_tiers("discord:5").await.unwrap().channel.as_deref(),
+            store
+                .connector_tiers("discord:5")
+                .await
+                .unwrap()
+                .channel
+                .as_deref(),
             Some("discord:50")
         );
     }

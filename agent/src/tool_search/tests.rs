@@ -248,7 +248,12 @@ fn turn_tools_apply_the_configuration() {
         ]
     );
     // Below the threshold in auto mode (5 < 20): everything, no search.
-    let auto = TurnTools::new(catalog.clone(), &ToolsConfig::default(), caps, Effective::unrestricted());
+    let auto = TurnTools::new(
+        catalog.clone(),
+        &ToolsConfig::default(),
+        caps,
+        Effective::unrestricted(),
+    );
     assert!(auto.client_search().is_none());
     assert_eq!(auto.offered(&HashSet::new()).len(), 5);
     let native = Capabilities {

@@ -149,7 +149,10 @@ pub(super) async fn on_command(
             let parent = c.channel.as_ref().and_then(|ch| ch.parent_id);
             let channel = match &ws {
                 // A thread opened before parents were recorded learns its parent here.
-                Some(w) => match (bot.agent.workstream_connectors(&w.row.key).await?.channel, parent) {
+                Some(w) => match (
+                    bot.agent.workstream_connectors(&w.row.key).await?.channel,
+                    parent,
+                ) {
                     (Some(known), _) => Some(known),
                     (None, Some(p)) => {
                         bot.agent

@@ -18,7 +18,7 @@ const SECRET: &str = "an admin secret of at least 32 bytes!";
 fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
+        .expect("test setup")
         .as_secs()
 }
 
@@ -31,23 +31,34 @@ struct Api {
 impl Api {
     async fn start(agent: sandpiper_agent::Agent) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let router = sandpiper::admin_api::router(agent, Some(ServiceKey::new(SECRET).unwrap()));
+        let router =
+            sandpiper::admin_api::router(agent, Some(ServiceKey::new(SECRET).expect("test setup")));
         let stop = CancellationToken::new();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shutdown = stop.clone();
         tokio::spawn(async move {
-            let listen = "127.0.0.1:0".parse().unwrap();
-            sandpiper::http_server::run(listen, router, &ServerConfig::default(), shutdown, tx).await
+            let listen = "127.0.0.1:0".parse().expect("test setup");
+            sandpiper::http_server::run(listen, router, &ServerConfig::default(), shutdown, tx)
+                .await
         });
-        let addr = rx.await.unwrap();
+        let addr = rx.await.expect("test setup");
         Self {
             base: format!("http://{addr}"),
-            client: reqwest::Client::builder().no_proxy().build().unwrap(),
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("test setup"),
             stop,
         }
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self.client.request(method, format!("{}{path}", self.base));
         if let Some(t) = token {
             req = req.bearer_auth(t);
@@ -55,7 +66,7 @@ impl Api {
         if let Some(b) = body {
             req = req.json(&b);
         }
-        let resp = req.send().await.unwrap();
+        let resp = req.send().await.expect("test setup");
         let status = resp.status().as_u16();
         let value = resp.json().await.unwrap_or(Value::Null);
         (status, value)
@@ -63,7 +74,10 @@ impl Api {
 }
 
 fn good() -> String {
-    ServiceKey::new(SECRET).unwrap().sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60)).unwrap()
+    ServiceKey::new(SECRET)
+        .expect("test setup")
+        .sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60))
+        .expect("test setup")
 }
 
 both_backends! {
@@ -119,7 +133,11 @@ async fn the_admin_api_refuses_bad_tokens_with_401() {
     let db = sandpiper_tests::db::TestDb::sqlite();
     let s = setup(&db, vec![]).await;
     let agent = harness::agent(s.config.clone()).await;
-    agent.store().ensure_workstream("discord:1", None).await.unwrap();
+    agent
+        .store()
+        .ensure_workstream("discord:1", None)
+        .await
+        .unwrap();
     let api = Api::start(agent).await;
     let key = ServiceKey::new(SECRET).unwrap();
     let t = now();
@@ -131,9 +149,12 @@ async fn the_admin_api_refuses_bad_tokens_with_401() {
         exp,
     };
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let payload = b64.encode(serde_json::to_vec(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 60)).unwrap());
+    let payload =
+        b64.encode(serde_json::to_vec(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 60)).unwrap());
     let alg_none = format!("{}.{payload}.", b64.encode(r#"{"alg":"none","typ":"JWT"}"#));
-    let good = key.sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 60)).unwrap();
+    let good = key
+        .sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 60))
+        .unwrap();
     // The first character of the signature changed (the last one carries unused bits).
     let (signed, signature) = good.rsplit_once('.').unwrap();
     let first = if signature.starts_with('A') { 'B' } else { 'A' };
@@ -142,26 +163,73 @@ async fn the_admin_api_refuses_bad_tokens_with_401() {
     let cases: Vec<(&str, Option<String>)> = vec![
         ("missing", None),
         ("alg none", Some(alg_none)),
-        ("wrong audience", Some(key.sign_claims(&claims("sandpiper-channel", "sandpiper", t, t + 60)).unwrap())),
-        ("wrong issuer", Some(key.sign_claims(&claims(ADMIN_AUDIENCE, "mallory", t, t + 60)).unwrap())),
-        ("expired", Some(key.sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t - 400, t - 60)).unwrap())),
-        ("too long", Some(key.sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 3600)).unwrap())),
+        (
+            "wrong audience",
+            Some(
+                key.sign_claims(&claims("sandpiper-channel", "sandpiper", t, t + 60))
+                    .unwrap(),
+            ),
+        ),
+        (
+            "wrong issuer",
+            Some(
+                key.sign_claims(&claims(ADMIN_AUDIENCE, "mallory", t, t + 60))
+                    .unwrap(),
+            ),
+        ),
+        (
+            "expired",
+            Some(
+                key.sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t - 400, t - 60))
+                    .unwrap(),
+            ),
+        ),
+        (
+            "too long",
+            Some(
+                key.sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 3600))
+                    .unwrap(),
+            ),
+        ),
         ("bad signature", Some(bad_signature)),
-        ("other key", Some(other_key.sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 60)).unwrap())),
+        (
+            "other key",
+            Some(
+                other_key
+                    .sign_claims(&claims(ADMIN_AUDIENCE, "sandpiper", t, t + 60))
+                    .unwrap(),
+            ),
+        ),
     ];
     for (what, token) in cases {
         for (method, path) in [
-            (reqwest::Method::GET, "/v1/api/workstreams/discord:1/connectors"),
-            (reqwest::Method::PATCH, "/v1/api/channels/discord:1/connectors"),
+            (
+                reqwest::Method::GET,
+                "/v1/api/workstreams/discord:1/connectors",
+            ),
+            (
+                reqwest::Method::PATCH,
+                "/v1/api/channels/discord:1/connectors",
+            ),
         ] {
             let body = (method == reqwest::Method::PATCH).then(|| json!({"connector_ids": []}));
             let (status, body) = api.call(method, path, token.as_deref(), body).await;
             assert_eq!(status, 401, "{what}: {body}");
-            assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{what}: {body}");
+            assert!(
+                body["error"].as_str().is_some_and(|e| !e.is_empty()),
+                "{what}: {body}"
+            );
         }
     }
     // Nothing was changed by the refused PATCHes; the good token works.
-    let (status, body) = api.call(reqwest::Method::GET, "/v1/api/channels/discord:1/connectors", Some(&good), None).await;
+    let (status, body) = api
+        .call(
+            reqwest::Method::GET,
+            "/v1/api/channels/discord:1/connectors",
+            Some(&good),
+            None,
+        )
+        .await;
     assert_eq!((status, body["connector_ids"].clone()), (200, Value::Null));
     api.stop.cancel();
 }

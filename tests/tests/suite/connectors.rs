@@ -70,7 +70,12 @@ fn tool_results(requests: &[serde_json::Value]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn run(agent: &Agent, key: &str, approver: &dyn Approver, task: Option<Vec<String>>) -> RecordingSink {
+async fn run(
+    agent: &Agent,
+    key: &str,
+    approver: &dyn Approver,
+    task: Option<Vec<String>>,
+) -> RecordingSink {
     let sink = RecordingSink::default();
     let req = TurnRequest {
         workstream: key,
@@ -87,7 +92,11 @@ async fn run(agent: &Agent, key: &str, approver: &dyn Approver, task: Option<Vec
 /// Whether `mcp__t__add_tool` ever ran: it adds `mcp__t__<name>` to the server's tools.
 async fn tool_was_added(agent: &Agent, name: &str) -> bool {
     agent.mcp().refresh(Some("t")).await;
-    agent.mcp().catalog().tool(&format!("mcp__t__{name}")).is_some()
+    agent
+        .mcp()
+        .catalog()
+        .tool(&format!("mcp__t__{name}"))
+        .is_some()
 }
 
 /// While asked, changes the workstream's tier or breaks the policy's table; then approves.
@@ -104,17 +113,22 @@ impl Approver for ChangeThenApprove {
     async fn approve(&self, items: &[ApprovalItem]) -> Vec<Decision> {
         match &self.break_policy {
             Some(url) => {
-                let mut conn = sqlx::AnyConnection::connect(url).await.unwrap();
-                conn.execute("DROP TABLE IF EXISTS channel_connectors").await.unwrap();
+                let mut conn = sqlx::AnyConnection::connect(url).await.expect("test setup");
+                conn.execute("DROP TABLE IF EXISTS channel_connectors")
+                    .await
+                    .expect("test setup");
             }
             None => {
                 self.store
                     .set_workstream_connectors(&self.workstream, self.to.as_deref())
                     .await
-                    .unwrap();
+                    .expect("test setup");
             }
         }
-        items.iter().map(|_| Decision::approve().by("alice")).collect()
+        items
+            .iter()
+            .map(|_| Decision::approve().by("alice"))
+            .collect()
     }
 }
 
