@@ -53,7 +53,8 @@ impl Store {
         sqlx::query(
             "INSERT INTO workstreams (key, owner, created_at, updated_at, channel) \
              VALUES ($1, $2, $3, $3, $4) \
-             ON CONFLICT (key) DO UPDATE SET channel = COALESCE(workstreams.channel, excluded.channel)",
+             ON CONFLICT (key) DO UPDATE SET channel = excluded.channel \
+             WHERE workstreams.channel IS NULL AND excluded.channel IS NOT NULL",
         )
         .bind(key)
         .bind(owner)
