@@ -345,7 +345,11 @@ mod tests {
                 name: "item".into(),
                 description: None,
             }],
-            prompts: vec![prompt("a", "greet"), prompt("b", "greet"), prompt("b", "only_b")],
+            prompts: vec![
+                prompt("a", "greet"),
+                prompt("b", "greet"),
+                prompt("b", "only_b"),
+            ],
         }
     }
 
@@ -371,7 +375,10 @@ mod tests {
         });
         let r = catalog().restricted(&policy);
         assert_eq!(
-            r.tools.iter().map(|t| t.full_name.as_str()).collect::<Vec<_>>(),
+            r.tools
+                .iter()
+                .map(|t| t.full_name.as_str())
+                .collect::<Vec<_>>(),
             ["mcp__b__t"]
         );
         assert!(r.resources.is_empty());
