@@ -307,7 +307,7 @@ both_backends! {
             sandpiper_agent::store::Backend::Sqlite => "sqlite",
             sandpiper_agent::store::Backend::Postgres => "postgres",
         };
-        let path = format!("{}/../migrations/{dir}/0007_connectors.sql", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/../migrations/{dir}/0008_connectors.sql", env!("CARGO_MANIFEST_DIR"));
         let sql = std::fs::read_to_string(path).unwrap();
         let start = sql.find("UPDATE workstreams").unwrap();
         let update = &sql[start..start + sql[start..].find(';').unwrap()];
