@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::child_env::ChildEnv;
 use crate::config::Config;
+use crate::connectors::{ConnectorScope, ConnectorView};
 use crate::mcp::McpManager;
 use crate::memory::MemoryIndex;
 use crate::model::{ChatModel, Message, ModelError, ToolSchema};
@@ -170,6 +171,8 @@ struct Inner {
     limits: TurnLimits,
     /// Approval requests running turns wait on.
     live: crate::approvals::LiveApprovals,
+    /// `[[projects]]`: the project tier of connector policy.
+    projects: Arc<Vec<crate::config::ProjectConfig>>,
 }
 
 impl Inner {
@@ -255,6 +258,7 @@ impl Agent {
         let agent = Self {
             inner: Arc::new(Inner {
                 tools_config: Arc::new(config.tools.clone()),
+                projects: Arc::new(config.projects.clone()),
                 services: Arc::new(crate::tools::ToolServices {
                     web: config.web.clone(),
                     math: config.math.clone(),
@@ -336,6 +340,31 @@ impl Agent {
         }
     }
 
+    /// Where connector policy's task and project tiers come from for a turn.
+    pub(crate) fn connector_scope(&self, task: Option<Vec<String>>) -> ConnectorScope {
+        ConnectorScope {
+            task,
+            projects: self.inner.projects.clone(),
+        }
+    }
+
+    /// A workstream's connector policy and the tiers it came from (`/connectors`, HTTP).
+    pub async fn workstream_connectors(
+        &self,
+        workstream: &str,
+    ) -> Result<ConnectorView, StoreError> {
+        self.connector_scope(None)
+            .view(&self.inner.store, workstream)
+            .await
+    }
+
+    /// A channel's connector policy (`discord:<id>`, `slack:<team>:<channel>`).
+    pub async fn channel_connectors(&self, channel: &str) -> Result<ConnectorView, StoreError> {
+        self.connector_scope(None)
+            .channel_view(&self.inner.store, channel)
+            .await
+    }
+
     /// Drops a workstream from memory; it is reloaded from the store when next used.
     pub fn forget(&self, workstream: &str) {
         self.inner.workstreams.evict(workstream);
@@ -409,7 +438,9 @@ impl Agent {
             approver: req.approver,
             cancel: req.cancel,
         };
-        let result = self.turn(&mut ws, &turn, Some((dangling, &stored))).await;
+        let result = self
+            .turn(&mut ws, &turn, Some((dangling, &stored)), None)
+            .await;
         self.report(&turn, result, ws).map(Some)
     }
 
@@ -417,6 +448,17 @@ impl Agent {
     /// Every message is committed before it is shown; on cancellation or error what was done
     /// stays recorded.
     pub async fn run_turn(&self, req: TurnRequest<'_>) -> Result<TurnOutcome, AgentError> {
+        self.run_task_turn(req, None).await
+    }
+
+    /// [`Agent::run_turn`] for a background job (a watch's turn, a task sub-agent) that sets
+    /// the task tier of connector policy: `Some(list)` narrows the servers the turn may use,
+    /// `Some([])` allows none, `None` leaves the thread's own policy.
+    pub async fn run_task_turn(
+        &self,
+        req: TurnRequest<'_>,
+        task_connectors: Option<Vec<String>>,
+    ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
         let limit = inner.config.agent.max_message_bytes;
         if req.text.len() > limit {
@@ -443,7 +485,7 @@ impl Agent {
             .await
             .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
         let mut ws = handle.lock().await;
-        let result = self.turn(&mut ws, &req, None).await;
+        let result = self.turn(&mut ws, &req, None, task_connectors).await;
         self.report(&req, result, ws)
     }
 

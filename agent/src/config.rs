@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod mcp;
+mod projects;
 mod redact;
 mod web;
 pub(crate) use mcp::read_mcp_json;
@@ -18,6 +19,7 @@ pub use mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL, McpConfig,
     McpServerConfig, parse_mcp_json,
 };
+pub use projects::{ProjectConfig, project_connectors};
 pub use redact::{redact_url, url_secrets};
 pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 
@@ -109,6 +111,28 @@ pub struct Config {
     pub web: WebConfig,
     /// The Python sandbox of the `math` tool.
     pub math: MathConfig,
+    /// Named groups of channels with a connector selection (`[[projects]]`).
+    pub projects: Vec<ProjectConfig>,
+    /// Service tokens for the admin HTTP API.
+    pub auth: AuthConfig,
+}
+
+/// `[auth]`
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The environment variable holding the HS256 secret of service JWTs (at least 32 bytes);
+    /// `SANDPIPER_JWT_SECRET` when unset. Without a secret the admin API answers 401.
+    pub jwt_secret_env: Option<String>,
+}
+
+impl AuthConfig {
+    /// The variable the secret is read from.
+    pub fn effective_secret_env(&self) -> &str {
+        self.jwt_secret_env
+            .as_deref()
+            .unwrap_or("SANDPIPER_JWT_SECRET")
+    }
 }
 
 /// `[server]`

@@ -11,6 +11,7 @@
 //! - [`approval_policy`]: who may decide a click on an approval button, and button ids.
 //! - [`approvals`]: the approval engine: asking, deciding clicks, closing requests, review
 //!   gates; one writer per decision.
+//! - [`connectors`]: connector policy: which MCP servers a turn may use, from its tiers.
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`turn_limits`]: how many turns run at once, overall and per person.
@@ -34,6 +35,7 @@ pub mod approvals;
 pub mod bm25;
 pub mod child_env;
 pub mod config;
+pub mod connectors;
 pub mod mcp;
 pub mod memory;
 pub mod model;

@@ -12,6 +12,12 @@
 //! - **Execute** approved calls, at most `max_parallel` at once. Each result is committed at
 //!   its position in the model's call order (`seq` reserved up front) and only then shown.
 //!
+//! Connector policy is checked first, for every call that reaches an MCP server (by its
+//! `mcp__<server>__` name, or through `read_resource` / `use_prompt`): resolved fresh from the
+//! store, a disallowed server's call becomes `Connector <server> is not enabled for this task`
+//! without being prepared, asked about or run, and an unreadable policy refuses the call.
+//! Calls that waited for approval are checked again just before they run.
+//!
 //! The client-side `tool_search` tool is answered here too (when [`Batch::tool_search`] is
 //! set): it is prepared like any call, needs no approval and its result is committed in call
 //! order, so a batch that mixes it with other calls keeps every result at its `seq`. The tools
@@ -26,6 +32,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use crate::approvals::{self, Answer, AskContext};
+use crate::connectors;
 use crate::model::{Message, ToolCall};
 use crate::protocol::{
     ApprovalKind, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
@@ -121,13 +128,14 @@ struct Item<'c> {
 impl Batch<'_> {
     /// Runs the batch. A store error is fatal for the turn; everything else becomes a result.
     pub async fn run(&self, calls: &[ToolCall]) -> Result<BatchOutcome, StoreError> {
-        let mut items: Vec<Item<'_>> = calls
-            .iter()
-            .map(|call| Item {
-                call,
-                stage: self.prepare(call),
-            })
-            .collect();
+        let mut items: Vec<Item<'_>> = Vec::with_capacity(calls.len());
+        for call in calls {
+            let stage = match self.connector_refusal(call).await {
+                Some(text) => Stage::Done { text },
+                None => self.prepare(call),
+            };
+            items.push(Item { call, stage });
+        }
         for item in &items {
             self.sink.event(TurnEvent::ToolPending(view(item)));
         }
@@ -173,6 +181,63 @@ impl Batch<'_> {
             primary_key: None,
             auto_approve: auto,
         })
+    }
+
+    /// The MCP server a call reaches: its `mcp__<server>__` prefix, or the server holding the
+    /// resource or prompt `read_resource` / `use_prompt` names. `None` for everything else.
+    fn addressed_server(&self, call: &ToolCall) -> Option<String> {
+        if let Some(server) = connectors::server_of(&call.name) {
+            return Some(server.to_owned());
+        }
+        let field = match call.name.as_str() {
+            "read_resource" => "uri",
+            "use_prompt" => "name",
+            _ => return None,
+        };
+        let primary_key = self.registry.get(&call.name)?.spec.primary_key.as_deref();
+        let args = parse_arguments(&call.arguments, primary_key).ok()?;
+        let value = args.get(field)?.as_str()?.trim().to_owned();
+        let catalog = self.tool_ctx.mcp.as_ref()?.catalog();
+        let server = if field == "uri" {
+            catalog.resource_server(&value)
+        } else {
+            catalog.prompt_server(&value)
+        };
+        server.map(str::to_owned)
+    }
+
+    /// Connector policy for one call, resolved fresh from the store (a change made mid-turn
+    /// applies to the next call): the refusal text, or `None` when the call may go on. A
+    /// store error refuses the call; an MCP call never runs unrestricted by accident.
+    async fn connector_refusal(&self, call: &ToolCall) -> Option<String> {
+        let server = self.addressed_server(call)?;
+        let policy = match self
+            .tool_ctx
+            .connectors
+            .effective(self.store, self.workstream)
+            .await
+        {
+            Ok(policy) => policy,
+            Err(e) => {
+                tracing::warn!(workstream = self.workstream, tool = %call.name, %server, error = %e, "connector policy unreadable: MCP call refused");
+                return Some(format!(
+                    "error: the connector policy of this thread could not be read ({e}); the call \
+                     to MCP server {server} was refused and did not run. Try again later."
+                ));
+            }
+        };
+        if policy.allows_server(&server) {
+            return None;
+        }
+        tracing::warn!(
+            workstream = self.workstream,
+            tool = %call.name,
+            %server,
+            source = %policy.source,
+            allowed = %policy.describe(),
+            "connector not enabled: call refused"
+        );
+        Some(connectors::refusal(&server))
     }
 
     fn prepare(&self, call: &ToolCall) -> Stage {
@@ -331,7 +396,19 @@ impl Batch<'_> {
                     let msg = Message::tool_result(&item.call.id, &item.call.name, text);
                     self.commit(i, msg, is_error, &mut results).await?;
                 }
-                Stage::Ready { ready, note, .. } => queue.push((i, item.call, ready, note)),
+                Stage::Ready {
+                    ready,
+                    note,
+                    needs_approval,
+                } => {
+                    // A wait for approval can be long: the policy is asked again before running.
+                    if needs_approval && let Some(text) = self.connector_refusal(item.call).await {
+                        let msg = Message::tool_result(&item.call.id, &item.call.name, text);
+                        self.commit(i, msg, true, &mut results).await?;
+                        continue;
+                    }
+                    queue.push((i, item.call, ready, note));
+                }
             }
         }
         let mut queue = queue.into_iter();

@@ -7,7 +7,8 @@
 //! - [`ToolCatalogView::offered`] is what one model call gets: built-ins and expanded tools
 //!   plainly; the other deferrable tools either flagged `defer_loading` (providers with native
 //!   search) or left out behind the synthetic [`TOOL_SEARCH`] tool (client-side search).
-//! - [`TurnTools`] applies the configuration to one turn: what to offer, whether the pipeline
+//! - [`TurnTools`] applies the configuration and the connector policy to one turn (tools of
+//!   servers the policy refuses are neither offered nor indexed): what to offer, whether the pipeline
 //!   answers `tool_search`, what to expand after a batch.
 //! - [`run_tool_search`] answers a `tool_search` call and names the tools to expand. Expanded
 //!   tools stay visible in the workstream for good, so the model never loses a tool it found.
@@ -19,6 +20,7 @@ use serde_json::json;
 
 use crate::bm25::Bm25Index;
 use crate::config::{Capabilities, ToolSearchMode, ToolsConfig};
+use crate::connectors::{Effective, is_tool_allowed};
 use crate::model::{Message, ToolCall, ToolSchema};
 use crate::tools::parse_arguments;
 
@@ -117,6 +119,19 @@ impl ToolCatalog {
         }
     }
 
+    /// The catalog without the external tools connector policy refuses: they are neither
+    /// offered nor found by tool search. Built-ins stay.
+    pub fn restricted(&self, policy: &Effective) -> Self {
+        let builtin_count = self.builtin.len().min(self.tools.len());
+        let (builtin, external) = self.tools.split_at(builtin_count);
+        let allowed = external
+            .iter()
+            .filter(|t| is_tool_allowed(&t.name, policy))
+            .cloned()
+            .collect();
+        Self::new(builtin, allowed)
+    }
+
     /// Every tool, built-ins first.
     pub fn tools(&self) -> &[ToolSchema] {
         &self.tools
@@ -198,6 +213,11 @@ impl ToolCatalogView<'_> {
 /// Only the top-level turn loop uses it; sub-agents get scoped tool sets without search.
 #[derive(Debug, Clone)]
 pub struct TurnTools {
+    /// The agent's catalog this view was built from.
+    source: Arc<ToolCatalog>,
+    /// The connector policy it applies.
+    policy: Effective,
+    /// `source` as the policy lets this turn see it.
     catalog: Arc<ToolCatalog>,
     supports_tools: bool,
     active: bool,
@@ -209,17 +229,35 @@ impl TurnTools {
     /// Whether this turn's view was built from `catalog` (a changed catalog is picked up on
     /// the next model call).
     pub fn uses(&self, catalog: &Arc<ToolCatalog>) -> bool {
-        Arc::ptr_eq(&self.catalog, catalog)
+        Arc::ptr_eq(&self.source, catalog)
     }
 
-    /// Decides activation from `tools.search` and the catalog's size.
-    pub fn new(catalog: Arc<ToolCatalog>, config: &ToolsConfig, caps: Capabilities) -> Self {
+    /// The connector policy this view applies (rebuild when it changed).
+    pub fn policy(&self) -> &Effective {
+        &self.policy
+    }
+
+    /// Decides activation from `tools.search` and the catalog's size, after connector policy
+    /// removed the tools of servers this turn may not use.
+    pub fn new(
+        source: Arc<ToolCatalog>,
+        config: &ToolsConfig,
+        caps: Capabilities,
+        policy: Effective,
+    ) -> Self {
+        let catalog = if policy.is_restricted() {
+            Arc::new(source.restricted(&policy))
+        } else {
+            source.clone()
+        };
         let total = catalog.tools().len();
         Self {
             supports_tools: caps.supports_tools,
             active: caps.supports_tools && is_active(config.search, total, config.search_threshold),
             native: caps.native_tool_search,
             max_results: config.search_max_results,
+            source,
+            policy,
             catalog,
         }
     }

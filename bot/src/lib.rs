@@ -7,10 +7,16 @@
 //!   [`Config`](sandpiper_agent::Config).
 //! - [`commands`]: `config check` and `tools` output.
 //! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`).
+//! - [`admin_api`]: `/v1/api/…`: connector policy of threads and channels, behind a service
+//!   JWT.
+//! - [`service_jwt`]: HS256 service tokens (issuer, audience, short expiry), checked per
+//!   audience.
 //! - [`http_server`]: the server under them, with header-read timeout, connection and body
 //!   limits.
 
+pub mod admin_api;
 pub mod commands;
 pub mod http_server;
 pub mod serve;
+pub mod service_jwt;
 pub mod wiring;

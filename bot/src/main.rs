@@ -340,6 +340,17 @@ async fn serve(
     .await
     .context("cannot start Slack")?;
     let mut router = sandpiper::serve::router(health);
+    match sandpiper::service_jwt::ServiceKey::from_env(&agent.config().auth, &ProcessEnv) {
+        Ok(key) => {
+            if key.is_none() {
+                eprintln!(
+                    "sandpiper: admin API (/v1/api) refuses every request: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
+                );
+            }
+            router = router.merge(sandpiper::admin_api::router(agent.clone(), key));
+        }
+        Err(e) => anyhow::bail!("{e}"),
+    }
     match &slack {
         Some(s) => match s.router() {
             Some(events) => {

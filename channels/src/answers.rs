@@ -30,7 +30,9 @@ pub async fn answer(
 ) -> Option<String> {
     let store = agent.store();
     let text = match cmd {
-        Command::Ask { .. } | Command::Stop | Command::Close => return None,
+        Command::Ask { .. } | Command::Stop | Command::Close | Command::Connectors { .. } => {
+            return None;
+        }
         Command::Help => help(at.prefix),
         Command::Status => match at.workstream {
             None => format!("Use {}status inside a thread I answer in.", at.prefix),

@@ -59,8 +59,37 @@ pub enum Command {
         /// `list` or `refresh [server]`.
         action: McpAction,
     },
+    /// Which MCP servers this thread (or its channel) may use: show or change.
+    Connectors {
+        /// `show`, `set`, `none` or `clear`.
+        action: ConnectorsAction,
+        /// The thread's tier or its channel's.
+        scope: PolicyScope,
+    },
     /// What the commands are.
     Help,
+}
+
+/// `/connectors` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectorsAction {
+    /// The effective set and the tier it came from.
+    Show,
+    /// Allow only these servers.
+    Set(Vec<String>),
+    /// Allow no server at all.
+    None,
+    /// The tier says nothing any more.
+    Clear,
+}
+
+/// Which tier `/connectors` changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyScope {
+    /// The thread (workstream).
+    Thread,
+    /// The thread's parent channel (or the channel the command was typed in).
+    Channel,
 }
 
 /// `/memory` actions.
@@ -233,12 +262,83 @@ pub const COMMANDS: &[CommandSpec] = &[
         },
     },
     CommandSpec {
+        name: "connectors",
+        description: "Which MCP servers this thread or channel may use: show, set, none, clear",
+        options: &[
+            OptionSpec {
+                name: "action",
+                description: "show, set, none (no server) or clear (no restriction)",
+                required: false,
+                choices: &["show", "set", "none", "clear"],
+            },
+            OptionSpec {
+                name: "servers",
+                description: "for set: server names, comma-separated",
+                required: false,
+                choices: &[],
+            },
+            OptionSpec {
+                name: "scope",
+                description: "thread (default) or channel (the parent channel; admins only)",
+                required: false,
+                choices: &["thread", "channel"],
+            },
+        ],
+        parse: parse_connectors,
+    },
+    CommandSpec {
         name: "help",
         description: "What the commands do",
         options: &[],
         parse: |_| Ok(Command::Help),
     },
 ];
+
+/// `connectors [action] [servers] [scope]`. On Slack the servers and the scope share the rest
+/// of the text, so a trailing `channel` or `thread` word is the scope there.
+fn parse_connectors(a: &Args) -> Result<Command, CommandError> {
+    let mut words: Vec<&str> = [a.get("servers"), a.get("scope")]
+        .into_iter()
+        .flatten()
+        .flat_map(str::split_whitespace)
+        .collect();
+    let scope = match words.last().copied() {
+        Some(w) if w.eq_ignore_ascii_case("channel") => {
+            words.pop();
+            PolicyScope::Channel
+        }
+        Some(w) if w.eq_ignore_ascii_case("thread") => {
+            words.pop();
+            PolicyScope::Thread
+        }
+        _ => PolicyScope::Thread,
+    };
+    let servers = sandpiper_agent::connectors::parse_list(&words.join(" "));
+    let action = match a.get("action").unwrap_or("show") {
+        "show" | "list" if servers.is_empty() => ConnectorsAction::Show,
+        "set" if !servers.is_empty() => ConnectorsAction::Set(servers),
+        "set" => {
+            return Err(CommandError::Usage(
+                "connectors set needs server names: connectors set github,jira [channel]; \
+                 use connectors none to allow no server"
+                    .into(),
+            ));
+        }
+        "none" if servers.is_empty() => ConnectorsAction::None,
+        "clear" if servers.is_empty() => ConnectorsAction::Clear,
+        other @ ("show" | "list" | "none" | "clear") => {
+            return Err(CommandError::Usage(format!(
+                "connectors {other} takes no server names (only `channel` or `thread`)"
+            )));
+        }
+        other => {
+            return Err(CommandError::Usage(format!(
+                "connectors: `{other}` is not an action; use show, set a,b, none or clear"
+            )));
+        }
+    };
+    Ok(Command::Connectors { action, scope })
+}
 
 fn spec(name: &str) -> Result<&'static CommandSpec, CommandError> {
     COMMANDS
@@ -368,6 +468,67 @@ mod tests {
                 action: McpAction::List
             }
         );
+    }
+
+    #[test]
+    fn connectors_parse_the_same_on_slack_and_discord() {
+        let set = |scope| Command::Connectors {
+            action: ConnectorsAction::Set(vec!["github".into(), "jira".into()]),
+            scope,
+        };
+        assert_eq!(
+            Command::from_text("connectors set github,jira").unwrap(),
+            set(PolicyScope::Thread)
+        );
+        assert_eq!(
+            Command::from_text("connectors set github, jira channel").unwrap(),
+            set(PolicyScope::Channel)
+        );
+        assert_eq!(
+            Command::from_options(
+                "connectors",
+                &[
+                    ("action".into(), "set".into()),
+                    ("servers".into(), "jira,github".into()),
+                    ("scope".into(), "channel".into())
+                ]
+            )
+            .unwrap(),
+            set(PolicyScope::Channel)
+        );
+        assert_eq!(
+            Command::from_text("connectors").unwrap(),
+            Command::Connectors {
+                action: ConnectorsAction::Show,
+                scope: PolicyScope::Thread
+            }
+        );
+        assert_eq!(
+            Command::from_text("connectors none channel").unwrap(),
+            Command::Connectors {
+                action: ConnectorsAction::None,
+                scope: PolicyScope::Channel
+            }
+        );
+        assert_eq!(
+            Command::from_text("connectors clear").unwrap(),
+            Command::Connectors {
+                action: ConnectorsAction::Clear,
+                scope: PolicyScope::Thread
+            }
+        );
+        assert!(matches!(
+            Command::from_text("connectors set"),
+            Err(CommandError::Usage(m)) if m.contains("connectors none")
+        ));
+        assert!(matches!(
+            Command::from_text("connectors none github"),
+            Err(CommandError::Usage(_))
+        ));
+        assert!(matches!(
+            Command::from_text("connectors allow github"),
+            Err(CommandError::Usage(_))
+        ));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`config`]: `[discord]` and `[slack]`, read from the agent's configuration file.
 //! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing.
 //! - [`answers`]: the text answers of the informational commands.
+//! - [`connectors`]: `/connectors`: show or change a thread's or channel's MCP servers.
 //! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
 //! - [`turns`]: one lane per workstream: queued messages, `/stop`.
 //! - [`tasks`]: every background task of a channel, tracked and drained at shutdown.
@@ -32,6 +33,7 @@ pub mod approver;
 pub mod card;
 pub mod commands;
 pub mod config;
+pub mod connectors;
 pub mod console;
 pub mod discord;
 pub mod intake;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use futures::StreamExt;
 
 use super::{Agent, AgentError, TurnOutcome, TurnRequest};
+use crate::connectors::{ConnectorScope, Effective};
 use crate::model::{
     AssembledResponse, ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role,
     ToolCall, ToolSchema,
@@ -25,8 +26,10 @@ use crate::workstream::Workstream;
 
 /// What a turn carries from one model call to the next.
 struct TurnState {
-    /// The tools offered, refreshed when the catalog changes mid-turn.
+    /// The tools offered, refreshed when the catalog or the connector policy changes mid-turn.
     tools: TurnTools,
+    /// Where the connector policy's task and project tiers come from.
+    scope: ConnectorScope,
     /// The system message without memories and nudges.
     base_system: String,
     /// Whose memories the turn may see.
@@ -50,13 +53,15 @@ impl Agent {
         ws: &mut Workstream,
         req: &TurnRequest<'_>,
         resume: Option<(Vec<ToolCall>, &dyn Approver)>,
+        task_connectors: Option<Vec<String>>,
     ) -> Result<TurnOutcome, AgentError> {
-        let mut st = self.load_turn(ws, req, resume.is_none()).await?;
+        let scope = self.connector_scope(task_connectors);
+        let mut st = self.load_turn(ws, req, resume.is_none(), scope).await?;
         if let Some((calls, approver)) = resume {
             tracing::info!(workstream = %ws.key, calls = calls.len(), "resuming an interrupted turn");
             st.outcome.tool_calls += calls.len();
             st.denied = self
-                .run_batch(ws, req, &mut st.tools, &calls, approver)
+                .run_batch(ws, req, &mut st.tools, &st.scope, &calls, approver)
                 .await?;
             if req.cancel.is_cancelled() {
                 st.outcome.cancelled = true;
@@ -86,7 +91,7 @@ impl Agent {
             }
             st.outcome.tool_calls += calls.len();
             st.denied = self
-                .run_batch(ws, req, &mut st.tools, &calls, req.approver)
+                .run_batch(ws, req, &mut st.tools, &st.scope, &calls, req.approver)
                 .await?;
             if req.cancel.is_cancelled() {
                 st.outcome.cancelled = true;
@@ -104,6 +109,7 @@ impl Agent {
         ws: &mut Workstream,
         req: &TurnRequest<'_>,
         new_message: bool,
+        scope: ConnectorScope,
     ) -> Result<TurnState, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
@@ -116,10 +122,19 @@ impl Agent {
             || ws
                 .last_turn_end
                 .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
+        let policy = self.offer_policy(&scope, &ws.key).await;
+        if !config.model.capabilities.supports_tools && policy.is_restricted() {
+            // Honest, and never a silent switch to another model: the selection cannot apply.
+            req.sink.event(TurnEvent::Notice(tool_support_notice(
+                &config.model.model,
+                &policy,
+            )));
+        }
         let tools = TurnTools::new(
             self.catalog(),
             &inner.tools_config,
             config.model.capabilities,
+            policy,
         );
         if ws.turns_since_load == 0 {
             ws.expanded_tools.extend(tools.replay(&ws.history));
@@ -130,13 +145,7 @@ impl Agent {
             ws.append(&inner.store, Message::user(req.text.clone()), req.author)
                 .await?;
         }
-        let mut base_system = system_prompt(
-            chrono::Local::now(),
-            &ws.workdir,
-            &tools.offered(&ws.expanded_tools),
-            config.agent.system_prompt_extra.as_deref(),
-        );
-        base_system.push_str(&crate::prompt::mcp_catalog(&inner.mcp.catalog()));
+        let base_system = self.base_system(ws, &tools);
         let visibility = Visibility {
             workstream: ws.key.clone(),
             user_id: req.author.map(str::to_owned),
@@ -144,6 +153,7 @@ impl Agent {
         inner.memories.sync(&inner.store, false).await?;
         Ok(TurnState {
             tools,
+            scope,
             base_system,
             visibility,
             injected: HashSet::new(),
@@ -187,17 +197,65 @@ impl Agent {
             crate::memory::render(&relevant),
             crate::nudge::render(&nudges)
         );
-        // Servers may add or remove tools mid-turn: the next model call sees the change.
+        // Servers may add or remove tools, and people may change the connector policy,
+        // mid-turn: the next model call sees the change.
         let current = self.catalog();
-        if !st.tools.uses(&current) {
+        let policy = self.offer_policy(&st.scope, &ws.key).await;
+        let policy_changed = st.tools.policy() != &policy;
+        if !st.tools.uses(&current) || policy_changed {
             st.tools = TurnTools::new(
                 current,
                 &inner.tools_config,
                 inner.config.model.capabilities,
+                policy,
             );
         }
+        let system = if policy_changed {
+            st.base_system = self.base_system(ws, &st.tools);
+            format!(
+                "{}{}{}",
+                st.base_system,
+                crate::memory::render(&relevant),
+                crate::nudge::render(&nudges)
+            )
+        } else {
+            system
+        };
         let offered = st.tools.offered(&ws.expanded_tools);
         Ok((system, offered))
+    }
+
+    /// The connector policy for what a model call is offered. Unreadable, it offers no MCP
+    /// server (fail closed) and the turn goes on with the built-ins; the dispatcher then
+    /// refuses MCP calls with the reason.
+    async fn offer_policy(&self, scope: &ConnectorScope, workstream: &str) -> Effective {
+        match scope.effective(&self.inner.store, workstream).await {
+            Ok(policy) => policy,
+            Err(e) => {
+                tracing::warn!(workstream, error = %e, "connector policy unreadable: no MCP server offered");
+                Effective::closed()
+            }
+        }
+    }
+
+    /// The system message without memories and nudges: the prompt naming the tools offered,
+    /// and the MCP resources and prompts of the servers connector policy allows.
+    fn base_system(&self, ws: &Workstream, tools: &TurnTools) -> String {
+        let config = &self.inner.config;
+        let mut base = system_prompt(
+            chrono::Local::now(),
+            &ws.workdir,
+            &tools.offered(&ws.expanded_tools),
+            config.agent.system_prompt_extra.as_deref(),
+        );
+        let catalog = self.inner.mcp.catalog();
+        let policy = tools.policy();
+        if policy.is_restricted() {
+            base.push_str(&crate::prompt::mcp_catalog(&catalog.restricted(policy)));
+        } else {
+            base.push_str(&crate::prompt::mcp_catalog(&catalog));
+        }
+        base
     }
 
     /// Stream one model call into the thread. `None` when the turn was stopped; a broken-off
@@ -266,6 +324,7 @@ impl Agent {
         ws: &mut Workstream,
         req: &TurnRequest<'_>,
         tools: &mut TurnTools,
+        scope: &ConnectorScope,
         calls: &[ToolCall],
         approver: &dyn Approver,
     ) -> Result<bool, AgentError> {
@@ -288,6 +347,7 @@ impl Agent {
                 mcp: Some(inner.mcp.clone()),
                 child_env: inner.child_env.clone(),
                 services: inner.services.clone(),
+                connectors: scope.clone(),
             },
             workstream: &ws.key,
             first_seq: ws.next_seq(),
@@ -384,4 +444,15 @@ async fn stream_into(
             "the response ended before it was complete".into(),
         ))
     }
+}
+
+/// What a workstream with a connector selection is told when its model cannot call tools.
+fn tool_support_notice(model: &str, policy: &Effective) -> String {
+    format!(
+        "Note: the model {model} cannot call tools (supports_tools = false), so this answer \
+         comes from the model alone: the connector selection of this thread ({}, from the {} \
+         tier) is not used.",
+        policy.describe(),
+        policy.source
+    )
 }

@@ -165,17 +165,8 @@ impl McpManager {
     pub async fn read_resource(&self, uri: &str) -> Result<McpCallOutput, McpError> {
         let catalog = self.catalog();
         let server = catalog
-            .resources
-            .iter()
-            .find(|r| r.uri == uri)
-            .map(|r| r.server.clone())
-            .or_else(|| {
-                catalog
-                    .templates
-                    .iter()
-                    .find(|t| convert::template_matches(&t.uri_template, uri))
-                    .map(|t| t.server.clone())
-            })
+            .resource_server(uri)
+            .map(str::to_owned)
             .ok_or_else(|| McpError::UnknownResource {
                 uri: uri.to_owned(),
             })?;

@@ -139,6 +139,66 @@ impl McpCatalog {
     pub fn tool(&self, full_name: &str) -> Option<&McpTool> {
         self.tools.iter().find(|t| t.full_name == full_name)
     }
+
+    /// The server `read_resource(uri)` reaches: the one listing the URI, else the first whose
+    /// template matches it.
+    pub fn resource_server(&self, uri: &str) -> Option<&str> {
+        self.resources
+            .iter()
+            .find(|r| r.uri == uri)
+            .map(|r| r.server.as_str())
+            .or_else(|| {
+                self.templates
+                    .iter()
+                    .find(|t| convert::template_matches(&t.uri_template, uri))
+                    .map(|t| t.server.as_str())
+            })
+    }
+
+    /// The server `use_prompt(name)` reaches: named in `mcp__{server}__{prompt}` or
+    /// `server/prompt`, else the only server offering a prompt of that name.
+    pub fn prompt_server<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        // As `use_prompt` reads it: the `mcp__` form first (a prompt name may hold a `/`).
+        if let Some((server, _)) = split_tool_name(name).or_else(|| name.split_once('/')) {
+            return Some(server);
+        }
+        let mut owners = self.prompts.iter().filter(|p| p.name == name);
+        match (owners.next(), owners.next()) {
+            (Some(only), None) => Some(only.server.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The catalog as a turn restricted by connector policy sees it: only allowed servers'
+    /// tools, resources, templates and prompts.
+    pub fn restricted(&self, policy: &crate::connectors::Effective) -> McpCatalog {
+        McpCatalog {
+            tools: self
+                .tools
+                .iter()
+                .filter(|t| policy.allows_server(&t.server))
+                .cloned()
+                .collect(),
+            resources: self
+                .resources
+                .iter()
+                .filter(|r| policy.allows_server(&r.server))
+                .cloned()
+                .collect(),
+            templates: self
+                .templates
+                .iter()
+                .filter(|t| policy.allows_server(&t.server))
+                .cloned()
+                .collect(),
+            prompts: self
+                .prompts
+                .iter()
+                .filter(|p| policy.allows_server(&p.server))
+                .cloned()
+                .collect(),
+        }
+    }
 }
 
 /// Bounds and schedules of the MCP client.
@@ -252,5 +312,79 @@ mod tests {
         assert_eq!(split_tool_name("mcp__a__b__c"), Some(("a", "b__c")));
         assert_eq!(split_tool_name("bash"), None);
         assert_eq!(split_tool_name("mcp____x"), None);
+    }
+
+    fn catalog() -> McpCatalog {
+        let prompt = |server: &str, name: &str| McpPrompt {
+            server: server.into(),
+            name: name.into(),
+            description: None,
+            arguments: Vec::new(),
+        };
+        McpCatalog {
+            tools: ["a", "b"]
+                .iter()
+                .map(|s| McpTool {
+                    server: (*s).into(),
+                    name: "t".into(),
+                    full_name: full_tool_name(s, "t"),
+                    description: String::new(),
+                    input_schema: serde_json::json!({}),
+                })
+                .collect(),
+            resources: vec![McpResource {
+                server: "a".into(),
+                uri: "a://doc".into(),
+                name: "doc".into(),
+                description: None,
+                mime_type: None,
+            }],
+            templates: vec![McpResourceTemplate {
+                server: "b".into(),
+                uri_template: "b://items/{id}".into(),
+                name: "item".into(),
+                description: None,
+            }],
+            prompts: vec![
+                prompt("a", "greet"),
+                prompt("b", "greet"),
+                prompt("b", "only_b"),
+            ],
+        }
+    }
+
+    #[test]
+    fn resources_and_prompts_name_the_server_they_reach() {
+        let c = catalog();
+        assert_eq!(c.resource_server("a://doc"), Some("a"));
+        assert_eq!(c.resource_server("b://items/7"), Some("b"));
+        assert_eq!(c.resource_server("c://nothing"), None);
+        assert_eq!(c.prompt_server("mcp__b__greet"), Some("b"));
+        assert_eq!(c.prompt_server("a/greet"), Some("a"));
+        assert_eq!(c.prompt_server("mcp__b__x/y"), Some("b"));
+        assert_eq!(c.prompt_server("only_b"), Some("b"));
+        // Offered by two servers: the manager refuses to guess, and so does the policy.
+        assert_eq!(c.prompt_server("greet"), None);
+    }
+
+    #[test]
+    fn a_restricted_catalog_keeps_only_allowed_servers() {
+        let policy = crate::connectors::resolve(&crate::connectors::Tiers {
+            channel: Some(vec!["b".into()]),
+            ..Default::default()
+        });
+        let r = catalog().restricted(&policy);
+        assert_eq!(
+            r.tools
+                .iter()
+                .map(|t| t.full_name.as_str())
+                .collect::<Vec<_>>(),
+            ["mcp__b__t"]
+        );
+        assert!(r.resources.is_empty());
+        assert_eq!(r.templates.len(), 1);
+        assert!(r.prompts.iter().all(|p| p.server == "b") && r.prompts.len() == 2);
+        let all = catalog().restricted(&crate::connectors::Effective::unrestricted());
+        assert_eq!(all, catalog());
     }
 }

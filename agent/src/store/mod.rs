@@ -2,11 +2,12 @@
 //! (the embedded default) and PostgreSQL with the same queries.
 //!
 //! One module per table: [`workstreams`], [`messages`], [`approvals`] (requests and
-//! always-allow grants), [`memories`] (scoped memories), [`users`] (users, their platform
+//! always-allow grants), [`connectors`] (connector policy tiers), [`memories`] (scoped memories), [`users`] (users, their platform
 //! identities and linking); [`recall`] is full-text search over the messages. Migrations are
 //! embedded and run at connect time.
 
 pub mod approvals;
+pub mod connectors;
 pub mod memories;
 pub mod messages;
 pub mod prompt_templates;

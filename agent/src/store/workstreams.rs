@@ -36,14 +36,30 @@ impl Store {
         key: &str,
         owner: Option<&str>,
     ) -> Result<WorkstreamRow, StoreError> {
+        let channel = crate::connectors::channel_from_key(key);
+        self.ensure_workstream_in(key, owner, channel.as_deref())
+            .await
+    }
+
+    /// [`Self::ensure_workstream`], recording the channel the workstream lives in (a Discord
+    /// thread's parent: its key does not say). A channel already recorded is kept.
+    pub async fn ensure_workstream_in(
+        &self,
+        key: &str,
+        owner: Option<&str>,
+        channel: Option<&str>,
+    ) -> Result<WorkstreamRow, StoreError> {
         let now = now_ms();
         sqlx::query(
-            "INSERT INTO workstreams (key, owner, created_at, updated_at) VALUES ($1, $2, $3, $3) \
-             ON CONFLICT (key) DO NOTHING",
+            "INSERT INTO workstreams (key, owner, created_at, updated_at, channel) \
+             VALUES ($1, $2, $3, $3, $4) \
+             ON CONFLICT (key) DO UPDATE SET channel = excluded.channel \
+             WHERE workstreams.channel IS NULL AND excluded.channel IS NOT NULL",
         )
         .bind(key)
         .bind(owner)
         .bind(now)
+        .bind(channel)
         .execute(self.pool())
         .await?;
         let (key, owner, created_at): (String, Option<String>, i64) =

@@ -217,7 +217,7 @@ fn turn_tools_apply_the_configuration() {
         ..ToolsConfig::default()
     };
     let caps = Capabilities::default();
-    let tools = TurnTools::new(catalog.clone(), &config, caps);
+    let tools = TurnTools::new(catalog.clone(), &config, caps, Effective::unrestricted());
     assert!(tools.client_search().is_some());
     let mut expanded = HashSet::new();
     let calls = [
@@ -248,7 +248,12 @@ fn turn_tools_apply_the_configuration() {
         ]
     );
     // Below the threshold in auto mode (5 < 20): everything, no search.
-    let auto = TurnTools::new(catalog.clone(), &ToolsConfig::default(), caps);
+    let auto = TurnTools::new(
+        catalog.clone(),
+        &ToolsConfig::default(),
+        caps,
+        Effective::unrestricted(),
+    );
     assert!(auto.client_search().is_none());
     assert_eq!(auto.offered(&HashSet::new()).len(), 5);
     let native = Capabilities {
@@ -256,7 +261,7 @@ fn turn_tools_apply_the_configuration() {
         ..caps
     };
     assert!(
-        TurnTools::new(catalog.clone(), &config, native)
+        TurnTools::new(catalog.clone(), &config, native, Effective::unrestricted())
             .client_search()
             .is_none()
     );
@@ -264,6 +269,52 @@ fn turn_tools_apply_the_configuration() {
         supports_tools: false,
         ..caps
     };
-    let none = TurnTools::new(catalog, &config, no_tools);
+    let none = TurnTools::new(catalog, &config, no_tools, Effective::unrestricted());
     assert_eq!(none.offered(&expanded), Vec::new());
+}
+
+#[test]
+fn connector_policy_hides_refused_servers_from_offers_and_search() {
+    let catalog = Arc::new(ToolCatalog::new(&builtins(), external()));
+    let policy = crate::connectors::resolve(&crate::connectors::Tiers {
+        workstream: Some(vec!["jira".into()]),
+        ..Default::default()
+    });
+    let search_on = ToolsConfig {
+        search: ToolSearchMode::On,
+        ..ToolsConfig::default()
+    };
+    let tools = TurnTools::new(
+        catalog.clone(),
+        &search_on,
+        Capabilities::default(),
+        policy.clone(),
+    );
+    assert!(tools.uses(&catalog));
+    assert_eq!(tools.policy(), &policy);
+    let search = tools.client_search().unwrap();
+    // "github issue" would rank the GitHub tools first; none of them can be found.
+    let found = run_tool_search(search.index, r#"{"query": "github issue"}"#, 5);
+    assert!(
+        found.expand.iter().all(|n| !n.starts_with("mcp__github__")),
+        "{:?}",
+        found.expand
+    );
+    assert!(!search.index.contains("mcp__github__create_issue"));
+    // Even a tool the workstream expanded earlier is not offered any more.
+    let expanded = HashSet::from(["mcp__github__create_issue".to_owned()]);
+    let everything = TurnTools::new(
+        catalog,
+        &ToolsConfig::default(),
+        Capabilities::default(),
+        policy,
+    );
+    assert_eq!(
+        names(&everything.offered(&expanded)),
+        [
+            ("bash", false),
+            ("read_file", false),
+            ("mcp__jira__create_ticket", false)
+        ]
+    );
 }

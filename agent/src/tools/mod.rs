@@ -195,6 +195,9 @@ pub struct ToolContext {
     pub child_env: Arc<crate::child_env::ChildEnv>,
     /// Settings and the model for web_fetch, web_search and math.
     pub services: Arc<ToolServices>,
+    /// The task and project tiers of connector policy; the pipeline resolves the policy from
+    /// them and the store before every MCP call.
+    pub connectors: crate::connectors::ConnectorScope,
 }
 
 impl ToolContext {
@@ -226,6 +229,7 @@ impl ToolContext {
                 &ToolsConfig::default(),
             )),
             services: Arc::default(),
+            connectors: crate::connectors::ConnectorScope::default(),
         }
     }
 

@@ -145,6 +145,40 @@ pub(super) async fn on_command(
             tracing::info!(workstream = %key, by = %person.username, "workstream closed");
             Ok(())
         }
+        Command::Connectors { action, scope } => {
+            let person = bot.person(&c.user).await?;
+            let parent = c.channel.as_ref().and_then(|ch| ch.parent_id);
+            let channel = match &ws {
+                // A thread opened before parents were recorded learns its parent here.
+                Some(w) => match (
+                    bot.agent.workstream_connectors(&w.row.key).await?.channel,
+                    parent,
+                ) {
+                    (Some(known), _) => Some(known),
+                    (None, Some(p)) => {
+                        bot.agent
+                            .store()
+                            .ensure_workstream_in(&key, None, Some(&workstream_key(p)))
+                            .await?;
+                        Some(workstream_key(p))
+                    }
+                    (None, None) => None,
+                },
+                None if c.guild_id.is_some() => {
+                    Some(parent.map_or_else(|| key.clone(), workstream_key))
+                }
+                None => None,
+            };
+            let at = crate::connectors::At {
+                workstream: ws.as_ref().map(|w| w.row.key.as_str()),
+                channel: channel.as_deref(),
+                user_id: &person.id,
+                admin: is_bot_admin(c.member.as_deref(), &bot.config.admin_roles),
+                prefix: "/",
+            };
+            let text = crate::connectors::answer(&bot.agent, &action, scope, at).await;
+            reply.send(Reply::Private(text)).await
+        }
         other => {
             let who = Person {
                 platform: PLATFORM,
@@ -188,7 +222,7 @@ async fn ask(
     reply.send(Reply::Public(shown)).await?;
     if direct && !in_thread {
         // DMs are on (intake let this through): a DM is its own workstream, as for messages.
-        start_workstream(bot, c.channel_id, &person.id).await?;
+        start_workstream(bot, c.channel_id, &person.id, None).await?;
     }
     if in_thread || direct {
         let _ = bot.submit(c.channel_id, Work::message(&person.id, prompt));
@@ -206,7 +240,7 @@ async fn ask(
                 .create_thread_from_message(&http, original.id, builder.clone())
         })
         .await?;
-    start_workstream(bot, thread.id, &person.id).await?;
+    start_workstream(bot, thread.id, &person.id, Some(c.channel_id)).await?;
     tracing::info!(workstream = %workstream_key(thread.id), owner = %person.username, "new workstream from /ask");
     let _ = bot.submit(thread.id, Work::message(&person.id, prompt));
     Ok(())

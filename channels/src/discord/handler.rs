@@ -125,7 +125,8 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
             }
         }
     };
-    start_workstream(bot, channel, &author.id).await?;
+    let parent = (!direct).then_some(msg.channel_id);
+    start_workstream(bot, channel, &author.id, parent).await?;
     tracing::info!(workstream = %workstream_key(channel), owner = %author.username, "new workstream");
     let _ = bot.submit(channel, Work::message(&author.id, prompt));
     Ok(())

@@ -32,15 +32,18 @@ pub(super) fn thread_name(prompt: &str) -> String {
     name
 }
 
-/// Records a new thread's workstream, owned by whoever started it.
+/// Records a new thread's workstream, owned by whoever started it, with the channel it was
+/// opened from (`parent`; `None` for a DM): the channel tier of connector policy.
 pub(super) async fn start_workstream(
     bot: &Bot,
     channel: ChannelId,
     owner: &str,
+    parent: Option<ChannelId>,
 ) -> Result<(), sandpiper_agent::store::StoreError> {
+    let parent = parent.map(workstream_key);
     bot.agent
         .store()
-        .ensure_workstream(&workstream_key(channel), Some(owner))
+        .ensure_workstream_in(&workstream_key(channel), Some(owner), parent.as_deref())
         .await
         .map(|_| ())
 }

@@ -18,7 +18,7 @@ use super::turn::Thread;
 use super::{Ctx, spawn};
 use crate::account::Person;
 use crate::answers::{self, Where};
-use crate::commands::{Command, MemoryAction, help};
+use crate::commands::{Command, ConnectorsAction, MemoryAction, PolicyScope, help};
 
 /// Acknowledges a command: `Some(text)` is the immediate (ephemeral) reply; the rest is done in
 /// the background.
@@ -50,6 +50,9 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
         }
         Command::Stop => stop(ctx, &team, &channel, &user).await,
         Command::Close => close(ctx, &team, &channel, &user).await,
+        Command::Connectors { action, scope } => {
+            connectors(ctx, &team, &channel, &user, &action, scope).await
+        }
         other => {
             let workstream = latest(ctx, &team, &channel).await;
             let name = ctx.api.display_name(&user).await;
@@ -109,6 +112,36 @@ async fn ask(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str, prompt: &str
         thread_ts: root.clone(),
     };
     converse(ctx, thread, user, &root, prompt, true).await;
+}
+
+/// `connectors`: the channel's most recent thread (Slack does not say which thread a command
+/// was typed in), or with `channel` the channel itself.
+async fn connectors(
+    ctx: &Arc<Ctx>,
+    team: &str,
+    channel: &str,
+    user: &str,
+    action: &ConnectorsAction,
+    scope: PolicyScope,
+) -> String {
+    let Some(me) = person(ctx, user).await else {
+        return "connectors: cannot look up who you are right now; try again.".into();
+    };
+    let workstream = latest(ctx, team, channel).await;
+    let admin = !ctx
+        .api
+        .groups_of(user, &ctx.config.admin_usergroups)
+        .await
+        .is_empty();
+    let channel_key = format!("slack:{team}:{channel}");
+    let at = crate::connectors::At {
+        workstream: workstream.as_deref(),
+        channel: Some(&channel_key),
+        user_id: &me.id,
+        admin,
+        prefix: &ctx.prefix(),
+    };
+    from_markdown(&crate::connectors::answer(&ctx.agent, action, scope, at).await)
 }
 
 /// `stop`: every running turn in the channel the caller may stop.

@@ -1,7 +1,10 @@
 //! Shared setup for the end-to-end suites.
 
+mod admin_api;
 mod approvals;
 mod approver_view;
+mod connector_commands;
+mod connectors;
 mod console;
 mod discord;
 mod discord_commands;
