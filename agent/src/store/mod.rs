@@ -13,6 +13,7 @@ pub mod messages;
 pub mod prompt_templates;
 pub mod recall;
 pub mod users;
+pub mod watches;
 pub mod workstreams;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -30,6 +30,7 @@ mod slack_approvals;
 mod tool_env;
 mod tool_search;
 mod turn_limits;
+mod watch_store;
 mod web;
 mod who_decides;
 mod who_decides_slack;
