@@ -281,7 +281,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 interactive,
             };
             let out: Output = Arc::new(Mutex::new(std::io::stdout()));
-            let console = Console::new(agent, options, stdin_lines(), out);
+            let console = Console::new(agent.clone(), options, stdin_lines(), out);
+            // This workstream's watches, while the console is open.
+            let mut starters = sandpiper_channels::thread::Starters::default();
+            starters.add(console.starter());
+            let stop_watches = tokio_util::sync::CancellationToken::new();
+            let watches = wiring::start_watches(&agent, starters, stop_watches.clone());
             let interrupter = console.interrupter();
             tokio::spawn(async move {
                 while tokio::signal::ctrl_c().await.is_ok() {
@@ -291,6 +296,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             });
             let report = console.run().await;
+            stop_watches.cancel();
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, watches).await;
             // A script piping messages in learns of a failed turn from the exit code; at a
             // terminal the person saw the error and the session's end is not a verdict.
             if !interactive && !report.succeeded() {
@@ -339,6 +346,16 @@ async fn serve(
     )
     .await
     .context("cannot start Slack")?;
+    // Turns that start outside a chat message (a watch firing) go to the platform that shows
+    // the workstream.
+    let mut starters = sandpiper_channels::thread::Starters::default();
+    if let Some(d) = &discord {
+        starters.add(d.starter());
+    }
+    if let Some(s) = &slack {
+        starters.add(s.starter());
+    }
+    let watches = wiring::start_watches(&agent, starters, shutdown.clone());
     let mut router = sandpiper::serve::router(health);
     match sandpiper::service_jwt::ServiceKey::from_env(&agent.config().auth, &ProcessEnv) {
         Ok(key) => {
@@ -403,6 +420,10 @@ async fn serve(
         },
     );
     signal_task.abort();
+    // The runner stops on the same signal; it only releases its claims.
+    if tokio::time::timeout(SHUTDOWN_GRACE, watches).await.is_err() {
+        tracing::warn!("the watch runner did not stop in time; its claims run out on their own");
+    }
     if discord_left + slack_left > 0 {
         tracing::warn!(
             discord = discord_left,

@@ -32,6 +32,7 @@ pub fn default_tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(recall::Recall),
         Arc::new(read_resource::ReadResource),
         Arc::new(use_prompt::UsePrompt),
+        Arc::new(watch::WatchTool),
     ]
 }
 
@@ -319,7 +320,8 @@ mod tests {
                 "memory",
                 "recall",
                 "read_resource",
-                "use_prompt"
+                "use_prompt",
+                "watch"
             ]
         );
         assert_eq!(
@@ -352,9 +354,12 @@ mod tests {
             ]
         );
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
-        assert_eq!(auto, ["man", "memory", "read_file", "recall", "search"]);
+        assert_eq!(
+            auto,
+            ["man", "memory", "read_file", "recall", "search", "watch"]
+        );
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 13);
+        assert_eq!(r.builtin_tool_names().len(), 14);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
@@ -367,6 +372,7 @@ mod tests {
             ("read_resource", "uri"),
             ("search", "query"),
             ("use_prompt", "name"),
+            ("watch", "name"),
             ("web_fetch", "url"),
             ("web_search", "query"),
             ("write_file", "content"),
