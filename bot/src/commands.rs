@@ -150,9 +150,14 @@ mod tests {
             cut(lines[12]),
             "read_resource  no            yes    yes         uri          -"
         );
-        assert_eq!(lines[14], "");
-        assert!(lines[15].contains("always-allow grant"), "{table}");
-        assert_eq!(lines.len(), 16);
+        assert_eq!(
+            cut(lines[14]),
+            "watch          yes           no     no          name         create (its command \
+             runs unattended, like bash)"
+        );
+        assert_eq!(lines[15], "");
+        assert!(lines[16].contains("always-allow grant"), "{table}");
+        assert_eq!(lines.len(), 17);
     }
 
     #[tokio::test]
