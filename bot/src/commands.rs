@@ -148,11 +148,15 @@ mod tests {
         );
         assert_eq!(
             cut(lines[12]),
+            "notify         yes           yes    yes         message      -"
+        );
+        assert_eq!(
+            cut(lines[13]),
             "read_resource  no            yes    yes         uri          -"
         );
-        assert_eq!(lines[14], "");
-        assert!(lines[15].contains("always-allow grant"), "{table}");
-        assert_eq!(lines.len(), 16);
+        assert_eq!(lines[15], "");
+        assert!(lines[16].contains("always-allow grant"), "{table}");
+        assert_eq!(lines.len(), 17);
     }
 
     #[tokio::test]

@@ -30,6 +30,7 @@ pub fn default_tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(web_search::WebSearch),
         Arc::new(memory::MemoryTool),
         Arc::new(recall::Recall),
+        Arc::new(notify::Notify),
         Arc::new(read_resource::ReadResource),
         Arc::new(use_prompt::UsePrompt),
     ]
@@ -318,6 +319,7 @@ mod tests {
                 "web_search",
                 "memory",
                 "recall",
+                "notify",
                 "read_resource",
                 "use_prompt"
             ]
@@ -331,6 +333,7 @@ mod tests {
                 "man",
                 "web_fetch",
                 "web_search",
+                "notify",
                 "read_resource",
                 "use_prompt"
             ]
@@ -347,14 +350,18 @@ mod tests {
                 "man",
                 "web_fetch",
                 "web_search",
+                "notify",
                 "read_resource",
                 "use_prompt"
             ]
         );
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
-        assert_eq!(auto, ["man", "memory", "read_file", "recall", "search"]);
+        assert_eq!(
+            auto,
+            ["man", "memory", "notify", "read_file", "recall", "search"]
+        );
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 13);
+        assert_eq!(r.builtin_tool_names().len(), 14);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
@@ -362,6 +369,7 @@ mod tests {
             ("man", "page"),
             ("math", "code"),
             ("memory", "name"),
+            ("notify", "message"),
             ("recall", "query"),
             ("read_file", "path"),
             ("read_resource", "uri"),
