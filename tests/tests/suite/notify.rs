@@ -217,13 +217,26 @@ both_backends! {
         assert!(history.iter().any(|m| m.content.ends_with("on it")), "the reply is in the workstream");
         s.llm.verify();
 
+        // Everything else in a DM follows the DM rules (off here): a plain DM on either
+        // platform, a reply to a message that is no notification, and a stranger quoting
+        // alice's notification from his own DM.
+        let ignored_before = discord.requests().len();
+        let mine = discord.dm(&alice_discord, "anyone there?").await.1;
+        discord.user_reply(dm, &alice_discord, "re", mine).await;
+        let bob = FakeUser::new(900_000_000_000_000_012, "bob");
+        let bob_dm = discord.dm_channel(&bob);
+        discord.user_reply(bob_dm, &bob, "let me in", discord_dm.id).await;
+        slack.dm_message(&alice_slack, "plain", None).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(s.llm.requests().len(), 6, "no turn for any of them");
+        let answered: Vec<_> = discord.requests().into_iter().skip(ignored_before).filter(|r| r.method == "POST").collect();
+        assert!(answered.is_empty(), "no answer in a DM: {answered:?}");
+
         a_stop.cancel();
         b_stop.cancel();
         let id_a = a.service_id.clone().unwrap();
         a.join(WAIT).await.served.unwrap();
         b.join(WAIT).await.served.unwrap();
-        let left = s.llm.requests().len();
-        assert_eq!(left, 6);
         // A clean shutdown leaves the registry.
         let store = sandpiper_agent::store::Store::connect(&db.url, 1).await.unwrap();
         assert!(store.all_services().await.unwrap().iter().all(|n| n.id != id_a));
