@@ -107,10 +107,14 @@ async fn main() -> anyhow::Result<()> {
     })
     .to_string();
 
-    let deadline = Instant::now() + Duration::from_secs(o.seconds);
+    // Clients are built before the clock starts (each loads its TLS roots).
+    let clients = (0..o.concurrency)
+        .map(|_| reqwest::Client::builder().no_proxy().build())
+        .collect::<Result<Vec<_>, _>>()?;
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(o.seconds);
     let mut workers = Vec::new();
-    for _ in 0..o.concurrency {
-        let client = reqwest::Client::builder().no_proxy().build()?;
+    for client in clients {
         let (url, body, key) = (url.clone(), body.clone(), key.clone());
         let fresh = o.fresh_tokens;
         workers.push(tokio::spawn(async move {
@@ -140,7 +144,6 @@ async fn main() -> anyhow::Result<()> {
             anyhow::Ok((latencies, failures))
         }));
     }
-    let began = Instant::now();
     let mut latencies = Vec::new();
     let mut failures = 0;
     for w in workers {

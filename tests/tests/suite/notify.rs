@@ -35,6 +35,17 @@ async fn node(
     discord: DiscordConfig,
     slack: SlackConfig,
 ) -> (Node, CancellationToken) {
+    let key = ServiceKey::new(SECRET).expect("a strong secret");
+    node_with(core, discord, slack, Some(key)).await
+}
+
+/// [`node`] with the service key given (`None`: a node without a secret).
+async fn node_with(
+    core: &Config,
+    discord: DiscordConfig,
+    slack: SlackConfig,
+    key: Option<ServiceKey>,
+) -> (Node, CancellationToken) {
     let mut core = core.clone();
     core.server.listen = "127.0.0.1:0".parse().expect("an address");
     let env = [("SANDPIPER_JWT_SECRET", SECRET), ("PATH", "/usr/bin:/bin")];
@@ -46,11 +57,10 @@ async fn node(
         .await
         .expect("the agent builds");
     let shutdown = CancellationToken::new();
-    let key = ServiceKey::new(SECRET).expect("a strong secret");
     let node = Node::start(
         agent,
         ChannelsConfig { discord, slack },
-        Some(key),
+        key,
         shutdown.clone(),
     )
     .await
@@ -352,5 +362,17 @@ both_backends! {
         assert_eq!(status, 200);
         stop.cancel();
         n.join(WAIT).await.served.unwrap();
+
+        // A node without a secret serves no notify route and does not register as a gateway.
+        let (plain, stop) = node_with(&s.config.core, DiscordConfig::default(), SlackConfig::default(), None).await;
+        assert_eq!(plain.service_id, None);
+        let r = client.post(format!("http://{}/v1/api/notify", plain.addr)).body("{}").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 404);
+        let store = sandpiper_agent::store::Store::connect(&db.url, 1).await.unwrap();
+        // Only the first node's row: it could not leave, its database was closed under it.
+        let rows = store.all_services().await.unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        stop.cancel();
+        plain.join(WAIT).await.served.unwrap();
     }
 }
