@@ -386,6 +386,36 @@ impl Agent {
             .await
     }
 
+    /// A tool context for work in workstream `key` outside a turn (a watch's poll): its
+    /// working directory (created when missing), the tools' settings and clean environment,
+    /// and no person behind it.
+    pub(crate) async fn background_context(
+        &self,
+        key: &str,
+        cancel: CancellationToken,
+    ) -> crate::tools::ToolContext {
+        let inner = &self.inner;
+        let workdir = inner.workstreams.workdir(key);
+        turn::ensure_workdir(&workdir).await;
+        crate::tools::ToolContext {
+            workdir,
+            paths: inner.paths.clone(),
+            config: inner.tools_config.clone(),
+            capabilities: inner.config.model.capabilities,
+            files_read: crate::tools::FilesRead::default(),
+            cancel,
+            workstream: key.to_owned(),
+            user_id: None,
+            store: Some(inner.store.clone()),
+            mcp: Some(inner.mcp.clone()),
+            child_env: inner.child_env.clone(),
+            services: inner.services.clone(),
+            connectors: ConnectorScope::default(),
+            notify_budget: Default::default(),
+            metrics: inner.metrics.clone(),
+        }
+    }
+
     /// Drops a workstream from memory; it is reloaded from the store when next used.
     pub fn forget(&self, workstream: &str) {
         self.inner.workstreams.evict(workstream);

@@ -115,6 +115,28 @@ pub struct Config {
     pub projects: Vec<ProjectConfig>,
     /// Service tokens for the admin HTTP API.
     pub auth: AuthConfig,
+    /// The watch runner.
+    pub watch: WatchConfig,
+}
+
+/// `[watch]`: how the runner looks for due watches.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchConfig {
+    /// How often the runner looks for due watches.
+    #[serde(with = "duration")]
+    pub tick: Duration,
+    /// Polls running at once.
+    pub max_parallel: usize,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_secs(5),
+            max_parallel: 4,
+        }
+    }
 }
 
 /// `[auth]`

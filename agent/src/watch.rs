@@ -6,10 +6,22 @@
 //! - [`value`]: the values a condition computes with, with Python's semantics.
 //! - `eval`: evaluation under a step budget and size caps, so no condition can hang or
 //!   exhaust memory.
+//! - [`spec`]: a watch as asked for, checked (name, interval, condition, poll budget), and how
+//!   watches are listed.
+//! - [`verdict`]: what a poll means (wait, fire, fail) and the message a firing watch writes.
+//! - [`runner`]: claims due watches, polls them like bash, and hands what fires to the
+//!   thread through a [`Dispatch`].
+//!
+//! The `watches` table is [`crate::store::watches`]; the tool is `tools/watch.json`.
 
 pub mod condition;
 mod eval;
+pub mod runner;
+pub mod spec;
 pub mod value;
+pub mod verdict;
 
 pub use condition::{Condition, ConditionError, Poll};
 pub use eval::EvalError;
+pub use runner::{Delivery, Dispatch, DispatchError, WatchRunner};
+pub use spec::{Spec, SpecError, list_text, short_id};

@@ -132,6 +132,11 @@ impl Workstreams {
         Ok(self.insert(key, Arc::new(tokio::sync::Mutex::new(ws))))
     }
 
+    /// The working directory of workstream `key`, whether or not it is in memory.
+    pub fn workdir(&self, key: &str) -> std::path::PathBuf {
+        self.layout.dir_for(key)
+    }
+
     /// Drops a workstream from memory (it stays in the store).
     pub fn evict(&self, key: &str) {
         if let Ok(mut lru) = self.lru.lock() {

@@ -281,7 +281,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 interactive,
             };
             let out: Output = Arc::new(Mutex::new(std::io::stdout()));
-            let console = Console::new(agent, options, stdin_lines(), out);
+            let console = Console::new(agent.clone(), options, stdin_lines(), out);
+            // This workstream's watches, while the console is open.
+            let mut starters = sandpiper_channels::thread::Starters::default();
+            starters.add(console.starter());
+            let stop_watches = tokio_util::sync::CancellationToken::new();
+            let watches = wiring::start_watches(&agent, starters, stop_watches.clone());
             let interrupter = console.interrupter();
             tokio::spawn(async move {
                 while tokio::signal::ctrl_c().await.is_ok() {
@@ -291,6 +296,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             });
             let report = console.run().await;
+            stop_watches.cancel();
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, watches).await;
             // A script piping messages in learns of a failed turn from the exit code; at a
             // terminal the person saw the error and the session's end is not a verdict.
             if !interactive && !report.succeeded() {

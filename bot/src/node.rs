@@ -1,6 +1,6 @@
 //! One running `sandpiper serve` node: its chat platforms, its HTTP endpoints (`/health`,
-//! `/ready`, `/metrics`, the admin API, `/v1/api/notify`), its place in the `services`
-//! registry, and how it stops. `main.rs` runs one; the end-to-end tests run several on one
+//! `/ready`, `/metrics`, the admin API, `/v1/api/notify`), its watch runner, its place in the
+//! `services` registry, and how it stops. `main.rs` runs one; the end-to-end tests run several on one
 //! database, through the same code.
 
 use std::net::SocketAddr;
@@ -49,6 +49,8 @@ pub struct Node {
     http_stop: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
     registry: Option<JoinHandle<()>>,
+    /// The watch runner; it stops on `shutdown`, releasing its claims.
+    watches: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Node {
@@ -118,8 +120,8 @@ impl Node {
                 "sandpiper: Slack is off (set SLACK_BOT_TOKEN, and SLACK_APP_TOKEN for Socket Mode)"
             ),
         }
-        // Turns started from outside a chat message (a reply to a notification) go to the
-        // platform that owns the workstream.
+        // Turns started from outside a chat message (a watch firing, a reply to a
+        // notification) go to the platform that shows the workstream.
         let mut starters = Starters::default();
         let mut platforms: Vec<Arc<dyn NotifyPlatform>> = Vec::new();
         if let Some(d) = &discord {
@@ -136,6 +138,7 @@ impl Node {
         if let Some(s) = &slack {
             s.continue_replies(starters.clone());
         }
+        let watches = crate::wiring::start_watches(&agent, starters, shutdown.clone());
         let notifier = Notifier::new(agent.store().clone(), platforms);
         let serves_notify = key.is_some();
         match key {
@@ -198,6 +201,7 @@ impl Node {
             http_stop,
             server,
             registry,
+            watches,
         })
     }
 
@@ -250,6 +254,11 @@ impl Node {
                 }
             },
         );
+        if tokio::time::timeout(grace, self.watches).await.is_err() {
+            tracing::warn!(
+                "the watch runner did not stop in time; its claims run out on their own"
+            );
+        }
         if let Some(registry) = self.registry {
             let _ = registry.await;
         }

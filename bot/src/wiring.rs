@@ -154,3 +154,15 @@ pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, Wir
     );
     Ok(Agent::with_host(config, model, store, mcp, host)?)
 }
+
+/// Starts the watch runner for the workstreams `starters` show (Discord and Slack threads in
+/// `serve`, the console's workstream in `chat`); it stops, releasing its claims, when
+/// `shutdown` is cancelled.
+pub fn start_watches(
+    agent: &Agent,
+    starters: sandpiper_channels::thread::Starters,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let runner = sandpiper_agent::watch::WatchRunner::new(agent.clone(), Arc::new(starters));
+    tokio::spawn(runner.run(shutdown))
+}

@@ -40,6 +40,11 @@ async fn me(store: &Store, who: Person<'_>) -> Result<User, AccountError> {
         .await?)
 }
 
+/// The sandpiper user id of the person (created on first sight).
+pub async fn user_id(store: &Store, who: Person<'_>) -> Result<String, AccountError> {
+    Ok(me(store, who).await?.id)
+}
+
 /// `link` (new code), `link CODE` (join), `link --unlink`.
 pub async fn link(
     store: &Store,

@@ -17,7 +17,8 @@ pub struct Where<'a> {
     /// How commands are typed on this platform (`/`, `/sandpiper `).
     pub prefix: &'a str,
     /// Whether the person administers the bot here (Discord: Administrator or an
-    /// `admin_roles` role; Slack: an `admin_usergroups` member): deleting global memories.
+    /// `admin_roles` role; Slack: an `admin_usergroups` member): deleting global memories,
+    /// cancelling another person's watches.
     pub admin: bool,
 }
 
@@ -32,6 +33,19 @@ pub async fn answer(
     let text = match cmd {
         Command::Ask { .. } | Command::Stop | Command::Close | Command::Connectors { .. } => {
             return None;
+        }
+        Command::Watch { action } => {
+            let user = match account::user_id(store, who).await {
+                Ok(id) => id,
+                Err(e) => return Some(format!("watch: {e}")),
+            };
+            let at = crate::watches::At {
+                workstream: at.workstream,
+                user_id: &user,
+                admin: at.admin,
+                prefix: at.prefix,
+            };
+            crate::watches::answer(agent, action, at).await
         }
         Command::Help => help(at.prefix),
         Command::Status => match at.workstream {

@@ -66,8 +66,24 @@ pub enum Command {
         /// The thread's tier or its channel's.
         scope: PolicyScope,
     },
+    /// This thread's watches: list them, cancel or resume one.
+    Watch {
+        /// `list`, `cancel NAME` or `resume NAME`.
+        action: WatchAction,
+    },
     /// What the commands are.
     Help,
+}
+
+/// `/watch` actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchAction {
+    /// Name, command, interval, polls so far, next poll and condition of each.
+    List,
+    /// Cancel the watch with this name or id prefix.
+    Cancel(String),
+    /// Let a paused watch go on.
+    Resume(String),
 }
 
 /// `/connectors` actions.
@@ -285,6 +301,45 @@ pub const COMMANDS: &[CommandSpec] = &[
             },
         ],
         parse: parse_connectors,
+    },
+    CommandSpec {
+        name: "watch",
+        description: "This thread's watches: list them, cancel or resume one",
+        options: &[
+            OptionSpec {
+                name: "action",
+                description: "list, cancel or resume",
+                required: false,
+                choices: &["list", "cancel", "resume"],
+            },
+            OptionSpec {
+                name: "name",
+                description: "the watch's name (or the start of its id)",
+                required: false,
+                choices: &[],
+            },
+        ],
+        parse: |a| {
+            let action = match (a.get("action").unwrap_or("list"), a.get("name")) {
+                ("list", None) => WatchAction::List,
+                ("cancel", Some(name)) => WatchAction::Cancel(name.to_owned()),
+                ("resume", Some(name)) => WatchAction::Resume(name.to_owned()),
+                ("list", Some(_)) => {
+                    return Err(CommandError::Usage("watch list takes no name".into()));
+                }
+                (action @ ("cancel" | "resume"), None) => {
+                    return Err(CommandError::Usage(format!(
+                        "watch {action} needs the watch's name: watch {action} <name>"
+                    )));
+                }
+                (other, _) => {
+                    return Err(CommandError::Usage(format!(
+                        "watch: `{other}` is not an action; use list, cancel <name> or resume <name>"
+                    )));
+                }
+            };
+            Ok(Command::Watch { action })
+        },
     },
     CommandSpec {
         name: "help",
@@ -571,5 +626,41 @@ mod tests {
         }
         assert!(help("/").contains("`/ask <prompt>`"));
         assert!(help("/").contains("`/mcp [action] [server]`"));
+    }
+
+    #[test]
+    fn watch_parses_the_same_on_both_platforms() {
+        let opts = |a: &str, n: &str| {
+            vec![
+                ("action".to_owned(), a.to_owned()),
+                ("name".to_owned(), n.to_owned()),
+            ]
+        };
+        assert_eq!(
+            Command::from_text("watch").unwrap(),
+            Command::Watch {
+                action: WatchAction::List
+            }
+        );
+        assert_eq!(
+            Command::from_text("watch cancel pr-review").unwrap(),
+            Command::from_options("watch", &opts("cancel", "pr-review")).unwrap()
+        );
+        assert_eq!(
+            Command::from_text("watch resume ci").unwrap(),
+            Command::Watch {
+                action: WatchAction::Resume("ci".into())
+            }
+        );
+        assert_eq!(
+            Command::from_text("watch cancel"),
+            Err(CommandError::Usage(
+                "watch cancel needs the watch's name: watch cancel <name>".into()
+            ))
+        );
+        assert!(matches!(
+            Command::from_text("watch stop ci"),
+            Err(CommandError::Usage(m)) if m.contains("list, cancel <name> or resume <name>")
+        ));
     }
 }

@@ -12,6 +12,7 @@ use sandpiper_agent::Agent;
 use sandpiper_agent::protocol::{
     ApprovalItem, ApprovalKind, ApproveAll, Approver, Decision, TurnEvent, TurnSink, Verdict,
 };
+use sandpiper_agent::store::watches::KeyPattern;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -244,8 +245,8 @@ struct ConsoleStarter {
 }
 
 impl TurnStarter for ConsoleStarter {
-    fn owns(&self, workstream: &str) -> bool {
-        workstream == self.key
+    fn keys(&self) -> KeyPattern {
+        KeyPattern::Exact(self.key.clone())
     }
 
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {

@@ -49,3 +49,4 @@ pub mod tasks;
 pub mod thread;
 pub mod turns;
 pub mod visible;
+pub mod watches;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sandpiper_agent::protocol::{Approver, TurnEvent, TurnSink};
+use sandpiper_agent::store::watches::KeyPattern;
 use sandpiper_agent::{Agent, AgentError, ResumeRequest, TurnRequest};
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +44,9 @@ pub enum Work {
         /// Sandpiper user id of who started it.
         author: Option<String>,
     },
+    /// Show a notice in the thread, in its turn with the lane's other work; no turn runs (a
+    /// watch that stopped or paused says so).
+    Notice(String),
 }
 
 impl Work {
@@ -191,6 +195,10 @@ pub async fn run_work(
             })
             .await
             .map(|_| ()),
+        Work::Notice(text) => {
+            sink.event(TurnEvent::Notice(text));
+            Ok(())
+        }
     }
 }
 
@@ -216,8 +224,12 @@ pub enum StartError {
 
 /// Starts turns in a platform's workstreams from outside a chat message.
 pub trait TurnStarter: Send + Sync {
-    /// Whether `workstream` is one of this platform's (its key prefix).
-    fn owns(&self, workstream: &str) -> bool;
+    /// The workstreams this platform shows (its key prefix; the console's one key).
+    fn keys(&self) -> KeyPattern;
+    /// Whether `workstream` is one of this platform's.
+    fn owns(&self, workstream: &str) -> bool {
+        self.keys().matches(workstream)
+    }
     /// Queues the turn in the workstream's lane, behind what already waits there; its events
     /// show in the workstream's thread.
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError>;
@@ -241,6 +253,11 @@ impl Starters {
     /// Adds a platform.
     pub fn add(&mut self, starter: Arc<dyn TurnStarter>) {
         self.platforms.push(starter);
+    }
+
+    /// The workstreams of every platform.
+    pub fn keys(&self) -> Vec<KeyPattern> {
+        self.platforms.iter().map(|p| p.keys()).collect()
     }
 
     /// Starts `turn` on the platform that owns its workstream.

@@ -422,7 +422,7 @@ impl Agent {
 
 /// Creates a workstream's working directory on first use. A failure is logged, not fatal:
 /// the tools that need the directory then say what is wrong.
-async fn ensure_workdir(dir: &std::path::Path) {
+pub(super) async fn ensure_workdir(dir: &std::path::Path) {
     if let Err(e) = tokio::fs::create_dir_all(dir).await {
         tracing::warn!(workdir = %dir.display(), error = %e, "cannot create the working directory");
     }

@@ -22,17 +22,21 @@ pub enum WatchState {
     Cancelled,
     /// It reached `max_polls` without firing.
     Exhausted,
-    /// Paused by the depth guard (too many watch turns without a person in between).
+    /// Paused by the depth guard (too many watch turns without a person in between);
+    /// `/watch resume` makes it active again.
     Paused,
+    /// Its condition raised an error at run time; the thread was told.
+    Failed,
 }
 
 impl WatchState {
-    const ALL: [WatchState; 5] = [
+    const ALL: [WatchState; 6] = [
         WatchState::Active,
         WatchState::Fired,
         WatchState::Cancelled,
         WatchState::Exhausted,
         WatchState::Paused,
+        WatchState::Failed,
     ];
 
     /// The stored text.
@@ -43,6 +47,7 @@ impl WatchState {
             WatchState::Cancelled => "cancelled",
             WatchState::Exhausted => "exhausted",
             WatchState::Paused => "paused",
+            WatchState::Failed => "failed",
         }
     }
 }
@@ -104,6 +109,44 @@ pub struct WatchRecord {
     pub last_exit_code: Option<i64>,
 }
 
+/// How a message a watch wrote into its workstream starts; the depth guard counts them.
+pub const WATCH_MESSAGE_PREFIX: &str = "[watch ";
+
+/// Which workstreams a runner polls, by key: every key of a platform (`discord:`), or one
+/// workstream (the console's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPattern {
+    /// Keys starting with this.
+    Prefix(String),
+    /// This key.
+    Exact(String),
+}
+
+impl KeyPattern {
+    /// Whether `key` is one of these workstreams.
+    pub fn matches(&self, key: &str) -> bool {
+        match self {
+            KeyPattern::Prefix(p) => key.starts_with(p.as_str()),
+            KeyPattern::Exact(k) => key == k,
+        }
+    }
+}
+
+/// The watch named `which`, or else the one whose id starts with it.
+fn pick<'a>(watches: &'a [WatchRecord], which: &str) -> Result<&'a WatchRecord, WatchError> {
+    let by_name: Vec<&WatchRecord> = watches.iter().filter(|w| w.watch.name == which).collect();
+    let matches = if by_name.is_empty() && !which.is_empty() {
+        watches.iter().filter(|w| w.id.starts_with(which)).collect()
+    } else {
+        by_name
+    };
+    match matches.as_slice() {
+        [] => Err(WatchError::NotFound(which.to_owned())),
+        [one] => Ok(one),
+        _ => Err(WatchError::Ambiguous(which.to_owned())),
+    }
+}
+
 /// Why a watch could not be created or cancelled: clear errors for the model.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -117,7 +160,7 @@ pub enum WatchError {
     #[error("this thread already has {MAX_ACTIVE_PER_WORKSTREAM} active watches; cancel one first")]
     TooMany,
     /// No active watch has that name or id prefix.
-    #[error("no active watch is named `{0}` or has an id starting with it")]
+    #[error("no watch in this thread is named `{0}` or has an id starting with it")]
     NotFound(String),
     /// Several active watches' ids start with the prefix.
     #[error("`{0}` starts the id of several watches; give the name or more of the id")]
@@ -266,17 +309,7 @@ impl Store {
         which: &str,
     ) -> Result<WatchRecord, WatchError> {
         let active = self.active_watches(workstream).await?;
-        let by_name: Vec<&WatchRecord> = active.iter().filter(|w| w.watch.name == which).collect();
-        let matches = if by_name.is_empty() && !which.is_empty() {
-            active.iter().filter(|w| w.id.starts_with(which)).collect()
-        } else {
-            by_name
-        };
-        let watch = match matches.as_slice() {
-            [] => return Err(WatchError::NotFound(which.to_owned())),
-            [one] => (*one).clone(),
-            _ => return Err(WatchError::Ambiguous(which.to_owned())),
-        };
+        let watch = pick(&active, which)?.clone();
         self.finish_watch(&watch.id, WatchState::Cancelled).await?;
         Ok(WatchRecord {
             state: WatchState::Cancelled,
@@ -299,40 +332,164 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Claims up to `limit` due active watches for `node` until `now + lease_ms`: a watch
-    /// another node holds (lease not expired) is skipped, so each due watch is claimed once.
+    /// Claims up to `limit` due active watches of the workstreams `keys` matches, for `node`
+    /// until `now + lease_ms`: a watch another node holds (lease not expired) is skipped, so
+    /// each due watch is claimed once.
     pub async fn claim_due_watches(
         &self,
         node: &str,
+        keys: &[KeyPattern],
         now: i64,
         lease_ms: i64,
         limit: i64,
     ) -> Result<Vec<WatchRecord>, StoreError> {
+        if keys.is_empty() || limit <= 0 {
+            return Ok(Vec::new());
+        }
         // PostgreSQL: concurrent claimers skip rows another transaction is claiming. SQLite
         // serializes writers, so the plain subquery is already exclusive.
         let lock = match self.backend() {
             Backend::Postgres => " FOR UPDATE SKIP LOCKED",
             Backend::Sqlite => "",
         };
-        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        // One test per pattern, its values bound after the five above; `substr` counts
+        // characters on both databases.
+        let mut next = 5;
+        let mut param = || {
+            next += 1;
+            next
+        };
+        let owned = keys
+            .iter()
+            .map(|key| match key {
+                KeyPattern::Prefix(_) => {
+                    let (text, len) = (param(), param());
+                    format!("substr(workstream, 1, ${len}) = ${text}")
+                }
+                KeyPattern::Exact(_) => format!("workstream = ${}", param()),
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let sql = format!(
             "UPDATE watches SET claimed_by = $1, claimed_until = $2 WHERE id IN (\
              SELECT id FROM watches WHERE state = $3 AND next_poll_at <= $4 \
-             AND (claimed_until IS NULL OR claimed_until < $4) \
+             AND (claimed_until IS NULL OR claimed_until < $4) AND ({owned}) \
              ORDER BY next_poll_at LIMIT $5{lock}) RETURNING {COLUMNS}"
-        )))
-        .bind(node)
-        .bind(now.saturating_add(lease_ms))
-        .bind(WatchState::Active.as_str())
-        .bind(now)
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
+        );
+        let mut query = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql))
+            .bind(node)
+            .bind(now.saturating_add(lease_ms))
+            .bind(WatchState::Active.as_str())
+            .bind(now)
+            .bind(limit);
+        for key in keys {
+            query = match key {
+                KeyPattern::Prefix(p) => query
+                    .bind(p.clone())
+                    .bind(i32::try_from(p.chars().count()).unwrap_or(i32::MAX)),
+                KeyPattern::Exact(k) => query.bind(k.clone()),
+            };
+        }
+        let rows = query.fetch_all(self.pool()).await?;
         let mut claimed = rows
             .into_iter()
             .map(record)
             .collect::<Result<Vec<_>, _>>()?;
         claimed.sort_by_key(|w| w.next_poll_at);
         Ok(claimed)
+    }
+
+    /// Lets go of every watch `node` holds (a clean shutdown), so another runner, or this one
+    /// after a restart, polls them without waiting for the leases to run out.
+    pub async fn release_watches(&self, node: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE watches SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = $1",
+        )
+        .bind(node)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// A workstream's watches that are still to run: active and paused, oldest first.
+    pub async fn watches_of(&self, workstream: &str) -> Result<Vec<WatchRecord>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM watches WHERE workstream = $1 AND state IN ($2, $3) \
+             ORDER BY created_at, id"
+        )))
+        .bind(workstream)
+        .bind(WatchState::Active.as_str())
+        .bind(WatchState::Paused.as_str())
+        .fetch_all(self.pool())
+        .await?;
+        rows.into_iter().map(record).collect()
+    }
+
+    /// Makes the paused watch of `workstream` named `which` (or whose id starts with it)
+    /// active again, polled at once. Refused when its name was taken meanwhile or the
+    /// workstream already has its most active watches.
+    pub async fn resume_watch(
+        &self,
+        workstream: &str,
+        which: &str,
+    ) -> Result<WatchRecord, WatchError> {
+        let paused: Vec<WatchRecord> = self
+            .watches_of(workstream)
+            .await?
+            .into_iter()
+            .filter(|w| w.state == WatchState::Paused)
+            .collect();
+        let watch = pick(&paused, which)?.clone();
+        let active = self.active_watches(workstream).await?;
+        if active.iter().any(|a| a.watch.name == watch.watch.name) {
+            return Err(WatchError::NameTaken(watch.watch.name));
+        }
+        if i64::try_from(active.len()).unwrap_or(i64::MAX) >= MAX_ACTIVE_PER_WORKSTREAM {
+            return Err(WatchError::TooMany);
+        }
+        let now = now_ms();
+        let done = sqlx::query(
+            "UPDATE watches SET state = $1, next_poll_at = $2, finished_at = NULL \
+             WHERE id = $3 AND state = $4",
+        )
+        .bind(WatchState::Active.as_str())
+        .bind(now)
+        .bind(&watch.id)
+        .bind(WatchState::Paused.as_str())
+        .execute(self.pool())
+        .await;
+        match done {
+            Ok(d) if d.rows_affected() == 1 => Ok(WatchRecord {
+                state: WatchState::Active,
+                next_poll_at: now,
+                ..watch
+            }),
+            Ok(_) => Err(WatchError::NotFound(which.to_owned())),
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                Err(WatchError::NameTaken(watch.watch.name))
+            }
+            Err(e) => Err(StoreError::from(e).into()),
+        }
+    }
+
+    /// How many of the workstream's latest user messages, up to `limit`, were written by
+    /// watches (no author, the `[watch ` prefix) with no person's message after them: the
+    /// depth guard's count.
+    pub async fn watch_streak(&self, workstream: &str, limit: i64) -> Result<usize, StoreError> {
+        let rows: Vec<(Option<String>, String)> = sqlx::query_as(
+            "SELECT author, content FROM messages WHERE workstream = $1 AND role = 'user' \
+             ORDER BY seq DESC LIMIT $2",
+        )
+        .bind(workstream)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .iter()
+            .take_while(|(author, content)| {
+                author.is_none() && content.starts_with(WATCH_MESSAGE_PREFIX)
+            })
+            .count())
     }
 
     /// Records a poll of a watch `node` holds: its output and exit code, one more poll, and

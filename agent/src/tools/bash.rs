@@ -45,7 +45,7 @@ pub(super) struct Args {
     command: String,
 }
 
-fn check_command(command: &str) -> Result<(), ToolError> {
+pub(crate) fn check_command(command: &str) -> Result<(), ToolError> {
     if command.trim().is_empty() {
         return Err(ToolError::model(
             "`command` is empty; send the bash command to run",
@@ -108,11 +108,85 @@ enum Outcome {
     Cancelled,
 }
 
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal killed it.
+    Signal(i32),
+    /// It ran past `tools.bash_timeout`; it and everything it started were killed.
+    TimedOut,
+    /// It ended without a code or a signal.
+    Abnormal,
+}
+
+impl Exit {
+    /// The exit code as a shell reports it: 128 + signal when killed, 124 on a timeout (what
+    /// `timeout(1)` returns), -1 otherwise.
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            Exit::Code(c) => i64::from(c),
+            Exit::Signal(s) => 128 + i64::from(s),
+            Exit::TimedOut => 124,
+            Exit::Abnormal => -1,
+        }
+    }
+}
+
+/// What a command printed (bounded, cut in the middle like tool output) and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ran {
+    /// stdout and stderr as they came, at most `max_output_bytes` with a note where cut.
+    pub(crate) output: String,
+    /// How it ended.
+    pub(crate) exit: Exit,
+}
+
 async fn run(
     command_text: &str,
     ctx: &ToolContext,
     sink: &dyn OutputSink,
 ) -> Result<ToolOutput, ToolError> {
+    let Ran { mut output, exit } =
+        run_command(command_text, ctx, sink, ctx.config.max_output_bytes).await?;
+    let note = match exit {
+        Exit::TimedOut => Some(format!(
+            "[timed out after {}; the command and everything it started were killed]",
+            format_duration(ctx.config.bash_timeout)
+        )),
+        Exit::Code(0) => None,
+        Exit::Code(code) => Some(format!("[exit code {code}]")),
+        Exit::Signal(signal) => Some(format!("[killed by signal {signal}]")),
+        Exit::Abnormal => Some("[exited abnormally]".to_owned()),
+    };
+    let is_error = note.is_some();
+    if let Some(note) = note {
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&note);
+    }
+    if output.is_empty() {
+        output.push_str("[no output]");
+    }
+    Ok(ToolOutput {
+        text: output,
+        images: Vec::new(),
+        is_error,
+    })
+}
+
+/// Runs `command_text` as the bash tool does (the working directory and clean environment of
+/// `ctx`, its timeout and cancellation, the whole process tree killed at the end), streaming
+/// lines to `sink` and keeping at most `max_bytes` of output. The blocklist is the caller's
+/// (checked when the call or the watch is prepared). Watches poll through this too.
+pub(crate) async fn run_command(
+    command_text: &str,
+    ctx: &ToolContext,
+    sink: &dyn OutputSink,
+    max_bytes: usize,
+) -> Result<Ran, ToolError> {
     let mut command = ctx.child_env.command("bash");
     command
         .arg("-c")
@@ -146,7 +220,7 @@ async fn run(
     let deadline = tokio::time::sleep(timeout);
     let drain = tokio::time::sleep(timeout);
     tokio::pin!(deadline, drain);
-    let mut collected = Collected::new(ctx.config.max_output_bytes);
+    let mut collected = Collected::new(max_bytes);
     let mut pipes_open = true;
     let mut status = None;
     let outcome = loop {
@@ -192,34 +266,18 @@ async fn run(
         collected.push(&piece);
     }
 
-    let mut text = collected.finish();
-    let note = match outcome {
+    let exit = match outcome {
         Outcome::Cancelled => return Err(ToolError::Cancelled),
-        Outcome::TimedOut => Some(format!(
-            "[timed out after {}; the command and everything it started were killed]",
-            format_duration(timeout)
-        )),
+        Outcome::TimedOut => Exit::TimedOut,
         Outcome::Finished(st) => match (st.code(), st.signal()) {
-            (Some(0), _) => None,
-            (Some(code), _) => Some(format!("[exit code {code}]")),
-            (None, Some(signal)) => Some(format!("[killed by signal {signal}]")),
-            (None, None) => Some("[exited abnormally]".to_owned()),
+            (Some(code), _) => Exit::Code(code),
+            (None, Some(signal)) => Exit::Signal(signal),
+            (None, None) => Exit::Abnormal,
         },
     };
-    let is_error = note.is_some();
-    if let Some(note) = note {
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str(&note);
-    }
-    if text.is_empty() {
-        text.push_str("[no output]");
-    }
-    Ok(ToolOutput {
-        text,
-        images: Vec::new(),
-        is_error,
+    Ok(Ran {
+        output: collected.finish(),
+        exit,
     })
 }
 

@@ -8,7 +8,7 @@
 //! [`DynTool`], which deserializes the JSON arguments once.
 
 mod args;
-mod bash;
+pub(crate) mod bash;
 mod dyn_tool;
 mod edit_file;
 mod man;
@@ -25,6 +25,7 @@ mod registry;
 mod search;
 mod services;
 mod use_prompt;
+mod watch;
 mod web_fetch;
 mod web_search;
 mod write_file;

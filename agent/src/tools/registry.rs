@@ -33,6 +33,7 @@ pub fn default_tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(notify::Notify),
         Arc::new(read_resource::ReadResource),
         Arc::new(use_prompt::UsePrompt),
+        Arc::new(watch::WatchTool),
     ]
 }
 
@@ -321,7 +322,8 @@ mod tests {
                 "recall",
                 "notify",
                 "read_resource",
-                "use_prompt"
+                "use_prompt",
+                "watch"
             ]
         );
         assert_eq!(
@@ -358,10 +360,18 @@ mod tests {
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
         assert_eq!(
             auto,
-            ["man", "memory", "notify", "read_file", "recall", "search"]
+            [
+                "man",
+                "memory",
+                "notify",
+                "read_file",
+                "recall",
+                "search",
+                "watch"
+            ]
         );
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 14);
+        assert_eq!(r.builtin_tool_names().len(), 15);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
@@ -375,6 +385,7 @@ mod tests {
             ("read_resource", "uri"),
             ("search", "query"),
             ("use_prompt", "name"),
+            ("watch", "name"),
             ("web_fetch", "url"),
             ("web_search", "query"),
             ("write_file", "content"),

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::config::DiscordConfig;
 use sandpiper_agent::Agent;
 use sandpiper_agent::store::users::User;
+use sandpiper_agent::store::watches::KeyPattern;
 use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
 use tokio_util::sync::CancellationToken;
 
@@ -334,10 +335,8 @@ fn thread_of(workstream: &str) -> Option<ChannelId> {
 struct Starter(Arc<Bot>);
 
 impl TurnStarter for Starter {
-    fn owns(&self, workstream: &str) -> bool {
-        workstream
-            .strip_prefix(PLATFORM)
-            .is_some_and(|rest| rest.starts_with(':'))
+    fn keys(&self) -> KeyPattern {
+        KeyPattern::Prefix(format!("{PLATFORM}:"))
     }
 
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {

@@ -18,7 +18,7 @@ use super::turn::Thread;
 use super::{Ctx, spawn};
 use crate::account::Person;
 use crate::answers::{self, Where};
-use crate::commands::{Command, ConnectorsAction, MemoryAction, PolicyScope, help};
+use crate::commands::{Command, ConnectorsAction, MemoryAction, PolicyScope, WatchAction, help};
 
 /// Acknowledges a command: `Some(text)` is the immediate (ephemeral) reply; the rest is done in
 /// the background.
@@ -61,10 +61,13 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                 platform_user_id: &user,
                 display_name: &name,
             };
+            // Only asked when it matters: deleting a memory, changing a watch.
             let deleting = matches!(
                 other,
                 Command::Memory {
                     action: MemoryAction::Delete { .. }
+                } | Command::Watch {
+                    action: WatchAction::Cancel(_) | WatchAction::Resume(_)
                 }
             );
             let admin = deleting

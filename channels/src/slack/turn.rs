@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use sandpiper_agent::store::watches::KeyPattern;
+
 use super::Ctx;
 use super::blocks;
 use super::client::Content;
@@ -102,8 +104,8 @@ pub(crate) async fn submit(
 pub(crate) struct Starter(pub(crate) Arc<Ctx>);
 
 impl TurnStarter for Starter {
-    fn owns(&self, workstream: &str) -> bool {
-        workstream.starts_with("slack:")
+    fn keys(&self) -> KeyPattern {
+        KeyPattern::Prefix("slack:".into())
     }
 
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {

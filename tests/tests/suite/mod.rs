@@ -32,6 +32,7 @@ mod tool_env;
 mod tool_search;
 mod turn_limits;
 mod watch_store;
+mod watches;
 mod web;
 mod who_decides;
 mod who_decides_slack;

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use sandpiper_agent::store::Store;
-use sandpiper_agent::store::watches::{NewWatch, WatchError, WatchState};
+use sandpiper_agent::store::watches::{KeyPattern, NewWatch, WatchError, WatchState};
 use sandpiper_tests::both_backends;
 
 fn watch(workstream: &str, name: &str) -> NewWatch {
@@ -18,6 +18,10 @@ fn watch(workstream: &str, name: &str) -> NewWatch {
         max_polls: 100,
         created_by: Some("alice".into()),
     }
+}
+
+fn slack() -> Vec<KeyPattern> {
+    vec![KeyPattern::Prefix("slack:".into())]
 }
 
 both_backends! {
@@ -65,10 +69,11 @@ both_backends! {
         // Due now (created with next_poll_at = now); both runners claim in small bites at once.
         let now = sandpiper_agent::store::now_ms() + 1;
         let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+        let slack = slack();
         loop {
             let (ca, cb) = tokio::join!(
-                a.claim_due_watches("node-a", now, 60_000, 4),
-                b.claim_due_watches("node-b", now, 60_000, 4),
+                a.claim_due_watches("node-a", &slack, now, 60_000, 4),
+                b.claim_due_watches("node-b", &slack, now, 60_000, 4),
             );
             let (ca, cb) = (ca.unwrap(), cb.unwrap());
             if ca.is_empty() && cb.is_empty() {
@@ -89,15 +94,65 @@ both_backends! {
         let polled = a.watch(id).await.unwrap().unwrap();
         assert_eq!((polled.polls, polled.last_exit_code), (1, Some(0)));
         assert!(polled.next_poll_at >= now - 1, "an overdue watch is due again from now on, once");
-        let later = a.claim_due_watches("node-a", now, 60_000, 100).await.unwrap();
+        let later = a.claim_due_watches("node-a", &slack, now, 60_000, 100).await.unwrap();
         assert!(later.iter().all(|w| w.id != *id), "its claim was released but it is not due");
 
         // A runner that died keeps its claim only until the lease runs out.
         let held = &got_b[0];
         let after_lease = now + 61_000;
-        let retaken = a.claim_due_watches("node-a", after_lease, 60_000, 100).await.unwrap();
+        let retaken = a.claim_due_watches("node-a", &slack, after_lease, 60_000, 100).await.unwrap();
         assert!(retaken.iter().any(|w| w.id == *held), "node-b's lease expired: node-a takes it");
         assert!(a.finish_watch(held, WatchState::Fired).await.unwrap());
         assert!(!a.finish_watch(held, WatchState::Cancelled).await.unwrap(), "finished once");
+    }
+
+    async fn a_runner_claims_only_its_platforms_watches(db) {
+        let store = Store::connect(&db.url, 4).await.unwrap();
+        for key in ["discord:1", "slack:T1:C1:1.0", "console:default", "console:default2"] {
+            store.ensure_workstream(key, Some("alice")).await.unwrap();
+            store.create_watch(&watch(key, "ci")).await.unwrap();
+        }
+        let now = sandpiper_agent::store::now_ms() + 1;
+        let claim = |keys: Vec<KeyPattern>| {
+            let store = store.clone();
+            async move {
+                let mut got: Vec<String> = store
+                    .claim_due_watches("n", &keys, now, 60_000, 10)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|w| w.watch.workstream)
+                    .collect();
+                got.sort();
+                got
+            }
+        };
+        assert!(claim(vec![]).await.is_empty(), "no platform, no watches");
+        assert_eq!(claim(vec![KeyPattern::Exact("console:default".into())]).await, ["console:default"]);
+        assert_eq!(
+            claim(vec![KeyPattern::Prefix("discord:".into()), KeyPattern::Prefix("slack:".into())]).await,
+            ["discord:1", "slack:T1:C1:1.0"]
+        );
+        // Claimed: not again until released (a clean shutdown) or the lease runs out.
+        assert!(claim(vec![KeyPattern::Prefix("discord:".into())]).await.is_empty());
+        assert_eq!(store.release_watches("n").await.unwrap(), 3);
+        assert_eq!(claim(vec![KeyPattern::Prefix("discord:".into())]).await, ["discord:1"]);
+    }
+
+    async fn a_paused_watch_is_listed_and_resumes(db) {
+        let store = Store::connect(&db.url, 4).await.unwrap();
+        store.ensure_workstream("discord:1", Some("alice")).await.unwrap();
+        let w = store.create_watch(&watch("discord:1", "ci")).await.unwrap();
+        assert!(store.finish_watch(&w.id, WatchState::Paused).await.unwrap());
+        let listed = store.watches_of("discord:1").await.unwrap();
+        assert_eq!(listed.iter().map(|w| w.state).collect::<Vec<_>>(), [WatchState::Paused]);
+        // While it is paused its name is free; resuming then says so.
+        let other = store.create_watch(&watch("discord:1", "ci")).await.unwrap();
+        assert!(matches!(store.resume_watch("discord:1", &w.id[..12]).await, Err(WatchError::NameTaken(_))));
+        store.cancel_watch("discord:1", &other.id).await.unwrap();
+        let resumed = store.resume_watch("discord:1", "ci").await.unwrap();
+        assert_eq!(resumed.state, WatchState::Active);
+        assert!(matches!(store.resume_watch("discord:1", "ci").await, Err(WatchError::NotFound(_))));
+        assert!(matches!(store.cancel_watch("discord:2", "ci").await, Err(WatchError::NotFound(_))));
     }
 }

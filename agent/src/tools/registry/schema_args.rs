@@ -114,7 +114,7 @@ fn only_auto_approved_tools_say_which_calls_ask_anyway() {
         .filter(|t| t.tool.asks_for().is_some())
         .map(|t| t.spec.name.as_str())
         .collect();
-    assert_eq!(raising, ["read_file", "search", "memory"]);
+    assert_eq!(raising, ["read_file", "search", "memory", "watch"]);
     for t in registry.iter().filter(|t| t.tool.asks_for().is_some()) {
         assert!(t.spec.auto_approve, "{} always asks already", t.spec.name);
     }

@@ -1,0 +1,336 @@
+//! Watches end to end (issue 13): the runner on both databases with a recording dispatch
+//! (fire on a condition, on a changed output, on the last poll; a condition that raises; the
+//! depth guard; a restart that fires an overdue watch once; two runners on one database), and
+//! through the fake Discord and the fake Slack: the model creates a watch, a person approves
+//! it, it fires, the answer is posted in the thread, and `/watch` lists and cancels.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandpiper_agent::Agent;
+use sandpiper_agent::model::Message;
+use sandpiper_agent::store::watches::{KeyPattern, NewWatch, WatchRecord, WatchState};
+use sandpiper_agent::watch::WatchRunner;
+use sandpiper_agent::watch::runner::{Delivery, Dispatch, DispatchError, RunnerConfig};
+use sandpiper_channels::thread::Starters;
+use sandpiper_tests::both_backends;
+use sandpiper_tests::db::TestDb;
+use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button, response_text};
+use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
+use sandpiper_tests::fake_llm::{text, tool_call};
+use sandpiper_tests::fake_slack::{CHANNEL_ID, TEAM_ID};
+use sandpiper_tests::harness;
+use sandpiper_tests::slack_harness;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::slack::socket_run;
+use super::{contents_with_role, setup};
+
+/// What a runner handed over, in order.
+#[derive(Default)]
+struct Recorder {
+    got: Mutex<Vec<(String, Delivery)>>,
+}
+
+impl Dispatch for Recorder {
+    fn keys(&self) -> Vec<KeyPattern> {
+        vec![KeyPattern::Prefix("discord:".into())]
+    }
+
+    fn deliver(&self, workstream: &str, delivery: Delivery) -> Result<(), DispatchError> {
+        if let Ok(mut got) = self.got.lock() {
+            got.push((workstream.to_owned(), delivery));
+        }
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn got(&self) -> Vec<(String, Delivery)> {
+        self.got.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    async fn wait_for(&self, n: usize) -> Vec<(String, Delivery)> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let got = self.got();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "waited for {n} deliveries, got {got:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A running runner; stopping it waits until it released its claims.
+struct Running {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    fn start(agent: &Agent, dispatch: Arc<dyn Dispatch>, node: &str) -> Self {
+        let config = RunnerConfig {
+            node: node.to_owned(),
+            tick: Duration::from_millis(50),
+            max_parallel: 4,
+            lease: Duration::from_secs(60),
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(
+            WatchRunner::with_config(agent.clone(), dispatch, config).run(stop.clone()),
+        );
+        Self { stop, task }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.task.await.expect("the runner stops");
+    }
+}
+
+fn new_watch(
+    ws: &str,
+    name: &str,
+    command: &str,
+    stop_on: Option<&str>,
+    max_polls: i64,
+) -> NewWatch {
+    NewWatch {
+        workstream: ws.into(),
+        name: name.into(),
+        command: command.into(),
+        poll_every_ms: 3_600_000,
+        stop_on: stop_on.map(str::to_owned),
+        max_polls,
+        created_by: Some("alice".into()),
+    }
+}
+
+/// "Time passes": the watch is due now.
+async fn make_due(db: &TestDb, id: &str) {
+    let pool = sqlx::AnyPool::connect(&db.url).await.expect("connects");
+    sqlx::query("UPDATE watches SET next_poll_at = 0 WHERE id = $1")
+        .bind(id)
+        .execute(&pool)
+        .await
+        .expect("updates");
+    pool.close().await;
+}
+
+async fn wait_state(agent: &Agent, id: &str, state: WatchState) -> WatchRecord {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let w = agent
+            .store()
+            .watch(id)
+            .await
+            .unwrap()
+            .expect("the watch exists");
+        if w.state == state {
+            return w;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "watch {id} is {:?}, not {state:?}",
+            w.state
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn wait_polls(agent: &Agent, id: &str, polls: i64) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while agent
+        .store()
+        .watch(id)
+        .await
+        .unwrap()
+        .expect("exists")
+        .polls
+        < polls
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "watch {id} never reached {polls} polls"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn turn_text(d: &Delivery) -> &str {
+    match d {
+        Delivery::Turn { text, .. } => text,
+        Delivery::Notice(n) => panic!("expected a turn, got the notice {n}"),
+    }
+}
+
+both_backends! {
+    async fn a_watch_fires_on_its_condition_its_changed_output_or_its_last_poll(db) {
+        let s = setup(&db, vec![]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let store = agent.store();
+        let ws = "discord:1";
+        store.ensure_workstream(ws, Some("alice")).await.unwrap();
+        let dir = harness::workstream_dir(&s.config, ws);
+        std::fs::write(dir.join("state.json"), r#"{"state": "OPEN"}"#).unwrap();
+
+        let merged = store.create_watch(&new_watch(ws, "merged", "cat state.json", Some(r#"data["state"] == "MERGED""#), 100)).await.unwrap();
+        let green = store.create_watch(&new_watch(ws, "green", r#"echo '{"ok": true}'"#, Some(r#"data.get("ok") is True"#), 100)).await.unwrap();
+        let changes = store.create_watch(&new_watch(ws, "changes", "cat state.json", None, 100)).await.unwrap();
+        let once = store.create_watch(&new_watch(ws, "once", "echo same", Some("exit_code != 0"), 1)).await.unwrap();
+        let recorder = Arc::new(Recorder::default());
+        let runner = Running::start(&agent, recorder.clone(), "node-a");
+
+        // `green` fires on its first poll, `once` reports its only poll; the others wait.
+        let got = recorder.wait_for(2).await;
+        let texts: Vec<&str> = got.iter().map(|(_, d)| turn_text(d)).collect();
+        assert!(texts.iter().any(|t| t.starts_with("[watch green fired after 1 poll(s)] its condition held: data.get(\"ok\") is True.")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.starts_with("[watch once ended after its last poll (1 of 1)] its condition never held: exit_code != 0.")), "{texts:?}");
+        let Delivery::Turn { shown, text } = &got.iter().find(|(_, d)| turn_text(d).contains("green")).unwrap().1 else { unreachable!() };
+        assert_eq!(shown, "⏰ watch `green` fired after 1 poll(s): its condition held: data.get(\"ok\") is True");
+        assert!(text.contains("exit code: 0\noutput:\n{\"ok\": true}"), "{text}");
+        wait_state(&agent, &green.id, WatchState::Fired).await;
+        wait_state(&agent, &once.id, WatchState::Exhausted).await;
+        wait_polls(&agent, &merged.id, 1).await;
+        wait_polls(&agent, &changes.id, 1).await;
+
+        // The PR merges; an hour later both remaining watches see it.
+        std::fs::write(dir.join("state.json"), r#"{"state": "MERGED"}"#).unwrap();
+        make_due(&db, &merged.id).await;
+        make_due(&db, &changes.id).await;
+        let got = recorder.wait_for(4).await;
+        let texts: Vec<&str> = got[2..].iter().map(|(_, d)| turn_text(d)).collect();
+        assert!(texts.iter().any(|t| t.starts_with("[watch merged fired after 2 poll(s)]")), "{texts:?}");
+        assert!(texts.iter().any(|t| t.starts_with("[watch changes fired after 2 poll(s)] its output changed.")), "{texts:?}");
+        assert!(got.iter().all(|(w, _)| w == ws));
+        wait_state(&agent, &merged.id, WatchState::Fired).await;
+        wait_state(&agent, &changes.id, WatchState::Fired).await;
+        runner.stop().await;
+        assert_eq!(recorder.got().len(), 4, "each watch fired once");
+    }
+
+    async fn a_condition_that_raises_stops_its_watch_and_says_so_once(db) {
+        let s = setup(&db, vec![]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let ws = "discord:2";
+        agent.store().ensure_workstream(ws, Some("alice")).await.unwrap();
+        let w = agent.store().create_watch(&new_watch(ws, "pr", "echo not json", Some(r#"data["state"] == "MERGED""#), 100)).await.unwrap();
+        let recorder = Arc::new(Recorder::default());
+        let runner = Running::start(&agent, recorder.clone(), "node-a");
+        let got = recorder.wait_for(1).await;
+        let Delivery::Notice(notice) = &got[0].1 else { panic!("a notice, not a turn: {got:?}") };
+        assert!(notice.starts_with("⚠️ watch `pr` stopped: its condition failed on poll 1:"), "{notice}");
+        assert!(notice.contains("None"), "{notice}");
+        wait_state(&agent, &w.id, WatchState::Failed).await;
+        make_due(&db, &w.id).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runner.stop().await;
+        assert_eq!(recorder.got().len(), 1, "said once; a failed watch is not polled again");
+    }
+
+    async fn the_depth_guard_pauses_a_watch_after_five_watch_turns_until_resumed(db) {
+        let s = setup(&db, vec![]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let store = agent.store();
+        let ws = "discord:3";
+        store.ensure_workstream(ws, Some("alice")).await.unwrap();
+        // Five watch turns in a row, with no person's message after them.
+        store.append_message(ws, 0, &Message::user("deploy and watch it"), Some("alice")).await.unwrap();
+        for seq in 1..=5 {
+            store.append_message(ws, seq, &Message::user(format!("[watch w{seq} fired after 1 poll(s)] ...")), None).await.unwrap();
+        }
+        let w = store.create_watch(&new_watch(ws, "sixth", "echo go", Some("'go' in output"), 100)).await.unwrap();
+        let recorder = Arc::new(Recorder::default());
+        let runner = Running::start(&agent, recorder.clone(), "node-a");
+        let got = recorder.wait_for(1).await;
+        let Delivery::Notice(notice) = &got[0].1 else { panic!("a notice: {got:?}") };
+        assert!(notice.starts_with("⏸ watch `sixth` paused: the last 5 turns here were started by watches"), "{notice}");
+        assert!(notice.contains("/watch resume sixth"), "{notice}");
+        wait_state(&agent, &w.id, WatchState::Paused).await;
+
+        // A person writes; resumed, the watch fires into a turn.
+        store.append_message(ws, 6, &Message::user("ok, go on"), Some("alice")).await.unwrap();
+        let resumed = store.resume_watch(ws, "sixth").await.unwrap();
+        assert_eq!(resumed.state, WatchState::Active);
+        let got = recorder.wait_for(2).await;
+        assert!(turn_text(&got[1].1).starts_with("[watch sixth fired after 2 poll(s)]"), "{got:?}");
+        runner.stop().await;
+    }
+
+    async fn after_a_restart_an_overdue_watch_polls_and_fires_once(db) {
+        let s = setup(&db, vec![]).await;
+        let ws = "discord:4";
+        let first = harness::agent(s.config.clone()).await;
+        first.store().ensure_workstream(ws, Some("alice")).await.unwrap();
+        let dir = harness::workstream_dir(&s.config, ws);
+        std::fs::write(dir.join("ci"), "running").unwrap();
+        let w = first.store().create_watch(&new_watch(ws, "ci", "cat ci", Some("output == 'green'"), 100)).await.unwrap();
+        let recorder = Arc::new(Recorder::default());
+        let runner = Running::start(&first, recorder.clone(), "node-before");
+        wait_polls(&first, &w.id, 1).await;
+        runner.stop().await;
+        drop(first);
+
+        // Down for "many intervals": the watch is long overdue when sandpiper comes back.
+        std::fs::write(dir.join("ci"), "green").unwrap();
+        make_due(&db, &w.id).await;
+        let second = harness::agent(s.config.clone()).await;
+        let runner = Running::start(&second, recorder.clone(), "node-after");
+        let got = recorder.wait_for(1).await;
+        assert!(turn_text(&got[0].1).starts_with("[watch ci fired after 2 poll(s)]"), "{got:?}");
+        let fired = wait_state(&second, &w.id, WatchState::Fired).await;
+        assert_eq!(fired.polls, 2, "one poll on recovery, not one per missed interval");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runner.stop().await;
+
+        // A third start finds nothing to fire again.
+        let third = harness::agent(s.config.clone()).await;
+        let runner = Running::start(&third, recorder.clone(), "node-third");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        runner.stop().await;
+        assert_eq!(recorder.got().len(), 1, "fired once across restarts");
+    }
+
+    async fn two_runners_on_one_database_fire_each_watch_once(db) {
+        let s = setup(&db, vec![]).await;
+        let a = harness::agent(s.config.clone()).await;
+        let b = harness::agent(s.config.clone()).await;
+        let mut ids = Vec::new();
+        for t in 0..4 {
+            let ws = format!("discord:{}", 100 + t);
+            a.store().ensure_workstream(&ws, Some("alice")).await.unwrap();
+            for n in 0..5 {
+                // Each poll takes a moment, so both runners are busy at once.
+                let w = new_watch(&ws, &format!("w{n}"), "sleep 0.2; echo done", Some("'done' in output"), 100);
+                ids.push(a.store().create_watch(&w).await.unwrap().id);
+            }
+        }
+        let (ra, rb) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+        let (run_a, run_b) = (Running::start(&a, ra.clone(), "node-a"), Running::start(&b, rb.clone(), "node-b"));
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while ra.got().len() + rb.got().len() < ids.len() {
+            assert!(tokio::time::Instant::now() < deadline, "only {} of {} fired", ra.got().len() + rb.got().len(), ids.len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        run_a.stop().await;
+        run_b.stop().await;
+        let mut fired: Vec<String> = ra.got().into_iter().chain(rb.got())
+            .map(|(ws, d)| format!("{ws} {}", turn_text(&d).split(']').next().unwrap_or_default()))
+            .collect();
+        let total = fired.len();
+        fired.sort();
+        fired.dedup();
+        assert_eq!((total, fired.len()), (20, 20), "each watch fired exactly once: {fired:?}");
+        assert!(!ra.got().is_empty() && !rb.got().is_empty(), "both nodes polled: a={} b={}", ra.got().len(), rb.got().len());
+        for id in &ids {
+            assert_eq!(a.store().watch(id).await.unwrap().unwrap().polls, 1, "polled once");
+        }
+    }
+}
