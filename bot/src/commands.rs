@@ -154,9 +154,14 @@ mod tests {
             cut(lines[13]),
             "read_resource  no            yes    yes         uri          -"
         );
-        assert_eq!(lines[15], "");
-        assert!(lines[16].contains("always-allow grant"), "{table}");
-        assert_eq!(lines.len(), 17);
+        assert_eq!(
+            cut(lines[15]),
+            "watch          yes           no     no          name         create (its command runs \
+             unattended, like bash)"
+        );
+        assert_eq!(lines[16], "");
+        assert!(lines[17].contains("always-allow grant"), "{table}");
+        assert_eq!(lines.len(), 18);
     }
 
     #[tokio::test]
