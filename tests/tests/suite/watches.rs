@@ -130,7 +130,7 @@ async fn wait_state(agent: &Agent, id: &str, state: WatchState) -> WatchRecord {
             .store()
             .watch(id)
             .await
-            .unwrap()
+            .expect("the store answers")
             .expect("the watch exists");
         if w.state == state {
             return w;
@@ -150,7 +150,7 @@ async fn wait_polls(agent: &Agent, id: &str, polls: i64) {
         .store()
         .watch(id)
         .await
-        .unwrap()
+        .expect("the store answers")
         .expect("exists")
         .polls
         < polls
@@ -332,5 +332,195 @@ both_backends! {
         for id in &ids {
             assert_eq!(a.store().watch(id).await.unwrap().unwrap().polls, 1, "polled once");
         }
+    }
+}
+
+const ONCALL: u64 = 700_000_000_000_000_001;
+const ADMINS: u64 = 700_000_000_000_000_002;
+
+fn alice() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_001, "alice")
+}
+
+fn bob() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_002, "bob")
+}
+
+fn carol() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_003, "carol").with_roles(&[ONCALL])
+}
+
+fn dave() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_004, "dave")
+}
+
+fn erin() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_005, "erin").with_roles(&[ADMINS])
+}
+
+/// The ephemeral answer to `/watch …` typed by `user` in `thread`.
+async fn slash_watch(
+    rig: &DiscordRig,
+    thread: u64,
+    user: &FakeUser,
+    options: serde_json::Value,
+) -> String {
+    let id = rig.fake.slash(thread, user, "watch", options).await;
+    let reply = rig
+        .fake
+        .wait_until(WAIT, "the /watch answer", |f| {
+            f.interaction_responses(id).pop()
+        })
+        .await;
+    assert_eq!(
+        reply["data"]["flags"],
+        json!(64),
+        "only the person who typed it sees it: {reply}"
+    );
+    response_text(&[reply])
+}
+
+both_backends! {
+    async fn a_watch_created_in_discord_is_approved_fires_and_is_answered_in_its_thread(db) {
+        let mut s = setup(&db, vec![
+            tool_call("c1", "watch", json!({
+                "action": "create", "name": "ci", "command": "cat ci-status",
+                "poll_every": "30s", "stop_on": "output.strip() == 'green'"
+            })),
+            text("Watching CI for you."),
+            tool_call("c2", "watch", json!({"action": "create", "name": "nightly", "command": "echo queued", "poll_every": "1h"})),
+            text("Also watching the nightly build."),
+            text("CI is green: ready to deploy."),
+        ]).await;
+        s.config.discord.approver_roles = vec![ONCALL.to_string()];
+        s.config.discord.admin_roles = vec![ADMINS.to_string()];
+        s.config.watch.tick = Duration::from_millis(100);
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let stop = CancellationToken::new();
+        let mut starters = Starters::default();
+        starters.add(rig.channel().starter());
+        let runner = sandpiper::wiring::start_watches(&rig.agent, starters, stop.clone());
+
+        let thread = rig.mention(&alice(), "tell me when CI is green").await;
+        let key = format!("discord:{thread}");
+        std::fs::write(harness::workstream_dir(&s.config, &key).join("ci-status"), "running\n").unwrap();
+        // Creating a watch asks, like bash: a participant cannot approve, the owner can.
+        let card = rig.card(thread).await;
+        assert!(sandpiper_tests::discord_harness::card_text(&card).contains("watch: ci every 30s until output.strip() == 'green'"));
+        let refused = rig.fake.click(thread, card.id, &bob(), &button(&card, "Approve", 0)).await;
+        let reply = rig.fake.wait_until(WAIT, "the refusal", |f| f.interaction_responses(refused).pop()).await;
+        assert_eq!(reply["data"]["flags"], json!(64), "{reply}");
+        rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
+        rig.wait_text(thread, "Watching CI for you.").await;
+        rig.fake.user_message(thread, &alice(), "and the nightly build").await;
+        let card = rig.card(thread).await;
+        rig.fake.click(thread, card.id, &carol(), &button(&card, "Approve", 0)).await;
+        rig.wait_text(thread, "Also watching the nightly build.").await;
+        let ci = rig.agent.store().active_watches(&key).await.unwrap().into_iter().find(|w| w.watch.name == "ci").expect("stored");
+        wait_polls(&rig.agent, &ci.id, 1).await;
+
+        // Anyone in the thread may list; only the owner or an admin may cancel.
+        let listed = slash_watch(&rig, thread, &bob(), json!([])).await;
+        assert!(listed.contains("• ci (w_") && listed.contains("every 30s, 1/100 polls") && listed.contains("until output.strip() == 'green'") && listed.contains("cat ci-status"), "{listed}");
+        assert!(listed.contains("• nightly") && listed.contains("until output changes"), "{listed}");
+        for who in [bob(), carol(), dave()] {
+            let refused = slash_watch(&rig, thread, &who, json!([{"name": "action", "type": 3, "value": "cancel"}, {"name": "name", "type": 3, "value": "nightly"}])).await;
+            assert!(refused.contains("Only the person who started this thread, or an admin"), "{}: {refused}", who.name);
+        }
+        let cancelled = slash_watch(&rig, thread, &erin(), json!([{"name": "action", "type": 3, "value": "cancel"}, {"name": "name", "type": 3, "value": "nightly"}])).await;
+        assert!(cancelled.contains("watch `nightly` cancelled"), "{cancelled}");
+        let unknown = slash_watch(&rig, thread, &alice(), json!([{"name": "action", "type": 3, "value": "cancel"}, {"name": "name", "type": 3, "value": "nightly"}])).await;
+        assert!(unknown.contains("no watch in this thread is named `nightly`"), "{unknown}");
+
+        // CI turns green; at the next poll the watch fires into a turn in the thread.
+        std::fs::write(harness::workstream_dir(&s.config, &key).join("ci-status"), "green\n").unwrap();
+        make_due(&db, &ci.id).await;
+        rig.wait_text(thread, "⏰ watch `ci` fired after 2 poll(s)").await;
+        rig.wait_text(thread, "CI is green: ready to deploy.").await;
+        let requests = s.llm.requests();
+        let synthetic = contents_with_role(&requests[4], "user").last().cloned().unwrap_or_default();
+        assert!(synthetic.starts_with("[watch ci fired after 2 poll(s)] its condition held: output.strip() == 'green'."), "{synthetic}");
+        assert!(synthetic.ends_with("output:\ngreen\n"), "{synthetic:?}");
+        let history = rig.agent.history(&key).await.unwrap();
+        assert!(history.iter().any(|m| m.content == synthetic), "the message is part of the workstream");
+        assert!(slash_watch(&rig, thread, &alice(), json!([])).await.contains("no watches in this thread"));
+
+        stop.cancel();
+        runner.await.unwrap();
+        s.llm.verify();
+    }
+
+    async fn a_watch_in_slack_fires_and_is_cancelled_by_its_owner_only(db) {
+        let mut s = setup(&db, vec![
+            tool_call("c1", "watch", json!({"action": "create", "name": "deploy", "command": "echo '{\"status\": \"done\"}'", "stop_on": "data[\"status\"] == \"done\""})),
+            tool_call("c2", "watch", json!({"action": "create", "name": "slow", "command": "echo waiting", "poll_every": "1h", "stop_on": "'never' in output"})),
+            text("Two watches are set."),
+            text("The deploy is done."),
+        ]).await;
+        s.config.watch.tick = Duration::from_millis(100);
+        let run = socket_run(&s).await;
+        let alice = run.slack.user("U0ALICE", "alice");
+        let bob = run.slack.user("U0BOB", "bob");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "watch the deploy").await;
+        let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
+        for n in 0..2 {
+            let card = run.card(CHANNEL_ID, &root, n).await;
+            let (approve, value) = slack_harness::button(&card, "Approve");
+            run.slack.click(CHANNEL_ID, &card.ts, &alice, &approve, &value).await;
+        }
+        run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "Two watches are set.").await;
+
+        // The runner starts (as serve starts it) and the deploy watch fires on its first poll.
+        let stop = CancellationToken::new();
+        let mut starters = Starters::default();
+        starters.add(run.channel.starter());
+        let runner = sandpiper::wiring::start_watches(&run.agent, starters, stop.clone());
+        run.wait_message(CHANNEL_ID, &root, "the watch shown", |m| m.text.contains("watch `deploy` fired after 1 poll(s)")).await;
+        run.wait_message(CHANNEL_ID, &root, "the watch turn's answer", |m| m.text == "The deploy is done.").await;
+        let synthetic = contents_with_role(&s.llm.requests()[3], "user").last().cloned().unwrap_or_default();
+        assert!(synthetic.starts_with("[watch deploy fired after 1 poll(s)]"), "{synthetic}");
+
+        run.slack.slash_command(CHANNEL_ID, &bob, "/sandpiper", "watch list").await;
+        let listed = run.ephemeral(CHANNEL_ID, "U0BOB", "slow").await;
+        assert!(listed.text.contains("until 'never' in output") && !listed.text.contains("deploy"), "{}", listed.text);
+        run.slack.slash_command(CHANNEL_ID, &bob, "/sandpiper", "watch cancel slow").await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "Only the person who started this thread").await;
+        run.slack.slash_command(CHANNEL_ID, &alice, "/sandpiper", "watch cancel slow").await;
+        run.ephemeral(CHANNEL_ID, "U0ALICE", "watch `slow` cancelled").await;
+        assert!(run.agent.store().active_watches(&key).await.unwrap().is_empty());
+        stop.cancel();
+        runner.await.unwrap();
+        s.llm.verify();
+        run.stop().await;
+    }
+
+    async fn the_console_runs_its_workstreams_watches_while_it_is_open(db) {
+        let mut s = setup(&db, vec![
+            tool_call("c1", "watch", json!({"action": "create", "name": "build", "command": "echo built", "stop_on": "'built' in output"})),
+            text("I will tell you when the build is done."),
+            text("The build is done."),
+        ]).await;
+        s.config.watch.tick = Duration::from_millis(100);
+        let agent = harness::agent(s.config.clone()).await;
+        let console = harness::ConsoleRun::start(agent.clone(), "builds", "alice", false);
+        // As `sandpiper chat` does: a runner for this console's workstream only.
+        let other = "console:other";
+        agent.store().ensure_workstream(other, None).await.unwrap();
+        let foreign = agent.store().create_watch(&new_watch(other, "x", "echo x", Some("True"), 1)).await.unwrap();
+        let mut starters = Starters::default();
+        starters.add(console.starter.clone());
+        let stop = CancellationToken::new();
+        let runner = sandpiper::wiring::start_watches(&agent, starters, stop.clone());
+        console.send("tell me when the build is done").await;
+        console.wait_for("approve watch: build", WAIT).await;
+        console.send("y").await;
+        console.wait_for("The build is done.", WAIT).await;
+        stop.cancel();
+        runner.await.unwrap();
+        let out = console.finish().await;
+        assert!(out.contains("⏰ watch `build` fired after 1 poll(s)"), "{out}");
+        let foreign = agent.store().watch(&foreign.id).await.unwrap().unwrap();
+        assert_eq!((foreign.state, foreign.polls), (WatchState::Active, 0), "another console's watch waits for its own console");
+        s.llm.verify();
     }
 }
