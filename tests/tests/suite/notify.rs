@@ -180,6 +180,15 @@ both_backends! {
             last_tool_result(&requests[1]),
             "notification to @alice:\n- discord:@alice: sent\n- slack:@alice: sent"
         );
+        // B's /ready sees both platforms connected.
+        let (status, ready) = get(format!("http://{}/ready", b.addr)).await;
+        let ready: Value = serde_json::from_str(&ready).unwrap();
+        assert_eq!(status, 200, "{ready}");
+        assert_eq!(
+            ready["platforms"],
+            json!({"discord": {"connected": true, "state": "connected"}, "slack": {"connected": true, "state": "socket mode"}})
+        );
+        assert_eq!(ready["workstreams"]["stored"], json!(1));
         let metrics = |node: &Node| format!("http://{}/metrics", node.addr);
         let (_, b_metrics) = get(metrics(&b)).await;
         assert!(b_metrics.contains("sandpiper_notify_deliveries_total{status=\"sent\"} 2"), "{b_metrics}");
