@@ -5,10 +5,13 @@
 //! Clients are keep-alive HTTP/1 connections on loopback in the same process, so client and
 //! server share the machine's cores.
 //!
-//! `notify_load [--seconds N] [--concurrency C] [--fresh-tokens]`; prints one summary line
-//! per run. `--fresh-tokens` signs a new token for every request, as the notify tool does
-//! (the default reuses one token per client: the server verifies it on every request either
-//! way).
+//! `notify_load [--seconds N] [--concurrency C] [--fresh-tokens] [--to-user]`; prints one
+//! summary line per run. `--fresh-tokens` signs a new token for every request, as the notify
+//! tool does (the default reuses one token per client: the server verifies it on every
+//! request either way). By default each notification goes to a channel (no database work);
+//! `--to-user` sends it to a user with a linked identity instead, from a workstream, on a
+//! SQLite file: two reads (the user, their identities) and one write (the notification →
+//! workstream map) per notification, as in production.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,6 +60,7 @@ struct Options {
     seconds: u64,
     concurrency: usize,
     fresh_tokens: bool,
+    to_user: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -64,6 +68,7 @@ fn options() -> anyhow::Result<Options> {
         seconds: 10,
         concurrency: 32,
         fresh_tokens: false,
+        to_user: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -71,6 +76,7 @@ fn options() -> anyhow::Result<Options> {
             "--seconds" => o.seconds = args.next().context("--seconds N")?.parse()?,
             "--concurrency" => o.concurrency = args.next().context("--concurrency C")?.parse()?,
             "--fresh-tokens" => o.fresh_tokens = true,
+            "--to-user" => o.to_user = true,
             other => anyhow::bail!("unknown argument {other}"),
         }
     }
@@ -81,7 +87,15 @@ fn options() -> anyhow::Result<Options> {
 async fn main() -> anyhow::Result<()> {
     let o = options()?;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let store = Store::memory().await?;
+    let dir = tempfile::tempdir()?;
+    let store = Store::connect(
+        &format!("sqlite://{}", dir.path().join("load.db").display()),
+        8,
+    )
+    .await?;
+    store
+        .user_for_identity("slack", "U0LOAD", "loaduser")
+        .await?;
     let platform = Arc::new(NoLatency::default());
     let notifier = Notifier::new(store, vec![platform.clone()]);
     let key = ServiceKey::new(SECRET)?;
@@ -99,12 +113,22 @@ async fn main() -> anyhow::Result<()> {
     });
     let addr = rx.await.context("the server did not start")?;
     let url = format!("http://{addr}/v1/api/notify");
-    let body = serde_json::json!({
-        "channel_type": "slack",
-        "channel_id": "C0LOAD",
-        "title": "load",
-        "message": "a notification of ordinary length, about as long as a deploy note",
-    })
+    let message = "a notification of ordinary length, about as long as a deploy note";
+    let body = if o.to_user {
+        serde_json::json!({
+            "username": "loaduser",
+            "title": "load",
+            "message": message,
+            "workstream": "slack:T0:C0:1.0",
+        })
+    } else {
+        serde_json::json!({
+            "channel_type": "slack",
+            "channel_id": "C0LOAD",
+            "title": "load",
+            "message": message,
+        })
+    }
     .to_string();
 
     // Clients are built before the clock starts (each loads its TLS roots).
@@ -161,12 +185,13 @@ async fn main() -> anyhow::Result<()> {
             .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     };
     println!(
-        "notify_load: {} notifications in {elapsed:.1} s = {:.0}/s (concurrency {}, {} tokens), \
-         p50 {:.2} ms, p99 {:.2} ms, {} failed, {} posted",
+        "notify_load: {} notifications in {elapsed:.1} s = {:.0}/s (concurrency {}, {} tokens, \
+         to a {}), p50 {:.2} ms, p99 {:.2} ms, {} failed, {} posted",
         latencies.len(),
         latencies.len() as f64 / elapsed,
         o.concurrency,
         if o.fresh_tokens { "fresh" } else { "reused" },
+        if o.to_user { "user" } else { "channel" },
         pct(0.50),
         pct(0.99),
         failures,
