@@ -173,6 +173,8 @@ struct Inner {
     live: crate::approvals::LiveApprovals,
     /// `[[projects]]`: the project tier of connector policy.
     projects: Arc<Vec<crate::config::ProjectConfig>>,
+    /// Counters for `GET /metrics`.
+    metrics: crate::metrics::Metrics,
 }
 
 impl Inner {
@@ -248,6 +250,12 @@ impl Agent {
         protected.extend(host.protected_files);
         let paths = Arc::new(PathPolicy::build(&config.tools, &protected));
         let child_env = ChildEnv::for_tools(host.env, &config.tools);
+        // A weak secret is refused at `serve`'s start; here it only leaves notify unset.
+        let service_key = crate::service_jwt::ServiceKey::from_env(&config.auth, host.env)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "notify is off: the service token secret is unusable");
+                None
+            });
         let workstreams = Workstreams::new(store.clone(), layout, config.agent.workstream_cache);
         let registry = ToolRegistry::builtin()?;
         let catalog = ToolCatalog::new(registry.tools(), mcp_tool_schemas(&mcp));
@@ -263,6 +271,8 @@ impl Agent {
                     web: config.web.clone(),
                     math: config.math.clone(),
                     model: Some(model.clone()),
+                    service_key,
+                    gateways: Default::default(),
                 }),
                 config,
                 model,
@@ -276,6 +286,7 @@ impl Agent {
                 child_env: Arc::new(child_env),
                 limits,
                 live: crate::approvals::LiveApprovals::default(),
+                metrics: crate::metrics::Metrics::default(),
             }),
         };
         agent.follow_mcp_catalog();
@@ -301,6 +312,16 @@ impl Agent {
                 inner.set_external_tools(mcp_tool_schemas(&inner.mcp));
             }
         });
+    }
+
+    /// This node's counters (`GET /metrics`); the channels add their API retries.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    /// Workstreams held in memory now.
+    pub fn live_workstreams(&self) -> usize {
+        self.inner.workstreams.len()
     }
 
     /// The configuration in effect.
@@ -390,6 +411,8 @@ impl Agent {
             child_env: inner.child_env.clone(),
             services: inner.services.clone(),
             connectors: ConnectorScope::default(),
+            notify_budget: Default::default(),
+            metrics: inner.metrics.clone(),
         }
     }
 

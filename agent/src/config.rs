@@ -171,6 +171,11 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Most connections served at once; further ones wait in the kernel's backlog.
     pub max_connections: usize,
+    /// The URL other nodes reach this one at (the `services` registry; notify POSTs there);
+    /// env `SANDPIPER_ADVERTISE_URL`. Unset: `http://` + the bound address (loopback for a
+    /// wildcard bind), which only serves nodes on the same machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertise_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -180,6 +185,7 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(10),
             max_body_bytes: 1024 * 1024,
             max_connections: 256,
+            advertise_url: None,
         }
     }
 }
@@ -609,6 +615,9 @@ impl Config {
                 source_name: "SANDPIPER_LISTEN".into(),
                 message: format!("`{listen}` is not an address like 127.0.0.1:8090 ({e})"),
             })?;
+        }
+        if let Some(url) = env.var("SANDPIPER_ADVERTISE_URL").filter(|u| !u.is_empty()) {
+            self.server.advertise_url = Some(url);
         }
         web::apply_env(&mut self.web, env);
         let key_env = self.model.effective_api_key_env();

@@ -20,12 +20,15 @@
 //! - [`resume`]: turns interrupted by a restart while waiting for approval.
 //! - [`mcp`]: the MCP client: external tool servers (stdio, HTTP), their tools, resources and
 //!   prompts.
+//! - [`metrics`]: counters for `GET /metrics` (turns, model calls, tool calls, notify).
 //! - [`memory`]: relevance injection of memories into the system message.
+//! - [`notify`]: a notification on the wire between the notify tool and a gateway node.
 //! - [`nudge`]: ephemeral hints that suggest saving a memory at the right moments.
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
 //! - [`child_env`]: the clean environment tools and MCP servers start from.
 //! - [`output`]: cutting long output for the model (tools and MCP alike).
 //! - [`watch`]: watches' `stop_on` conditions: a whitelisted Python subset, bounded.
+//! - [`service_jwt`]: HS256 service tokens between nodes (issuer, audience, short expiry).
 //! - [`tool_search`]: dynamic tool search: which tools each model call is offered, and the
 //!   client-side `tool_search` tool.
 
@@ -38,13 +41,16 @@ pub mod config;
 pub mod connectors;
 pub mod mcp;
 pub mod memory;
+pub mod metrics;
 pub mod model;
+pub mod notify;
 pub mod nudge;
 pub mod output;
 pub mod pipeline;
 pub mod prompt;
 pub mod protocol;
 pub mod resume;
+pub mod service_jwt;
 pub mod store;
 pub mod tool_search;
 pub mod tools;

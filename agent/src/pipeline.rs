@@ -478,6 +478,13 @@ impl Batch<'_> {
         self.store
             .append_message(self.workstream, seq, &msg, None)
             .await?;
+        let outcome = match is_error {
+            true => crate::metrics::ToolOutcome::Error,
+            false => crate::metrics::ToolOutcome::Ok,
+        };
+        self.tool_ctx
+            .metrics
+            .tool_call(msg.name.as_deref().unwrap_or_default(), outcome);
         self.sink.event(TurnEvent::ToolResult {
             call_id: msg.tool_call_id.clone().unwrap_or_default(),
             name: msg.name.clone().unwrap_or_default(),

@@ -42,6 +42,8 @@ pub struct Workstream {
     /// Deferred tools found by tool search (or called by name): offered from then on, for
     /// good. Rebuilt from the history when the workstream is reloaded.
     pub expanded_tools: HashSet<String>,
+    /// Notifications of the current turn (the notify rate limit); a new one at each turn.
+    pub notify_budget: crate::tools::notify::NotifyBudget,
 }
 
 impl Workstream {
@@ -125,6 +127,7 @@ impl Workstreams {
             last_turn_end: None,
             nudges: crate::nudge::Nudges::default(),
             expanded_tools: HashSet::new(),
+            notify_budget: Default::default(),
         };
         Ok(self.insert(key, Arc::new(tokio::sync::Mutex::new(ws))))
     }

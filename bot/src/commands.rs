@@ -148,16 +148,20 @@ mod tests {
         );
         assert_eq!(
             cut(lines[12]),
+            "notify         yes           yes    yes         message      -"
+        );
+        assert_eq!(
+            cut(lines[13]),
             "read_resource  no            yes    yes         uri          -"
         );
         assert_eq!(
-            cut(lines[14]),
-            "watch          yes           no     no          name         create (its command \
-             runs unattended, like bash)"
+            cut(lines[15]),
+            "watch          yes           no     no          name         create (its command runs \
+             unattended, like bash)"
         );
-        assert_eq!(lines[15], "");
-        assert!(lines[16].contains("always-allow grant"), "{table}");
-        assert_eq!(lines.len(), 17);
+        assert_eq!(lines[16], "");
+        assert!(lines[17].contains("always-allow grant"), "{table}");
+        assert_eq!(lines.len(), 18);
     }
 
     #[tokio::test]

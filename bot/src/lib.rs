@@ -6,7 +6,12 @@
 //! - [`wiring`]: builds the model, the store and the [`Agent`](sandpiper_agent::Agent) from a
 //!   [`Config`](sandpiper_agent::Config).
 //! - [`commands`]: `config check` and `tools` output.
-//! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`).
+//! - [`node`]: one running `sandpiper serve` node: platforms, endpoints, registry, shutdown.
+//! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`, `/ready`).
+//! - [`metrics`]: `GET /metrics` in the Prometheus text format.
+//! - [`notify_api`]: `POST /v1/api/notify`: gateways deliver notifications, behind a service
+//!   JWT.
+//! - [`registry`]: this node in the `services` registry (register, heartbeat, leave).
 //! - [`admin_api`]: `/v1/api/…`: connector policy of threads and channels, behind a service
 //!   JWT.
 //! - [`service_jwt`]: HS256 service tokens (issuer, audience, short expiry), checked per
@@ -17,6 +22,10 @@
 pub mod admin_api;
 pub mod commands;
 pub mod http_server;
+pub mod metrics;
+pub mod node;
+pub mod notify_api;
+pub mod registry;
 pub mod serve;
 pub mod service_jwt;
 pub mod wiring;

@@ -312,7 +312,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// `sandpiper serve`: the HTTP endpoints until Ctrl-C or SIGTERM.
+/// `sandpiper serve`: the chat platforms and the HTTP endpoints until Ctrl-C or SIGTERM (see
+/// [`sandpiper::node`]).
 async fn serve(
     config: Config,
     channels: ChannelsConfig,
@@ -320,127 +321,35 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let stop_signal = stop_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let listen = config.server.listen;
-    let limits = config.server.clone();
+    let key = sandpiper::service_jwt::ServiceKey::from_env(&config.auth, &ProcessEnv)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
-    let mcp = agent.mcp().clone();
-    let health: sandpiper::serve::HealthSource =
-        Arc::new(move || sandpiper::serve::health_of(&mcp));
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let discord = sandpiper_channels::discord::DiscordChannel::start(
-        agent.clone(),
-        channels.discord,
-        shutdown.clone(),
-    )
-    .await
-    .context("cannot start Discord")?;
-    match &discord {
-        Some(_) => eprintln!("sandpiper: Discord: connecting"),
-        None => eprintln!(
-            "sandpiper: Discord is off (set DISCORD_TOKEN, or the variable named by [discord] token_env)"
-        ),
-    }
-    let slack = sandpiper_channels::slack::SlackChannel::start(
-        agent.clone(),
-        channels.slack,
-        shutdown.clone(),
-    )
-    .await
-    .context("cannot start Slack")?;
-    // Turns that start outside a chat message (a watch firing) go to the platform that shows
-    // the workstream.
-    let mut starters = sandpiper_channels::thread::Starters::default();
-    if let Some(d) = &discord {
-        starters.add(d.starter());
-    }
-    if let Some(s) = &slack {
-        starters.add(s.starter());
-    }
-    let watches = wiring::start_watches(&agent, starters, shutdown.clone());
-    let mut router = sandpiper::serve::router(health);
-    match sandpiper::service_jwt::ServiceKey::from_env(&agent.config().auth, &ProcessEnv) {
-        Ok(key) => {
-            if key.is_none() {
-                eprintln!(
-                    "sandpiper: admin API (/v1/api) refuses every request: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
-                );
-            }
-            router = router.merge(sandpiper::admin_api::router(agent.clone(), key));
-        }
-        Err(e) => anyhow::bail!("{e}"),
-    }
-    match &slack {
-        Some(s) => match s.router() {
-            Some(events) => {
-                router = router.merge(events);
-                eprintln!(
-                    "sandpiper: Slack: Events API on /slack/events, /slack/interactions, /slack/commands"
-                );
-            }
-            None => eprintln!("sandpiper: Slack: connected (Socket Mode)"),
-        },
-        None => eprintln!(
-            "sandpiper: Slack is off (set SLACK_BOT_TOKEN, and SLACK_APP_TOKEN for Socket Mode)"
-        ),
-    }
-    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-    let server_shutdown = shutdown.clone();
-    let server = tokio::spawn(async move {
-        sandpiper::http_server::run(listen, router, &limits, server_shutdown, bound_tx).await
-    });
-    if let Ok(addr) = bound_rx.await {
-        eprintln!("sandpiper: serving http://{addr}/health");
-    }
+    let node = sandpiper::node::Node::start(agent.clone(), channels, key, shutdown.clone()).await?;
     let stop = shutdown.clone();
     let signal_task = tokio::spawn(async move {
         let signal = stop_signal.await;
         tracing::info!(signal, "shutting down");
         stop.cancel();
     });
-    // The HTTP server and the channels drain at the same time, from the signal on; a server
-    // that ends on its own (it could not bind) stops the channels too.
-    let stop = shutdown.clone();
-    let served = async move {
-        let served = server.await;
-        stop.cancel();
-        served
-    };
-    let (served, discord_left, slack_left) = tokio::join!(
-        served,
-        async move {
-            match discord {
-                Some(d) => d.join(SHUTDOWN_GRACE).await.left,
-                None => 0,
-            }
-        },
-        async move {
-            match slack {
-                Some(s) => s.join(SHUTDOWN_GRACE).await.left,
-                None => 0,
-            }
-        },
-    );
+    let exit = node.join(SHUTDOWN_GRACE).await;
     signal_task.abort();
-    // The runner stops on the same signal; it only releases its claims.
-    if tokio::time::timeout(SHUTDOWN_GRACE, watches).await.is_err() {
-        tracing::warn!("the watch runner did not stop in time; its claims run out on their own");
-    }
-    if discord_left + slack_left > 0 {
+    if exit.left > 0 {
         tracing::warn!(
-            discord = discord_left,
-            slack = slack_left,
+            left = exit.left,
             grace_s = SHUTDOWN_GRACE.as_secs(),
             "tasks still running at the shutdown deadline; exiting without them (a turn waiting \
              for approval resumes after the restart)"
         );
         eprintln!(
             "sandpiper: {} task(s) still running after {} s; exiting without them",
-            discord_left + slack_left,
+            exit.left,
             SHUTDOWN_GRACE.as_secs()
         );
     }
     agent.mcp().shutdown().await;
-    let served = served.context("the HTTP server task failed")?;
-    served.with_context(|| format!("cannot serve on {listen}"))?;
+    exit.served
+        .with_context(|| format!("cannot serve on {listen}"))?;
     Ok(())
 }
 

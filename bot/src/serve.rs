@@ -1,6 +1,6 @@
-//! `sandpiper serve`: the long-running gateway's HTTP endpoints (`/health`; Slack's Events API
-//! routes are merged in when `[slack] mode = "events"`). The Discord and Slack connections are
-//! started beside it in `main.rs`.
+//! `sandpiper serve`: the long-running gateway's HTTP endpoints: `/health` (cheap liveness) and
+//! `/ready` (database, platforms, workstreams, MCP; 503 when not ready). Slack's Events API
+//! routes, the admin and notify APIs and `/metrics` are merged in by [`crate::node`].
 
 use std::sync::Arc;
 
@@ -56,4 +56,112 @@ pub fn router(health: HealthSource) -> Router {
 
 async fn health_handler(State(health): State<HealthSource>) -> Json<Health> {
     Json(health())
+}
+
+/// What `/ready` reports: what an operator and a load balancer need to know about this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Readiness {
+    /// `ready`, or `not ready` (answered with 503) when the database or a configured
+    /// platform is down.
+    pub status: &'static str,
+    /// sandpiper's version.
+    pub version: &'static str,
+    /// Whether the database answers.
+    pub database: DatabaseState,
+    /// Each configured chat platform's connection.
+    pub platforms: std::collections::BTreeMap<&'static str, sandpiper_channels::status::Connection>,
+    /// Workstreams in memory and in the database (`null` when the database is down).
+    pub workstreams: WorkstreamCounts,
+    /// MCP counts, when MCP servers are configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpHealth>,
+}
+
+/// The database as `/ready` sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatabaseState {
+    /// Whether it answered.
+    pub ok: bool,
+    /// Why not (the driver's message, URL secrets never included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Workstream counts for `/ready`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WorkstreamCounts {
+    /// Held in memory on this node.
+    pub live: usize,
+    /// In the database.
+    pub stored: Option<i64>,
+}
+
+/// A platform's name and how to ask for its connection.
+pub type PlatformProbe = (&'static str, sandpiper_channels::status::Probe);
+
+/// What `/ready` asks.
+#[derive(Clone)]
+pub struct ReadySource {
+    /// The agent (database, live workstreams, MCP).
+    pub agent: sandpiper_agent::Agent,
+    /// The configured platforms.
+    pub platforms: Vec<PlatformProbe>,
+}
+
+/// How this node stands now.
+pub async fn readiness(source: &ReadySource) -> Readiness {
+    let store = source.agent.store();
+    let ping = tokio::time::timeout(std::time::Duration::from_secs(2), store.ping()).await;
+    let database = match ping {
+        Ok(Ok(())) => DatabaseState {
+            ok: true,
+            error: None,
+        },
+        Ok(Err(e)) => DatabaseState {
+            ok: false,
+            error: Some(e.to_string()),
+        },
+        Err(_) => DatabaseState {
+            ok: false,
+            error: Some("no answer within 2 s".into()),
+        },
+    };
+    let stored = match database.ok {
+        true => store.stored_counts().await.ok().map(|c| c.workstreams),
+        false => None,
+    };
+    let platforms: std::collections::BTreeMap<_, _> = source
+        .platforms
+        .iter()
+        .map(|(name, probe)| (*name, probe()))
+        .collect();
+    let ready = database.ok && platforms.values().all(|c| c.connected);
+    Readiness {
+        status: if ready { "ready" } else { "not ready" },
+        version: crate::registry::VERSION,
+        database,
+        platforms,
+        workstreams: WorkstreamCounts {
+            live: source.agent.live_workstreams(),
+            stored,
+        },
+        mcp: health_of(source.agent.mcp()).mcp,
+    }
+}
+
+/// `GET /ready`: 200 when ready, else 503, with [`Readiness`] either way.
+pub fn ready_router(source: ReadySource) -> Router {
+    Router::new()
+        .route("/ready", get(ready_handler))
+        .with_state(source)
+}
+
+async fn ready_handler(State(source): State<ReadySource>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let report = readiness(&source).await;
+    let status = match report.status {
+        "ready" => axum::http::StatusCode::OK,
+        _ => axum::http::StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, Json(report)).into_response()
 }

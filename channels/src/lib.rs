@@ -18,7 +18,10 @@
 //! - [`approver`]: the card approver every platform uses over its [`approver::CardSurface`].
 //! - [`thread`]: a turn in a thread, the same on every platform, and turns started from
 //!   outside a chat message ([`thread::TurnStarter`]).
+//! - [`notify`]: notifications on a gateway: delivery to DMs and channels, and replies that
+//!   continue the workstream that sent them (platforms implement [`notify::NotifyPlatform`]).
 //! - [`intake`]: which ways in are open (`channels`, `dms`), the same rule on every platform.
+//! - [`status`]: a platform connection's state, for `/ready`.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
 //! - [`visible`]: model-written text as an approver may safely see it (escapes, cut notes).
 //!
@@ -37,8 +40,10 @@ pub mod connectors;
 pub mod console;
 pub mod discord;
 pub mod intake;
+pub mod notify;
 pub mod slack;
 pub mod split;
+pub mod status;
 pub mod stream;
 pub mod tasks;
 pub mod thread;

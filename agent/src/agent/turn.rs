@@ -55,6 +55,7 @@ impl Agent {
         resume: Option<(Vec<ToolCall>, &dyn Approver)>,
         task_connectors: Option<Vec<String>>,
     ) -> Result<TurnOutcome, AgentError> {
+        self.inner.metrics.turn();
         let scope = self.connector_scope(task_connectors);
         let mut st = self.load_turn(ws, req, resume.is_none(), scope).await?;
         if let Some((calls, approver)) = resume {
@@ -140,6 +141,8 @@ impl Agent {
             ws.expanded_tools.extend(tools.replay(&ws.history));
         }
         ws.turns_since_load += 1;
+        // The notify rate limit counts per turn.
+        ws.notify_budget = Default::default();
         if new_message {
             self.close_dangling(ws).await?;
             ws.append(&inner.store, Message::user(req.text.clone()), req.author)
@@ -273,10 +276,12 @@ impl Agent {
             tools: offered,
         };
         let mut assembler = ResponseAssembler::default();
+        let started = Instant::now();
         let streamed = tokio::select! {
             r = stream_into(self.inner.model.as_ref(), request, &mut assembler, req.sink) => Some(r),
             () = req.cancel.cancelled() => None,
         };
+        self.inner.metrics.model_call(started.elapsed());
         match streamed {
             Some(Ok(())) => Ok(Some(assembler.finish())),
             Some(Err(e)) => {
@@ -348,6 +353,8 @@ impl Agent {
                 child_env: inner.child_env.clone(),
                 services: inner.services.clone(),
                 connectors: scope.clone(),
+                notify_budget: ws.notify_budget.clone(),
+                metrics: inner.metrics.clone(),
             },
             workstream: &ws.key,
             first_seq: ws.next_seq(),

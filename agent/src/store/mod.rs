@@ -3,15 +3,19 @@
 //!
 //! One module per table: [`workstreams`], [`messages`], [`approvals`] (requests and
 //! always-allow grants), [`connectors`] (connector policy tiers), [`memories`] (scoped memories), [`users`] (users, their platform
-//! identities and linking); [`recall`] is full-text search over the messages. Migrations are
+//! identities and linking), [`services`] (the registry of running nodes), [`notifications`]
+//! (which workstream sent a delivered notification); [`recall`] is full-text search over the messages. Migrations are
 //! embedded and run at connect time.
 
 pub mod approvals;
 pub mod connectors;
+pub mod health;
 pub mod memories;
 pub mod messages;
+pub mod notifications;
 pub mod prompt_templates;
 pub mod recall;
+pub mod services;
 pub mod users;
 pub mod watches;
 pub mod workstreams;

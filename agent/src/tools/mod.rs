@@ -15,6 +15,7 @@ mod man;
 mod math;
 mod mcp_call;
 mod memory;
+pub mod notify;
 pub mod path_policy;
 pub mod process_tree;
 mod read_file;
@@ -199,6 +200,10 @@ pub struct ToolContext {
     /// The task and project tiers of connector policy; the pipeline resolves the policy from
     /// them and the store before every MCP call.
     pub connectors: crate::connectors::ConnectorScope,
+    /// The turn's count of notifications (at most [`notify::MAX_PER_TURN`] succeed).
+    pub notify_budget: notify::NotifyBudget,
+    /// The node's counters (tool calls by tool and outcome).
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl ToolContext {
@@ -231,6 +236,8 @@ impl ToolContext {
             )),
             services: Arc::default(),
             connectors: crate::connectors::ConnectorScope::default(),
+            notify_budget: notify::NotifyBudget::default(),
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 

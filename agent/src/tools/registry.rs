@@ -30,6 +30,7 @@ pub fn default_tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(web_search::WebSearch),
         Arc::new(memory::MemoryTool),
         Arc::new(recall::Recall),
+        Arc::new(notify::Notify),
         Arc::new(read_resource::ReadResource),
         Arc::new(use_prompt::UsePrompt),
         Arc::new(watch::WatchTool),
@@ -319,6 +320,7 @@ mod tests {
                 "web_search",
                 "memory",
                 "recall",
+                "notify",
                 "read_resource",
                 "use_prompt",
                 "watch"
@@ -333,6 +335,7 @@ mod tests {
                 "man",
                 "web_fetch",
                 "web_search",
+                "notify",
                 "read_resource",
                 "use_prompt"
             ]
@@ -349,6 +352,7 @@ mod tests {
                 "man",
                 "web_fetch",
                 "web_search",
+                "notify",
                 "read_resource",
                 "use_prompt"
             ]
@@ -356,10 +360,18 @@ mod tests {
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
         assert_eq!(
             auto,
-            ["man", "memory", "read_file", "recall", "search", "watch"]
+            [
+                "man",
+                "memory",
+                "notify",
+                "read_file",
+                "recall",
+                "search",
+                "watch"
+            ]
         );
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 14);
+        assert_eq!(r.builtin_tool_names().len(), 15);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
@@ -367,6 +379,7 @@ mod tests {
             ("man", "page"),
             ("math", "code"),
             ("memory", "name"),
+            ("notify", "message"),
             ("recall", "query"),
             ("read_file", "path"),
             ("read_resource", "uri"),

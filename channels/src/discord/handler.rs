@@ -22,8 +22,19 @@ pub struct Handler {
 impl EventHandler for Handler {
     async fn ready(&self, ctx: Context, ready: Ready) {
         let _ = self.bot.me.set(ready.user.id);
+        *self.bot.stage.lock().unwrap_or_else(|e| e.into_inner()) =
+            serenity::gateway::ConnectionStage::Connected;
         tracing::info!(user = %ready.user.name, guilds = ready.guilds.len(), "connected to Discord");
         super::commands::register(&self.bot, &ctx).await;
+    }
+
+    async fn shard_stage_update(
+        &self,
+        _ctx: Context,
+        event: serenity::gateway::ShardStageUpdateEvent,
+    ) {
+        tracing::info!(from = ?event.old, to = ?event.new, "Discord gateway stage");
+        *self.bot.stage.lock().unwrap_or_else(|e| e.into_inner()) = event.new;
     }
 
     // serenity runs each event in a task of its own: tracked, so shutdown waits for it.
@@ -70,6 +81,13 @@ fn strip_mention(content: &str, me: u64) -> String {
 
 async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent::AgentError> {
     let direct = msg.guild_id.is_none();
+    // A reply to a notification continues the workstream that sent it, DMs on or off.
+    if direct && let Some(outcome) = super::notify::reply_to_notification(bot, &msg).await? {
+        if let crate::notify::ReplyOutcome::Refused(why) = outcome {
+            notice(bot, msg.channel_id, &format!("⚠️ {why}")).await;
+        }
+        return Ok(());
+    }
     if direct && let Err(closed) = bot.admits(Place::Dm) {
         // The quiet choice: a DM while DMs are off gets no answer at all (an answer would
         // tell a stranger the bot is there and invite them to keep trying).

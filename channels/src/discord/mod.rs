@@ -9,6 +9,7 @@
 //! - [`commands`]: slash commands: their registration and what each does.
 //! - [`surface`]: a thread as the stream renderer's surface, and the card approver.
 //! - [`render`]: message bodies: answers, tool lines, approval cards.
+//! - `notify`: notifications: DMs, posts without pings, replies that continue a workstream.
 //! - [`pace`]: the global request budget, with 429/5xx retries.
 //! - [`workstreams`]: naming a new thread, recording its workstream, stopping its turn
 //!   (used by the three above).
@@ -16,6 +17,7 @@
 pub mod commands;
 pub mod handler;
 pub mod interactions;
+mod notify;
 pub mod pace;
 pub mod render;
 pub mod respond;
@@ -68,6 +70,10 @@ pub struct Bot {
     tasks: Tasks,
     /// (thread, user) pairs already told they cannot talk in an owner-only thread.
     told: Mutex<HashSet<(u64, u64)>>,
+    /// Where a reply to a notification is continued (set once the node's platforms run).
+    starters: OnceLock<thread::Starters>,
+    /// The gateway connection's stage (`/ready`), as serenity last reported it.
+    stage: Mutex<serenity::gateway::ConnectionStage>,
 }
 
 impl std::fmt::Debug for Bot {
@@ -226,10 +232,12 @@ impl DiscordChannel {
             | GatewayIntents::DIRECT_MESSAGES;
         let tasks = Tasks::new(shutdown.clone());
         let bot = Arc::new(Bot {
-            pace: pace::Pacer::new(config.requests_per_second),
+            pace: pace::Pacer::new(config.requests_per_second).counting(agent.metrics().clone()),
             turns: TurnQueue::new(tasks.clone()),
             tasks: tasks.clone(),
             told: Mutex::default(),
+            starters: OnceLock::new(),
+            stage: Mutex::new(serenity::gateway::ConnectionStage::Connecting),
             http: OnceLock::new(),
             me: OnceLock::new(),
             config,
@@ -269,6 +277,28 @@ impl DiscordChannel {
         Arc::new(Starter(self.bot.clone()))
     }
 
+    /// The gateway connection as `/ready` reports it.
+    pub fn connection(&self) -> crate::status::Connection {
+        connection(&self.bot)
+    }
+
+    /// [`DiscordChannel::connection`] for later.
+    pub fn probe(&self) -> crate::status::Probe {
+        let bot = self.bot.clone();
+        Arc::new(move || connection(&bot))
+    }
+
+    /// Discord as a notification target (DMs and listened channels).
+    pub fn notify_platform(&self) -> Arc<dyn crate::notify::NotifyPlatform> {
+        Arc::new(notify::DiscordNotify(self.bot.clone()))
+    }
+
+    /// Lets a DM reply to a notification continue the workstream that sent it, through
+    /// `starters` (every platform of this node). Without it such replies follow the DM rules.
+    pub fn continue_replies(&self, starters: thread::Starters) {
+        let _ = self.bot.starters.set(starters);
+    }
+
     /// Opens the thread of `workstream` for work shown outside a turn's lane (a review asked
     /// by a background job); `None` when the key is not a Discord thread.
     pub fn open_thread(&self, workstream: &str) -> Option<thread::OpenThread> {
@@ -281,6 +311,14 @@ impl DiscordChannel {
     pub fn is_busy(&self, channel: u64) -> bool {
         std::num::NonZeroU64::new(channel)
             .is_some_and(|c| self.bot.turns.is_busy(&workstream_key(ChannelId::from(c))))
+    }
+}
+
+fn connection(bot: &Bot) -> crate::status::Connection {
+    let stage = *bot.stage.lock().unwrap_or_else(|e| e.into_inner());
+    crate::status::Connection {
+        connected: stage == serenity::gateway::ConnectionStage::Connected,
+        state: format!("{stage:?}").to_lowercase(),
     }
 }
 

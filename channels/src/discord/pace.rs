@@ -20,6 +20,8 @@ const ATTEMPTS: u32 = 6;
 pub struct Pacer {
     next: Mutex<Instant>,
     gap: Duration,
+    /// Counts retries for `/metrics`.
+    metrics: sandpiper_agent::metrics::Metrics,
 }
 
 impl Pacer {
@@ -28,7 +30,14 @@ impl Pacer {
         Self {
             next: Mutex::new(Instant::now()),
             gap: Duration::from_secs(1) / per_second.max(1),
+            metrics: Default::default(),
         }
+    }
+
+    /// Counts its retries in `metrics`.
+    pub fn counting(mut self, metrics: sandpiper_agent::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Waits for a slot in the budget.
@@ -62,6 +71,7 @@ impl Pacer {
                         tracing::warn!(request = what, attempts = attempt, error = %e, "giving up on a Discord request");
                         return Err(e);
                     }
+                    self.metrics.api_retry("discord");
                     tracing::info!(request = what, attempt, wait_ms = wait.as_millis() as u64, error = %e, "Discord request refused; retrying");
                     tokio::time::sleep(wait).await;
                 }

@@ -74,6 +74,8 @@ pub(crate) struct Api {
     token: SlackApiToken,
     names: Mutex<HashMap<String, String>>,
     groups: Mutex<HashMap<String, (Instant, Vec<String>)>>,
+    /// Counts retries for `/metrics`.
+    metrics: sandpiper_agent::metrics::Metrics,
 }
 
 /// Builds the client for `api_base_url` (plain `http://` allowed for a local double).
@@ -97,12 +99,13 @@ pub(crate) fn token(value: &str) -> SlackApiToken {
 
 /// Runs `call` until it is not rate limited (or retries run out).
 macro_rules! retrying {
-    ($method:literal, $call:expr) => {{
+    ($api:expr, $method:literal, $call:expr) => {{
         let mut attempt = 0;
         loop {
             match $call.await {
                 Err(SlackClientError::RateLimitError(e)) if attempt < MAX_RETRIES => {
                     attempt += 1;
+                    $api.metrics.api_retry("slack");
                     let wait = e
                         .retry_after
                         .unwrap_or(Duration::from_secs(1))
@@ -128,7 +131,14 @@ impl Api {
             token: token(bot_token),
             names: Mutex::default(),
             groups: Mutex::default(),
+            metrics: Default::default(),
         }
+    }
+
+    /// Counts its retries in `metrics`.
+    pub(super) fn counting(mut self, metrics: sandpiper_agent::metrics::Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     fn session(&self) -> SlackClientSession<'_, Connector> {
@@ -137,7 +147,7 @@ impl Api {
 
     /// The bot's own user id and team (`auth.test`).
     pub(super) async fn whoami(&self) -> Result<(String, Option<String>), ApiError> {
-        let me = retrying!("auth.test", self.session().auth_test())?;
+        let me = retrying!(self, "auth.test", self.session().auth_test())?;
         Ok((me.user_id.0, Some(me.team_id.0)))
     }
 
@@ -154,8 +164,23 @@ impl Api {
         if let Some(ts) = thread_ts {
             req = req.with_thread_ts(ts.into());
         }
-        let sent = retrying!("chat.postMessage", self.session().chat_post_message(&req))?;
+        let sent = retrying!(
+            self,
+            "chat.postMessage",
+            self.session().chat_post_message(&req)
+        )?;
         Ok(sent.ts.0)
+    }
+
+    /// The DM channel with `user` (`conversations.open`), opened if needed.
+    pub(super) async fn open_dm(&self, user: &str) -> Result<String, ApiError> {
+        let req = SlackApiConversationsOpenRequest::new().with_users(vec![user.into()]);
+        let opened = retrying!(
+            self,
+            "conversations.open",
+            self.session().conversations_open(&req)
+        )?;
+        Ok(opened.channel.id.0)
     }
 
     /// Replaces a message's content.
@@ -166,7 +191,7 @@ impl Api {
         content: &Content,
     ) -> Result<(), ApiError> {
         let req = SlackApiChatUpdateRequest::new(channel.into(), content.to_slack(), ts.into());
-        retrying!("chat.update", self.session().chat_update(&req))?;
+        retrying!(self, "chat.update", self.session().chat_update(&req))?;
         Ok(())
     }
 
@@ -187,6 +212,7 @@ impl Api {
             req = req.with_thread_ts(ts.into());
         }
         retrying!(
+            self,
             "chat.postEphemeral",
             self.session().chat_post_ephemeral(&req)
         )?;
@@ -203,12 +229,16 @@ impl Api {
     ) -> Result<(), ApiError> {
         if on {
             let req = SlackApiReactionsAddRequest::new(channel.into(), name.into(), ts.into());
-            retrying!("reactions.add", self.session().reactions_add(&req))?;
+            retrying!(self, "reactions.add", self.session().reactions_add(&req))?;
         } else {
             let req = SlackApiReactionsRemoveRequest::new(name.into())
                 .with_channel(channel.into())
                 .with_timestamp(ts.into());
-            retrying!("reactions.remove", self.session().reactions_remove(&req))?;
+            retrying!(
+                self,
+                "reactions.remove",
+                self.session().reactions_remove(&req)
+            )?;
         }
         Ok(())
     }
@@ -220,7 +250,7 @@ impl Api {
             message: e.to_string(),
         })?;
         let req = SlackApiViewsOpenRequest::new(trigger_id.into(), view);
-        retrying!("views.open", self.session().views_open(&req))?;
+        retrying!(self, "views.open", self.session().views_open(&req))?;
         Ok(())
     }
 
@@ -236,12 +266,17 @@ impl Api {
         let announce =
             SlackApiFilesGetUploadUrlExternalRequest::new(filename.to_owned(), body.len());
         let url = retrying!(
+            self,
             "files.getUploadURLExternal",
             self.session().get_upload_url_external(&announce)
         )?;
         let upload =
             SlackApiFilesUploadViaUrlRequest::new(url.upload_url, body, "text/plain".to_owned());
-        retrying!("files.upload", self.session().files_upload_via_url(&upload))?;
+        retrying!(
+            self,
+            "files.upload",
+            self.session().files_upload_via_url(&upload)
+        )?;
         let complete = SlackApiFilesCompleteUploadExternalRequest::new(vec![
             SlackApiFilesComplete::new(url.file_id).with_title(filename.to_owned()),
         ])
@@ -249,6 +284,7 @@ impl Api {
         .with_thread_ts(thread_ts.into())
         .with_initial_comment(comment.to_owned());
         retrying!(
+            self,
             "files.completeUploadExternal",
             self.session().files_complete_upload_external(&complete)
         )?;
@@ -261,7 +297,7 @@ impl Api {
             return name.clone();
         }
         let req = SlackApiUsersInfoRequest::new(user.into());
-        let name = match retrying!("users.info", self.session().users_info(&req)) {
+        let name = match retrying!(self, "users.info", self.session().users_info(&req)) {
             Ok(info) => info
                 .user
                 .profile
@@ -311,6 +347,7 @@ impl Api {
         }
         let req = SlackApiUserGroupsUsersListRequest::new(group.into());
         let members: Vec<String> = match retrying!(
+            self,
             "usergroups.users.list",
             self.session().usergroups_users_list(&req)
         ) {

@@ -73,6 +73,24 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
             let text = m.content.and_then(|c| c.text).unwrap_or_default();
             let is_dm = matches!(m.origin.channel_type, Some(SlackChannelType(ref t)) if t == "im")
                 || super::is_dm_channel(&channel);
+            // A reply in a notification's thread continues the workstream that sent it,
+            // DMs on or off.
+            if is_dm
+                && let Some(root) = m.origin.thread_ts.as_ref()
+                && let Some(outcome) =
+                    super::notify::reply_to_notification(&ctx, &channel, &root.0, &user, &text)
+                        .await
+            {
+                if let crate::notify::ReplyOutcome::Refused(why) = outcome {
+                    let thread = Thread {
+                        team,
+                        channel,
+                        thread_ts: root.0.clone(),
+                    };
+                    tell(&ctx, &thread, &user, &format!(":warning: {why}")).await;
+                }
+                return;
+            }
             if is_dm && !ctx.config.dms {
                 // The quiet choice: no answer at all while DMs are off, even in a DM thread
                 // that was opened while they were on.

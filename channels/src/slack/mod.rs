@@ -17,6 +17,7 @@
 //!   Slack's [`TurnStarter`](crate::thread::TurnStarter).
 //! - `interactions.rs`: button clicks and the note modal.
 //! - `commands.rs`: `/sandpiper <subcommand>`.
+//! - `notify.rs`: notifications: DMs, posts without pings, replies that continue a workstream.
 //! - `blocks.rs`: Block Kit for answers, tool lines and approval cards.
 //! - `mrkdwn.rs`: escaping and Markdown → mrkdwn.
 
@@ -27,6 +28,7 @@ mod events;
 mod http;
 mod interactions;
 pub mod mrkdwn;
+mod notify;
 mod socket;
 mod turn;
 
@@ -67,6 +69,8 @@ pub(crate) struct Ctx {
     tasks: Tasks,
     /// `(workstream, user)` pairs told they may not talk in an owner-only thread.
     told: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+    /// Where a reply to a notification is continued (set once the node's platforms run).
+    starters: std::sync::OnceLock<crate::thread::Starters>,
 }
 
 impl Ctx {
@@ -150,7 +154,7 @@ impl SlackChannel {
             return Ok(None);
         };
         let client = client::client(&config.api_base_url)?;
-        let api = Api::new(client.clone(), bot_token.expose());
+        let api = Api::new(client.clone(), bot_token.expose()).counting(agent.metrics().clone());
         let (bot_user, team) = api
             .whoami()
             .await
@@ -161,6 +165,7 @@ impl SlackChannel {
             queue: TurnQueue::new(tasks.clone()),
             tasks,
             told: Default::default(),
+            starters: Default::default(),
             agent,
             api,
             bot_user,
@@ -201,6 +206,31 @@ impl SlackChannel {
         Arc::new(turn::Starter(self.ctx.clone()))
     }
 
+    /// The connection as `/ready` reports it: the Web API answered at start (`auth.test`),
+    /// and Socket Mode's listener runs until shutdown (slack-morphism reconnects it itself
+    /// and does not report its state), or the Events API routes are served.
+    pub fn connection(&self) -> crate::status::Connection {
+        connection(&self.ctx)
+    }
+
+    /// [`SlackChannel::connection`] for later.
+    pub fn probe(&self) -> crate::status::Probe {
+        let ctx = self.ctx.clone();
+        Arc::new(move || connection(&ctx))
+    }
+
+    /// Slack as a notification target (DMs and listened channels).
+    pub fn notify_platform(&self) -> Arc<dyn crate::notify::NotifyPlatform> {
+        Arc::new(notify::SlackNotify(self.ctx.clone()))
+    }
+
+    /// Lets a reply in a notification's DM thread continue the workstream that sent it,
+    /// through `starters` (every platform of this node). Without it such replies follow the
+    /// DM rules.
+    pub fn continue_replies(&self, starters: crate::thread::Starters) {
+        let _ = self.ctx.starters.set(starters);
+    }
+
     /// Opens the thread of `workstream` for work shown outside a turn's lane (a review asked
     /// by a background job); `None` when the key is not a Slack thread.
     pub fn open_thread(&self, workstream: &str) -> Option<crate::thread::OpenThread> {
@@ -227,5 +257,18 @@ impl SlackChannel {
         let drained = self.ctx.tasks.drain(left).await;
         tracing::info!(left = drained.left, "slack channel stopped");
         drained
+    }
+}
+
+fn connection(ctx: &Ctx) -> crate::status::Connection {
+    let stopped = ctx.tasks.shutdown().is_cancelled();
+    let state = match (stopped, &ctx.config.mode) {
+        (true, _) => "stopped",
+        (false, SlackMode::Socket) => "socket mode",
+        (false, SlackMode::Events) => "events api",
+    };
+    crate::status::Connection {
+        connected: !stopped,
+        state: state.to_owned(),
     }
 }

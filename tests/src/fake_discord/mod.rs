@@ -164,6 +164,39 @@ impl FakeDiscord {
         state::id_of(&message["id"]).expect("fake discord: created message has an id")
     }
 
+    /// `author` answers the message `reply_to` in `channel_id` with Discord's reply feature
+    /// (`message_reference`): stored and dispatched as MESSAGE_CREATE. Returns its id.
+    ///
+    /// # Panics
+    /// If the channel does not exist.
+    pub async fn user_reply(
+        &self,
+        channel_id: u64,
+        author: &FakeUser,
+        content: &str,
+        reply_to: u64,
+    ) -> u64 {
+        let mut state = self.lock();
+        state.register(author);
+        let body = json!({
+            "content": content,
+            "message_reference": { "message_id": reply_to.to_string() },
+        });
+        let new = messages::NewMessage {
+            channel_id,
+            author_id: author.id,
+            body: &body,
+            files: &[],
+            kind: 0,
+            interaction_id: None,
+            deferred: false,
+        };
+        let message = state
+            .create_message(new)
+            .unwrap_or_else(|e| panic!("fake discord: reply in {channel_id} refused: {e:?}"));
+        state::id_of(&message["id"]).expect("fake discord: created message has an id")
+    }
+
     /// The DM channel between the bot and `user`, opened on first use.
     pub fn dm_channel(&self, user: &FakeUser) -> u64 {
         let mut state = self.lock();

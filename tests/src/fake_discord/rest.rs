@@ -39,6 +39,7 @@ fn no_content() -> Answer {
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     let api = Router::new()
         .route("/users/@me", get(current_user))
+        .route("/users/@me/channels", post(open_dm))
         .route(
             "/oauth2/applications/@me",
             get(|| async { json(objects::application()) }),
@@ -214,6 +215,19 @@ async fn unknown_route(request: Request) -> Response {
 
 async fn current_user() -> Answer {
     json(objects::current_user())
+}
+
+/// `POST /users/@me/channels` `{"recipient_id"}`: the DM channel with that user, opened on
+/// first use (the bot opening a DM to notify someone).
+async fn open_dm(State(shared): State<Arc<Shared>>, Extension(p): Extension<Payload>) -> Answer {
+    let user = p.json["recipient_id"]
+        .as_str()
+        .and_then(|s| s.parse::<u64>().ok())
+        .or_else(|| p.json["recipient_id"].as_u64())
+        .ok_or_else(|| Rejection::new(400, 50035, "Invalid Form Body: recipient_id"))?;
+    let mut state = shared.lock();
+    let channel = state.dm_channel(user);
+    json(state.channel_json(channel)?)
 }
 
 async fn gateway_url(State(shared): State<Arc<Shared>>) -> Answer {

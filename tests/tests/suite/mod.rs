@@ -19,6 +19,7 @@ mod math;
 mod mcp;
 mod mcp_pipeline;
 mod memory;
+mod notify;
 mod outage;
 mod outside_turns;
 mod parallel;

@@ -1,0 +1,323 @@
+//! What a notification is, on the wire between the notify tool and a gateway's
+//! `POST /v1/api/notify`: the tool's parameters as JSON (plus the sending workstream, so a
+//! reply can continue it), checked the same way on both sides, and the per-target answer.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::users::is_valid_username;
+
+/// Longest notification text, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+/// Longest title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+/// Longest `channel_id`.
+const MAX_CHANNEL_ID_LEN: usize = 64;
+
+/// The platforms a notification can go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChannelType {
+    /// Discord (channel ids are numbers).
+    Discord,
+    /// Slack (channel ids like `C0123ABC`).
+    Slack,
+}
+
+impl ChannelType {
+    /// Every platform, in the order a user's identities are notified.
+    pub const ALL: [ChannelType; 2] = [ChannelType::Discord, ChannelType::Slack];
+
+    /// The platform name, as in identities and workstream keys.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ChannelType::Discord => "discord",
+            ChannelType::Slack => "slack",
+        }
+    }
+
+    /// The platform named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for ChannelType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body of `POST /v1/api/notify`: the notify tool's parameters, and the workstream that
+/// sent it (replies to the notification continue it).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyRequest {
+    /// Plain text, at most [`MAX_MESSAGE_CHARS`].
+    pub message: String,
+    /// A short title, shown as a bold prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// A sandpiper username: every linked Discord and Slack identity gets a DM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// `discord` or `slack`, with `channel_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_type: Option<String>,
+    /// A channel on that platform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    /// The workstream that sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workstream: Option<String>,
+}
+
+/// Who a notification is for, once checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A person: a DM on each platform they linked.
+    User(String),
+    /// A channel on one platform.
+    Channel {
+        /// The platform.
+        platform: ChannelType,
+        /// The channel id.
+        id: String,
+    },
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::User(name) => write!(f, "@{name}"),
+            Target::Channel { platform, id } => write!(f, "{platform}:{id}"),
+        }
+    }
+}
+
+/// Why a notification request is malformed: said to the model (tool) or the caller (400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotifyInputError {
+    /// The message is empty.
+    #[error("`message` is empty: say what the notification should tell")]
+    EmptyMessage,
+    /// The message is too long.
+    #[error("`message` has {0} characters; the limit is {MAX_MESSAGE_CHARS}")]
+    MessageTooLong(usize),
+    /// The title is too long.
+    #[error("`title` has {0} characters; the limit is {MAX_TITLE_CHARS}")]
+    TitleTooLong(usize),
+    /// Both a username and a channel, or neither.
+    #[error(
+        "give either `username` (a person: a DM on each platform they linked) or \
+         `channel_type` with `channel_id` (a channel), not both and not neither"
+    )]
+    TargetChoice,
+    /// `channel_type` without `channel_id` or the other way round.
+    #[error("`channel_type` and `channel_id` go together: give both")]
+    HalfChannel,
+    /// An unknown platform.
+    #[error("`channel_type` must be `discord` or `slack`, not `{0}`")]
+    BadChannelType(String),
+    /// A channel id that cannot be one.
+    #[error("`{0}` is not a {1} channel id")]
+    BadChannelId(String, ChannelType),
+    /// A username that cannot be one.
+    #[error("`{0}` is not a valid username (a-z, 0-9, `_`, `.`, `-`; at most 32 characters)")]
+    BadUsername(String),
+}
+
+impl NotifyRequest {
+    /// Checks the request and says who it is for.
+    pub fn target(&self) -> Result<Target, NotifyInputError> {
+        let chars = self.message.chars().count();
+        if self.message.trim().is_empty() {
+            return Err(NotifyInputError::EmptyMessage);
+        }
+        if chars > MAX_MESSAGE_CHARS {
+            return Err(NotifyInputError::MessageTooLong(chars));
+        }
+        if let Some(title) = &self.title {
+            let n = title.chars().count();
+            if n > MAX_TITLE_CHARS {
+                return Err(NotifyInputError::TitleTooLong(n));
+            }
+        }
+        let blank = |s: &Option<String>| s.as_deref().is_none_or(|s| s.trim().is_empty());
+        match (
+            blank(&self.username),
+            blank(&self.channel_type),
+            blank(&self.channel_id),
+        ) {
+            (false, true, true) => {
+                let name = self.username.as_deref().unwrap_or_default().trim();
+                let name = name.strip_prefix('@').unwrap_or(name);
+                if !is_valid_username(name) {
+                    return Err(NotifyInputError::BadUsername(name.to_owned()));
+                }
+                Ok(Target::User(name.to_owned()))
+            }
+            (true, false, false) => {
+                let kind = self.channel_type.as_deref().unwrap_or_default().trim();
+                let platform = ChannelType::parse(&kind.to_ascii_lowercase())
+                    .ok_or_else(|| NotifyInputError::BadChannelType(kind.to_owned()))?;
+                let id = self.channel_id.as_deref().unwrap_or_default().trim();
+                if !channel_id_ok(platform, id) {
+                    return Err(NotifyInputError::BadChannelId(id.to_owned(), platform));
+                }
+                Ok(Target::Channel {
+                    platform,
+                    id: id.to_owned(),
+                })
+            }
+            (true, true, true) | (false, _, _) => Err(NotifyInputError::TargetChoice),
+            _ => Err(NotifyInputError::HalfChannel),
+        }
+    }
+}
+
+/// Discord ids are numbers; Slack ids are upper-case letters and digits.
+fn channel_id_ok(platform: ChannelType, id: &str) -> bool {
+    if id.is_empty() || id.len() > MAX_CHANNEL_ID_LEN {
+        return false;
+    }
+    match platform {
+        ChannelType::Discord => id.parse::<u64>().is_ok_and(|n| n > 0),
+        ChannelType::Slack => id
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()),
+    }
+}
+
+/// How one target fared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetStatus {
+    /// `discord:<channel>`, `slack:<channel>`, or a person's identity (`discord:@alice`).
+    pub target: String,
+    /// `sent`, or `failed: <reason>`.
+    pub status: String,
+}
+
+impl TargetStatus {
+    /// Delivered.
+    pub fn sent(target: impl Into<String>) -> Self {
+        Self {
+            target: target.into(),
+            status: "sent".into(),
+        }
+    }
+
+    /// Not delivered, and why.
+    pub fn failed(target: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Self {
+            target: target.into(),
+            status: format!("failed: {reason}"),
+        }
+    }
+
+    /// Whether it was delivered.
+    pub fn is_sent(&self) -> bool {
+        self.status == "sent"
+    }
+}
+
+/// The answer of `POST /v1/api/notify` (200).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotifyResponse {
+    /// Per target, in delivery order.
+    pub results: Vec<TargetStatus>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn req(f: impl FnOnce(&mut NotifyRequest)) -> Result<Target, NotifyInputError> {
+        let mut r = NotifyRequest {
+            message: "build is green".into(),
+            ..Default::default()
+        };
+        f(&mut r);
+        r.target()
+    }
+
+    #[test]
+    fn exactly_one_kind_of_target() {
+        assert_eq!(
+            req(|r| r.username = Some("@alice".into())),
+            Ok(Target::User("alice".into()))
+        );
+        assert_eq!(
+            req(|r| {
+                r.channel_type = Some("Slack".into());
+                r.channel_id = Some("C0123".into());
+            }),
+            Ok(Target::Channel {
+                platform: ChannelType::Slack,
+                id: "C0123".into()
+            })
+        );
+        assert_eq!(req(|_| {}), Err(NotifyInputError::TargetChoice));
+        assert_eq!(
+            req(|r| {
+                r.username = Some("alice".into());
+                r.channel_type = Some("discord".into());
+                r.channel_id = Some("1".into());
+            }),
+            Err(NotifyInputError::TargetChoice)
+        );
+        assert_eq!(
+            req(|r| r.channel_type = Some("discord".into())),
+            Err(NotifyInputError::HalfChannel)
+        );
+        assert_eq!(
+            req(|r| {
+                r.channel_type = Some("teams".into());
+                r.channel_id = Some("1".into());
+            }),
+            Err(NotifyInputError::BadChannelType("teams".into()))
+        );
+        assert_eq!(
+            req(|r| {
+                r.channel_type = Some("discord".into());
+                r.channel_id = Some("general".into());
+            }),
+            Err(NotifyInputError::BadChannelId(
+                "general".into(),
+                ChannelType::Discord
+            ))
+        );
+        assert_eq!(
+            req(|r| r.username = Some("Bad Name".into())),
+            Err(NotifyInputError::BadUsername("Bad Name".into()))
+        );
+    }
+
+    #[test]
+    fn the_message_is_bounded() {
+        let user = |r: &mut NotifyRequest| r.username = Some("alice".into());
+        assert_eq!(
+            req(|r| {
+                user(r);
+                r.message = " ".into();
+            }),
+            Err(NotifyInputError::EmptyMessage)
+        );
+        assert_eq!(
+            req(|r| {
+                user(r);
+                r.message = "é".repeat(2000);
+            }),
+            Ok(Target::User("alice".into()))
+        );
+        assert_eq!(
+            req(|r| {
+                user(r);
+                r.message = "x".repeat(2001);
+            }),
+            Err(NotifyInputError::MessageTooLong(2001))
+        );
+    }
+}

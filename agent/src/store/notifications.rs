@@ -1,0 +1,96 @@
+//! The `notifications` table: which workstream sent each delivered notification, keyed by the
+//! platform message it became (`discord`, DM channel, message id; `slack`, DM channel, ts).
+//! A reply to that message continues the workstream, after a restart and on another node
+//! too: the map lives in the database, not in one process's memory.
+
+use super::{Store, StoreError, now_ms};
+
+/// One delivered notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentNotification {
+    /// `discord` or `slack`.
+    pub platform: String,
+    /// Where it was posted (a DM channel or a channel).
+    pub channel: String,
+    /// The platform message id (Discord) or ts (Slack).
+    pub message_id: String,
+    /// The workstream that sent it.
+    pub workstream: String,
+    /// The sandpiper user it was for (`notify(username=…)`), when it went to a person.
+    pub recipient: Option<String>,
+}
+
+impl Store {
+    /// Records a delivered notification (again: a no-op).
+    pub async fn record_notification(&self, sent: &SentNotification) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO notifications \
+             (platform, channel, message_id, workstream, recipient, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (platform, channel, message_id) DO NOTHING",
+        )
+        .bind(&sent.platform)
+        .bind(&sent.channel)
+        .bind(&sent.message_id)
+        .bind(&sent.workstream)
+        .bind(sent.recipient.as_deref())
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The notification that `message_id` in `channel` is, if it is one.
+    pub async fn notification(
+        &self,
+        platform: &str,
+        channel: &str,
+        message_id: &str,
+    ) -> Result<Option<SentNotification>, StoreError> {
+        let row: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT workstream, recipient FROM notifications \
+             WHERE platform = $1 AND channel = $2 AND message_id = $3",
+        )
+        .bind(platform)
+        .bind(channel)
+        .bind(message_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(|(workstream, recipient)| SentNotification {
+            platform: platform.to_owned(),
+            channel: channel.to_owned(),
+            message_id: message_id.to_owned(),
+            workstream,
+            recipient,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[tokio::test]
+    async fn a_notification_is_found_by_its_message_only() {
+        let store = Store::memory().await.unwrap();
+        let sent = SentNotification {
+            platform: "discord".into(),
+            channel: "77".into(),
+            message_id: "88".into(),
+            workstream: "slack:T1:C1:1.0".into(),
+            recipient: Some("u1".into()),
+        };
+        store.record_notification(&sent).await.unwrap();
+        store.record_notification(&sent).await.unwrap();
+        assert_eq!(
+            store.notification("discord", "77", "88").await.unwrap(),
+            Some(sent)
+        );
+        assert_eq!(store.notification("slack", "77", "88").await.unwrap(), None);
+        assert_eq!(
+            store.notification("discord", "77", "89").await.unwrap(),
+            None
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! One running `sandpiper serve` node: its chat platforms, its HTTP endpoints (`/health`,
+//! `/ready`, `/metrics`, the admin API, `/v1/api/notify`), its watch runner, its place in the
+//! `services` registry, and how it stops. `main.rs` runs one; the end-to-end tests run several on one
+//! database, through the same code.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use sandpiper_agent::Agent;
+use sandpiper_agent::service_jwt::ServiceKey;
+use sandpiper_channels::config::ChannelsConfig;
+use sandpiper_channels::discord::DiscordChannel;
+use sandpiper_channels::notify::{Notifier, NotifyPlatform};
+use sandpiper_channels::slack::SlackChannel;
+use sandpiper_channels::thread::Starters;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::{HealthSource, PlatformProbe, ReadySource};
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// Discord refused to start (bad token format, …).
+    #[error("cannot start Discord: {0}")]
+    Discord(#[from] sandpiper_channels::discord::DiscordError),
+    /// Slack could not connect or is misconfigured.
+    #[error("cannot start Slack: {0}")]
+    Slack(#[from] sandpiper_channels::slack::SlackError),
+    /// The HTTP endpoints could not listen.
+    #[error("cannot serve on {0}: {1}")]
+    Listen(SocketAddr, std::io::Error),
+}
+
+/// A running node.
+pub struct Node {
+    /// The agent of this node.
+    pub agent: Agent,
+    /// Where the HTTP endpoints listen.
+    pub addr: SocketAddr,
+    /// The registry id of this node, when it serves notifications.
+    pub service_id: Option<String>,
+    discord: Option<DiscordChannel>,
+    slack: Option<SlackChannel>,
+    shutdown: CancellationToken,
+    /// Stops the HTTP server alone (see [`Node::stop_http`]).
+    http_stop: CancellationToken,
+    server: JoinHandle<std::io::Result<()>>,
+    registry: Option<JoinHandle<()>>,
+    /// The watch runner; it stops on `shutdown`, releasing its claims.
+    watches: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("addr", &self.addr)
+            .field("service_id", &self.service_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a node ended.
+#[derive(Debug)]
+pub struct NodeExit {
+    /// Channel tasks still running at the deadline.
+    pub left: usize,
+    /// What the HTTP server returned.
+    pub served: std::io::Result<()>,
+}
+
+impl Node {
+    /// Starts the configured platforms and serves the endpoints on `[server] listen`. With a
+    /// service `key`, the node serves `/v1/api/notify` and registers in the `services`
+    /// registry as a gateway; without one it says so and does neither. Stops when `shutdown`
+    /// is cancelled.
+    pub async fn start(
+        agent: Agent,
+        channels: ChannelsConfig,
+        key: Option<ServiceKey>,
+        shutdown: CancellationToken,
+    ) -> Result<Self, NodeError> {
+        let config = agent.config().clone();
+        let discord =
+            DiscordChannel::start(agent.clone(), channels.discord, shutdown.clone()).await?;
+        match &discord {
+            Some(_) => eprintln!("sandpiper: Discord: connecting"),
+            None => eprintln!(
+                "sandpiper: Discord is off (set DISCORD_TOKEN, or the variable named by [discord] token_env)"
+            ),
+        }
+        let slack = SlackChannel::start(agent.clone(), channels.slack, shutdown.clone()).await?;
+        let mcp = agent.mcp().clone();
+        let health: HealthSource = Arc::new(move || crate::serve::health_of(&mcp));
+        let mut router: Router = crate::serve::router(health)
+            .merge(crate::serve::ready_router(ReadySource {
+                agent: agent.clone(),
+                platforms: probes(discord.as_ref(), slack.as_ref()),
+            }))
+            .merge(crate::metrics::router(agent.clone()));
+        if key.is_none() {
+            eprintln!(
+                "sandpiper: admin API (/v1/api) refuses every request: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
+            );
+        }
+        router = router.merge(crate::admin_api::router(agent.clone(), key.clone()));
+        match &slack {
+            Some(s) => match s.router() {
+                Some(events) => {
+                    router = router.merge(events);
+                    eprintln!(
+                        "sandpiper: Slack: Events API on /slack/events, /slack/interactions, /slack/commands"
+                    );
+                }
+                None => eprintln!("sandpiper: Slack: connected (Socket Mode)"),
+            },
+            None => eprintln!(
+                "sandpiper: Slack is off (set SLACK_BOT_TOKEN, and SLACK_APP_TOKEN for Socket Mode)"
+            ),
+        }
+        // Turns started from outside a chat message (a watch firing, a reply to a
+        // notification) go to the platform that shows the workstream.
+        let mut starters = Starters::default();
+        let mut platforms: Vec<Arc<dyn NotifyPlatform>> = Vec::new();
+        if let Some(d) = &discord {
+            starters.add(d.starter());
+            platforms.push(d.notify_platform());
+        }
+        if let Some(s) = &slack {
+            starters.add(s.starter());
+            platforms.push(s.notify_platform());
+        }
+        if let Some(d) = &discord {
+            d.continue_replies(starters.clone());
+        }
+        if let Some(s) = &slack {
+            s.continue_replies(starters.clone());
+        }
+        let watches = crate::wiring::start_watches(&agent, starters, shutdown.clone());
+        let notifier = Notifier::new(agent.store().clone(), platforms);
+        let serves_notify = key.is_some();
+        match key {
+            Some(key) => {
+                router = router.merge(crate::notify_api::router(
+                    notifier.clone(),
+                    key,
+                    agent.metrics().clone(),
+                ));
+            }
+            None => eprintln!(
+                "sandpiper: notifications (/v1/api/notify) are off on this node: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
+            ),
+        }
+        let http_stop = shutdown.child_token();
+        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+        let listen = config.server.listen;
+        let limits = config.server.clone();
+        let server_stop = http_stop.clone();
+        let server = tokio::spawn(async move {
+            crate::http_server::run(listen, router, &limits, server_stop, bound_tx).await
+        });
+        let addr = match bound_rx.await {
+            Ok(addr) => addr,
+            Err(_) => {
+                shutdown.cancel();
+                let e = match server.await {
+                    Ok(Err(e)) => e,
+                    _ => std::io::Error::other("the HTTP server ended before listening"),
+                };
+                return Err(NodeError::Listen(listen, e));
+            }
+        };
+        eprintln!("sandpiper: serving http://{addr}/health");
+        let (service_id, registry) = if serves_notify {
+            let url = crate::registry::node_url(config.server.advertise_url.as_deref(), addr);
+            let names = notifier
+                .platforms()
+                .iter()
+                .map(|p| p.as_str().to_owned())
+                .collect();
+            let record = crate::registry::gateway(url, names);
+            let id = record.id.clone();
+            let task = tokio::spawn(crate::registry::run(
+                agent.store().clone(),
+                record,
+                shutdown.clone(),
+            ));
+            (Some(id), Some(task))
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            agent,
+            addr,
+            service_id,
+            discord,
+            slack,
+            shutdown,
+            http_stop,
+            server,
+            registry,
+            watches,
+        })
+    }
+
+    /// The running Discord connection.
+    pub fn discord(&self) -> Option<&DiscordChannel> {
+        self.discord.as_ref()
+    }
+
+    /// The running Slack connection.
+    pub fn slack(&self) -> Option<&SlackChannel> {
+        self.slack.as_ref()
+    }
+
+    /// Stops serving HTTP at once while the rest runs on and the registry row stays, as a
+    /// crashed or unreachable HTTP listener looks to other nodes (a failover drill).
+    pub fn stop_http(&self) {
+        self.http_stop.cancel();
+    }
+
+    /// Asks the node to stop (as SIGTERM does).
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Waits until the node is asked to stop, then drains: the HTTP server and the channels
+    /// at the same time (channels for at most `grace`), and the registry row is removed. A
+    /// server that ends on its own (it could not bind) stops the channels too.
+    pub async fn join(self, grace: Duration) -> NodeExit {
+        let stop = self.shutdown.clone();
+        let server = self.server;
+        let served = async move {
+            let served = server.await;
+            stop.cancel();
+            served
+        };
+        let discord = self.discord;
+        let slack = self.slack;
+        let (served, discord_left, slack_left) = tokio::join!(
+            served,
+            async move {
+                match discord {
+                    Some(d) => d.join(grace).await.left,
+                    None => 0,
+                }
+            },
+            async move {
+                match &slack {
+                    Some(s) => s.join(grace).await.left,
+                    None => 0,
+                }
+            },
+        );
+        if tokio::time::timeout(grace, self.watches).await.is_err() {
+            tracing::warn!(
+                "the watch runner did not stop in time; its claims run out on their own"
+            );
+        }
+        if let Some(registry) = self.registry {
+            let _ = registry.await;
+        }
+        let served = served.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        NodeExit {
+            left: discord_left + slack_left,
+            served,
+        }
+    }
+}
+
+/// `/ready`'s view of the configured platforms.
+fn probes(discord: Option<&DiscordChannel>, slack: Option<&SlackChannel>) -> Vec<PlatformProbe> {
+    let mut probes: Vec<PlatformProbe> = Vec::new();
+    if let Some(d) = discord {
+        probes.push(("discord", d.probe()));
+    }
+    if let Some(s) = slack {
+        probes.push(("slack", s.probe()));
+    }
+    probes
+}

@@ -1,0 +1,387 @@
+//! notify end to end (issue 12), on two gateway nodes sharing one database: each node is
+//! [`Node::start`] — what `sandpiper serve` runs — in this process (two in-process nodes, not
+//! two processes: the tests crate cannot start the binary, and this is the same code path).
+//!
+//! Node A is connected to Slack only and runs the workstream (a Slack thread); node B is
+//! connected to Discord and Slack. A's model calls `notify(username=alice)`; the registry
+//! offers B first (it serves both of alice's platforms), B opens the DMs on the fake Discord
+//! and the fake Slack, and alice's replies come back into A's workstream. Then B's HTTP
+//! server dies while its registry row is still fresh, and delivery fails over to A.
+
+use std::time::Duration;
+
+use sandpiper::node::Node;
+use sandpiper::service_jwt::{CHANNEL_AUDIENCE, Claims, ISSUER, ServiceKey};
+use sandpiper_agent::Agent;
+use sandpiper_agent::config::{Config, Secret};
+use sandpiper_channels::config::{ChannelsConfig, DiscordConfig, SlackConfig, SlackMode};
+use sandpiper_tests::both_backends;
+use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
+use sandpiper_tests::fake_llm::{text, tool_call};
+use sandpiper_tests::fake_slack::{BOT_USER_ID, CHANNEL_ID, FakeSlack, TEAM_ID};
+use sandpiper_tests::slack_harness;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{WAIT, contents_with_role, setup};
+
+const SECRET: &str = "notify-test-secret-0123456789abcdef";
+const ALICE_DISCORD: u64 = 900_000_000_000_000_011;
+
+/// One node: its agent built as the binary builds it (the service secret in its
+/// environment), then [`Node::start`].
+async fn node(
+    core: &Config,
+    discord: DiscordConfig,
+    slack: SlackConfig,
+) -> (Node, CancellationToken) {
+    let key = ServiceKey::new(SECRET).expect("a strong secret");
+    node_with(core, discord, slack, Some(key)).await
+}
+
+/// [`node`] with the service key given (`None`: a node without a secret).
+async fn node_with(
+    core: &Config,
+    discord: DiscordConfig,
+    slack: SlackConfig,
+    key: Option<ServiceKey>,
+) -> (Node, CancellationToken) {
+    let mut core = core.clone();
+    core.server.listen = "127.0.0.1:0".parse().expect("an address");
+    let env = [("SANDPIPER_JWT_SECRET", SECRET), ("PATH", "/usr/bin:/bin")];
+    let host = sandpiper_agent::agent::Host {
+        protected_files: Vec::new(),
+        env: &env,
+    };
+    let agent = sandpiper::wiring::build_agent_in(core, host)
+        .await
+        .expect("the agent builds");
+    let shutdown = CancellationToken::new();
+    let node = Node::start(
+        agent,
+        ChannelsConfig { discord, slack },
+        key,
+        shutdown.clone(),
+    )
+    .await
+    .expect("the node starts");
+    (node, shutdown)
+}
+
+fn discord_config(fake: &FakeDiscord) -> DiscordConfig {
+    DiscordConfig {
+        token: Some(Secret::new("fake-bot-token")),
+        api_base_url: fake.base_url(),
+        stream_interval: Duration::from_millis(100),
+        requests_per_second: 500,
+        ..DiscordConfig::default()
+    }
+}
+
+fn slack_config(fake: &FakeSlack) -> SlackConfig {
+    let mut config = sandpiper_tests::harness::TestConfig::default();
+    slack_harness::configure(&mut config, fake, SlackMode::Socket);
+    config.slack
+}
+
+/// Alice on Slack (from her first mention) linked with her Discord account.
+async fn link_discord(agent: &Agent) {
+    let store = agent.store();
+    let alice = store
+        .user_for_identity("slack", "U0ALICE", "alice")
+        .await
+        .expect("alice on slack");
+    let code = store.create_link_code(&alice.id).await.expect("a code");
+    store
+        .redeem_link_code("discord", &ALICE_DISCORD.to_string(), "alice", &code)
+        .await
+        .expect("linked");
+}
+
+async fn get(url: String) -> (u16, String) {
+    let response = reqwest::get(&url).await.expect("GET");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("a body"))
+}
+
+/// The last tool result the model was sent.
+fn last_tool_result(request: &Value) -> String {
+    contents_with_role(request, "tool")
+        .pop()
+        .unwrap_or_default()
+}
+
+both_backends! {
+    async fn a_notification_reaches_alice_on_both_platforms_through_another_node_and_her_replies_continue_the_thread(db) {
+        let s = setup(&db, vec![
+            // 1. A's turn: notify alice, then say so.
+            tool_call("n1", "notify", json!({"username": "alice", "title": "CI", "message": "Deploy finished @everyone <!channel> <@&1>"})),
+            text("I told alice."),
+            // 2. Her Slack DM reply, continued on A.
+            text("Glad you saw it."),
+            // 3. With B's HTTP server dead: notify alice again; B is tried first (it serves
+            //    both her platforms) and fails, A (Slack only) delivers what it can.
+            tool_call("n2", "notify", json!({"username": "alice", "message": "all clear"})),
+            text("Posted."),
+            // 4. Her Discord reply to the first notification, taken by B (the only Discord
+            //    connection) into A's Slack thread.
+            text("Thanks for confirming on Discord."),
+        ]).await;
+        let discord = FakeDiscord::start().await;
+        let slack = FakeSlack::start().await;
+        // A first: its Slack connection is the first, so the fake sends events there.
+        let (a, a_stop) = node(&s.config.core, DiscordConfig::default(), slack_config(&slack)).await;
+        slack.wait_connected(WAIT).await;
+        let (b, b_stop) = node(&s.config.core, discord_config(&discord), slack_config(&slack)).await;
+        discord.wait_ready(WAIT).await;
+        discord.wait_until(WAIT, "slash commands registered", |f| (!f.registered_commands().is_empty()).then_some(())).await;
+        // Both register in the background at start.
+        let mut services = Vec::new();
+        for _ in 0..200 {
+            services = a.agent.store().all_services().await.unwrap();
+            if services.len() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(services.len(), 2, "both nodes registered: {services:?}");
+
+        let alice_slack = slack.user("U0ALICE", "alice");
+        let alice_discord = FakeUser::new(ALICE_DISCORD, "alice");
+        link_discord(&a.agent).await;
+        let root = slack.app_mention(CHANNEL_ID, &alice_slack, "tell me on every platform when CI is done").await;
+        let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
+        let in_thread = |what: &'static str, needle: &'static str| {
+            let slack = slack.clone();
+            let root = root.clone();
+            async move {
+                slack.wait_until(WAIT, what, |f| {
+                    f.messages(CHANNEL_ID).into_iter().find(|m| {
+                        m.user == BOT_USER_ID && m.thread_ts.as_deref() == Some(root.as_str()) && m.text.contains(needle)
+                    })
+                }).await
+            }
+        };
+        in_thread("A's answer", "I told alice.").await;
+
+        // The DMs arrived, with nothing that could ping.
+        let dm = discord.dm_channel(&alice_discord);
+        let discord_dm = discord.wait_until(WAIT, "the Discord DM", |f| f.messages(dm).into_iter().next()).await;
+        assert_eq!(discord_dm.content, "**CI**\nDeploy finished @\u{200b}everyone <!channel> <@\u{200b}&1>");
+        let posted = discord.requests().into_iter().find(|r| r.method == "POST" && r.path.ends_with(&format!("/channels/{dm}/messages"))).expect("posted");
+        assert_eq!(posted.body["allowed_mentions"]["parse"], json!([]), "{}", posted.body);
+        assert!(discord.requests().iter().any(|r| r.method == "POST" && r.path.ends_with("/users/@me/channels")));
+        let slack_dm = slack.dm_channel("U0ALICE");
+        let slack_notice = slack.wait_until(WAIT, "the Slack DM", |f| f.messages(&slack_dm).into_iter().find(|m| m.user == BOT_USER_ID)).await;
+        assert_eq!(slack_notice.text, "*CI*\nDeploy finished @everyone &lt;!channel&gt; &lt;@&amp;1&gt;");
+        // B delivered both (its registry row serves both platforms), and the model was told.
+        let requests = s.llm.requests();
+        assert_eq!(
+            last_tool_result(&requests[1]),
+            "notification to @alice:\n- discord:@alice: sent\n- slack:@alice: sent"
+        );
+        // B's /ready sees both platforms connected.
+        let (status, ready) = get(format!("http://{}/ready", b.addr)).await;
+        let ready: Value = serde_json::from_str(&ready).unwrap();
+        assert_eq!(status, 200, "{ready}");
+        assert_eq!(
+            ready["platforms"],
+            json!({"discord": {"connected": true, "state": "connected"}, "slack": {"connected": true, "state": "socket mode"}})
+        );
+        assert_eq!(ready["workstreams"]["stored"], json!(1));
+        let metrics = |node: &Node| format!("http://{}/metrics", node.addr);
+        let (_, b_metrics) = get(metrics(&b)).await;
+        assert!(b_metrics.contains("sandpiper_notify_deliveries_total{status=\"sent\"} 2"), "{b_metrics}");
+        let (_, a_metrics) = get(metrics(&a)).await;
+        assert!(a_metrics.contains("sandpiper_notify_deliveries_total{status=\"sent\"} 0"), "{a_metrics}");
+        assert!(a_metrics.contains("sandpiper_tool_calls_total{tool=\"notify\",outcome=\"ok\"} 1"), "{a_metrics}");
+
+        // Her Slack reply in the notification's thread continues A's workstream (DMs are off).
+        slack.dm_message(&alice_slack, "thanks, looking", Some(&slack_notice.ts)).await;
+        in_thread("the reply shown in the thread", "alice replied to a notification").await;
+        in_thread("the answer to the reply", "Glad you saw it.").await;
+        let requests = s.llm.requests();
+        assert_eq!(
+            contents_with_role(&requests[2], "user").last().map(String::as_str),
+            Some("[alice replied to your notification, in a slack DM]\nthanks, looking")
+        );
+
+        // B's gateway dies; its row is still fresh, so A tries it, then fails over to itself.
+        b.stop_http();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(reqwest::get(format!("http://{}/health", b.addr)).await.is_err(), "B no longer serves");
+        slack.thread_message(CHANNEL_ID, &root, &alice_slack, "tell me again").await;
+        in_thread("the failover answer", "Posted.").await;
+        let requests = s.llm.requests();
+        assert_eq!(
+            last_tool_result(&requests[4]),
+            "notification to @alice:\n- discord:@alice: failed: discord is not connected on this gateway\n- slack:@alice: sent"
+        );
+        assert!(slack.messages(&slack_dm).iter().any(|m| m.user == BOT_USER_ID && m.text == "all clear"));
+        // A delivered it (B's count did not move): the failover happened.
+        let (_, a_metrics) = get(metrics(&a)).await;
+        assert!(a_metrics.contains("sandpiper_notify_deliveries_total{status=\"sent\"} 1"), "{a_metrics}");
+        assert!(a_metrics.contains("sandpiper_notify_deliveries_total{status=\"failed\"} 1"), "{a_metrics}");
+
+        // Her Discord reply to the first notification: B has the only Discord connection and
+        // continues A's workstream in its Slack thread, from the stored map.
+        discord.user_reply(dm, &alice_discord, "on it", discord_dm.id).await;
+        in_thread("the Discord reply's answer", "Thanks for confirming on Discord.").await;
+        let requests = s.llm.requests();
+        assert_eq!(
+            contents_with_role(&requests[5], "user").last().map(String::as_str),
+            Some("[alice replied to your notification, in a discord DM]\non it")
+        );
+        let history = b.agent.history(&key).await.unwrap();
+        assert!(history.iter().any(|m| m.content.ends_with("on it")), "the reply is in the workstream");
+        s.llm.verify();
+
+        // Everything else in a DM follows the DM rules (off here): a plain DM on either
+        // platform, a reply to a message that is no notification, and a stranger quoting
+        // alice's notification from his own DM.
+        let ignored_before = discord.requests().len();
+        let mine = discord.dm(&alice_discord, "anyone there?").await.1;
+        discord.user_reply(dm, &alice_discord, "re", mine).await;
+        let bob = FakeUser::new(900_000_000_000_000_012, "bob");
+        let bob_dm = discord.dm_channel(&bob);
+        discord.user_reply(bob_dm, &bob, "let me in", discord_dm.id).await;
+        slack.dm_message(&alice_slack, "plain", None).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(s.llm.requests().len(), 6, "no turn for any of them");
+        let answered: Vec<_> = discord.requests().into_iter().skip(ignored_before).filter(|r| r.method == "POST").collect();
+        assert!(answered.is_empty(), "no answer in a DM: {answered:?}");
+
+        a_stop.cancel();
+        b_stop.cancel();
+        let id_a = a.service_id.clone().unwrap();
+        a.join(WAIT).await.served.unwrap();
+        b.join(WAIT).await.served.unwrap();
+        // A clean shutdown leaves the registry.
+        let store = sandpiper_agent::store::Store::connect(&db.url, 1).await.unwrap();
+        assert!(store.all_services().await.unwrap().iter().all(|n| n.id != id_a));
+    }
+
+    async fn the_notify_endpoint_takes_only_channel_tokens_and_well_formed_bodies(db) {
+        let s = setup(&db, vec![]).await;
+        let slack = FakeSlack::start().await;
+        let mut slack_cfg = slack_config(&slack);
+        slack_cfg.channels = vec![CHANNEL_ID.to_owned()];
+        let (n, stop) = node(&s.config.core, DiscordConfig::default(), slack_cfg).await;
+        slack.wait_connected(WAIT).await;
+        let store = n.agent.store();
+        store.user_for_identity("slack", "U0ALICE", "alice").await.unwrap();
+        store.user_for_identity("console", "bob", "bob").await.unwrap();
+        let url = format!("http://{}/v1/api/notify", n.addr);
+        let client = reqwest::Client::new();
+        let key = ServiceKey::new(SECRET).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let claims = |f: &dyn Fn(&mut Claims)| {
+            let mut c = Claims { iss: ISSUER.into(), aud: CHANNEL_AUDIENCE.into(), sub: "test".into(), iat: now, exp: now + 60 };
+            f(&mut c);
+            c
+        };
+        let good = key.sign(CHANNEL_AUDIENCE, "test", Duration::from_secs(60)).unwrap();
+        let body = json!({"username": "alice", "message": "hi"});
+        let post = |token: Option<String>, body: String| {
+            let mut req = client.post(&url).header("content-type", "application/json").body(body);
+            if let Some(t) = token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            async move {
+                let r = req.send().await.expect("POST");
+                let status = r.status().as_u16();
+                (status, r.json::<Value>().await.unwrap_or(Value::Null))
+            }
+        };
+        use base64::Engine as _;
+        let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        let payload = b64(&serde_json::to_value(claims(&|_| {})).unwrap());
+        let hs_signed = |header: Value| {
+            use hmac::{KeyInit as _, Mac as _};
+            let signing = format!("{}.{payload}", b64(&header));
+            let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+            mac.update(signing.as_bytes());
+            let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+            format!("{signing}.{sig}")
+        };
+        let other = ServiceKey::new("another-secret-that-is-long-enough!!").unwrap();
+        let refused = [
+            ("no token", None),
+            ("wrong audience", Some(key.sign("sandpiper-admin", "test", Duration::from_secs(60)).unwrap())),
+            ("wrong issuer", Some(key.sign_claims(&claims(&|c| c.iss = "someone".into())).unwrap())),
+            ("expired", Some(key.sign_claims(&claims(&|c| { c.iat = now - 400; c.exp = now - 100; })).unwrap())),
+            ("more than 5 minutes", Some(key.sign_claims(&claims(&|c| c.exp = now + 3600)).unwrap())),
+            ("bad signature", Some(other.sign_claims(&claims(&|_| {})).unwrap())),
+            ("alg none", Some(format!("{}.{payload}.", b64(&json!({"alg": "none", "typ": "JWT"}))))),
+            // The secret used as if it were an RS256 public key: the HS/RS confusion attack.
+            ("HS/RS confusion", Some(hs_signed(json!({"alg": "RS256", "typ": "JWT"})))),
+            ("HS512", Some(hs_signed(json!({"alg": "HS512", "typ": "JWT"})))),
+        ];
+        for (what, token) in refused {
+            let (status, answer) = post(token, body.to_string()).await;
+            assert_eq!(status, 401, "{what}: {answer}");
+            assert!(answer["error"].as_str().is_some_and(|e| !e.is_empty()), "{what}: a JSON error: {answer}");
+        }
+        // The same HMAC construction with HS256 passes: the refusals above are about the claims
+        // and the algorithm, not the test's signing.
+        let (status, _) = post(Some(hs_signed(json!({"alg": "HS256", "typ": "JWT"}))), json!({"channel_type": "slack", "channel_id": CHANNEL_ID, "message": "x"}).to_string()).await;
+        assert_eq!(status, 200);
+
+        for (what, bad) in [
+            ("not JSON", "{".to_owned()),
+            ("no message", json!({"username": "alice"}).to_string()),
+            ("both targets", json!({"username": "alice", "channel_type": "slack", "channel_id": "C1", "message": "x"}).to_string()),
+            ("neither target", json!({"message": "x"}).to_string()),
+            ("too long", json!({"username": "alice", "message": "x".repeat(2001)}).to_string()),
+            ("unknown field", json!({"username": "alice", "message": "x", "ping": "@everyone"}).to_string()),
+        ] {
+            let (status, answer) = post(Some(good.clone()), bad).await;
+            assert_eq!(status, 400, "{what}: {answer}");
+        }
+        let (status, answer) = post(Some(good.clone()), json!({"username": "nobody", "message": "x"}).to_string()).await;
+        assert_eq!((status, answer["error"].as_str()), (404, Some("there is no user `nobody`")));
+        let (status, answer) = post(Some(good.clone()), json!({"username": "bob", "message": "x"}).to_string()).await;
+        assert_eq!((status, answer["error"].as_str()), (404, Some("`bob` has no linked Discord or Slack identity")));
+        // A channel the bot does not work in, and a platform this node is not connected to.
+        let (status, answer) = post(Some(good.clone()), json!({"channel_type": "slack", "channel_id": "C0OTHER", "message": "x"}).to_string()).await;
+        assert_eq!(status, 200);
+        assert_eq!(answer, json!({"results": [{"target": "slack:C0OTHER", "status": "failed: I don't work in that channel, so I don't post there"}]}));
+        let (status, answer) = post(Some(good.clone()), json!({"channel_type": "discord", "channel_id": "5", "message": "x"}).to_string()).await;
+        assert_eq!((status, answer["results"][0]["status"].as_str()), (200, Some("failed: discord is not connected on this gateway")));
+        let (status, answer) = post(Some(good), body.to_string()).await;
+        assert_eq!((status, answer), (200, json!({"results": [{"target": "slack:@alice", "status": "sent"}]})));
+        let dm = slack.dm_channel("U0ALICE");
+        assert!(slack.messages(&dm).iter().any(|m| m.text == "hi"));
+
+        // /ready: the database and Slack; 503 once the database is gone. /health stays up.
+        let (status, ready) = get(format!("http://{}/ready", n.addr)).await;
+        let ready: Value = serde_json::from_str(&ready).unwrap();
+        assert_eq!(status, 200, "{ready}");
+        assert_eq!(ready["status"], "ready");
+        assert_eq!(ready["database"], json!({"ok": true}));
+        assert_eq!(ready["platforms"], json!({"slack": {"connected": true, "state": "socket mode"}}));
+        assert_eq!(ready["workstreams"]["stored"], json!(0));
+        assert!(ready["version"].as_str().is_some_and(|v| !v.is_empty()));
+        n.agent.store().close().await;
+        let (status, ready) = get(format!("http://{}/ready", n.addr)).await;
+        assert_eq!(status, 503, "{ready}");
+        let ready: Value = serde_json::from_str(&ready).unwrap();
+        assert_eq!((ready["status"].as_str(), ready["database"]["ok"].as_bool()), (Some("not ready"), Some(false)));
+        let (status, _) = get(format!("http://{}/health", n.addr)).await;
+        assert_eq!(status, 200);
+        stop.cancel();
+        n.join(WAIT).await.served.unwrap();
+
+        // A node without a secret serves no notify route and does not register as a gateway.
+        let (plain, stop) = node_with(&s.config.core, DiscordConfig::default(), SlackConfig::default(), None).await;
+        assert_eq!(plain.service_id, None);
+        let r = client.post(format!("http://{}/v1/api/notify", plain.addr)).body("{}").send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 404);
+        let store = sandpiper_agent::store::Store::connect(&db.url, 1).await.unwrap();
+        // Only the first node's row: it could not leave, its database was closed under it.
+        let rows = store.all_services().await.unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        stop.cancel();
+        plain.join(WAIT).await.served.unwrap();
+    }
+}
