@@ -27,6 +27,7 @@ use crate::tools::{PathPolicy, RegistryError, ToolRegistry};
 use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
+mod subagent;
 mod turn;
 
 /// What the agent learns from the process it runs in rather than from its config.

@@ -26,6 +26,8 @@
 //! - [`child_env`]: the clean environment tools and MCP servers start from.
 //! - [`output`]: cutting long output for the model (tools and MCP alike).
 //! - [`watch`]: watches' `stop_on` conditions: a whitelisted Python subset, bounded.
+//! - [`subagent`]: sub-agents (`task`, `plan`): their kinds, tool sets, limits and status
+//!   line; the loop is [`Agent::run_subagent`].
 //! - [`tool_search`]: dynamic tool search: which tools each model call is offered, and the
 //!   client-side `tool_search` tool.
 
@@ -46,6 +48,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod resume;
 pub mod store;
+pub mod subagent;
 pub mod tool_search;
 pub mod tools;
 pub mod turn_limits;

@@ -228,7 +228,7 @@ impl Agent {
     /// The connector policy for what a model call is offered. Unreadable, it offers no MCP
     /// server (fail closed) and the turn goes on with the built-ins; the dispatcher then
     /// refuses MCP calls with the reason.
-    async fn offer_policy(&self, scope: &ConnectorScope, workstream: &str) -> Effective {
+    pub(super) async fn offer_policy(&self, scope: &ConnectorScope, workstream: &str) -> Effective {
         match scope.effective(&self.inner.store, workstream).await {
             Ok(policy) => policy,
             Err(e) => {
@@ -260,7 +260,7 @@ impl Agent {
 
     /// Stream one model call into the thread. `None` when the turn was stopped; a broken-off
     /// answer is an error. Either way the text shown so far is kept in the history.
-    async fn stream(
+    pub(super) async fn stream(
         &self,
         ws: &mut Workstream,
         req: &TurnRequest<'_>,
@@ -293,7 +293,7 @@ impl Agent {
 
     /// Commit the model's answer to the history (and its token usage); returns the tool
     /// calls it asked for and keeps its text as the turn's answer so far.
-    async fn commit(
+    pub(super) async fn commit(
         &self,
         ws: &mut Workstream,
         response: AssembledResponse,
@@ -360,6 +360,11 @@ impl Agent {
             sink: req.sink,
             approver,
             tool_search: tools.client_search(),
+            turn: Some(crate::pipeline::TurnLink {
+                agent: self,
+                approver: req.approver,
+            }),
+            nested: None,
         };
         let done = batch.run(calls).await?;
         tools.expand(&mut ws.expanded_tools, done.expanded, calls);
@@ -374,7 +379,7 @@ impl Agent {
     /// A new message arrived while tool calls of an interrupted turn still wait: they will not
     /// run. Each gets a result saying so (the model needs one per call), and their pending
     /// requests are closed so late clicks say the turn is gone.
-    async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
+    pub(super) async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
         let dangling = crate::resume::unanswered_calls(&ws.history);
         if dangling.is_empty() {
             return Ok(());
@@ -415,7 +420,7 @@ impl Agent {
 
 /// Creates a workstream's working directory on first use. A failure is logged, not fatal:
 /// the tools that need the directory then say what is wrong.
-async fn ensure_workdir(dir: &std::path::Path) {
+pub(super) async fn ensure_workdir(dir: &std::path::Path) {
     if let Err(e) = tokio::fs::create_dir_all(dir).await {
         tracing::warn!(workdir = %dir.display(), error = %e, "cannot create the working directory");
     }

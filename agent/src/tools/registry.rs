@@ -28,6 +28,8 @@ pub fn default_tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(man::Man),
         Arc::new(web_fetch::WebFetch),
         Arc::new(web_search::WebSearch),
+        Arc::new(task::Task),
+        Arc::new(plan::Plan),
         Arc::new(memory::MemoryTool),
         Arc::new(recall::Recall),
         Arc::new(read_resource::ReadResource),
@@ -316,6 +318,8 @@ mod tests {
                 "man",
                 "web_fetch",
                 "web_search",
+                "task",
+                "plan",
                 "memory",
                 "recall",
                 "read_resource",
@@ -354,7 +358,7 @@ mod tests {
         let auto: Vec<_> = r.agent_auto_tools().into_iter().collect();
         assert_eq!(auto, ["man", "memory", "read_file", "recall", "search"]);
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 13);
+        assert_eq!(r.builtin_tool_names().len(), 15);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
@@ -362,10 +366,12 @@ mod tests {
             ("man", "page"),
             ("math", "code"),
             ("memory", "name"),
+            ("plan", "prompt"),
             ("recall", "query"),
             ("read_file", "path"),
             ("read_resource", "uri"),
             ("search", "query"),
+            ("task", "prompt"),
             ("use_prompt", "name"),
             ("web_fetch", "url"),
             ("web_search", "query"),
