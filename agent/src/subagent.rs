@@ -248,9 +248,19 @@ impl TurnSink for StatusSink<'_> {
                 s.phase = SubAgentPhase::Running;
                 s.current = None;
             }),
-            // Its answer is the parent's tool result; its output and notices stay its own.
+            // An approved call that prints is running.
+            TurnEvent::ToolOutputChunk { .. } => {
+                let waiting = self
+                    .status
+                    .lock()
+                    .map(|s| s.phase == SubAgentPhase::AwaitingApproval)
+                    .unwrap_or(false);
+                if waiting {
+                    self.update(|s| s.phase = SubAgentPhase::Running);
+                }
+            }
+            // Its answer is the parent's tool result; its notices stay its own.
             TurnEvent::TextDelta(_)
-            | TurnEvent::ToolOutputChunk { .. }
             | TurnEvent::Waiting(_)
             | TurnEvent::Notice(_)
             | TurnEvent::Error(_)
