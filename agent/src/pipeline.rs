@@ -18,6 +18,12 @@
 //! without being prepared, asked about or run, and an unreadable policy refuses the call.
 //! Calls that waited for approval are checked again just before they run.
 //!
+//! Tools that act in the turn (the sub-agents `task` and `plan`,
+//! [`Tool::IN_TURN`](crate::tools::Tool::IN_TURN)) run with
+//! the turn ([`TurnLink`]) and, when it is stopped, get [`IN_TURN_GRACE`] to wind down. A
+//! sub-agent's own batches are [`Nested`]: results go to its history, approvals to the
+//! parent's thread marked as its own, and only its tool set may be called.
+//!
 //! The client-side `tool_search` tool is answered here too (when [`Batch::tool_search`] is
 //! set): it is prepared like any call, needs no approval and its result is committed in call
 //! order, so a batch that mixes it with other calls keeps every result at its `seq`. The tools
@@ -189,8 +195,10 @@ impl Batch<'_> {
     /// Built-ins borrow their schema from the registry; an MCP tool's is copied out of the
     /// catalog snapshot.
     fn resolve(&self, name: &str) -> Option<Resolved<'_>> {
-        let offered = |n: &str| self.nested.is_none_or(|nested| nested.tools.contains(n));
-        if let Some(registered) = self.registry.get(name).filter(|_| offered(name)) {
+        if let Some(registered) = self.registry.get(name) {
+            if !self.may_call(name) {
+                return None;
+            }
             let spec = &registered.spec;
             return Some(Resolved {
                 tool: registered.tool.clone(),
@@ -198,9 +206,6 @@ impl Batch<'_> {
                 primary_key: spec.primary_key.as_deref(),
                 auto_approve: spec.auto_approve,
             });
-        }
-        if self.registry.get(name).is_some() {
-            return None;
         }
         let mcp = self.tool_ctx.mcp.as_ref()?;
         let catalog = mcp.catalog();
@@ -215,6 +220,12 @@ impl Batch<'_> {
             primary_key: None,
             auto_approve: auto,
         })
+    }
+
+    /// Whether the built-in `name` may be called here: always at the top level, only from
+    /// its set in a sub-agent's batch.
+    fn may_call(&self, name: &str) -> bool {
+        self.nested.is_none_or(|n| n.tools.contains(name))
     }
 
     /// The workstream whose people decide, whose grants and connector policy apply: the
@@ -301,7 +312,7 @@ impl Batch<'_> {
                 .registry
                 .iter()
                 .map(|t| t.spec.name.as_str())
-                .filter(|n| self.nested.is_none_or(|nested| nested.tools.contains(*n)))
+                .filter(|n| self.may_call(n))
                 .collect();
             return Stage::Done {
                 text: format!(
