@@ -389,3 +389,136 @@ both_backends! {
         assert_eq!(s.llm.remaining(), 0);
     }
 }
+
+const TEST_SERVER: &str = env!("CARGO_BIN_EXE_mcp_test_server");
+
+/// The in-repo MCP test server as `t` and as `u` (`add` runs unasked on both).
+fn with_servers(mut config: sandpiper_agent::Config) -> sandpiper_agent::Config {
+    for name in ["t", "u"] {
+        config.mcp.servers.insert(
+            name.to_owned(),
+            sandpiper_agent::mcp::McpServerConfig::Stdio {
+                command: TEST_SERVER.into(),
+                args: vec!["--stdio".into()],
+                env: std::collections::BTreeMap::new(),
+                auto_approve: vec!["add".into()],
+            },
+        );
+    }
+    config.mcp.refresh_interval = Duration::ZERO;
+    config.tools.search = sandpiper_agent::config::ToolSearchMode::Off;
+    config
+}
+
+/// Runs one message in `key` with every approval granted, with the task tier `task`.
+async fn run_approved(agent: &sandpiper_agent::Agent, key: &str, task: Option<Vec<String>>) {
+    let approver = harness::ScriptedApprover::new(vec![sandpiper_agent::protocol::Decision::approve(); 8]);
+    let sink = harness::RecordingSink::default();
+    let req = sandpiper_agent::TurnRequest {
+        workstream: key,
+        author: Some("alice"),
+        text: "go".into(),
+        sink: &sink,
+        approver: &approver,
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+    agent.run_task_turn(req, task).await.expect("the turn runs");
+}
+
+both_backends! {
+    async fn a_sub_agent_gets_the_mcp_tools_the_threads_connector_policy_and_task_tier_allow(db) {
+        let s = setup(&db, vec![
+            tool_call("t1", "task", json!({"prompt": "Add numbers"})),
+            tool_calls(vec![
+                ToolCallSpec::new("s1", "mcp__t__add", json!({"a": 1, "b": 2})),
+                ToolCallSpec::new("s2", "mcp__u__add", json!({"a": 40, "b": 2})),
+            ]),
+            text("u says 42; t is not enabled."),
+            text("done"),
+            // A job whose task tier allows no connector at all.
+            tool_call("t2", "task", json!({"prompt": "Add more numbers"})),
+            text("no MCP tools here"),
+            text("done again"),
+        ]).await;
+        let agent = harness::agent(with_servers(s.config.core.clone())).await;
+        let key = "t:subagent-connectors";
+        agent.store().ensure_workstream(key, Some("alice")).await.unwrap();
+        agent.store().set_workstream_connectors(key, Some(&["u".to_owned()])).await.unwrap();
+        run_approved(&agent, key, None).await;
+        let requests = s.llm.requests();
+        let tools = offered(&requests[1]);
+        assert!(tools.contains(&"mcp__u__add".to_owned()), "{tools:?}");
+        assert!(tools.iter().all(|t| !t.starts_with("mcp__t__")), "{tools:?}");
+        let results = contents_with_role(&requests[2], "tool");
+        assert_eq!(results[0], "Connector t is not enabled for this task");
+        assert!(results[1].contains("42"), "{results:?}");
+
+        run_approved(&agent, key, Some(Vec::new())).await;
+        let requests = s.llm.requests();
+        let tools = offered(&requests[5]);
+        assert!(tools.iter().all(|t| !t.starts_with("mcp__")), "the task tier allows none: {tools:?}");
+        assert!(tools.contains(&"bash".to_owned()), "{tools:?}");
+        s.llm.verify();
+        agent.mcp().shutdown().await;
+    }
+
+    async fn a_round_cap_and_a_token_budget_stop_a_runaway_sub_agent(db) {
+        let mut s = setup(&db, vec![
+            tool_call("t1", "task", json!({"prompt": "Loop forever"})),
+            tool_call("s1", "bash", json!({"command": "echo round-one"})),
+            tool_call("s2", "bash", json!({"command": "echo round-two"})),
+            text("Stopped by the round cap."),
+            tool_call("t2", "task", json!({"prompt": "Spend tokens"})),
+            tool_call("s3", "bash", json!({"command": "echo spent"})).with_usage(900, 200),
+            text("Stopped by the budget."),
+        ]).await;
+        s.config.approval.auto_approve = true;
+        s.config.agent.task_max_rounds = 2;
+        s.config.agent.task_max_tokens = 1000;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "caps", "alice", true);
+        console.send("loop").await;
+        console.wait_for("Stopped by the round cap.", WAIT).await;
+        let requests = s.llm.requests();
+        let result = contents_with_role(&requests[3], "tool").pop().unwrap();
+        assert!(result.starts_with("[the sub-agent was stopped after 2 model calls (agent.task_max_rounds) before it finished"), "{result}");
+        // The budget is checked before each model call.
+        console.send("spend").await;
+        console.wait_for("Stopped by the budget.", WAIT).await;
+        let out = console.finish().await;
+        assert!(out.contains("⋯ task: Loop forever · step 2 · 2 tool calls · stopped"), "{out}");
+        let requests = s.llm.requests();
+        assert_eq!(
+            contents_with_role(&requests[6], "tool").pop().unwrap(),
+            "[the sub-agent was stopped after using 1100 tokens (agent.task_max_tokens) before it \
+             finished; its last message follows]\n(it had not written anything yet)"
+        );
+        let child = agent.history("console:caps/task:t1").await.unwrap();
+        assert_eq!(child.len(), 5, "{child:?}");
+        // A stopped sub-agent's last calls get no model call after them.
+        assert_eq!(s.llm.remaining(), 0);
+    }
+
+    async fn stop_on_discord_stops_the_sub_agent_and_closes_its_card(db) {
+        let s = setup(&db, vec![
+            tool_call("t1", "task", json!({"prompt": JOB})),
+            tool_call("s1", "bash", json!({"command": "echo never"})),
+        ]).await;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "check the build").await;
+        let key = format!("discord:{thread}");
+        let card = rig.card(thread).await;
+        rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
+        let sub_card = rig.fake.wait_until(WAIT, "the sub-agent's card", |_| {
+            rig.bot_messages(thread).into_iter().rev().find(|m| card_text(m).contains("task: Check the build › bash"))
+        }).await;
+        rig.fake.slash(thread, &alice(), "stop", json!([])).await;
+        rig.wait_message(thread, sub_card.id, "the turn that asked was stopped or is gone").await;
+        rig.wait_text(thread, "(stopped)").await;
+        let stored = rig.agent.store().approval_for_call(&key, "t1/s1").await.unwrap().unwrap();
+        assert_eq!(stored.status, ApprovalStatus::Cancelled);
+        let parent = rig.agent.history(&key).await.unwrap();
+        assert!(parent.last().unwrap().content.starts_with("cancelled"), "{:?}", parent.last());
+        assert_eq!(s.llm.remaining(), 0);
+    }
+}
