@@ -635,10 +635,16 @@ impl Config {
             return Err(invalid("agent.max_rounds", "must be at least 1".into()));
         }
         if self.agent.task_max_rounds == 0 {
-            return Err(invalid("agent.task_max_rounds", "must be at least 1".into()));
+            return Err(invalid(
+                "agent.task_max_rounds",
+                "must be at least 1".into(),
+            ));
         }
         if self.agent.task_max_tokens == 0 {
-            return Err(invalid("agent.task_max_tokens", "must be at least 1".into()));
+            return Err(invalid(
+                "agent.task_max_tokens",
+                "must be at least 1".into(),
+            ));
         }
         if self.tools.max_parallel == 0 {
             return Err(invalid("tools.max_parallel", "must be at least 1".into()));

@@ -422,11 +422,7 @@ impl Batch<'_> {
             };
             if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.tool) {
                 self.store
-                    .add_grant(
-                        self.thread(),
-                        &request.tool,
-                        decision.decided_by.as_deref(),
-                    )
+                    .add_grant(self.thread(), &request.tool, decision.decided_by.as_deref())
                     .await?;
                 new_grants.push(request.tool.clone());
             }

@@ -41,6 +41,13 @@ impl SubAgentKind {
         }
     }
 
+    /// The sub-agent the tool `name` runs, if it runs one.
+    pub fn of(name: &str) -> Option<Self> {
+        [Self::Task, Self::Plan]
+            .into_iter()
+            .find(|k| k.tool() == name)
+    }
+
     /// The built-in tools it may call: `task_agent: true` or `agent: true` in `tools/*.json`.
     pub fn builtin_tools(self, registry: &ToolRegistry) -> BTreeSet<String> {
         registry
@@ -301,6 +308,13 @@ mod tests {
     }
 
     #[test]
+    fn the_tools_that_run_sub_agents_are_named() {
+        assert_eq!(SubAgentKind::of("task"), Some(SubAgentKind::Task));
+        assert_eq!(SubAgentKind::of("plan"), Some(SubAgentKind::Plan));
+        assert_eq!(SubAgentKind::of("bash"), None);
+    }
+
+    #[test]
     fn child_keys_name_parent_tool_and_call() {
         assert_eq!(
             child_key("discord:1", SubAgentKind::Task, "c7"),
@@ -351,11 +365,20 @@ mod tests {
         let registry = ToolRegistry::builtin().unwrap();
         for kind in [SubAgentKind::Task, SubAgentKind::Plan] {
             let tools = kind.builtin_tools(&registry);
-            assert!(!tools.contains("task") && !tools.contains("plan"), "{tools:?}");
+            assert!(
+                !tools.contains("task") && !tools.contains("plan"),
+                "{tools:?}"
+            );
         }
         let plan = SubAgentKind::Plan.builtin_tools(&registry);
-        assert!(plan.contains("read_file") && !plan.contains("bash"), "{plan:?}");
+        assert!(
+            plan.contains("read_file") && !plan.contains("bash"),
+            "{plan:?}"
+        );
         let task = SubAgentKind::Task.builtin_tools(&registry);
-        assert!(task.contains("bash") && task.contains("edit_file"), "{task:?}");
+        assert!(
+            task.contains("bash") && task.contains("edit_file"),
+            "{task:?}"
+        );
     }
 }

@@ -379,7 +379,11 @@ impl ConsoleSink {
             TurnEvent::SubAgent(status) => self.status_line(status),
             TurnEvent::Attachment {
                 filename, comment, ..
-            } => format!("  📎 {}: {}\n", escape_invisible(&comment), escape_invisible(&filename)),
+            } => format!(
+                "  📎 {}: {}\n",
+                escape_invisible(&comment),
+                escape_invisible(&filename)
+            ),
             TurnEvent::Waiting(wait) => format!("\n(⏳ {wait})\n"),
             TurnEvent::Notice(n) => format!("\n({n})\n"),
             TurnEvent::Error(e) => format!("\nerror: {e}\n"),

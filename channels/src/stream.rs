@@ -150,7 +150,9 @@ impl Queue {
             }
             // Only a sub-agent's latest status matters: it replaces one still waiting.
             TurnEvent::SubAgent(status) => match self.events.back_mut() {
-                Some(Queued::Event(TurnEvent::SubAgent(prev))) if prev.call_id == status.call_id => {
+                Some(Queued::Event(TurnEvent::SubAgent(prev)))
+                    if prev.call_id == status.call_id =>
+                {
                     *prev = status;
                 }
                 _ => self
@@ -366,10 +368,8 @@ impl<S: Surface> Renderer<S> {
                     .await
                 {
                     tracing::warn!(error = %e, filename, "uploading an attachment failed");
-                    self.post(&Post::Notice(format!(
-                        "(could not attach {filename}: {e})"
-                    )))
-                    .await;
+                    self.post(&Post::Notice(format!("(could not attach {filename}: {e})")))
+                        .await;
                 }
             }
             TurnEvent::Waiting(wait) => {

@@ -19,10 +19,7 @@ impl Agent {
     /// until it answers without tool calls, hits `[agent] task_max_rounds` or
     /// `task_max_tokens`, or the parent's call is stopped. Errors are the turn's kind: the
     /// store or the model failed.
-    pub async fn run_subagent(
-        &self,
-        job: SubAgentJob<'_>,
-    ) -> Result<SubAgentOutcome, AgentError> {
+    pub async fn run_subagent(&self, job: SubAgentJob<'_>) -> Result<SubAgentOutcome, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
         let turn = job.turn;
@@ -47,8 +44,12 @@ impl Agent {
         tracing::info!(workstream = parent, subagent = %key, tool = job.kind.tool(), "sub-agent starts");
         // The same call run again (resumed after a restart) continues its stored history.
         self.close_dangling(&mut ws).await?;
-        ws.append(&inner.store, Message::user(job.prompt.clone()), turn.requested_by)
-            .await?;
+        ws.append(
+            &inner.store,
+            Message::user(job.prompt.clone()),
+            turn.requested_by,
+        )
+        .await?;
         let offered = self
             .subagent_tools(&names, parent, &job.ctx.connectors)
             .await;

@@ -20,6 +20,7 @@ use crate::prompt::system_prompt;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::StoreError;
 use crate::store::memories::Visibility;
+use crate::subagent::SubAgentKind;
 use crate::tool_search::TurnTools;
 use crate::tools::ToolContext;
 use crate::workstream::Workstream;
@@ -373,6 +374,10 @@ impl Agent {
         }
         ws.history.extend(done.results);
         ws.grants.extend(done.new_grants);
+        if calls.iter().any(|c| SubAgentKind::of(&c.name).is_some()) {
+            // A sub-agent's Always allow is stored for this thread: it applies from now on.
+            ws.grants = inner.store.grants(&ws.key).await?.into_iter().collect();
+        }
         Ok(done.denied)
     }
 

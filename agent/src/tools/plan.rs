@@ -299,8 +299,14 @@ mod tests {
             plan,
             "p.md",
         );
-        assert!(err && text.starts_with("The plan was rejected by alice."), "{text}");
+        assert!(
+            err && text.starts_with("The plan was rejected by alice."),
+            "{text}"
+        );
         let (text, _) = result_text(&ReviewAnswer::Accepted { by: None }, plan, "p.md");
-        assert!(text.starts_with("The plan was accepted by the user."), "{text}");
+        assert!(
+            text.starts_with("The plan was accepted by the user."),
+            "{text}"
+        );
     }
 }

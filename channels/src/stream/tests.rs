@@ -258,7 +258,12 @@ async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_at
         phase,
     };
     // A burst: only the latest is drawn.
-    sink.event(TurnEvent::SubAgent(status(1, 0, SubAgentPhase::Thinking, None)));
+    sink.event(TurnEvent::SubAgent(status(
+        1,
+        0,
+        SubAgentPhase::Thinking,
+        None,
+    )));
     sink.event(TurnEvent::SubAgent(status(
         1,
         1,

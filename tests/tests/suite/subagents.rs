@@ -57,17 +57,30 @@ fn assert_subagent_request(request: &Value, job: &str, kind: &str) {
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
-    assert_eq!(roles, ["system", "user"], "a sub-agent starts from its job alone");
+    assert_eq!(
+        roles,
+        ["system", "user"],
+        "a sub-agent starts from its job alone"
+    );
     assert_eq!(contents_with_role(request, "user"), [job]);
     assert!(contents_with_role(request, "system")[0].contains("sub-agent"));
     let tools = offered(request);
     for absent in ["task", "plan", "memory", "recall", "tool_search"] {
-        assert!(!tools.iter().any(|t| t == absent), "{kind} offers {absent}: {tools:?}");
+        assert!(
+            !tools.iter().any(|t| t == absent),
+            "{kind} offers {absent}: {tools:?}"
+        );
     }
     let has = |name: &str| tools.iter().any(|t| t == name);
     match kind {
-        "task" => assert!(has("bash") && has("edit_file") && has("read_file"), "{tools:?}"),
-        _ => assert!(has("read_file") && !has("bash") && !has("write_file"), "{tools:?}"),
+        "task" => assert!(
+            has("bash") && has("edit_file") && has("read_file"),
+            "{tools:?}"
+        ),
+        _ => assert!(
+            has("read_file") && !has("bash") && !has("write_file"),
+            "{tools:?}"
+        ),
     }
 }
 
@@ -412,7 +425,8 @@ fn with_servers(mut config: sandpiper_agent::Config) -> sandpiper_agent::Config 
 
 /// Runs one message in `key` with every approval granted, with the task tier `task`.
 async fn run_approved(agent: &sandpiper_agent::Agent, key: &str, task: Option<Vec<String>>) {
-    let approver = harness::ScriptedApprover::new(vec![sandpiper_agent::protocol::Decision::approve(); 8]);
+    let approver =
+        harness::ScriptedApprover::new(vec![sandpiper_agent::protocol::Decision::approve(); 8]);
     let sink = harness::RecordingSink::default();
     let req = sandpiper_agent::TurnRequest {
         workstream: key,
