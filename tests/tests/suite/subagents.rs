@@ -53,9 +53,9 @@ fn offered(request: &Value) -> Vec<String> {
 fn assert_subagent_request(request: &Value, job: &str, kind: &str) {
     let roles: Vec<&str> = request["messages"]
         .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
+        .into_iter()
+        .flatten()
+        .map(|m| m["role"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(
         roles,
