@@ -536,3 +536,98 @@ both_backends! {
         assert_eq!(s.llm.remaining(), 0);
     }
 }
+
+fn dave() -> FakeUser {
+    FakeUser::new(900_000_000_000_000_004, "dave")
+}
+
+const NOT_YOURS: &str = "only the person who started this thread, or an approver, can decide this";
+const OWNERS_ONLY: &str = "only the person who started this thread can choose Always allow";
+
+/// `who` clicks `label` on the one-row `card` and is told privately `why`.
+async fn refused(
+    rig: &DiscordRig,
+    thread: u64,
+    card: &sandpiper_tests::fake_discord::FakeMessage,
+    who: &FakeUser,
+    label: &str,
+    why: &str,
+) {
+    let click = rig
+        .fake
+        .click(thread, card.id, who, &button(card, label, 0))
+        .await;
+    let reply: Value = rig
+        .fake
+        .wait_until(WAIT, "the refusal", |f| {
+            f.interaction_responses(click).pop()
+        })
+        .await;
+    let said = reply["data"]["content"].as_str().unwrap_or_default();
+    assert!(said.contains(why), "{} clicking {label}: {said}", who.name);
+}
+
+/// A new card with open buttons, other than `seen`.
+async fn next_card(
+    rig: &DiscordRig,
+    thread: u64,
+    seen: &[u64],
+) -> sandpiper_tests::fake_discord::FakeMessage {
+    rig.fake
+        .wait_until(WAIT, "a new card", |_| {
+            rig.bot_messages(thread).into_iter().rev().find(|m| {
+                !seen.contains(&m.id)
+                    && !sandpiper_tests::discord_harness::open_buttons(m).is_empty()
+            })
+        })
+        .await
+}
+
+both_backends! {
+    async fn a_sub_agents_calls_are_decided_by_the_threads_people_and_always_allow_is_the_threads(db) {
+        let mut s = setup(&db, vec![
+            text("hello alice"),
+            tool_call("t1", "task", json!({"prompt": JOB})),
+            tool_call("s1", "bash", json!({"command": "echo one"})),
+            tool_call("s2", "bash", json!({"command": "echo two"})),
+            text("sub done"),
+            tool_call("c9", "bash", json!({"command": "echo parent-after-grant"})),
+            text("all done"),
+        ]).await;
+        s.config.discord.approver_roles = vec![ONCALL.to_string()];
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "hi").await;
+        rig.wait_text(thread, "hello alice").await;
+        let key = format!("discord:{thread}");
+
+        // bob's message causes the task; he may not decide it, nor may dave, a stranger.
+        rig.fake.user_message(thread, &bob(), "check the build").await;
+        let task_card = next_card(&rig, thread, &[]).await;
+        refused(&rig, thread, &task_card, &bob(), "Approve", NOT_YOURS).await;
+        refused(&rig, thread, &task_card, &dave(), "Approve", NOT_YOURS).await;
+        rig.fake.click(thread, task_card.id, &carol(), &button(&task_card, "Approve", 0)).await;
+
+        // The sub-agent's calls: the same four people, the same rules.
+        let first = next_card(&rig, thread, &[task_card.id]).await;
+        assert!(card_text(&first).contains("task: Check the build › bash: echo one"), "{}", card_text(&first));
+        refused(&rig, thread, &first, &bob(), "Approve", NOT_YOURS).await;
+        refused(&rig, thread, &first, &dave(), "Deny", NOT_YOURS).await;
+        refused(&rig, thread, &first, &carol(), "Always allow", OWNERS_ONLY).await;
+        rig.fake.click(thread, first.id, &carol(), &button(&first, "Approve", 0)).await;
+        let second = next_card(&rig, thread, &[task_card.id, first.id]).await;
+        rig.fake.click(thread, second.id, &alice(), &button(&second, "Always allow", 0)).await;
+
+        // Always allow on a sub-agent's card is the thread's: the parent's next bash runs unasked.
+        rig.wait_text(thread, "all done").await;
+        let store = rig.agent.store();
+        assert_eq!(store.grants(&key).await.unwrap(), vec!["bash".to_owned()]);
+        let one = store.approval_for_call(&key, "t1/s1").await.unwrap().unwrap();
+        assert_eq!((one.status, one.decided_by.as_deref()), (ApprovalStatus::Approved, Some("carol")));
+        let two = store.approval_for_call(&key, "t1/s2").await.unwrap().unwrap();
+        assert_eq!((two.status, two.decided_by.as_deref()), (ApprovalStatus::AlwaysAllowed, Some("alice")));
+        assert!(store.approval_for_call(&key, "c9").await.unwrap().is_none(), "no card for c9");
+        let results = contents_with_role(&s.llm.requests()[6], "tool");
+        assert!(results.last().unwrap().contains("parent-after-grant"), "{results:?}");
+        s.llm.verify();
+    }
+}
