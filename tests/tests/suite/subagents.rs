@@ -631,3 +631,47 @@ both_backends! {
         s.llm.verify();
     }
 }
+
+both_backends! {
+    async fn plans_on_slack_are_rejected_then_refined_and_accepted(db) {
+        let s = setup(&db, vec![
+            tool_call("p1", "plan", json!({"prompt": "Move the database"})),
+            text("1. dump\n2. restore"),
+            text("Rejected; I will ask."),
+            tool_call("p2", "plan", json!({"prompt": "Move the database with a replica"})),
+            text("1. start a replica\n2. switch over"),
+            text("Accepted; starting."),
+        ]).await;
+        let run = socket_run(&s).await;
+        let alice = run.slack.user("U0ALICE", "alice");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "plan the move").await;
+        let card = run.card(CHANNEL_ID, &root, 0).await;
+        let (approve, value) = slack_harness::button(&card, "Approve");
+        run.slack.click(CHANNEL_ID, &card.ts, &alice, &approve, &value).await;
+        let review = run.card(CHANNEL_ID, &root, 1).await;
+        assert!(review.text.contains("Review needed"), "{}", review.text);
+        assert!(review.blocks.to_string().contains("2. restore"), "the plan is on the card");
+        let (reject, value) = slack_harness::button(&review, "Reject");
+        run.slack.click(CHANNEL_ID, &review.ts, &alice, &reject, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "the first answer", |m| m.text == "Rejected; I will ask.").await;
+
+        run.slack.thread_message(CHANNEL_ID, &root, &alice, "use a replica").await;
+        let card = run.card(CHANNEL_ID, &root, 2).await;
+        let (approve, value) = slack_harness::button(&card, "Approve");
+        run.slack.click(CHANNEL_ID, &card.ts, &alice, &approve, &value).await;
+        let review = run.card(CHANNEL_ID, &root, 3).await;
+        let (accept, value) = slack_harness::button(&review, "Accept");
+        run.slack.click(CHANNEL_ID, &review.ts, &alice, &accept, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "the second answer", |m| m.text == "Accepted; starting.").await;
+
+        let requests = s.llm.requests();
+        let rejected = contents_with_role(&requests[2], "tool").pop().unwrap();
+        assert!(rejected.starts_with("The plan was rejected by alice."), "{rejected}");
+        let job = contents_with_role(&requests[4], "user").pop().unwrap();
+        assert!(job.ends_with("1. dump\n2. restore\n"), "the second plan refines the first: {job}");
+        let accepted = contents_with_role(&requests[5], "tool").pop().unwrap();
+        assert!(accepted.starts_with("The plan was accepted by alice."), "{accepted}");
+        s.llm.verify();
+        run.stop().await;
+    }
+}
