@@ -680,19 +680,4 @@ fn human(d: Duration) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn denial_texts() {
-        assert_eq!(
-            denial_text(&Decision::deny(Some("use the staging db".into())).by("alice")),
-            "denied by alice: use the staging db"
-        );
-        assert_eq!(
-            denial_text(&Decision::deny(Some("  ".into()))),
-            "denied by the user; the call did not run"
-        );
-        assert_eq!(human(Duration::from_secs(1800)), "30 min");
-    }
-}
+mod tests;
