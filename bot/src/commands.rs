@@ -139,20 +139,28 @@ mod tests {
         );
         assert_eq!(
             cut(lines[10]),
+            "task           no            no     no          prompt       -"
+        );
+        assert_eq!(
+            cut(lines[11]),
+            "plan           no            no     no          prompt       -"
+        );
+        assert_eq!(
+            cut(lines[12]),
             "memory         yes           no     no          name         saves and deletes at \
              global scope (and deletes with no scope)"
         );
         assert_eq!(
-            cut(lines[11]),
+            cut(lines[13]),
             "recall         yes           no     no          query        -"
         );
         assert_eq!(
-            cut(lines[12]),
+            cut(lines[14]),
             "read_resource  no            yes    yes         uri          -"
         );
-        assert_eq!(lines[14], "");
-        assert!(lines[15].contains("always-allow grant"), "{table}");
-        assert_eq!(lines.len(), 16);
+        assert_eq!(lines[16], "");
+        assert!(lines[17].contains("always-allow grant"), "{table}");
+        assert_eq!(lines.len(), 18);
     }
 
     #[tokio::test]
