@@ -6,6 +6,10 @@
 //! (validate, build the header and preview, say whether this call asks even though the tool is
 //! auto-approved) and [`Tool::execute`]. The registry and the pipeline hold tools as
 //! [`DynTool`], which deserializes the JSON arguments once.
+//!
+//! The sub-agent tools (`task`, `plan`) act in the turn rather than on files: they declare
+//! [`Tool::IN_TURN`] and get the turn ([`InTurn`]: the agent, the thread's sink and approver)
+//! in [`Tool::execute_in_turn`].
 
 mod args;
 mod bash;
