@@ -90,7 +90,7 @@ pub fn child_key(parent: &str, kind: SubAgentKind, call_id: &str) -> String {
 /// Characters of a job's short title.
 const TITLE_CHARS: usize = 48;
 
-/// A job's short title: its first line, cut at a word near [`TITLE_CHARS`] characters.
+/// A job's short title: its first line, cut at a word near 48 characters.
 pub fn short_title(prompt: &str) -> String {
     let line = prompt
         .lines()
