@@ -155,6 +155,8 @@ fn pipeline_only(c: &mut Criterion) {
                             sink: &NullSink,
                             approver: &ApproveAll,
                             tool_search: None,
+                            turn: None,
+                            nested: None,
                         };
                         let done = batch.run(&calls).await.expect("batch");
                         measured += start.elapsed();

@@ -4,7 +4,8 @@
 //! Each model call is offered the tools of the agent's [`ToolCatalog`] as the workstream sees
 //! them (see [`tool_search`](crate::tool_search)): with tool search active, deferred tools
 //! appear once `tool_search` found them or the model called them by name. This loop serves
-//! the top-level conversation only; sub-agents would get their scoped tool sets unsearched.
+//! the top-level conversation only; sub-agents ([`crate::subagent`]) run their own loop in
+//! `subagent`, with their scoped tool sets unsearched.
 //!
 //! The loop itself, step by step, is in `turn` (load, build the request, stream, commit,
 //! run the batch); this file holds the agent, its entry points and how a turn is reported.
@@ -27,6 +28,7 @@ use crate::tools::{PathPolicy, RegistryError, ToolRegistry};
 use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
+mod subagent;
 mod turn;
 
 /// What the agent learns from the process it runs in rather than from its config.

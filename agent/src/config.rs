@@ -477,6 +477,11 @@ pub struct AgentConfig {
     pub max_concurrent_turns: usize,
     /// Turns one person's messages may have running at once across workstreams.
     pub max_turns_per_user: usize,
+    /// Most model calls one sub-agent (`task`, `plan`) makes before it is stopped.
+    pub task_max_rounds: u32,
+    /// Most tokens (prompt plus completion, summed over its model calls) one sub-agent may
+    /// use; it is stopped before the next model call once it has used this many.
+    pub task_max_tokens: u64,
 }
 
 impl Default for AgentConfig {
@@ -488,6 +493,8 @@ impl Default for AgentConfig {
             max_message_bytes: 256 * 1024,
             max_concurrent_turns: 16,
             max_turns_per_user: 4,
+            task_max_rounds: 30,
+            task_max_tokens: 400_000,
         }
     }
 }
@@ -657,6 +664,18 @@ impl Config {
         }
         if self.agent.max_rounds == 0 {
             return Err(invalid("agent.max_rounds", "must be at least 1".into()));
+        }
+        if self.agent.task_max_rounds == 0 {
+            return Err(invalid(
+                "agent.task_max_rounds",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.agent.task_max_tokens == 0 {
+            return Err(invalid(
+                "agent.task_max_tokens",
+                "must be at least 1".into(),
+            ));
         }
         if self.tools.max_parallel == 0 {
             return Err(invalid("tools.max_parallel", "must be at least 1".into()));

@@ -29,6 +29,8 @@
 //! - [`output`]: cutting long output for the model (tools and MCP alike).
 //! - [`watch`]: watches' `stop_on` conditions: a whitelisted Python subset, bounded.
 //! - [`service_jwt`]: HS256 service tokens between nodes (issuer, audience, short expiry).
+//! - [`subagent`]: sub-agents (`task`, `plan`): their kinds, tool sets, limits and status
+//!   line; the loop is [`Agent::run_subagent`].
 //! - [`tool_search`]: dynamic tool search: which tools each model call is offered, and the
 //!   client-side `tool_search` tool.
 
@@ -52,6 +54,7 @@ pub mod protocol;
 pub mod resume;
 pub mod service_jwt;
 pub mod store;
+pub mod subagent;
 pub mod tool_search;
 pub mod tools;
 pub mod turn_limits;

@@ -18,13 +18,19 @@
 //! without being prepared, asked about or run, and an unreadable policy refuses the call.
 //! Calls that waited for approval are checked again just before they run.
 //!
+//! Tools that act in the turn (the sub-agents `task` and `plan`,
+//! [`Tool::IN_TURN`](crate::tools::Tool::IN_TURN)) run with
+//! the turn ([`TurnLink`]) and, when it is stopped, get [`IN_TURN_GRACE`] to wind down. A
+//! sub-agent's own batches are [`Nested`]: results go to its history, approvals to the
+//! parent's thread marked as its own, and only its tool set may be called.
+//!
 //! The client-side `tool_search` tool is answered here too (when [`Batch::tool_search`] is
 //! set): it is prepared like any call, needs no approval and its result is committed in call
 //! order, so a batch that mixes it with other calls keeps every result at its `seq`. The tools
 //! it found come back in [`BatchOutcome::expanded`].
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,8 +47,8 @@ use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
-    DynTool, McpCall, OutputSink, ReadyCall, ToolContext, ToolError, ToolOutput, ToolRegistry,
-    needs_approval, parse_arguments, truncate_output, validate_arguments,
+    DynTool, InTurn, McpCall, OutputSink, ReadyCall, ToolContext, ToolError, ToolOutput,
+    ToolRegistry, needs_approval, parse_arguments, truncate_output, validate_arguments,
 };
 use serde_json::Value;
 
@@ -76,6 +82,36 @@ pub struct Batch<'a> {
     pub approver: &'a dyn Approver,
     /// Client-side tool search, when it is active for this model.
     pub tool_search: Option<ClientToolSearch<'a>>,
+    /// The turn, for tools that act in it (sub-agents); `None` gives them no turn, so they
+    /// refuse to run (a sub-agent's own batches, benchmarks).
+    pub turn: Option<TurnLink<'a>>,
+    /// Set for a sub-agent's batch: whose thread asks and which tools it may call.
+    pub nested: Option<Nested<'a>>,
+}
+
+/// What tools that act in the turn get from it besides the batch (see [`InTurn`]).
+#[derive(Clone, Copy)]
+pub struct TurnLink<'a> {
+    /// The agent.
+    pub agent: &'a crate::Agent,
+    /// The turn's own approver (a resumed turn's batch asks stored decisions instead).
+    pub approver: &'a dyn Approver,
+}
+
+/// A sub-agent's batch: its results go to its own history ([`Batch::workstream`]); its
+/// approvals go to the parent's thread, marked as the sub-agent's, under the thread's rules,
+/// grants and connector policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Nested<'a> {
+    /// The parent workstream: where cards go and whose grants and policy apply.
+    pub thread: &'a str,
+    /// Put before each header, e.g. `task: fix the tests`.
+    pub label: &'a str,
+    /// The parent's call that runs the sub-agent; a request's `call_id` is
+    /// `<parent call>/<call>`, so it never passes for one of the parent's calls.
+    pub parent_call: &'a str,
+    /// The built-in tools it may call (MCP tools pass by connector policy).
+    pub tools: &'a BTreeSet<String>,
 }
 
 /// What a batch produced.
@@ -160,6 +196,9 @@ impl Batch<'_> {
     /// catalog snapshot.
     fn resolve(&self, name: &str) -> Option<Resolved<'_>> {
         if let Some(registered) = self.registry.get(name) {
+            if !self.may_call(name) {
+                return None;
+            }
             let spec = &registered.spec;
             return Some(Resolved {
                 tool: registered.tool.clone(),
@@ -181,6 +220,18 @@ impl Batch<'_> {
             primary_key: None,
             auto_approve: auto,
         })
+    }
+
+    /// Whether the built-in `name` may be called here: always at the top level, only from
+    /// its set in a sub-agent's batch.
+    fn may_call(&self, name: &str) -> bool {
+        self.nested.is_none_or(|n| n.tools.contains(name))
+    }
+
+    /// The workstream whose people decide, whose grants and connector policy apply: the
+    /// parent's for a sub-agent's batch.
+    fn thread(&self) -> &str {
+        self.nested.map_or(self.workstream, |n| n.thread)
     }
 
     /// The MCP server a call reaches: its `mcp__<server>__` prefix, or the server holding the
@@ -214,12 +265,12 @@ impl Batch<'_> {
         let policy = match self
             .tool_ctx
             .connectors
-            .effective(self.store, self.workstream)
+            .effective(self.store, self.thread())
             .await
         {
             Ok(policy) => policy,
             Err(e) => {
-                tracing::warn!(workstream = self.workstream, tool = %call.name, %server, error = %e, "connector policy unreadable: MCP call refused");
+                tracing::warn!(workstream = self.thread(), tool = %call.name, %server, error = %e, "connector policy unreadable: MCP call refused");
                 return Some(format!(
                     "error: the connector policy of this thread could not be read ({e}); the call \
                      to MCP server {server} was refused and did not run. Try again later."
@@ -230,7 +281,7 @@ impl Batch<'_> {
             return None;
         }
         tracing::warn!(
-            workstream = self.workstream,
+            workstream = self.thread(),
             tool = %call.name,
             %server,
             source = %policy.source,
@@ -257,7 +308,12 @@ impl Batch<'_> {
             auto_approve,
         }) = self.resolve(&call.name)
         else {
-            let known: Vec<&str> = self.registry.iter().map(|t| t.spec.name.as_str()).collect();
+            let known: Vec<&str> = self
+                .registry
+                .iter()
+                .map(|t| t.spec.name.as_str())
+                .filter(|n| self.may_call(n))
+                .collect();
             return Stage::Done {
                 text: format!(
                     "error: unknown tool `{}`; available tools: {}",
@@ -306,13 +362,20 @@ impl Batch<'_> {
             } = &item.stage
             {
                 asked.push(i);
+                let (call_id, header) = match self.nested {
+                    Some(n) => (
+                        format!("{}/{}", n.parent_call, item.call.id),
+                        format!("{} › {}", n.label, prepared.header),
+                    ),
+                    None => (item.call.id.clone(), prepared.header.clone()),
+                };
                 requests.push(ApprovalRecord {
                     id: approvals::new_request_id(),
                     kind: ApprovalKind::ToolCall,
-                    workstream: self.workstream.to_owned(),
-                    call_id: item.call.id.clone(),
+                    workstream: self.thread().to_owned(),
+                    call_id,
                     tool: item.call.name.clone(),
-                    header: prepared.header.clone(),
+                    header,
                     preview: prepared.preview.clone(),
                     requested_by: self.requested_by.map(str::to_owned),
                     status: ApprovalStatus::Pending,
@@ -359,11 +422,7 @@ impl Batch<'_> {
             };
             if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.tool) {
                 self.store
-                    .add_grant(
-                        self.workstream,
-                        &request.tool,
-                        decision.decided_by.as_deref(),
-                    )
+                    .add_grant(self.thread(), &request.tool, decision.decided_by.as_deref())
                     .await?;
                 new_grants.push(request.tool.clone());
             }
@@ -441,6 +500,8 @@ impl Batch<'_> {
         let cancel = self.tool_ctx.cancel.clone();
         let outcome = if cancel.is_cancelled() {
             Err(ToolError::Cancelled)
+        } else if ready.in_turn() {
+            self.run_in_turn(call, &ready, &chunks).await
         } else {
             tokio::select! {
                 r = ready.execute(&self.tool_ctx, &chunks) => r,
@@ -465,6 +526,43 @@ impl Batch<'_> {
         let mut msg = Message::tool_result(&call.id, &call.name, text);
         msg.images = output.images;
         (index, msg, is_error)
+    }
+
+    /// Runs a tool that acts in the turn (a sub-agent). Stopped, it winds itself down: its
+    /// pending approvals are closed (so their cards say so) and its tools stopped; that gets
+    /// [`IN_TURN_GRACE`] before the call is abandoned. Without a turn it does not run.
+    async fn run_in_turn(
+        &self,
+        call: &ToolCall,
+        ready: &ReadyCall,
+        chunks: &ChunkSink<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(link) = self.turn else {
+            return Err(ToolError::model(format!(
+                "{} is only available to the top-level conversation, not to sub-agents",
+                call.name
+            )));
+        };
+        let turn = InTurn {
+            agent: link.agent,
+            call_id: &call.id,
+            sink: self.sink,
+            approver: link.approver,
+            requested_by: self.requested_by,
+            grants: self.grants,
+        };
+        let cancel = &self.tool_ctx.cancel;
+        let run = ready.execute_in_turn(&self.tool_ctx, chunks, &turn);
+        tokio::pin!(run);
+        tokio::select! {
+            r = &mut run => r,
+            () = cancel.cancelled() => {
+                match tokio::time::timeout(IN_TURN_GRACE, &mut run).await {
+                    Ok(Err(ToolError::Model(m))) => Err(ToolError::Model(m)),
+                    Ok(_) | Err(_) => Err(ToolError::Cancelled),
+                }
+            }
+        }
     }
 
     async fn commit(
@@ -495,6 +593,10 @@ impl Batch<'_> {
         Ok(())
     }
 }
+
+/// How long a stopped tool that acts in the turn may take to wind down (see
+/// [`Tool::IN_TURN`](crate::tools::Tool::IN_TURN)).
+pub const IN_TURN_GRACE: Duration = Duration::from_secs(5);
 
 struct ChunkSink<'a> {
     call_id: &'a str,
@@ -567,6 +669,12 @@ fn denial_text(d: &Decision) -> String {
     }
 }
 
+/// Whether a tool result says its call was denied (or not decided in time), as the texts
+/// [`Batch::run`] gives such calls begin.
+pub(crate) fn is_denial(result: &str) -> bool {
+    result.starts_with("denied")
+}
+
 fn human(d: Duration) -> String {
     let s = d.as_secs();
     if s >= 60 && s.is_multiple_of(60) {
@@ -579,19 +687,4 @@ fn human(d: Duration) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn denial_texts() {
-        assert_eq!(
-            denial_text(&Decision::deny(Some("use the staging db".into())).by("alice")),
-            "denied by alice: use the staging db"
-        );
-        assert_eq!(
-            denial_text(&Decision::deny(Some("  ".into()))),
-            "denied by the user; the call did not run"
-        );
-        assert_eq!(human(Duration::from_secs(1800)), "30 min");
-    }
-}
+mod tests;

@@ -51,6 +51,20 @@ pub enum TurnEvent {
     Waiting(TurnWait),
     /// Something the user should know that is not part of the answer (round limit, ...).
     Notice(String),
+    /// A sub-agent (`task`, `plan`) made progress: the line of its call is redrawn from this.
+    SubAgent(SubAgentStatus),
+    /// A file to show in the thread (a long plan before its review); the platform uploads it
+    /// where it can and names it where it cannot.
+    Attachment {
+        /// The call it belongs to.
+        call_id: String,
+        /// File name, e.g. `plan.md`.
+        filename: String,
+        /// The content.
+        body: String,
+        /// One line saying what it is.
+        comment: String,
+    },
     /// The turn failed; the message is meant for the user.
     Error(String),
     /// The turn is over.
@@ -60,6 +74,70 @@ pub enum TurnEvent {
         /// Whether it was cancelled.
         cancelled: bool,
     },
+}
+
+/// Where a sub-agent is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubAgentPhase {
+    /// Waiting for the model.
+    Thinking,
+    /// A tool call waits for a person's decision.
+    AwaitingApproval,
+    /// Tool calls run.
+    Running,
+    /// It gave its answer.
+    Done,
+    /// It stopped before answering (its round cap or token budget, a stop, an error).
+    Stopped,
+}
+
+/// A sub-agent's progress, shown as one line in the parent's thread and edited as it works.
+/// [`SubAgentStatus`]'s `Display` is that line, the same on every platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubAgentStatus {
+    /// The parent's call that runs the sub-agent (whose line shows the status).
+    pub call_id: String,
+    /// `task` or `plan`.
+    pub tool: String,
+    /// The short title of its job.
+    pub title: String,
+    /// Model calls made so far.
+    pub step: u32,
+    /// Tool calls made so far.
+    pub tool_calls: u32,
+    /// Of those, denied (or not decided in time).
+    pub denied: u32,
+    /// What it is doing now (a tool call's header), when it is doing one thing.
+    pub current: Option<String>,
+    /// Where it is.
+    pub phase: SubAgentPhase,
+}
+
+impl std::fmt::Display for SubAgentStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let calls = match self.tool_calls {
+            1 => "1 tool call".to_owned(),
+            n => format!("{n} tool calls"),
+        };
+        let denied = match self.denied {
+            0 => String::new(),
+            n => format!(" ({n} denied)"),
+        };
+        let now = match (self.phase, &self.current) {
+            (SubAgentPhase::Thinking, _) => "thinking".to_owned(),
+            (SubAgentPhase::AwaitingApproval, Some(c)) => format!("awaiting approval: {c}"),
+            (SubAgentPhase::AwaitingApproval, None) => "awaiting approval".to_owned(),
+            (SubAgentPhase::Running, Some(c)) => format!("running {c}"),
+            (SubAgentPhase::Running, None) => "running tools".to_owned(),
+            (SubAgentPhase::Done, _) => "done".to_owned(),
+            (SubAgentPhase::Stopped, _) => "stopped".to_owned(),
+        };
+        write!(
+            f,
+            "{}: {} · step {} · {calls}{denied} · {now}",
+            self.tool, self.title, self.step
+        )
+    }
 }
 
 /// Why a turn waits before it starts; its `Display` is the notice shown in the thread.

@@ -139,29 +139,37 @@ mod tests {
         );
         assert_eq!(
             cut(lines[10]),
+            "task           no            no     no          prompt       -"
+        );
+        assert_eq!(
+            cut(lines[11]),
+            "plan           no            no     no          prompt       -"
+        );
+        assert_eq!(
+            cut(lines[12]),
             "memory         yes           no     no          name         saves and deletes at \
              global scope (and deletes with no scope)"
         );
         assert_eq!(
-            cut(lines[11]),
+            cut(lines[13]),
             "recall         yes           no     no          query        -"
         );
         assert_eq!(
-            cut(lines[12]),
+            cut(lines[14]),
             "notify         yes           yes    yes         message      -"
         );
         assert_eq!(
-            cut(lines[13]),
+            cut(lines[15]),
             "read_resource  no            yes    yes         uri          -"
         );
         assert_eq!(
-            cut(lines[15]),
+            cut(lines[17]),
             "watch          yes           no     no          name         create (its command runs \
              unattended, like bash)"
         );
-        assert_eq!(lines[16], "");
-        assert!(lines[17].contains("always-allow grant"), "{table}");
-        assert_eq!(lines.len(), 18);
+        assert_eq!(lines[18], "");
+        assert!(lines[19].contains("always-allow grant"), "{table}");
+        assert_eq!(lines.len(), 20);
     }
 
     #[tokio::test]

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use sandpiper_agent::Agent;
 use sandpiper_agent::protocol::{
-    ApprovalItem, ApprovalKind, ApproveAll, Approver, Decision, TurnEvent, TurnSink, Verdict,
+    ApprovalItem, ApprovalKind, ApproveAll, Approver, Decision, SubAgentStatus, TurnEvent,
+    TurnSink, Verdict,
 };
 use sandpiper_agent::store::watches::KeyPattern;
 use tokio::sync::mpsc;
@@ -283,6 +284,8 @@ struct ConsoleSink {
     out: Option<Output>,
     /// Bytes of streamed output per running call: (printed, not printed).
     streamed: Mutex<std::collections::HashMap<String, (usize, usize)>>,
+    /// The status line last printed per sub-agent call.
+    statuses: Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl ConsoleSink {
@@ -290,6 +293,7 @@ impl ConsoleSink {
         Self {
             out: Some(out),
             streamed: Mutex::default(),
+            statuses: Mutex::default(),
         }
     }
 
@@ -323,6 +327,18 @@ impl ConsoleSink {
         }
     }
 
+    /// A sub-agent's status line, printed when it changes (a terminal scrolls; it cannot
+    /// edit a line above a prompt).
+    fn status_line(&self, status: SubAgentStatus) -> String {
+        let line = status.to_string();
+        let mut shown = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
+        if shown.get(&status.call_id) == Some(&line) {
+            return String::new();
+        }
+        shown.insert(status.call_id, line.clone());
+        format!("  ⋯ {}\n", escape_invisible(&line))
+    }
+
     fn render(&self, event: TurnEvent) -> String {
         match event {
             TurnEvent::TextDelta(t) => t,
@@ -344,6 +360,10 @@ impl ConsoleSink {
                 is_error,
             } => {
                 let note = self.skipped_note(&call_id);
+                self.statuses
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&call_id);
                 let first = output
                     .lines()
                     .next()
@@ -357,6 +377,14 @@ impl ConsoleSink {
                     format!("  ✓ {name}{note}\n")
                 }
             }
+            TurnEvent::SubAgent(status) => self.status_line(status),
+            TurnEvent::Attachment {
+                filename, comment, ..
+            } => format!(
+                "  📎 {}: {}\n",
+                escape_invisible(&comment),
+                escape_invisible(&filename)
+            ),
             TurnEvent::Waiting(wait) => format!("\n(⏳ {wait})\n"),
             TurnEvent::Notice(n) => format!("\n({n})\n"),
             TurnEvent::Error(e) => format!("\nerror: {e}\n"),

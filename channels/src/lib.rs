@@ -13,7 +13,8 @@
 //! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
 //! - [`turns`]: one lane per workstream: queued messages, `/stop`.
 //! - [`tasks`]: every background task of a channel, tracked and drained at shutdown.
-//! - [`stream`]: streaming a turn onto a platform (throttled edits, splits, tool lines).
+//! - [`stream`]: streaming a turn onto a platform (throttled edits, splits, tool lines, a
+//!   sub-agent's status line on its call's line, attachments).
 //! - [`card`]: the approval card, platform-neutral.
 //! - [`approver`]: the card approver every platform uses over its [`approver::CardSurface`].
 //! - [`thread`]: a turn in a thread, the same on every platform, and turns started from

@@ -148,6 +148,17 @@ impl Queue {
                     }
                 }
             }
+            // Only a sub-agent's latest status matters: it replaces one still waiting.
+            TurnEvent::SubAgent(status) => match self.events.back_mut() {
+                Some(Queued::Event(TurnEvent::SubAgent(prev)))
+                    if prev.call_id == status.call_id =>
+                {
+                    *prev = status;
+                }
+                _ => self
+                    .events
+                    .push_back(Queued::Event(TurnEvent::SubAgent(status))),
+            },
             TurnEvent::TextDelta(t) => match self.events.back_mut() {
                 Some(Queued::Event(TurnEvent::TextDelta(prev))) => prev.push_str(&t),
                 _ => self
@@ -336,6 +347,31 @@ impl<S: Surface> Renderer<S> {
                 output,
                 is_error,
             } => self.finish_tool(&call_id, &name, &output, is_error).await,
+            TurnEvent::SubAgent(status) => {
+                // The sub-agent's status line is its call's line, redrawn (throttled).
+                if let Some(tool) = self.tools.get_mut(&status.call_id) {
+                    tool.line.state = ToolState::Running;
+                    tool.line.output = status.to_string();
+                    tool.dirty = true;
+                }
+            }
+            TurnEvent::Attachment {
+                filename,
+                body,
+                comment,
+                ..
+            } => {
+                self.close_segment().await;
+                if let Err(e) = self
+                    .surface
+                    .upload(&filename, body.into_bytes(), &comment)
+                    .await
+                {
+                    tracing::warn!(error = %e, filename, "uploading an attachment failed");
+                    self.post(&Post::Notice(format!("(could not attach {filename}: {e})")))
+                        .await;
+                }
+            }
             TurnEvent::Waiting(wait) => {
                 self.close_segment().await;
                 self.post(&Post::Waiting(wait.to_string())).await;

@@ -20,6 +20,7 @@ use crate::prompt::system_prompt;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::StoreError;
 use crate::store::memories::Visibility;
+use crate::subagent::SubAgentKind;
 use crate::tool_search::TurnTools;
 use crate::tools::ToolContext;
 use crate::workstream::Workstream;
@@ -231,7 +232,7 @@ impl Agent {
     /// The connector policy for what a model call is offered. Unreadable, it offers no MCP
     /// server (fail closed) and the turn goes on with the built-ins; the dispatcher then
     /// refuses MCP calls with the reason.
-    async fn offer_policy(&self, scope: &ConnectorScope, workstream: &str) -> Effective {
+    pub(super) async fn offer_policy(&self, scope: &ConnectorScope, workstream: &str) -> Effective {
         match scope.effective(&self.inner.store, workstream).await {
             Ok(policy) => policy,
             Err(e) => {
@@ -263,7 +264,7 @@ impl Agent {
 
     /// Stream one model call into the thread. `None` when the turn was stopped; a broken-off
     /// answer is an error. Either way the text shown so far is kept in the history.
-    async fn stream(
+    pub(super) async fn stream(
         &self,
         ws: &mut Workstream,
         req: &TurnRequest<'_>,
@@ -298,7 +299,7 @@ impl Agent {
 
     /// Commit the model's answer to the history (and its token usage); returns the tool
     /// calls it asked for and keeps its text as the turn's answer so far.
-    async fn commit(
+    pub(super) async fn commit(
         &self,
         ws: &mut Workstream,
         response: AssembledResponse,
@@ -367,6 +368,11 @@ impl Agent {
             sink: req.sink,
             approver,
             tool_search: tools.client_search(),
+            turn: Some(crate::pipeline::TurnLink {
+                agent: self,
+                approver: req.approver,
+            }),
+            nested: None,
         };
         let done = batch.run(calls).await?;
         tools.expand(&mut ws.expanded_tools, done.expanded, calls);
@@ -375,13 +381,17 @@ impl Agent {
         }
         ws.history.extend(done.results);
         ws.grants.extend(done.new_grants);
+        if calls.iter().any(|c| SubAgentKind::of(&c.name).is_some()) {
+            // A sub-agent's Always allow is stored for this thread: it applies from now on.
+            ws.grants = inner.store.grants(&ws.key).await?.into_iter().collect();
+        }
         Ok(done.denied)
     }
 
     /// A new message arrived while tool calls of an interrupted turn still wait: they will not
     /// run. Each gets a result saying so (the model needs one per call), and their pending
     /// requests are closed so late clicks say the turn is gone.
-    async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
+    pub(super) async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
         let dangling = crate::resume::unanswered_calls(&ws.history);
         if dangling.is_empty() {
             return Ok(());

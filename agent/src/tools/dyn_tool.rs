@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
+use super::{InTurn, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 
 /// A tool as the registry and the pipeline see it: a name, and JSON in, a prepared call out.
 pub trait DynTool: Send + Sync {
@@ -49,6 +49,7 @@ impl<T: Tool> DynTool for T {
         Ok(ReadyCall {
             prepared,
             run: Box::new(Typed { tool: self, args }),
+            in_turn: T::IN_TURN,
         })
     }
 
@@ -88,6 +89,7 @@ pub struct ReadyCall {
     /// The header, preview and whether this call asks ([`Prepared`]).
     pub prepared: Prepared,
     run: Box<dyn RunCall>,
+    in_turn: bool,
 }
 
 impl std::fmt::Debug for ReadyCall {
@@ -113,7 +115,22 @@ impl ReadyCall {
         ctx: &ToolContext,
         sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        self.run.run(&self.prepared, ctx, sink).await
+        self.run.run(&self.prepared, ctx, sink, None).await
+    }
+
+    /// Whether the tool acts in the turn ([`Tool::IN_TURN`]).
+    pub fn in_turn(&self) -> bool {
+        self.in_turn
+    }
+
+    /// Runs the call with the turn it belongs to ([`Tool::execute_in_turn`]).
+    pub async fn execute_in_turn(
+        &self,
+        ctx: &ToolContext,
+        sink: &dyn OutputSink,
+        turn: &InTurn<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        self.run.run(&self.prepared, ctx, sink, Some(turn)).await
     }
 }
 
@@ -125,6 +142,7 @@ trait RunCall: Send + Sync {
         prepared: &Prepared,
         ctx: &ToolContext,
         sink: &dyn OutputSink,
+        turn: Option<&InTurn<'_>>,
     ) -> Result<ToolOutput, ToolError>;
 }
 
@@ -140,7 +158,15 @@ impl<T: Tool> RunCall for Typed<T> {
         prepared: &Prepared,
         ctx: &ToolContext,
         sink: &dyn OutputSink,
+        turn: Option<&InTurn<'_>>,
     ) -> Result<ToolOutput, ToolError> {
-        self.tool.execute(&self.args, prepared, ctx, sink).await
+        match turn {
+            Some(turn) => {
+                self.tool
+                    .execute_in_turn(&self.args, prepared, ctx, sink, turn)
+                    .await
+            }
+            None => self.tool.execute(&self.args, prepared, ctx, sink).await,
+        }
     }
 }

@@ -6,6 +6,10 @@
 //! (validate, build the header and preview, say whether this call asks even though the tool is
 //! auto-approved) and [`Tool::execute`]. The registry and the pipeline hold tools as
 //! [`DynTool`], which deserializes the JSON arguments once.
+//!
+//! The sub-agent tools (`task`, `plan`) act in the turn rather than on files: they declare
+//! [`Tool::IN_TURN`] and get the turn ([`InTurn`]: the agent, the thread's sink and approver)
+//! in [`Tool::execute_in_turn`].
 
 mod args;
 pub(crate) mod bash;
@@ -17,6 +21,7 @@ mod mcp_call;
 mod memory;
 pub mod notify;
 pub mod path_policy;
+mod plan;
 pub mod process_tree;
 mod read_file;
 mod read_resource;
@@ -24,6 +29,7 @@ mod recall;
 mod registry;
 mod search;
 mod services;
+mod task;
 mod use_prompt;
 mod watch;
 mod web_fetch;
@@ -46,6 +52,7 @@ pub use args::{ArgsError, parse_arguments, validate_arguments};
 pub use dyn_tool::{DynTool, ReadyCall, deserialize_args};
 pub use mcp_call::McpCall;
 pub use path_policy::PathPolicy;
+pub use plan::{LONG_PLAN_CHARS, plan_file};
 pub use registry::{RegistryError, ToolRegistry, ToolSpec, default_tools};
 pub use services::ToolServices;
 pub use web_fetch::{AddressClass, Refusal, SsrfPolicy};
@@ -256,6 +263,36 @@ impl ToolContext {
     }
 }
 
+/// The turn a call runs in, for the tools that act in it rather than only on files and
+/// services: the sub-agents (`task`, `plan`) show their progress in the thread, ask its people
+/// through the turn's approver and run model calls of their own through the agent. The
+/// pipeline gives it to tools that declare [`Tool::IN_TURN`], and only to top-level calls: a
+/// sub-agent's own calls get none, so sub-agents cannot start sub-agents.
+pub struct InTurn<'a> {
+    /// The agent the turn runs in.
+    pub agent: &'a crate::Agent,
+    /// The call being run.
+    pub call_id: &'a str,
+    /// Where the turn's events go (the thread).
+    pub sink: &'a dyn crate::protocol::TurnSink,
+    /// Who decides the turn's approvals and reviews (the turn's own, also when the call was
+    /// approved from stored decisions after a restart).
+    pub approver: &'a dyn crate::protocol::Approver,
+    /// Who started the turn.
+    pub requested_by: Option<&'a str>,
+    /// Tools always allowed in the workstream.
+    pub grants: &'a HashSet<String>,
+}
+
+impl std::fmt::Debug for InTurn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InTurn")
+            .field("call_id", &self.call_id)
+            .field("requested_by", &self.requested_by)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One tool. Metadata comes from its JSON file; this is the behaviour. Held as
 /// [`DynTool`], which parses the JSON arguments into [`Tool::Args`] once per call.
 #[async_trait::async_trait]
@@ -288,6 +325,24 @@ pub trait Tool: Send + Sync + 'static {
         ctx: &ToolContext,
         sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError>;
+
+    /// Whether the tool acts in the turn ([`InTurn`]): it is run with
+    /// [`Tool::execute_in_turn`], and when the turn is stopped it winds itself down (closing
+    /// what it asked, stopping what it started) and the pipeline waits for that, briefly.
+    const IN_TURN: bool = false;
+
+    /// Runs the call with the turn it belongs to. Tools that declare [`Tool::IN_TURN`]
+    /// implement it; by default it is [`Tool::execute`].
+    async fn execute_in_turn(
+        &self,
+        args: &Self::Args,
+        prepared: &Prepared,
+        ctx: &ToolContext,
+        sink: &dyn OutputSink,
+        _turn: &InTurn<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        self.execute(args, prepared, ctx, sink).await
+    }
 }
 
 /// Prepares `tool` from JSON arguments as the pipeline does (for unit tests of one tool).

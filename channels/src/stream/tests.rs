@@ -228,3 +228,89 @@ async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
     });
     task.await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_attached() {
+    use sandpiper_agent::protocol::{SubAgentPhase, SubAgentStatus};
+    let surface = recorder(2000);
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(1500),
+        &Tasks::new(Default::default()),
+    );
+    sink.event(TurnEvent::ToolPending(ToolCallView {
+        call_id: "t1".into(),
+        name: "task".into(),
+        header: "task: fix the tests".into(),
+        preview: String::new(),
+        needs_approval: false,
+        error: None,
+    }));
+    sink.settle().await;
+    let status = |step, tool_calls, phase, current: Option<&str>| SubAgentStatus {
+        call_id: "t1".into(),
+        tool: "task".into(),
+        title: "fix the tests".into(),
+        step,
+        tool_calls,
+        denied: 0,
+        current: current.map(str::to_owned),
+        phase,
+    };
+    // A burst: only the latest is drawn.
+    sink.event(TurnEvent::SubAgent(status(
+        1,
+        0,
+        SubAgentPhase::Thinking,
+        None,
+    )));
+    sink.event(TurnEvent::SubAgent(status(
+        1,
+        1,
+        SubAgentPhase::Running,
+        Some("bash: cargo test"),
+    )));
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    sink.event(TurnEvent::Attachment {
+        call_id: "t1".into(),
+        filename: ".plan-x.md".into(),
+        body: "1. a\n".into(),
+        comment: "The plan".into(),
+    });
+    sink.event(TurnEvent::ToolResult {
+        call_id: "t1".into(),
+        name: "task".into(),
+        output: "All green.".into(),
+        is_error: false,
+    });
+    sink.event(TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    });
+    task.await.unwrap();
+    let ops = surface.ops.lock().unwrap().clone();
+    let line = |state, output: &str| {
+        Post::Tool(ToolLine {
+            name: "task".into(),
+            header: "task: fix the tests".into(),
+            state,
+            output: output.into(),
+            attached: false,
+        })
+    };
+    assert_eq!(
+        ops,
+        vec![
+            Op::Post("m0".into(), line(ToolState::Running, "")),
+            Op::Edit(
+                "m0".into(),
+                line(
+                    ToolState::Running,
+                    "task: fix the tests · step 1 · 1 tool call · running bash: cargo test"
+                )
+            ),
+            Op::Upload(".plan-x.md".into(), "1. a\n".into()),
+            Op::Edit("m0".into(), line(ToolState::Done, "All green.")),
+        ]
+    );
+}

@@ -28,6 +28,7 @@ mod recall;
 mod restart;
 mod slack;
 mod slack_approvals;
+mod subagents;
 mod tool_env;
 mod tool_search;
 mod turn_limits;
