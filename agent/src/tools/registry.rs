@@ -375,7 +375,7 @@ mod tests {
             ]
         );
         assert_eq!(r.task_auto_tools(), r.agent_auto_tools());
-        assert_eq!(r.builtin_tool_names().len(), 15);
+        assert_eq!(r.builtin_tool_names().len(), 17);
         let pk = r.primary_key_map();
         let expected: BTreeMap<String, String> = [
             ("bash", "command"),
