@@ -90,8 +90,9 @@ pub struct DiscordConfig {
     pub token: Option<Secret>,
     /// Channel ids where the bot listens; empty: every channel it can see.
     pub channels: Vec<u64>,
-    /// Register slash commands in this guild only (instant) instead of globally.
-    pub guild: Option<u64>,
+    /// Register slash commands in this guild only (instant) instead of globally. Discord ids
+    /// are never 0, so `guild = 0` is refused when the file is read.
+    pub guild: Option<std::num::NonZeroU64>,
     /// Who may talk in a thread: `anyone` (default) or `owner`.
     pub thread_access: ThreadAccess,
     /// Role ids whose members may decide any approval (besides the thread's owner).
@@ -259,5 +260,18 @@ mod tests {
         assert_eq!(config.slack.bot_token, Some(Secret::new("xoxb-1")));
         assert_eq!(config.discord.token, Some(Secret::new("d")));
         assert!(!config.to_redacted_toml().contains("xoxb-1"));
+    }
+
+    #[test]
+    fn guild_zero_is_refused_with_its_key_not_a_panic_at_start() {
+        let err = ChannelsConfig::from_toml("[discord]\nguild = 0\n", Path::new("s.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("s.toml") && err.contains("guild") && err.contains("nonzero"),
+            "{err}"
+        );
+        let ok = ChannelsConfig::from_toml("[discord]\nguild = 42\n", Path::new("s.toml")).unwrap();
+        assert_eq!(ok.discord.guild.map(std::num::NonZeroU64::get), Some(42));
     }
 }

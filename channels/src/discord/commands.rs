@@ -38,7 +38,7 @@ pub(super) async fn register(bot: &Bot, ctx: &Context) {
         })
         .collect();
     let result = match bot.config.guild {
-        Some(guild) => serenity::all::GuildId::new(guild)
+        Some(guild) => serenity::all::GuildId::new(guild.get())
             .set_commands(&ctx.http, commands)
             .await
             .map(|c| c.len()),
