@@ -455,12 +455,17 @@ both_backends! {
             tool_call("c1", "watch", json!({"action": "create", "name": "deploy", "command": "echo '{\"status\": \"done\"}'", "stop_on": "data[\"status\"] == \"done\""})),
             tool_call("c2", "watch", json!({"action": "create", "name": "slow", "command": "echo waiting", "poll_every": "1h", "stop_on": "'never' in output"})),
             text("Two watches are set."),
+            text("Glad to help, bob."),
             text("The deploy is done."),
         ]).await;
         s.config.watch.tick = Duration::from_millis(100);
+        s.config.slack.approver_usergroups = vec!["S0ONCALL".into()];
         let run = socket_run(&s).await;
+        run.slack.set_usergroup("S0ONCALL", &["U0CAROL"]);
         let alice = run.slack.user("U0ALICE", "alice");
         let bob = run.slack.user("U0BOB", "bob");
+        let carol = run.slack.user("U0CAROL", "carol");
+        let dave = run.slack.user("U0DAVE", "dave");
         let root = run.slack.app_mention(CHANNEL_ID, &alice, "watch the deploy").await;
         let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
         for n in 0..2 {
@@ -469,6 +474,9 @@ both_backends! {
             run.slack.click(CHANNEL_ID, &card.ts, &alice, &approve, &value).await;
         }
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "Two watches are set.").await;
+        // bob takes part in the thread; dave never wrote in it.
+        run.slack.thread_message(CHANNEL_ID, &root, &bob, "nice, thanks").await;
+        run.wait_message(CHANNEL_ID, &root, "the answer to bob", |m| m.text == "Glad to help, bob.").await;
 
         // The runner starts (as serve starts it) and the deploy watch fires on its first poll.
         let stop = CancellationToken::new();
@@ -477,14 +485,18 @@ both_backends! {
         let runner = sandpiper::wiring::start_watches(&run.agent, starters, stop.clone());
         run.wait_message(CHANNEL_ID, &root, "the watch shown", |m| m.text.contains("watch `deploy` fired after 1 poll(s)")).await;
         run.wait_message(CHANNEL_ID, &root, "the watch turn's answer", |m| m.text == "The deploy is done.").await;
-        let synthetic = contents_with_role(&s.llm.requests()[3], "user").last().cloned().unwrap_or_default();
+        let synthetic = contents_with_role(&s.llm.requests()[4], "user").last().cloned().unwrap_or_default();
         assert!(synthetic.starts_with("[watch deploy fired after 1 poll(s)]"), "{synthetic}");
 
         run.slack.slash_command(CHANNEL_ID, &bob, "/sandpiper", "watch list").await;
         let listed = run.ephemeral(CHANNEL_ID, "U0BOB", "slow").await;
         assert!(listed.text.contains("until 'never' in output") && !listed.text.contains("deploy"), "{}", listed.text);
-        run.slack.slash_command(CHANNEL_ID, &bob, "/sandpiper", "watch cancel slow").await;
-        run.ephemeral(CHANNEL_ID, "U0BOB", "Only the person who started this thread").await;
+        // A participant, an approver and a stranger may not cancel; the owner may.
+        for (who, id) in [(&bob, "U0BOB"), (&carol, "U0CAROL"), (&dave, "U0DAVE")] {
+            run.slack.slash_command(CHANNEL_ID, who, "/sandpiper", "watch cancel slow").await;
+            run.ephemeral(CHANNEL_ID, id, "Only the person who started this thread").await;
+        }
+        assert_eq!(run.agent.store().active_watches(&key).await.unwrap().len(), 1);
         run.slack.slash_command(CHANNEL_ID, &alice, "/sandpiper", "watch cancel slow").await;
         run.ephemeral(CHANNEL_ID, "U0ALICE", "watch `slow` cancelled").await;
         assert!(run.agent.store().active_watches(&key).await.unwrap().is_empty());
