@@ -177,6 +177,8 @@ struct Inner {
     projects: Arc<Vec<crate::config::ProjectConfig>>,
     /// Counters for `GET /metrics`.
     metrics: crate::metrics::Metrics,
+    /// Membership of a cluster of nodes, once `serve` joined one (see [`crate::cluster`]).
+    cluster: std::sync::OnceLock<crate::cluster::Cluster>,
 }
 
 impl Inner {
@@ -289,6 +291,7 @@ impl Agent {
                 limits,
                 live: crate::approvals::LiveApprovals::default(),
                 metrics: crate::metrics::Metrics::default(),
+                cluster: std::sync::OnceLock::new(),
             }),
         };
         agent.follow_mcp_catalog();
@@ -314,6 +317,10 @@ impl Agent {
                 inner.set_external_tools(mcp_tool_schemas(&inner.mcp));
             }
         });
+    }
+
+    pub(crate) fn cluster_slot(&self) -> &std::sync::OnceLock<crate::cluster::Cluster> {
+        &self.inner.cluster
     }
 
     /// This node's counters (`GET /metrics`); the channels add their API retries.
@@ -491,9 +498,11 @@ impl Agent {
             approver: req.approver,
             cancel: req.cancel,
         };
+        self.mark_turn(req.workstream, true).await;
         let result = self
             .turn(&mut ws, &turn, Some((dangling, &stored)), None)
             .await;
+        self.mark_turn(req.workstream, false).await;
         self.report(&turn, result, ws).map(Some)
     }
 
@@ -538,8 +547,19 @@ impl Agent {
             .await
             .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
         let mut ws = handle.lock().await;
+        self.mark_turn(req.workstream, true).await;
         let result = self.turn(&mut ws, &req, None, task_connectors).await;
+        self.mark_turn(req.workstream, false).await;
         self.report(&req, result, ws)
+    }
+
+    /// In a cluster, marks a turn running in `workstream` (or no longer): a turn whose end is
+    /// never marked (the process died) is found and said to be interrupted by whoever takes
+    /// the workstream over.
+    async fn mark_turn(&self, workstream: &str, running: bool) {
+        if let Some(cluster) = self.cluster() {
+            cluster.mark_turn(workstream, running).await;
+        }
     }
 
     /// Takes a place for a turn under `agent.max_concurrent_turns` and

@@ -117,6 +117,27 @@ pub struct Config {
     pub auth: AuthConfig,
     /// The watch runner.
     pub watch: WatchConfig,
+    /// Several nodes on one database: workstream leases.
+    pub cluster: ClusterConfig,
+}
+
+/// `[cluster]`: how nodes sharing one PostgreSQL split the workstreams (see
+/// [`crate::cluster`]). On SQLite there is one node and the lease only marks running turns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// How long a workstream's lease lasts without renewal: after a node dies, another takes
+    /// its workstreams over this long after its last heartbeat. Renewed every third of it.
+    #[serde(with = "duration")]
+    pub lease: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(15),
+        }
+    }
 }
 
 /// `[watch]`: how the runner looks for due watches.
@@ -661,6 +682,12 @@ impl Config {
         }
         if self.model.model.trim().is_empty() {
             return Err(invalid("model.model", "the model name is empty".into()));
+        }
+        if self.cluster.lease < std::time::Duration::from_secs(1) {
+            return Err(invalid(
+                "cluster.lease",
+                "must be at least 1s (nodes renew it every third of it)".into(),
+            ));
         }
         if self.agent.max_rounds == 0 {
             return Err(invalid("agent.max_rounds", "must be at least 1".into()));

@@ -18,6 +18,8 @@
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
 //! - [`prompt`]: the system message.
 //! - [`resume`]: turns interrupted by a restart while waiting for approval.
+//! - [`cluster`]: several nodes on one database: workstream leases, hand-offs to the owner,
+//!   takeover when a node dies.
 //! - [`mcp`]: the MCP client: external tool servers (stdio, HTTP), their tools, resources and
 //!   prompts.
 //! - [`metrics`]: counters for `GET /metrics` (turns, model calls, tool calls, notify).
@@ -39,6 +41,7 @@ pub mod approval_policy;
 pub mod approvals;
 pub mod bm25;
 pub mod child_env;
+pub mod cluster;
 pub mod config;
 pub mod connectors;
 pub mod mcp;

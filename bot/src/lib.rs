@@ -11,15 +11,19 @@
 //! - [`metrics`]: `GET /metrics` in the Prometheus text format.
 //! - [`notify_api`]: `POST /v1/api/notify`: gateways deliver notifications, behind a service
 //!   JWT.
+//! - [`cluster`]: this node in a cluster: signals from other nodes, lease renewal, takeover of
+//!   what dead nodes left.
 //! - [`registry`]: this node in the `services` registry (register, heartbeat, leave).
 //! - [`admin_api`]: `/v1/api/…`: connector policy of threads and channels, behind a service
 //!   JWT.
+//! - [`single_node`]: the lock that keeps a second `serve` off a SQLite file.
 //! - [`service_jwt`]: HS256 service tokens (issuer, audience, short expiry), checked per
 //!   audience.
 //! - [`http_server`]: the server under them, with header-read timeout, connection and body
 //!   limits.
 
 pub mod admin_api;
+pub mod cluster;
 pub mod commands;
 pub mod http_server;
 pub mod metrics;
@@ -28,4 +32,5 @@ pub mod notify_api;
 pub mod registry;
 pub mod serve;
 pub mod service_jwt;
+pub mod single_node;
 pub mod wiring;

@@ -323,6 +323,8 @@ async fn serve(
     let listen = config.server.listen;
     let key = sandpiper::service_jwt::ServiceKey::from_env(&config.auth, &ProcessEnv)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Held until the process ends: a second node on this SQLite file is refused.
+    let _single = sandpiper::single_node::lock(&config.database.url)?;
     let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let node = sandpiper::node::Node::start(agent.clone(), channels, key, shutdown.clone()).await?;

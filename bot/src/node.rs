@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use axum::Router;
 use sandpiper_agent::Agent;
+use sandpiper_agent::cluster::{Bus, Cluster};
 use sandpiper_agent::service_jwt::ServiceKey;
+use sandpiper_agent::store::Backend;
 use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::discord::DiscordChannel;
 use sandpiper_channels::notify::{Notifier, NotifyPlatform};
@@ -51,6 +53,8 @@ pub struct Node {
     registry: Option<JoinHandle<()>>,
     /// The watch runner; it stops on `shutdown`, releasing its claims.
     watches: JoinHandle<()>,
+    /// The node's cluster duties; they stop on `shutdown`, releasing its leases.
+    cluster: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Node {
@@ -83,6 +87,8 @@ impl Node {
         shutdown: CancellationToken,
     ) -> Result<Self, NodeError> {
         let config = agent.config().clone();
+        let node_id = crate::registry::node_id();
+        let listen_url = join_cluster(&agent, &node_id);
         let discord =
             DiscordChannel::start(agent.clone(), channels.discord, shutdown.clone()).await?;
         match &discord {
@@ -138,6 +144,12 @@ impl Node {
         if let Some(s) = &slack {
             s.continue_replies(starters.clone());
         }
+        let cluster = tokio::spawn(crate::cluster::run(
+            agent.clone(),
+            starters.clone(),
+            listen_url,
+            shutdown.clone(),
+        ));
         let watches = crate::wiring::start_watches(&agent, starters, shutdown.clone());
         let notifier = Notifier::new(agent.store().clone(), platforms);
         let serves_notify = key.is_some();
@@ -180,7 +192,7 @@ impl Node {
                 .iter()
                 .map(|p| p.as_str().to_owned())
                 .collect();
-            let record = crate::registry::gateway(url, names);
+            let record = crate::registry::gateway(node_id.clone(), url, names);
             let id = record.id.clone();
             let task = tokio::spawn(crate::registry::run(
                 agent.store().clone(),
@@ -202,6 +214,7 @@ impl Node {
             server,
             registry,
             watches,
+            cluster,
         })
     }
 
@@ -223,6 +236,16 @@ impl Node {
 
     /// Asks the node to stop (as SIGTERM does).
     pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Stops the node as a killed process would, as far as the other nodes can tell (tests):
+    /// its turns are dropped and its leases are not released, so they run out and another
+    /// node takes its workstreams over.
+    pub fn kill(&self) {
+        if let Some(cluster) = self.agent.cluster() {
+            cluster.crash();
+        }
         self.shutdown.cancel();
     }
 
@@ -262,12 +285,28 @@ impl Node {
         if let Some(registry) = self.registry {
             let _ = registry.await;
         }
+        if tokio::time::timeout(grace, self.cluster).await.is_err() {
+            tracing::warn!(
+                "the cluster duties did not stop in time; the leases run out on their own"
+            );
+        }
         let served = served.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
         NodeExit {
             left: discord_left + slack_left,
             served,
         }
     }
+}
+
+/// Makes `agent` node `node` of the cluster on its database; returns the PostgreSQL URL to
+/// listen for the other nodes on (`None` on SQLite, where this node is the only one).
+fn join_cluster(agent: &Agent, node: &str) -> Option<String> {
+    let store = agent.store().clone();
+    let shared = store.backend() == Backend::Postgres;
+    let bus = shared.then(|| Bus::new(store.clone()));
+    let lease = agent.config().cluster.lease;
+    agent.join_cluster(Cluster::new(node, store, lease, bus));
+    shared.then(|| agent.config().database.url.clone())
 }
 
 /// `/ready`'s view of the configured platforms.

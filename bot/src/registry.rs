@@ -26,10 +26,16 @@ pub fn node_url(advertise: Option<&str>, bound: SocketAddr) -> String {
     format!("http://{}", SocketAddr::new(ip, bound.port()))
 }
 
-/// A gateway record for this process, started now.
-pub fn gateway(url: String, platforms: Vec<String>) -> ServiceRecord {
+/// A fresh node id (`node-<uuid>`): one per process, so a restarted node never mistakes the
+/// leases its previous life left for its own.
+pub fn node_id() -> String {
+    format!("node-{}", uuid::Uuid::new_v4())
+}
+
+/// The gateway record of node `id`, started now.
+pub fn gateway(id: String, url: String, platforms: Vec<String>) -> ServiceRecord {
     ServiceRecord {
-        id: format!("node-{}", uuid::Uuid::new_v4()),
+        id,
         role: ServiceRole::Gateway,
         url,
         version: VERSION.to_owned(),
@@ -97,7 +103,7 @@ mod tests {
     #[tokio::test]
     async fn a_node_registers_and_leaves_at_shutdown() {
         let store = Store::memory().await.unwrap();
-        let record = gateway("http://127.0.0.1:1".into(), vec!["slack".into()]);
+        let record = gateway(node_id(), "http://127.0.0.1:1".into(), vec!["slack".into()]);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run(store.clone(), record.clone(), shutdown.clone()));
         for _ in 0..100 {

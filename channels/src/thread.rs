@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sandpiper_agent::cluster::{INTERRUPTED, Ownership};
 use sandpiper_agent::protocol::{Approver, TurnEvent, TurnSink};
 use sandpiper_agent::store::watches::KeyPattern;
 use sandpiper_agent::{Agent, AgentError, ResumeRequest, TurnRequest};
@@ -26,8 +27,10 @@ pub trait Thread: Surface + CardSurface {}
 
 impl<T: Surface + CardSurface> Thread for T {}
 
-/// What a lane job does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a lane job does. It crosses nodes as JSON when it arrives on one that does not own
+/// its workstream (see [`run`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Work {
     /// Answer a message.
     Message {
@@ -117,17 +120,35 @@ pub fn open<T: Thread>(place: &TurnPlace, thread: Arc<T>) -> OpenThread {
 
 /// Runs `work` in `thread` and waits until the thread shows how it ended. Returns whether the
 /// turn ran without an error.
+///
+/// In a cluster the workstream's lease comes first: when another live node owns the
+/// workstream, the work is handed to it (it shows in the same thread from there); when this
+/// node takes it over from a node that died mid-turn, the thread is told before the work runs.
 pub async fn run<T: Thread>(
     place: &TurnPlace,
     thread: Arc<T>,
     work: Work,
     cancel: CancellationToken,
 ) -> bool {
+    let interrupted = match place.agent.ownership(&place.workstream).await {
+        Ok(Ownership::Here { interrupted }) => interrupted,
+        Ok(Ownership::Elsewhere(node)) => {
+            return hand_over(place, thread, &node, work).await;
+        }
+        Err(e) => {
+            // The turn itself will meet the database and say so in the thread.
+            tracing::warn!(workstream = %place.workstream, error = %e, "could not take the workstream's lease");
+            false
+        }
+    };
     let OpenThread {
         sink,
         approver,
         renderer,
     } = open(place, thread);
+    if interrupted {
+        sink.event(TurnEvent::Notice(INTERRUPTED.to_owned()));
+    }
     let result = run_work(
         &place.agent,
         &place.workstream,
@@ -152,6 +173,42 @@ pub async fn run<T: Thread>(
         () = place.tasks.shutdown().cancelled() => renderer.abort(),
     }
     result.is_ok()
+}
+
+/// Hands `work` to `node`, the owner of the workstream. If that fails the thread is told,
+/// so the person knows to send it again; nothing is silently dropped.
+async fn hand_over<T: Thread>(place: &TurnPlace, thread: Arc<T>, node: &str, work: Work) -> bool {
+    let turn = OutsideTurn {
+        workstream: place.workstream.clone(),
+        work,
+    };
+    let handed = match (place.agent.cluster(), serde_json::to_string(&turn)) {
+        (Some(cluster), Ok(payload)) => cluster
+            .hand_over(&place.workstream, node, &payload)
+            .await
+            .map_err(|e| e.to_string()),
+        (None, _) => Err("this node is in no cluster".to_owned()),
+        (_, Err(e)) => Err(e.to_string()),
+    };
+    let Err(e) = handed else {
+        return true;
+    };
+    tracing::warn!(workstream = %place.workstream, owner = node, error = %e, "could not hand the work over");
+    let OpenThread { sink, renderer, .. } = open(place, thread);
+    sink.event(TurnEvent::Error(format!(
+        "another sandpiper node runs this thread and I could not pass your message to it ({e}); \
+         please send it again"
+    )));
+    sink.event(TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    });
+    let mut renderer = renderer;
+    tokio::select! {
+        _ = &mut renderer => {}
+        () = place.tasks.shutdown().cancelled() => renderer.abort(),
+    }
+    false
 }
 
 /// Runs `work` in workstream `key` with the given sink and approver: a message (shown first
@@ -202,8 +259,8 @@ pub async fn run_work(
     }
 }
 
-/// A turn to start from outside a chat message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A turn to start from outside a chat message (also what one node hands another).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OutsideTurn {
     /// The workstream key (`discord:<thread>`, `slack:<team>:<channel>:<ts>`, `console:<name>`).
     pub workstream: String,

@@ -102,7 +102,13 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         return Ok(ClickOutcome::NeedsNote);
     }
     let live_turn = live.is_waiting(&record.id);
-    let interrupted = !live_turn && interrupted_call(agent, &record).await?;
+    // In a cluster the turn may wait on the node that owns the workstream: never take it
+    // for gone (or resume it a second time) while that node lives.
+    let remote = match agent.cluster() {
+        Some(cluster) if !live_turn => cluster.remote_owner(&record.workstream).await?,
+        _ => None,
+    };
+    let interrupted = !live_turn && remote.is_none() && interrupted_call(agent, &record).await?;
     let timeout = agent.config().approval.timeout;
     let expired = !timeout.is_zero()
         && crate::store::now_ms() - record.created_at
@@ -116,7 +122,7 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
         return Ok(ClickOutcome::Decided { record, resume });
     }
-    if !live_turn && !interrupted {
+    if !live_turn && !interrupted && remote.is_none() {
         store
             .decide_approval(&record.id, ApprovalStatus::Cancelled, None, None)
             .await?;
@@ -151,6 +157,12 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
     );
     let resume = if live_turn {
         live.deliver(&record.id, decision);
+        false
+    } else if let (Some(owner), Some(bus)) = (&remote, agent.cluster().and_then(|c| c.bus())) {
+        // Stored above; the owner's waiting turn reads it from there.
+        bus.signal(owner, &crate::cluster::Signal::Decided(record.id.clone()))
+            .await?;
+        tracing::info!(request = %record.id, owner = %owner, "decision sent to the owning node");
         false
     } else {
         batch_decided(agent, &record.workstream).await?

@@ -10,6 +10,7 @@
 pub mod approvals;
 pub mod connectors;
 pub mod health;
+pub mod leases;
 pub mod memories;
 pub mod messages;
 pub mod notifications;

@@ -1,0 +1,329 @@
+//! Several nodes on one database: one owner per workstream.
+//!
+//! A node that joins a cluster ([`Agent::join_cluster`]) takes a workstream's lease
+//! (`workstream_leases`, see [`crate::store::leases`]) before it runs a turn there, and keeps
+//! every lease it holds alive with one statement per heartbeat ([`Cluster::renew`]). Work that
+//! arrives on a node that does not own its workstream is left in `handoffs` and the owner is
+//! woken over PostgreSQL `LISTEN/NOTIFY` ([`bus`]); a click decided on such a node wakes the
+//! owner's waiting turn the same way. When the owner's lease has expired (the node died), the
+//! node that needs the workstream takes it over and reloads it from the database; a turn the
+//! dead node left running is found by its mark (`turn_started_at`) and said to be interrupted.
+//!
+//! On SQLite there is one node (a second is refused at start), so any lease another process
+//! left is dead and taken at once; the leases then only mark running turns for the restart.
+//! Without [`Agent::join_cluster`] (the console, tests of one agent) nothing of this runs.
+
+pub mod bus;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::protocol::{Decision, Verdict};
+use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::store::leases::Claim;
+use crate::store::{Backend, Store, StoreError, now_ms};
+use crate::{Agent, AgentError};
+
+pub use bus::{Bus, Signal};
+
+/// The notice a thread gets when its turn died with the node that ran it.
+pub const INTERRUPTED: &str = "⚠️ The last turn here was interrupted by a restart — reply to continue. \
+     Everything it did before that is kept.";
+
+/// Where a workstream's turns run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// On this node.
+    Here {
+        /// The previous owner died while a turn ran: the thread should be told.
+        interrupted: bool,
+    },
+    /// On another, live node: hand the work over.
+    Elsewhere(String),
+}
+
+/// This node's membership: its id, the leases it holds, and the bus to the others.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node: String,
+    store: Store,
+    lease: Duration,
+    /// Whether other nodes may be alive (PostgreSQL). On SQLite every other lease is dead.
+    shared: bool,
+    /// Workstreams whose lease this node holds, trusted until `trusted_until`.
+    owned: Mutex<HashSet<String>>,
+    /// Unix ms until which `owned` is known to be right (the last renewal plus the lease).
+    trusted_until: AtomicI64,
+    /// Set by a test's simulated crash: stop without releasing anything.
+    crashed: AtomicBool,
+    bus: Option<Bus>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node", &self.inner.node)
+            .field("shared", &self.inner.shared)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Membership of node `node` over `store`, leases lasting `lease`. On PostgreSQL, `bus`
+    /// reaches the other nodes (see [`Bus::connect`]).
+    pub fn new(node: impl Into<String>, store: Store, lease: Duration, bus: Option<Bus>) -> Self {
+        let shared = store.backend() == Backend::Postgres;
+        Self {
+            inner: Arc::new(Inner {
+                node: node.into(),
+                store,
+                lease,
+                shared,
+                owned: Mutex::default(),
+                trusted_until: AtomicI64::new(0),
+                crashed: AtomicBool::new(false),
+                bus,
+            }),
+        }
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    /// How long a lease lasts; renew every third of it.
+    pub fn lease(&self) -> Duration {
+        self.inner.lease
+    }
+
+    /// The bus to the other nodes (PostgreSQL only).
+    pub fn bus(&self) -> Option<&Bus> {
+        self.inner.bus.as_ref()
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.inner.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Before this instant (unix ms) another node's lease is dead.
+    fn dead_before(&self, now: i64) -> i64 {
+        if self.inner.shared { now } else { i64::MAX }
+    }
+
+    fn owned(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.inner.owned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether this node holds `key`'s lease, as far as it knows without asking.
+    fn holds(&self, key: &str, now: i64) -> bool {
+        now < self.inner.trusted_until.load(Ordering::Acquire) && self.owned().contains(key)
+    }
+
+    /// Takes `key`'s lease, or says who holds it. `Here` with `fresh` set when this node did
+    /// not hold it a moment ago: its copy in memory, if any, may be stale.
+    async fn claim(&self, key: &str) -> Result<(Ownership, bool), StoreError> {
+        let now = now_ms();
+        if self.holds(key, now) {
+            return Ok((Ownership::Here { interrupted: false }, false));
+        }
+        let claim = self
+            .inner
+            .store
+            .claim_lease(
+                key,
+                &self.inner.node,
+                now.saturating_add(self.lease_ms()),
+                self.dead_before(now),
+            )
+            .await?;
+        Ok(match claim {
+            Claim::Ours { interrupted, .. } => {
+                self.owned().insert(key.to_owned());
+                // A first lease also makes the set trustworthy for a while.
+                self.inner
+                    .trusted_until
+                    .fetch_max(now.saturating_add(self.lease_ms()), Ordering::AcqRel);
+                (Ownership::Here { interrupted }, true)
+            }
+            Claim::Held { node } => (Ownership::Elsewhere(node), false),
+        })
+    }
+
+    /// The live node other than this one that holds `key`, if any.
+    pub async fn remote_owner(&self, key: &str) -> Result<Option<String>, StoreError> {
+        if !self.inner.shared || self.holds(key, now_ms()) {
+            return Ok(None);
+        }
+        let owner = self.inner.store.live_lease_owner(key, now_ms()).await?;
+        Ok(owner.filter(|n| *n != self.inner.node))
+    }
+
+    /// Renews every lease of this node (one statement) and re-reads which it holds when the
+    /// count disagrees. A database that does not answer leaves the set untrusted once the
+    /// lease has run out, so the next turn asks again rather than assume.
+    pub async fn renew(&self) -> Result<(), StoreError> {
+        let now = now_ms();
+        let until = now.saturating_add(self.lease_ms());
+        let held = self
+            .inner
+            .store
+            .renew_leases(&self.inner.node, until)
+            .await?;
+        let known = self.owned().len();
+        if usize::try_from(held).unwrap_or(usize::MAX) != known {
+            tracing::info!(node = %self.inner.node, held, known, "lease set changed; re-reading it");
+            let keys = self.inner.store.leases_of(&self.inner.node).await?;
+            *self.owned() = keys.into_iter().collect();
+        }
+        self.inner.trusted_until.store(until, Ordering::Release);
+        Ok(())
+    }
+
+    /// Marks a turn running (or ended) in `key`, so a node that takes over after a crash
+    /// knows it was interrupted. A failure is logged: it costs only that mark.
+    pub async fn mark_turn(&self, key: &str, running: bool) {
+        let at = running.then(now_ms);
+        if let Err(e) = self.inner.store.mark_turn(key, &self.inner.node, at).await {
+            tracing::warn!(workstream = key, running, error = %e, "could not mark the turn");
+        }
+    }
+
+    /// Leaves `payload` for `key`'s owner `node` and wakes it. The payload is durable: if the
+    /// owner dies first, whoever takes the workstream over runs it.
+    pub async fn hand_over(&self, key: &str, node: &str, payload: &str) -> Result<(), StoreError> {
+        let id = self
+            .inner
+            .store
+            .push_handoff(key, payload, now_ms())
+            .await?;
+        tracing::info!(
+            workstream = key,
+            to = node,
+            handoff = id,
+            "work handed to the owner"
+        );
+        if let Some(bus) = &self.inner.bus {
+            bus.signal(node, &Signal::Handoff(id)).await?;
+        }
+        Ok(())
+    }
+
+    /// Workstreams a dead node left a running turn or waiting work in (at most `limit`).
+    async fn orphans(&self, limit: i64) -> Result<Vec<String>, StoreError> {
+        let now = now_ms();
+        let orphans = self
+            .inner
+            .store
+            .orphaned_leases(&self.inner.node, self.dead_before(now), limit)
+            .await?;
+        Ok(orphans.into_iter().map(|o| o.workstream).collect())
+    }
+
+    /// A clean stop: idle leases are dropped and running ones expired, so other nodes take
+    /// over at once. After [`Cluster::crash`] nothing is released (the leases run out).
+    pub async fn release(&self) {
+        if self.inner.crashed.load(Ordering::Acquire) {
+            return;
+        }
+        if let Err(e) = self.inner.store.release_leases(&self.inner.node).await {
+            tracing::warn!(node = %self.inner.node, error = %e, "could not release the leases");
+        }
+        self.owned().clear();
+    }
+
+    /// Makes this node stop as a killed process would (tests): nothing is released.
+    pub fn crash(&self) {
+        self.inner.crashed.store(true, Ordering::Release);
+    }
+
+    /// Whether [`Cluster::crash`] was called.
+    pub fn crashed(&self) -> bool {
+        self.inner.crashed.load(Ordering::Acquire)
+    }
+}
+
+impl Agent {
+    /// Joins a cluster: from now on turns take their workstream's lease first.
+    pub fn join_cluster(&self, cluster: Cluster) {
+        if self.cluster_slot().set(cluster).is_err() {
+            tracing::warn!("this agent already joined a cluster");
+        }
+    }
+
+    /// This node's cluster membership, when it joined one.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.cluster_slot().get()
+    }
+
+    /// Where `key`'s turns run: here (taking the lease, and reloading the workstream from the
+    /// database when this node did not hold it) or on the live node that holds it. Always
+    /// here outside a cluster.
+    pub async fn ownership(&self, key: &str) -> Result<Ownership, AgentError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(Ownership::Here { interrupted: false });
+        };
+        let (ownership, fresh) = cluster.claim(key).await?;
+        if fresh {
+            // Another node may have run turns here since this one last did.
+            self.forget(key);
+        }
+        Ok(ownership)
+    }
+
+    /// Takes over workstreams a dead node left a running turn or waiting work in (at most
+    /// `limit` per call), each with whether a turn there was interrupted. Outside a cluster,
+    /// none.
+    pub async fn adopt_orphans(&self, limit: i64) -> Result<Vec<(String, bool)>, AgentError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(Vec::new());
+        };
+        let mut adopted = Vec::new();
+        for key in cluster.orphans(limit).await? {
+            if let Ownership::Here { interrupted } = self.ownership(&key).await? {
+                adopted.push((key, interrupted));
+            }
+        }
+        Ok(adopted)
+    }
+
+    /// Hands a decision stored by another node to the turn here that waits for it. False
+    /// when no turn here waits for `request_id` (it timed out, or the owner moved).
+    pub async fn deliver_stored(&self, request_id: &str) -> Result<bool, AgentError> {
+        if !self.live().is_waiting(request_id) {
+            return Ok(false);
+        }
+        let Some(record) = self.store().get_approval(request_id).await? else {
+            return Ok(false);
+        };
+        let Some(decision) = stored_decision(record) else {
+            return Ok(false);
+        };
+        Ok(self.live().deliver(request_id, decision))
+    }
+}
+
+/// The decision a click stored on another node, as the waiting turn takes it; `None` while
+/// the request is undecided (or was closed without a person's decision).
+fn stored_decision(record: ApprovalRecord) -> Option<Decision> {
+    let verdict = match record.status {
+        ApprovalStatus::Approved => Verdict::Approve,
+        ApprovalStatus::Denied => Verdict::Deny,
+        ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
+        ApprovalStatus::Annotated => Verdict::Annotate,
+        ApprovalStatus::Pending | ApprovalStatus::TimedOut | ApprovalStatus::Cancelled => {
+            return None;
+        }
+    };
+    let mut decision = Decision::new(verdict, record.feedback);
+    decision.decided_by = record.decided_by;
+    // The clicking node stored it: the turn must not store it again.
+    decision.recorded = true;
+    Some(decision)
+}

@@ -1,0 +1,397 @@
+//! The `workstream_leases` and `handoffs` tables: which node owns which workstream, and work
+//! waiting for its owner (see [`crate::cluster`]).
+//!
+//! A lease is taken with optimistic concurrency: read the row, then insert or update it on the
+//! condition that it is still what was read. Whoever's write lands owns the workstream; the
+//! others read the new owner. No lock is held between the two statements, and both backends
+//! run the same queries.
+
+use super::{Store, StoreError};
+
+/// What a node learns when it asks for a workstream's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This node owns the workstream now.
+    Ours {
+        /// Another node held it before (its lease had expired): what this node has in memory
+        /// about the workstream may be stale.
+        taken_over: bool,
+        /// The previous owner died while a turn ran there (`turn_started_at` was set).
+        interrupted: bool,
+    },
+    /// A live node owns it.
+    Held {
+        /// The owner's node id.
+        node: String,
+    },
+}
+
+/// A lease left behind: expired while a turn ran, or with work waiting for its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    /// The workstream.
+    pub workstream: String,
+}
+
+/// Work waiting for a workstream's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    /// Row id (what the owner is woken with).
+    pub id: i64,
+    /// The workstream.
+    pub workstream: String,
+    /// What to do there, as the channel layer wrote it (JSON).
+    pub payload: String,
+}
+
+type LeaseRow = (String, i64, Option<i64>);
+
+/// How often [`Store::claim_lease`] re-reads after losing a race before giving up.
+const CLAIM_ATTEMPTS: usize = 5;
+
+impl Store {
+    /// Takes (or keeps) the lease on `workstream` for `node` until `expires_at`. A lease held
+    /// by another node counts as expired when its expiry is before `dead_before`: `now` on a
+    /// shared database, `i64::MAX` where this node is the only one (SQLite).
+    pub async fn claim_lease(
+        &self,
+        workstream: &str,
+        node: &str,
+        expires_at: i64,
+        dead_before: i64,
+    ) -> Result<Claim, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let row: Option<LeaseRow> = sqlx::query_as(
+                "SELECT node, expires_at, turn_started_at FROM workstream_leases \
+                 WHERE workstream = $1",
+            )
+            .bind(workstream)
+            .fetch_optional(&self.pool)
+            .await?;
+            match row {
+                None => {
+                    let done = sqlx::query(
+                        "INSERT INTO workstream_leases (workstream, node, expires_at) \
+                         VALUES ($1, $2, $3) ON CONFLICT (workstream) DO NOTHING",
+                    )
+                    .bind(workstream)
+                    .bind(node)
+                    .bind(expires_at)
+                    .execute(&self.pool)
+                    .await?;
+                    if done.rows_affected() == 1 {
+                        return Ok(Claim::Ours {
+                            taken_over: false,
+                            interrupted: false,
+                        });
+                    }
+                }
+                Some((owner, _, _)) if owner == node => {
+                    sqlx::query(
+                        "UPDATE workstream_leases SET expires_at = $1 \
+                         WHERE workstream = $2 AND node = $3",
+                    )
+                    .bind(expires_at)
+                    .bind(workstream)
+                    .bind(node)
+                    .execute(&self.pool)
+                    .await?;
+                    return Ok(Claim::Ours {
+                        taken_over: false,
+                        interrupted: false,
+                    });
+                }
+                Some((owner, expiry, turn)) if expiry < dead_before => {
+                    let done = sqlx::query(
+                        "UPDATE workstream_leases SET node = $1, expires_at = $2, \
+                         turn_started_at = NULL \
+                         WHERE workstream = $3 AND node = $4 AND expires_at = $5",
+                    )
+                    .bind(node)
+                    .bind(expires_at)
+                    .bind(workstream)
+                    .bind(&owner)
+                    .bind(expiry)
+                    .execute(&self.pool)
+                    .await?;
+                    if done.rows_affected() == 1 {
+                        tracing::info!(
+                            workstream,
+                            node,
+                            previous = %owner,
+                            interrupted = turn.is_some(),
+                            "workstream taken over"
+                        );
+                        return Ok(Claim::Ours {
+                            taken_over: true,
+                            interrupted: turn.is_some(),
+                        });
+                    }
+                }
+                Some((owner, _, _)) => return Ok(Claim::Held { node: owner }),
+            }
+        }
+        // Every attempt lost a race: someone keeps winning, so someone owns it.
+        let owner = self.lease_owner(workstream).await?.unwrap_or_default();
+        Ok(Claim::Held { node: owner })
+    }
+
+    /// The node holding `workstream`'s lease (expired or not), if any.
+    pub async fn lease_owner(&self, workstream: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT node FROM workstream_leases WHERE workstream = $1")
+                .bind(workstream)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// The node whose lease on `workstream` is alive at `now`, if any.
+    pub async fn live_lease_owner(
+        &self,
+        workstream: &str,
+        now: i64,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT node FROM workstream_leases WHERE workstream = $1 AND expires_at >= $2",
+        )
+        .bind(workstream)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// The workstreams whose lease `node` holds.
+    pub async fn leases_of(&self, node: &str) -> Result<Vec<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT workstream FROM workstream_leases WHERE node = $1")
+                .bind(node)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Handoffs waiting for workstreams `node` holds (a wake-up lost while the bus
+    /// reconnected), oldest first.
+    pub async fn handoffs_held_by(&self, node: &str) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT h.id FROM handoffs h JOIN workstream_leases l ON l.workstream = h.workstream \
+             WHERE l.node = $1 ORDER BY h.id",
+        )
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Renews every lease of `node` until `expires_at` (one statement per heartbeat, however
+    /// many workstreams it owns). Returns how many it holds.
+    pub async fn renew_leases(&self, node: &str, expires_at: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("UPDATE workstream_leases SET expires_at = $1 WHERE node = $2")
+            .bind(expires_at)
+            .bind(node)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Marks that a turn runs (`Some(started)`) or ended (`None`) in `workstream`, if `node`
+    /// still owns it. False when it does not.
+    pub async fn mark_turn(
+        &self,
+        workstream: &str,
+        node: &str,
+        started: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE workstream_leases SET turn_started_at = $1 WHERE workstream = $2 AND node = $3",
+        )
+        .bind(started)
+        .bind(workstream)
+        .bind(node)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// A clean stop of `node`: idle leases are dropped, and those with a turn running are
+    /// expired at once, so another node takes them over (and marks the turn interrupted)
+    /// without waiting.
+    pub async fn release_leases(&self, node: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM workstream_leases WHERE node = $1 AND turn_started_at IS NULL")
+            .bind(node)
+            .execute(&self.pool)
+            .await?;
+        sqlx::query("UPDATE workstream_leases SET expires_at = 0 WHERE node = $1")
+            .bind(node)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Workstreams that a dead node left something in: a lease that expired before
+    /// `dead_before` while a turn ran, or work waiting for an owner that is gone (or never
+    /// was). At most `limit`, oldest first; `node`'s own are never orphans.
+    pub async fn orphaned_leases(
+        &self,
+        node: &str,
+        dead_before: i64,
+        limit: i64,
+    ) -> Result<Vec<Orphan>, StoreError> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT workstream FROM workstream_leases \
+             WHERE node <> $1 AND expires_at < $2 AND turn_started_at IS NOT NULL \
+             UNION \
+             SELECT h.workstream FROM handoffs h \
+             LEFT JOIN workstream_leases l ON l.workstream = h.workstream \
+             WHERE l.workstream IS NULL OR (l.node <> $1 AND l.expires_at < $2) \
+             ORDER BY 1 LIMIT $3",
+        )
+        .bind(node)
+        .bind(dead_before)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(workstream,)| Orphan { workstream })
+            .collect())
+    }
+
+    /// Leaves `payload` for `workstream`'s owner; returns the row id to wake it with.
+    pub async fn push_handoff(
+        &self,
+        workstream: &str,
+        payload: &str,
+        now: i64,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO handoffs (workstream, payload, created_at) VALUES ($1, $2, $3) \
+             RETURNING id",
+        )
+        .bind(workstream)
+        .bind(payload)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Takes handoff `id` (deleting it), if nobody took it yet.
+    pub async fn take_handoff(&self, id: i64) -> Result<Option<Handoff>, StoreError> {
+        let row: Option<(i64, String, String)> =
+            sqlx::query_as("DELETE FROM handoffs WHERE id = $1 RETURNING id, workstream, payload")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(id, workstream, payload)| Handoff {
+            id,
+            workstream,
+            payload,
+        }))
+    }
+
+    /// Every handoff waiting for `workstream`, oldest first (for the node that now owns it).
+    /// Each is then taken with [`Store::take_handoff`], so two takers never both get one.
+    pub async fn handoffs_for(&self, workstream: &str) -> Result<Vec<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM handoffs WHERE workstream = $1 ORDER BY id")
+                .bind(workstream)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    const FRESH: Claim = Claim::Ours {
+        taken_over: false,
+        interrupted: false,
+    };
+
+    #[tokio::test]
+    async fn one_owner_at_a_time_and_takeover_after_expiry() {
+        let store = Store::memory().await.unwrap();
+        assert_eq!(store.claim_lease("w", "a", 100, 50).await.unwrap(), FRESH);
+        assert_eq!(store.claim_lease("w", "a", 200, 50).await.unwrap(), FRESH);
+        assert_eq!(
+            store.claim_lease("w", "b", 300, 150).await.unwrap(),
+            Claim::Held { node: "a".into() }
+        );
+        assert!(store.mark_turn("w", "a", Some(120)).await.unwrap());
+        assert!(!store.mark_turn("w", "b", Some(120)).await.unwrap());
+        // a stops renewing; at 250 its lease (100) is dead.
+        assert_eq!(
+            store.claim_lease("w", "b", 300, 250).await.unwrap(),
+            Claim::Ours {
+                taken_over: true,
+                interrupted: true
+            }
+        );
+        assert_eq!(store.lease_owner("w").await.unwrap().as_deref(), Some("b"));
+        assert_eq!(
+            store.claim_lease("w", "a", 400, 250).await.unwrap(),
+            Claim::Held { node: "b".into() }
+        );
+        assert_eq!(store.renew_leases("b", 900).await.unwrap(), 1);
+        assert_eq!(
+            store.live_lease_owner("w", 800).await.unwrap().as_deref(),
+            Some("b")
+        );
+        assert_eq!(store.live_lease_owner("w", 901).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_clean_stop_drops_idle_leases_and_expires_running_ones() {
+        let store = Store::memory().await.unwrap();
+        store.claim_lease("idle", "a", 1000, 0).await.unwrap();
+        store.claim_lease("busy", "a", 1000, 0).await.unwrap();
+        store.mark_turn("busy", "a", Some(5)).await.unwrap();
+        store.release_leases("a").await.unwrap();
+        assert_eq!(store.lease_owner("idle").await.unwrap(), None);
+        let orphans = store.orphaned_leases("b", 10, 10).await.unwrap();
+        assert_eq!(
+            orphans,
+            vec![Orphan {
+                workstream: "busy".into()
+            }]
+        );
+        assert_eq!(
+            store.claim_lease("busy", "b", 2000, 10).await.unwrap(),
+            Claim::Ours {
+                taken_over: true,
+                interrupted: true
+            }
+        );
+        assert!(store.orphaned_leases("c", 10, 10).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn handoffs_are_taken_once_and_orphaned_with_their_owner() {
+        let store = Store::memory().await.unwrap();
+        store.claim_lease("w", "a", 100, 0).await.unwrap();
+        let first = store.push_handoff("w", "one", 1).await.unwrap();
+        let second = store.push_handoff("w", "two", 2).await.unwrap();
+        assert_eq!(store.handoffs_for("w").await.unwrap(), vec![first, second]);
+        // While a lives its handoffs are no orphans; once it is dead they are.
+        assert!(store.orphaned_leases("b", 50, 10).await.unwrap().is_empty());
+        assert_eq!(store.orphaned_leases("b", 150, 10).await.unwrap().len(), 1);
+        let taken = store.take_handoff(first).await.unwrap().unwrap();
+        assert_eq!(
+            (taken.workstream.as_str(), taken.payload.as_str()),
+            ("w", "one")
+        );
+        assert_eq!(store.take_handoff(first).await.unwrap(), None);
+        // Work for a workstream nobody owns is an orphan at once.
+        store.push_handoff("nobody", "x", 3).await.unwrap();
+        let orphans = store.orphaned_leases("b", 50, 10).await.unwrap();
+        assert_eq!(
+            orphans,
+            vec![Orphan {
+                workstream: "nobody".into()
+            }]
+        );
+    }
+}

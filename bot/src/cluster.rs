@@ -1,0 +1,166 @@
+//! This node's part in a cluster (see [`sandpiper_agent::cluster`]): it listens for the other
+//! nodes' signals, renews its leases, and takes over what dead nodes left behind.
+//!
+//! - A **handoff** signal names work another node received for a workstream this node owns:
+//!   it is taken from the database (once, whoever else looks) and started in the thread
+//!   through the platform that shows it ([`Starters`]).
+//! - A **decided** signal names an approval request clicked on another node: the turn here
+//!   that waits for it gets the stored decision.
+//! - Every third of the lease: renew every lease (one statement), take handoffs whose wake-up
+//!   was lost, and adopt orphans — workstreams whose owner died with a turn running (their
+//!   threads are told the turn was interrupted) or with work waiting for it.
+//!
+//! At a clean stop the leases are released so other nodes take over at once; a killed node's
+//! leases simply run out.
+
+use std::time::Duration;
+
+use sandpiper_agent::Agent;
+use sandpiper_agent::cluster::bus::{Heard, Listener};
+use sandpiper_agent::cluster::{INTERRUPTED, Signal};
+use sandpiper_channels::thread::{OutsideTurn, Starters, Work};
+use tokio_util::sync::CancellationToken;
+
+/// Orphans adopted per heartbeat at most, so one beat stays short after a large node died.
+const ADOPT_PER_BEAT: i64 = 200;
+
+/// Runs the node's cluster duties until `shutdown`, then releases its leases. `listen_url`
+/// is the PostgreSQL to listen on (`None` on SQLite: one node, nothing to hear).
+pub async fn run(
+    agent: Agent,
+    starters: Starters,
+    listen_url: Option<String>,
+    shutdown: CancellationToken,
+) {
+    let Some(cluster) = agent.cluster().cloned() else {
+        return;
+    };
+    let mut listener = match listen_url {
+        Some(url) => match Listener::connect(&url, cluster.node()).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::error!(node = cluster.node(), error = %e, "cannot listen for other nodes; handoffs arrive with the heartbeat only");
+                None
+            }
+        },
+        None => None,
+    };
+    let duties = Duties { agent, starters };
+    let mut beat = tokio::time::interval(cluster.lease() / 3);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            heard = next_signal(listener.as_mut()) => match heard {
+                Heard::Signal(signal) => duties.on_signal(signal).await,
+                Heard::Reconnected => duties.sweep_handoffs().await,
+                Heard::Garbage(payload) => {
+                    tracing::warn!(payload, "a signal this node does not understand");
+                }
+                Heard::Failed(e) => {
+                    tracing::warn!(error = %e, "listening for other nodes failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            },
+            _ = beat.tick() => duties.heartbeat().await,
+        }
+    }
+    cluster.release().await;
+}
+
+async fn next_signal(listener: Option<&mut Listener>) -> Heard {
+    match listener {
+        Some(l) => l.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Duties {
+    agent: Agent,
+    starters: Starters,
+}
+
+impl Duties {
+    async fn on_signal(&self, signal: Signal) {
+        match signal {
+            Signal::Handoff(id) => self.take_handoff(id).await,
+            Signal::Decided(request) => match self.agent.deliver_stored(&request).await {
+                Ok(true) => tracing::info!(request, "decision from another node delivered"),
+                Ok(false) => tracing::debug!(request, "no turn here waits for this decision"),
+                Err(e) => tracing::warn!(request, error = %e, "could not deliver a decision"),
+            },
+        }
+    }
+
+    /// Takes handoff `id` and starts it in its thread.
+    async fn take_handoff(&self, id: i64) {
+        let handoff = match self.agent.store().take_handoff(id).await {
+            Ok(Some(h)) => h,
+            Ok(None) => return, // another taker was first
+            Err(e) => {
+                // It stays in the table; the next beat sweeps it.
+                tracing::warn!(handoff = id, error = %e, "could not take a handoff");
+                return;
+            }
+        };
+        match serde_json::from_str::<OutsideTurn>(&handoff.payload) {
+            Ok(turn) if turn.workstream == handoff.workstream => self.start(turn),
+            Ok(_) | Err(_) => tracing::error!(
+                handoff = id,
+                workstream = %handoff.workstream,
+                "a handoff this node cannot read; dropped"
+            ),
+        }
+    }
+
+    fn start(&self, turn: OutsideTurn) {
+        let workstream = turn.workstream.clone();
+        if let Err(e) = self.starters.start(turn) {
+            tracing::warn!(workstream, error = %e, "could not start handed-over work");
+        }
+    }
+
+    /// Handoffs for workstreams this node holds whose wake-up never came.
+    async fn sweep_handoffs(&self) {
+        let Some(cluster) = self.agent.cluster() else {
+            return;
+        };
+        match self.agent.store().handoffs_held_by(cluster.node()).await {
+            Ok(ids) => {
+                for id in ids {
+                    self.take_handoff(id).await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not look for waiting handoffs"),
+        }
+    }
+
+    async fn heartbeat(&self) {
+        let Some(cluster) = self.agent.cluster() else {
+            return;
+        };
+        if let Err(e) = cluster.renew().await {
+            tracing::warn!(node = cluster.node(), error = %e, "could not renew the leases");
+            return;
+        }
+        match self.agent.adopt_orphans(ADOPT_PER_BEAT).await {
+            Ok(adopted) => {
+                for (workstream, interrupted) in adopted {
+                    tracing::info!(
+                        workstream,
+                        interrupted,
+                        "took over a workstream of a dead node"
+                    );
+                    if interrupted {
+                        self.start(OutsideTurn {
+                            workstream,
+                            work: Work::Notice(INTERRUPTED.to_owned()),
+                        });
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not adopt orphaned workstreams"),
+        }
+        self.sweep_handoffs().await;
+    }
+}
