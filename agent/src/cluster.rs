@@ -156,12 +156,13 @@ impl Cluster {
         })
     }
 
-    /// The live node other than this one that holds `key`, if any.
+    /// The live node other than this one running a turn in `key`, if any: a click on a
+    /// request of that turn is that node's to deliver, never "a turn gone" here.
     pub async fn remote_owner(&self, key: &str) -> Result<Option<String>, StoreError> {
         if !self.inner.shared || self.holds(key, now_ms()) {
             return Ok(None);
         }
-        let owner = self.inner.store.live_lease_owner(key, now_ms()).await?;
+        let owner = self.inner.store.turn_owner(key, now_ms()).await?;
         Ok(owner.filter(|n| *n != self.inner.node))
     }
 

@@ -146,14 +146,17 @@ impl Store {
         )
     }
 
-    /// The node whose lease on `workstream` is alive at `now`, if any.
-    pub async fn live_lease_owner(
+    /// The node running a turn in `workstream` now: its lease is alive at `now` and a turn is
+    /// marked. `None` when no live node runs one (a lease whose turn died with its node was
+    /// taken over with the mark cleared).
+    pub async fn turn_owner(
         &self,
         workstream: &str,
         now: i64,
     ) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT node FROM workstream_leases WHERE workstream = $1 AND expires_at >= $2",
+            "SELECT node FROM workstream_leases \
+             WHERE workstream = $1 AND expires_at >= $2 AND turn_started_at IS NOT NULL",
         )
         .bind(workstream)
         .bind(now)
@@ -336,11 +339,14 @@ mod tests {
             Claim::Held { node: "b".into() }
         );
         assert_eq!(store.renew_leases("b", 900).await.unwrap(), 1);
+        // Taken over with no turn running: nobody runs one until b marks its own.
+        assert_eq!(store.turn_owner("w", 800).await.unwrap(), None);
+        assert!(store.mark_turn("w", "b", Some(700)).await.unwrap());
         assert_eq!(
-            store.live_lease_owner("w", 800).await.unwrap().as_deref(),
+            store.turn_owner("w", 800).await.unwrap().as_deref(),
             Some("b")
         );
-        assert_eq!(store.live_lease_owner("w", 901).await.unwrap(), None);
+        assert_eq!(store.turn_owner("w", 901).await.unwrap(), None);
     }
 
     #[tokio::test]

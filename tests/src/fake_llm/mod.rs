@@ -116,6 +116,12 @@ impl FakeLlm {
         format!("http://{}", self.addr)
     }
 
+    /// Answers every request the script has no reply for with `respond(body)`: for tests
+    /// whose requests arrive in no fixed order (many threads, several nodes).
+    pub fn respond_with(&self, respond: impl Fn(&Value) -> Reply + Send + Sync + 'static) {
+        self.shared.ledger().responder = Some(Arc::new(respond));
+    }
+
     /// Appends a reply to the script while the test runs.
     pub fn push(&self, reply: Reply) {
         self.shared.ledger().script.push_back(reply);
@@ -226,7 +232,10 @@ impl Shared {
         for problem in problems {
             ledger.errors.push(format!("request #{index}: {problem}"));
         }
-        let reply = ledger.script.pop_front();
+        let reply = ledger.script.pop_front().or_else(|| {
+            let body = &ledger.requests[index].body;
+            ledger.responder.as_ref().map(|respond| respond(body))
+        });
         match &reply {
             None => ledger.errors.push(format!(
                 "request #{index} arrived when the script was empty (fake LLM script exhausted)"
@@ -253,12 +262,25 @@ struct IssuedCall {
     request_index: usize,
 }
 
-#[derive(Debug, Default)]
+/// Answers a request (its JSON body) when the script is empty: see [`FakeLlm::respond_with`].
+pub type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+#[derive(Default)]
 struct Ledger {
     script: VecDeque<Reply>,
+    responder: Option<Responder>,
     requests: Vec<RecordedRequest>,
     issued: Vec<IssuedCall>,
     errors: Vec<String>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("script", &self.script.len())
+            .field("requests", &self.requests.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Ledger {
