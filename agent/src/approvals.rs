@@ -128,7 +128,10 @@ pub async fn allowed_approvers(
     approver: &dyn Approver,
     workstream: &str,
 ) -> Result<AllowedApprovers, StoreError> {
-    let owner = store.workstream(workstream).await?.and_then(|w| w.row.owner);
+    let owner = store
+        .workstream(workstream)
+        .await?
+        .and_then(|w| w.row.owner);
     Ok(AllowedApprovers {
         owner,
         roles: approver.approver_roles(),

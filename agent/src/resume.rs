@@ -175,9 +175,8 @@ mod tests {
             feedback: None,
             decided_at: None,
             created_at: 0,
-            fingerprint: command.map(|c| {
-                crate::approvals::fingerprint("bash", &serde_json::json!({"command": c}))
-            }),
+            fingerprint: command
+                .map(|c| crate::approvals::fingerprint("bash", &serde_json::json!({"command": c}))),
             approvers: None,
         }
     }

@@ -299,6 +299,9 @@ mod tests {
         assert!(ready.text().ends_with("Press Resume to continue it."));
         let resumed = TurnNote::Resumed { by: "carol".into() };
         assert!(!resumed.offers_resume());
-        assert_eq!(resumed.text(), "▶️ Resumed by carol; the turn continues below.");
+        assert_eq!(
+            resumed.text(),
+            "▶️ Resumed by carol; the turn continues below."
+        );
     }
 }

@@ -84,19 +84,40 @@ mod tests {
 
     #[test]
     fn key_order_and_whitespace_do_not_matter_and_everything_else_does() {
-        let a = fingerprint_raw("bash", r#"{"command": "ls", "timeout": 5, "env": {"B": 1, "A": 2}}"#);
-        let b = fingerprint_raw("bash", r#"{"env":{"A":2,"B":1},"timeout":5,"command":"ls"}"#);
+        let a = fingerprint_raw(
+            "bash",
+            r#"{"command": "ls", "timeout": 5, "env": {"B": 1, "A": 2}}"#,
+        );
+        let b = fingerprint_raw(
+            "bash",
+            r#"{"env":{"A":2,"B":1},"timeout":5,"command":"ls"}"#,
+        );
         assert_eq!(a, b);
         assert_eq!(a.len(), 64);
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
         assert_eq!(
             a,
-            fingerprint("bash", &json!({"command": "ls", "timeout": 5, "env": {"A": 2, "B": 1}}))
+            fingerprint(
+                "bash",
+                &json!({"command": "ls", "timeout": 5, "env": {"A": 2, "B": 1}})
+            )
         );
         for other in [
-            fingerprint("bash", &json!({"command": "ls -a", "timeout": 5, "env": {"A": 2, "B": 1}})),
-            fingerprint("sh", &json!({"command": "ls", "timeout": 5, "env": {"A": 2, "B": 1}})),
-            fingerprint("bash", &json!({"command": "ls", "timeout": "5", "env": {"A": 2, "B": 1}})),
+            fingerprint(
+                "bash",
+                &json!({"command": "ls -a", "timeout": 5, "env": {"A": 2, "B": 1}}),
+            ),
+            fingerprint(
+                "sh",
+                &json!({"command": "ls", "timeout": 5, "env": {"A": 2, "B": 1}}),
+            ),
+            fingerprint(
+                "bash",
+                &json!({"command": "ls", "timeout": "5", "env": {"A": 2, "B": 1}}),
+            ),
             fingerprint_raw("bash", "not json"),
         ] {
             assert_ne!(a, other);

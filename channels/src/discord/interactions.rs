@@ -177,10 +177,7 @@ fn resume_turn(bot: &Arc<Bot>, channel: ChannelId, author: Option<String>) {
 
 async fn redraw(bot: &Bot, requests: &[String], note: Option<TurnNote>) -> Reply {
     match ApprovalCard::load(&bot.agent, requests).await {
-        Some(card) => Reply::Update(render::card(
-            &card.with_turn(note),
-            &bot.timeout_words(),
-        )),
+        Some(card) => Reply::Update(render::card(&card.with_turn(note), &bot.timeout_words())),
         None => Reply::Nothing,
     }
 }

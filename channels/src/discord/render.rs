@@ -2,9 +2,7 @@
 //! (content, embeds, buttons). Nothing the bot posts can ping anyone: allowed mentions are
 //! empty on every body.
 
-use sandpiper_agent::approval_policy::{
-    ClickAction, button_id, parse_button_id, resume_button_id,
-};
+use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id, resume_button_id};
 use sandpiper_agent::store::approvals::ApprovalStatus;
 use serenity::all::{
     ActionRowComponent, ButtonStyle, ChannelId, CreateActionRow, CreateAllowedMentions,

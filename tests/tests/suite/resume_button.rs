@@ -34,30 +34,66 @@ fn dave() -> FakeUser {
     FakeUser::new(900_000_000_000_000_004, "dave")
 }
 
-const NOT_YOURS: &str = "only the person who started this thread, or an approver, can resume its turn";
+const NOT_YOURS: &str =
+    "only the person who started this thread, or an approver, can resume its turn";
 
 /// `who` clicks the button `custom_id` on `card` and gets a private answer containing `said`;
 /// the card stays as it was.
-async fn told_privately(rig: &DiscordRig, thread: u64, card: &FakeMessage, who: &FakeUser, custom_id: &str, said: &str) {
-    let current = |rig: &DiscordRig| rig.fake.messages(thread).into_iter().find(|m| m.id == card.id).expect("the card");
+async fn told_privately(
+    rig: &DiscordRig,
+    thread: u64,
+    card: &FakeMessage,
+    who: &FakeUser,
+    custom_id: &str,
+    said: &str,
+) {
+    let current = |rig: &DiscordRig| {
+        rig.fake
+            .messages(thread)
+            .into_iter()
+            .find(|m| m.id == card.id)
+            .expect("the card")
+    };
     let before = current(rig);
     let click = rig.fake.click(thread, card.id, who, custom_id).await;
-    let reply: Value = rig.fake.wait_until(WAIT, "the private answer", |f| f.interaction_responses(click).pop()).await;
+    let reply: Value = rig
+        .fake
+        .wait_until(WAIT, "the private answer", |f| {
+            f.interaction_responses(click).pop()
+        })
+        .await;
     assert_eq!(reply["data"]["flags"], json!(64), "private: {reply}");
     let text = reply["data"]["content"].as_str().unwrap_or_default();
-    assert!(text.contains(said), "{} clicking {custom_id}: {text}", who.name);
+    assert!(
+        text.contains(said),
+        "{} clicking {custom_id}: {text}",
+        who.name
+    );
     assert_eq!(buttons(&current(rig)), buttons(&before), "nothing changed");
 }
 
 /// bob's message in alice's thread causes a call; sandpiper restarts while it waits; `decider`
 /// approves it. Returns the restarted rig and the card as it then stands (with Resume).
-async fn interrupted(rig: DiscordRig, thread: u64, decider: &FakeUser, ask: &str) -> (DiscordRig, FakeMessage) {
+async fn interrupted(
+    rig: DiscordRig,
+    thread: u64,
+    decider: &FakeUser,
+    ask: &str,
+) -> (DiscordRig, FakeMessage) {
     rig.fake.user_message(thread, &bob(), ask).await;
     let card = rig.card(thread).await;
     let rig = rig.restart().await;
-    rig.fake.click(thread, card.id, decider, &button(&card, "Approve", 0)).await;
-    let kept = rig.wait_message(thread, card.id, "Your decision is kept").await;
-    assert!(card_text(&kept).contains(&format!("Approved by {}", decider.name)), "{}", card_text(&kept));
+    rig.fake
+        .click(thread, card.id, decider, &button(&card, "Approve", 0))
+        .await;
+    let kept = rig
+        .wait_message(thread, card.id, "Your decision is kept")
+        .await;
+    assert!(
+        card_text(&kept).contains(&format!("Approved by {}", decider.name)),
+        "{}",
+        card_text(&kept)
+    );
     (rig, kept)
 }
 

@@ -17,7 +17,8 @@ use super::slack::socket_run;
 use super::{Setup, setup};
 
 const APPROVERS: &str = "S0ONCALL";
-const NOT_YOURS: &str = "only the person who started this thread, or an approver, can resume its turn";
+const NOT_YOURS: &str =
+    "only the person who started this thread, or an approver, can resume its turn";
 
 /// The ephemeral messages to `user` so far.
 fn ephemerals(run: &SlackRun, user: &str) -> Vec<FakeSlackMessage> {
@@ -30,16 +31,39 @@ fn ephemerals(run: &SlackRun, user: &str) -> Vec<FakeSlackMessage> {
 
 /// The card message `ts` as it stands now.
 fn card_now(run: &SlackRun, ts: &str) -> FakeSlackMessage {
-    run.slack.messages(CHANNEL_ID).into_iter().find(|m| m.ts == ts).expect("the card")
+    run.slack
+        .messages(CHANNEL_ID)
+        .into_iter()
+        .find(|m| m.ts == ts)
+        .expect("the card")
 }
 
 /// `who` presses `label` on the card `ts`: told privately `said`, and the card is unchanged.
-async fn told_privately(run: &SlackRun, ts: &str, who: &SlackUser, action: &(String, String), said: &str) {
+async fn told_privately(
+    run: &SlackRun,
+    ts: &str,
+    who: &SlackUser,
+    action: &(String, String),
+    said: &str,
+) {
     let before = ephemerals(run, &who.id).len();
     let edits = card_now(run, ts).edits;
-    run.slack.click(CHANNEL_ID, ts, who, &action.0, &action.1).await;
-    let told = run.slack.wait_until(WAIT, "the private answer", |_| ephemerals(run, &who.id).get(before).cloned()).await;
-    assert!(told.text.contains(said), "{} pressing {}: {}", who.name, action.0, told.text);
+    run.slack
+        .click(CHANNEL_ID, ts, who, &action.0, &action.1)
+        .await;
+    let told = run
+        .slack
+        .wait_until(WAIT, "the private answer", |_| {
+            ephemerals(run, &who.id).get(before).cloned()
+        })
+        .await;
+    assert!(
+        told.text.contains(said),
+        "{} pressing {}: {}",
+        who.name,
+        action.0,
+        told.text
+    );
     assert_eq!(card_now(run, ts).edits, edits, "nothing changed");
 }
 
@@ -54,18 +78,35 @@ async fn restart(run: SlackRun, s: &Setup) -> SlackRun {
 
 /// bob's message in alice's thread causes a call (the `n`th card); sandpiper restarts while it
 /// waits; `decider` approves it. Returns the restarted run and the card with Resume on it.
-async fn interrupted(run: SlackRun, s: &Setup, root: &str, n: usize, decider: &SlackUser, ask: &str) -> (SlackRun, FakeSlackMessage) {
+async fn interrupted(
+    run: SlackRun,
+    s: &Setup,
+    root: &str,
+    n: usize,
+    decider: &SlackUser,
+    ask: &str,
+) -> (SlackRun, FakeSlackMessage) {
     let bob = run.slack.user("U0BOB", "bob");
     run.slack.thread_message(CHANNEL_ID, root, &bob, ask).await;
     let card = run.card(CHANNEL_ID, root, n).await;
     let run = restart(run, s).await;
     run.slack.set_usergroup(APPROVERS, &["U0CAROL"]);
     let (approve, value) = button(&card, "Approve");
-    run.slack.click(CHANNEL_ID, &card.ts, decider, &approve, &value).await;
-    let kept = run.wait_message(CHANNEL_ID, root, "the card of the interrupted turn", |m| {
-        m.ts == card.ts && m.text.contains("Your decision is kept") && m.text.contains("Press Resume")
-    }).await;
-    assert!(kept.text.contains(&format!("Approved by {}", decider.name)), "{}", kept.text);
+    run.slack
+        .click(CHANNEL_ID, &card.ts, decider, &approve, &value)
+        .await;
+    let kept = run
+        .wait_message(CHANNEL_ID, root, "the card of the interrupted turn", |m| {
+            m.ts == card.ts
+                && m.text.contains("Your decision is kept")
+                && m.text.contains("Press Resume")
+        })
+        .await;
+    assert!(
+        kept.text.contains(&format!("Approved by {}", decider.name)),
+        "{}",
+        kept.text
+    );
     (run, kept)
 }
 

@@ -133,14 +133,21 @@ fn an_interrupted_card_says_so_and_offers_resume_once_every_request_is_decided()
             .contains("The turn that asked was interrupted (sandpiper restarted or the node running it stopped). Your decision is kept."),
         "{body}"
     );
-    assert!(!body.to_string().contains("rs:ap_"), "no Resume yet: {body}");
+    assert!(
+        !body.to_string().contains("rs:ap_"),
+        "no Resume yet: {body}"
+    );
     for row in &mut card.rows {
         row.status = ApprovalStatus::Approved;
     }
     let ready = card.with_turn(Some(TurnNote::Interrupted { resumable: true }));
     let body = json(&super::card(&ready, "30 min"));
     let rows = buttons(&body);
-    assert_eq!(rows.len(), 5, "four calls and one last row: Discord allows five");
+    assert_eq!(
+        rows.len(),
+        5,
+        "four calls and one last row: Discord allows five"
+    );
     assert_eq!(
         rows[4],
         vec![
@@ -158,7 +165,10 @@ fn an_interrupted_card_says_so_and_offers_resume_once_every_request_is_decided()
         .with_turn(Some(TurnNote::Interrupted { resumable: true }));
     let rows = buttons(&json(&super::card(&single, "30 min")));
     assert_eq!(rows.len(), 2);
-    assert_eq!(rows[1], vec![("rs:ap_0001".to_owned(), "Resume".to_owned(), false)]);
+    assert_eq!(
+        rows[1],
+        vec![("rs:ap_0001".to_owned(), "Resume".to_owned(), false)]
+    );
 }
 
 /// The requests the buttons of a body name, as [`card_requests`] reads them from a message.
