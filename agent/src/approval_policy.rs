@@ -1,10 +1,13 @@
 //! Who may decide an approval, as a chain of small pure rules (one per concern), and the
 //! button id format that names a stored request. Chat channels (Discord, Slack) check every
 //! click against the *stored* request with [`rule_on_click`]; nothing carried in a button is
-//! trusted beyond the request id it names.
+//! trusted beyond the request id it names. Who may decide is the one stored with the request
+//! when it was asked ([`AllowedApprovers`]), so every node judges a click alike whatever its
+//! own configuration; rows from before that was stored fall back to the configuration.
+//! [`rule_on_resume`] judges the **Resume** button of a turn that stopped running.
 
 use crate::protocol::{ApprovalKind, Verdict};
-use crate::store::approvals::ApprovalRecord;
+use crate::store::approvals::{AllowedApprovers, ApprovalRecord};
 
 /// Longest button id a platform accepts (Discord: 100).
 pub const MAX_BUTTON_ID: usize = 100;
@@ -138,6 +141,24 @@ pub fn button_id(request_id: &str, action: ClickAction) -> String {
     format!("ap:{request_id}:{}", action.code())
 }
 
+/// The Resume button of a card whose turn stopped running: `rs:<request id>`, naming one
+/// request of that turn (the card's first).
+pub fn resume_button_id(request_id: &str) -> String {
+    format!("rs:{request_id}")
+}
+
+/// The request a Resume button names; `None` for anything else (the id is not trusted beyond
+/// naming a request, which is then checked against the store).
+pub fn parse_resume_button_id(id: &str) -> Option<&str> {
+    let request = id.strip_prefix("rs:")?;
+    let valid = !request.is_empty()
+        && id.len() <= MAX_BUTTON_ID
+        && request
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    valid.then_some(request)
+}
+
 /// Parses a button id into the request id and action.
 pub fn parse_button_id(id: &str) -> Result<(&str, ClickAction), ButtonIdError> {
     if id.len() > MAX_BUTTON_ID {
@@ -169,13 +190,17 @@ pub struct Clicker<'a> {
 /// What a click is checked against: the stored request and the workstream's rules.
 #[derive(Debug, Clone, Copy)]
 pub struct ClickContext<'a> {
-    /// The stored request the button names.
+    /// The stored request the button names. Its stored [`AllowedApprovers`], when it has
+    /// them, decide who may click; `owner` and `approver_roles` below only stand in for rows
+    /// stored without them.
     pub request: &'a ApprovalRecord,
-    /// The workstream's owner (the person who started the thread). The person whose message
-    /// caused the call (`request.requested_by`) is deliberately *not* consulted: in a shared
-    /// thread that is anyone who talked, and approval is the security boundary.
+    /// The workstream's owner (the person who started the thread), as the store says now. The
+    /// person whose message caused the call (`request.requested_by`) is deliberately *not*
+    /// consulted: in a shared thread that is anyone who talked, and approval is the security
+    /// boundary.
     pub owner: Option<&'a str>,
-    /// Roles whose members may decide any request (`approver_roles`, `approver_usergroups`).
+    /// Roles whose members may decide any request (`approver_roles`, `approver_usergroups`),
+    /// as this node is configured.
     pub approver_roles: &'a [String],
     /// Tools that even the owner may not approve without an approver role
     /// (`[approval] require_approver_for`).
@@ -217,12 +242,38 @@ pub fn approves(action: ClickAction) -> bool {
     action.verdict().runs()
 }
 
+/// Checks a press of Resume on a card whose turn stopped running: the owner or an approver
+/// (as stored with the request it names) may continue the turn; the request need not be
+/// pending (every request of the turn is decided by then).
+pub fn rule_on_resume(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> Ruling {
+    if is_owner(ctx, who) || is_approver(ctx, who) {
+        Ruling::Allow
+    } else {
+        Ruling::Deny(
+            "only the person who started this thread, or an approver, can resume its turn".into(),
+        )
+    }
+}
+
+/// Who may decide: what is stored with the request, else the configuration.
+fn stored<'a>(ctx: &ClickContext<'a>) -> Option<&'a AllowedApprovers> {
+    ctx.request.approvers.as_ref()
+}
+
 fn is_owner(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
-    ctx.owner.is_some_and(|owner| owner == who.user_id)
+    let owner = match stored(ctx) {
+        Some(a) => a.owner.as_deref(),
+        None => ctx.owner,
+    };
+    owner.is_some_and(|owner| owner == who.user_id)
 }
 
 fn is_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
-    who.roles.iter().any(|r| ctx.approver_roles.contains(r))
+    let roles = match stored(ctx) {
+        Some(a) => a.roles.as_slice(),
+        None => ctx.approver_roles,
+    };
+    who.roles.iter().any(|r| roles.contains(r))
 }
 
 /// A review's buttons do not decide a tool call, nor the other way round (a forged id).
@@ -313,6 +364,8 @@ mod tests {
             feedback: None,
             decided_at: None,
             created_at: 0,
+            fingerprint: None,
+            approvers: None,
         }
     }
 
@@ -340,15 +393,43 @@ mod tests {
     }
 
     /// Who may do what, as one table: each person against each action, for a request that
-    /// bob's message caused in alice's thread.
+    /// bob's message caused in alice's thread, where `ops` is the approver role.
     fn table(require_approver_for: &[String]) -> Vec<(&'static str, ClickAction, bool)> {
+        table_with(require_approver_for, Asked::Unstored)
+    }
+
+    /// Where the rules learn who may decide.
+    #[derive(Clone, Copy)]
+    enum Asked {
+        /// A row from before approvers were stored: this node's configuration says.
+        Unstored,
+        /// The row says (alice, `ops`); this node is configured differently (no owner known,
+        /// the stranger's `dev` as approver role) and must not matter.
+        Stored,
+    }
+
+    fn table_with(
+        require_approver_for: &[String],
+        asked: Asked,
+    ) -> Vec<(&'static str, ClickAction, bool)> {
         let mut rec = record(ApprovalStatus::Pending);
         rec.requested_by = Some("bob".into());
         let approver_roles = vec!["ops".to_owned()];
+        let other_config = vec!["dev".to_owned()];
+        let (owner, config_roles) = match asked {
+            Asked::Unstored => (Some("alice"), &approver_roles),
+            Asked::Stored => {
+                rec.approvers = Some(AllowedApprovers {
+                    owner: Some("alice".into()),
+                    roles: approver_roles.clone(),
+                });
+                (None, &other_config)
+            }
+        };
         let ctx = ClickContext {
             request: &rec,
-            owner: Some("alice"),
-            approver_roles: &approver_roles,
+            owner,
+            approver_roles: config_roles,
             require_approver_for,
         };
         let none: Vec<String> = vec![];
@@ -375,6 +456,103 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn the_approvers_stored_with_a_request_decide_whatever_this_node_is_configured_with() {
+        assert_eq!(table_with(&[], Asked::Stored), table(&[]));
+        let guarded = ["bash".to_owned()];
+        assert_eq!(
+            table_with(&guarded, Asked::Stored),
+            table(&guarded),
+            "require_approver_for still applies"
+        );
+        // The row's approvers are empty: only its owner decides, even holders of a role this
+        // node configures.
+        let mut rec = record(ApprovalStatus::Pending);
+        rec.approvers = Some(AllowedApprovers {
+            owner: Some("alice".into()),
+            roles: vec![],
+        });
+        let config_roles = vec!["ops".to_owned()];
+        let ctx = ClickContext {
+            request: &rec,
+            owner: Some("carol"),
+            approver_roles: &config_roles,
+            require_approver_for: &[],
+        };
+        let carol = Clicker {
+            user_id: "carol",
+            roles: &config_roles,
+        };
+        let alice = Clicker {
+            user_id: "alice",
+            roles: &[],
+        };
+        assert!(matches!(
+            rule_on_click(&ctx, &carol, ClickAction::Approve),
+            Ruling::Deny(_)
+        ));
+        assert_eq!(
+            rule_on_click(&ctx, &alice, ClickAction::Approve),
+            Ruling::Allow
+        );
+    }
+
+    #[test]
+    fn resume_is_for_the_owner_and_approvers_of_a_decided_turn() {
+        for asked in [Asked::Unstored, Asked::Stored] {
+            let mut rec = record(ApprovalStatus::Approved);
+            let approver_roles = vec!["ops".to_owned()];
+            let other_config = vec!["dev".to_owned()];
+            let (owner, config_roles) = match asked {
+                Asked::Unstored => (Some("alice"), &approver_roles),
+                Asked::Stored => {
+                    rec.approvers = Some(AllowedApprovers {
+                        owner: Some("alice".into()),
+                        roles: approver_roles.clone(),
+                    });
+                    (None, &other_config)
+                }
+            };
+            let ctx = ClickContext {
+                request: &rec,
+                owner,
+                approver_roles: config_roles,
+                require_approver_for: &["bash".to_owned()],
+            };
+            let none: Vec<String> = vec![];
+            let people = [
+                ("owner", "alice", &none),
+                ("approver", "carol", &approver_roles),
+                ("participant", "bob", &none),
+                ("stranger", "mallory", &other_config),
+            ];
+            let got: Vec<(&str, Ruling)> = people
+                .into_iter()
+                .map(|(label, user_id, roles)| {
+                    (label, rule_on_resume(&ctx, &Clicker { user_id, roles }))
+                })
+                .collect();
+            let refused = Ruling::Deny(
+                "only the person who started this thread, or an approver, can resume its turn"
+                    .into(),
+            );
+            assert_eq!(
+                got,
+                vec![
+                    ("owner", Ruling::Allow),
+                    ("approver", Ruling::Allow),
+                    ("participant", refused.clone()),
+                    ("stranger", refused),
+                ]
+            );
+        }
+        assert_eq!(resume_button_id("ap_1f2e"), "rs:ap_1f2e");
+        assert_eq!(parse_resume_button_id("rs:ap_1f2e"), Some("ap_1f2e"));
+        for forged in ["rs:", "rs:a b", "ap:ap_1:a", "rs:ap_1:x"] {
+            assert_eq!(parse_resume_button_id(forged), None, "{forged}");
+        }
     }
 
     #[test]

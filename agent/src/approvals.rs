@@ -12,10 +12,18 @@
 //! - [`review`]: a review gate (Accept / Reject / Annotate) through the same machinery, for
 //!   work the agent produced (a plan).
 //!
+//! - [`Agent::resume_click`]: the **Resume** button a card offers once every request of a turn
+//!   that is no longer running (a restart, or the node running it stopped) is decided.
+//! - [`fingerprint`]: what a request is about (tool name and arguments), stored with it so a
+//!   stored decision is never used for a different call; [`allowed_approvers`]: who may decide,
+//!   stored with it so every node judges a click the same.
+//!
 //! A decision therefore has exactly one writer: the engine for clicks, [`ask`] for the rest.
 
 mod click;
+mod fingerprint;
 mod live;
+mod resume_click;
 mod review;
 
 use std::time::Duration;
@@ -23,11 +31,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ApprovalItem, Approver, Decision};
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
 use crate::store::{Store, StoreError, now_ms};
 
-pub use click::{BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
+pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
+pub use fingerprint::{fingerprint, fingerprint_raw};
 pub use live::{LiveApprovals, Waiters};
+pub use resume_click::{ResumeClick, ResumeOutcome};
 pub use review::{ReviewAnswer, ReviewRequest, review};
 
 /// How one request of an [`ask`] ended.
@@ -109,6 +119,23 @@ pub async fn ask(
         cx.approver.closed(&closed).await;
     }
     Ok(out)
+}
+
+/// Who may decide requests asked now in `workstream`: its owner and the roles or user groups
+/// `approver` (the channel asking) lets decide. Stored with every request.
+pub async fn allowed_approvers(
+    store: &Store,
+    approver: &dyn Approver,
+    workstream: &str,
+) -> Result<AllowedApprovers, StoreError> {
+    let owner = store
+        .workstream(workstream)
+        .await?
+        .and_then(|w| w.row.owner);
+    Ok(AllowedApprovers {
+        owner,
+        roles: approver.approver_roles(),
+    })
 }
 
 /// The request as the channel is asked about it.

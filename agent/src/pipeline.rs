@@ -383,11 +383,22 @@ impl Batch<'_> {
                     feedback: None,
                     decided_at: None,
                     created_at: 0,
+                    fingerprint: Some(approvals::fingerprint_raw(
+                        &item.call.name,
+                        &item.call.arguments,
+                    )),
+                    approvers: None,
                 });
             }
         }
         if requests.is_empty() {
             return Ok((Vec::new(), false));
+        }
+        // Who may decide, as of now: stored with each request, so any node judges a click alike.
+        let approvers =
+            approvals::allowed_approvers(self.store, self.approver, self.thread()).await?;
+        for r in &mut requests {
+            r.approvers = Some(approvers.clone());
         }
         let cx = AskContext {
             store: self.store,

@@ -311,6 +311,13 @@ pub trait Approver: Send + Sync {
     /// this approver) and stored why: whatever shows them should say so now. Requests decided
     /// by a click are not repeated here; the click already answered.
     async fn closed(&self, _records: &[crate::store::approvals::ApprovalRecord]) {}
+
+    /// Platform roles or user groups whose members may decide what this approver asks
+    /// (`approver_roles`, `approver_usergroups`); stored with each request so that a click is
+    /// judged the same on every node. None by default.
+    fn approver_roles(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Approves everything (`--yes`).

@@ -3,11 +3,19 @@
 //! click on such a request later still counts: once every request is decided the turn
 //! resumes with the stored decisions ([`StoredDecisions`]). A new message in the thread
 //! instead closes the dangling calls, so the history stays one the model accepts.
+//!
+//! A stored decision is used only for the call it was made about: its request's fingerprint
+//! (tool name and arguments, see [`fingerprint`](crate::approvals::fingerprint)) must match
+//! the dangling call's; a mismatch is not a decision, and the call is denied with the reason.
 
 use crate::model::{Message, Role, ToolCall};
 use crate::protocol::{ApprovalItem, Approver, Decision, Verdict};
 use crate::store::Store;
-use crate::store::approvals::ApprovalStatus;
+use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+
+/// What the model is told when a stored decision was made about a different call.
+pub const FINGERPRINT_MISMATCH: &str = "the decision stored for this call was made about a \
+    different tool or different arguments, so it was not used; ask again if it should run";
 
 /// The tool calls of the last assistant message that have no result yet.
 pub fn unanswered_calls(history: &[Message]) -> Vec<ToolCall> {
@@ -47,37 +55,74 @@ impl StoredDecisions {
     }
 }
 
+impl StoredDecisions {
+    /// The decision stored for `item`'s call, if it was made about this very call.
+    async fn decision(&self, item: &ApprovalItem) -> Decision {
+        // The newest request for this call is the one the pipeline just created (with the
+        // dangling call's fingerprint); the decision lives on an earlier one.
+        let decided = match self
+            .store
+            .decided_approval_for_call(&self.workstream, &item.call_id)
+            .await
+        {
+            Ok(Some(r)) => r,
+            Ok(None) => return Decision::deny(None),
+            Err(e) => {
+                tracing::warn!(workstream = %self.workstream, call = %item.call_id, error = %e,
+                    "could not read the stored decision of an interrupted call; denying it");
+                return Decision::deny(None);
+            }
+        };
+        if let Some(stored) = decided.fingerprint.as_deref() {
+            let current = match self.store.get_approval(&item.request_id).await {
+                Ok(Some(r)) => r.fingerprint,
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!(workstream = %self.workstream, call = %item.call_id,
+                        error = %e, "could not read the resumed call's request; denying it");
+                    None
+                }
+            };
+            if current.as_deref() != Some(stored) {
+                tracing::warn!(
+                    workstream = %self.workstream,
+                    call = %item.call_id,
+                    tool = %item.name,
+                    decided_request = %decided.id,
+                    request = %item.request_id,
+                    stored_fingerprint = stored,
+                    call_fingerprint = current.as_deref().unwrap_or("unknown"),
+                    "stored decision does not match the interrupted call; denying it"
+                );
+                return Decision::deny(Some(FINGERPRINT_MISMATCH.into()));
+            }
+        }
+        stored_decision(decided)
+    }
+}
+
+/// A decided request as the decision it stands for.
+fn stored_decision(r: ApprovalRecord) -> Decision {
+    let verdict = match r.status {
+        ApprovalStatus::Approved => Verdict::Approve,
+        ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
+        ApprovalStatus::Annotated => Verdict::Annotate,
+        ApprovalStatus::Pending
+        | ApprovalStatus::Denied
+        | ApprovalStatus::TimedOut
+        | ApprovalStatus::Cancelled => Verdict::Deny,
+    };
+    let mut d = Decision::new(verdict, r.feedback);
+    d.decided_by = r.decided_by;
+    d
+}
+
 #[async_trait::async_trait]
 impl Approver for StoredDecisions {
     async fn approve(&self, items: &[ApprovalItem]) -> Vec<Decision> {
         let mut out = Vec::with_capacity(items.len());
         for item in items {
-            // The newest request for this call is the one the pipeline just created; the
-            // decision lives on an earlier one.
-            let decided = self
-                .store
-                .decided_approval_for_call(&self.workstream, &item.call_id)
-                .await
-                .ok()
-                .flatten();
-            let decision = match decided {
-                Some(r) => {
-                    let verdict = match r.status {
-                        ApprovalStatus::Approved => Verdict::Approve,
-                        ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
-                        ApprovalStatus::Annotated => Verdict::Annotate,
-                        ApprovalStatus::Pending
-                        | ApprovalStatus::Denied
-                        | ApprovalStatus::TimedOut
-                        | ApprovalStatus::Cancelled => Verdict::Deny,
-                    };
-                    let mut d = Decision::new(verdict, r.feedback);
-                    d.decided_by = r.decided_by;
-                    d
-                }
-                None => Decision::deny(None),
-            };
-            out.push(decision);
+            out.push(self.decision(item).await);
         }
         out
     }
@@ -111,5 +156,81 @@ mod tests {
         ];
         assert_eq!(unanswered_calls(&history), vec![call("a"), call("c")]);
         assert_eq!(unanswered_calls(&history[..3]), Vec::<ToolCall>::new());
+    }
+
+    /// A request about call `c1` of `w`, with the fingerprint of `bash` running `command`
+    /// (none when `command` is `None`: a row from before fingerprints).
+    fn request(id: &str, command: Option<&str>) -> ApprovalRecord {
+        ApprovalRecord {
+            id: id.into(),
+            kind: crate::protocol::ApprovalKind::ToolCall,
+            workstream: "w".into(),
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            header: "bash".into(),
+            preview: String::new(),
+            requested_by: None,
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            feedback: None,
+            decided_at: None,
+            created_at: 0,
+            fingerprint: command
+                .map(|c| crate::approvals::fingerprint("bash", &serde_json::json!({"command": c}))),
+            approvers: None,
+        }
+    }
+
+    /// alice approved `decided_about` before the restart; the resumed call is `resumed`.
+    async fn resumed_with(decided_about: Option<&str>, resumed: &str) -> Decision {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", Some("alice")).await.unwrap();
+        store
+            .create_approval(&request("ap_before", decided_about))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .decide_approval("ap_before", ApprovalStatus::Approved, Some("alice"), None)
+                .await
+                .unwrap()
+        );
+        let now = request("ap_now", Some(resumed));
+        store.create_approval(&now).await.unwrap();
+        let stored = StoredDecisions::new(store, "w");
+        let mut decisions = stored.approve(&[crate::approvals::item(&now)]).await;
+        assert_eq!(decisions.len(), 1);
+        decisions.remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_stored_decision_resumes_only_the_call_it_was_made_about() {
+        assert_eq!(
+            resumed_with(Some("ls"), "ls").await,
+            Decision::approve().by("alice")
+        );
+        assert_eq!(
+            resumed_with(Some("ls"), "rm -rf /").await,
+            Decision::deny(Some(FINGERPRINT_MISMATCH.into())),
+            "a mismatch is not a decision"
+        );
+        // A decision stored before fingerprints existed is used as before.
+        assert_eq!(
+            resumed_with(None, "ls").await,
+            Decision::approve().by("alice")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_without_a_stored_decision_is_denied() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", None).await.unwrap();
+        let now = request("ap_now", Some("ls"));
+        store.create_approval(&now).await.unwrap();
+        let stored = StoredDecisions::new(store, "w");
+        assert_eq!(
+            stored.approve(&[crate::approvals::item(&now)]).await,
+            vec![Decision::deny(None)]
+        );
     }
 }

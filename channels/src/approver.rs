@@ -26,6 +26,11 @@ pub trait CardSurface: Send + Sync + 'static {
     async fn post_card(&self, card: &ApprovalCard) -> Result<String, SurfaceError>;
     /// Replaces the card message `id` with `card`.
     async fn replace_card(&self, id: &str, card: &ApprovalCard) -> Result<(), SurfaceError>;
+    /// The platform roles or user groups whose members may decide in this thread
+    /// (`approver_roles`, `approver_usergroups`); stored with every request. None by default.
+    fn approver_roles(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The feedback a request gets when its card could not be posted.
@@ -113,6 +118,10 @@ impl Approver for CardApprover {
             }
         }
         waiters.all().await
+    }
+
+    fn approver_roles(&self) -> Vec<String> {
+        self.cards.approver_roles()
     }
 
     async fn closed(&self, records: &[ApprovalRecord]) {

@@ -2,8 +2,12 @@
 //! with its tool, header and preview, and once decided, who decided what and when. Discord
 //! renders it as embeds and buttons, Slack as Block Kit; both rebuild it from the stored
 //! requests, so a card can be updated after a restart.
+//!
+//! A card whose turn stopped running (sandpiper restarted, or the node running it stopped)
+//! says so ([`TurnNote`]) and, once every request of that turn is decided, offers **Resume**.
 
 use sandpiper_agent::Agent;
+use sandpiper_agent::approvals::AskingTurn;
 use sandpiper_agent::protocol::{ApprovalItem, ApprovalKind};
 use sandpiper_agent::store::approvals::{ApprovalRecord, ApprovalStatus};
 
@@ -24,7 +28,62 @@ pub const PREVIEW_LINES: usize = 40;
 pub struct ApprovalCard {
     /// One row per request, in call order.
     pub rows: Vec<ApprovalRecord>,
+    /// What the card says about the turn that asked, when it is not simply waiting.
+    pub turn: Option<TurnNote>,
 }
+
+/// What a card says about a turn that is no longer running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnNote {
+    /// The turn that asked is not running (a restart, or its node stopped); the decisions are
+    /// kept. `resumable`: every request of it is decided, so the card offers Resume.
+    Interrupted {
+        /// Offer the Resume button.
+        resumable: bool,
+    },
+    /// Someone pressed Resume; the turn is queued in the thread.
+    Resumed {
+        /// Who pressed it (a username).
+        by: String,
+    },
+}
+
+impl TurnNote {
+    /// The note after a decision, `None` when the turn that asked got it.
+    pub fn after(turn: AskingTurn) -> Option<Self> {
+        match turn {
+            AskingTurn::Live => None,
+            AskingTurn::Interrupted { resumable } => Some(Self::Interrupted { resumable }),
+        }
+    }
+
+    /// The note in words (no markup; each platform styles it).
+    pub fn text(&self) -> String {
+        match self {
+            Self::Interrupted { resumable } => {
+                let next = if *resumable {
+                    "Press Resume to continue it."
+                } else {
+                    "Resume is offered once every request of that turn is decided."
+                };
+                format!("{INTERRUPTED} {next}")
+            }
+            Self::Resumed { by } => format!("▶️ Resumed by {by}; the turn continues below."),
+        }
+    }
+
+    /// Whether the card offers the Resume button.
+    pub fn offers_resume(&self) -> bool {
+        matches!(self, Self::Interrupted { resumable: true })
+    }
+}
+
+/// What a card says when the turn that asked is no longer running.
+pub const INTERRUPTED: &str = "⏸ The turn that asked was interrupted (sandpiper restarted or \
+                               the node running it stopped). Your decision is kept.";
+
+/// Label of the Resume button.
+pub const RESUME_LABEL: &str = "Resume";
 
 impl ApprovalCard {
     /// A fresh card for items the pipeline just stored as pending.
@@ -46,14 +105,23 @@ impl ApprovalCard {
                     feedback: None,
                     decided_at: None,
                     created_at: 0,
+                    fingerprint: None,
+                    approvers: None,
                 })
                 .collect(),
+            turn: None,
         }
     }
 
     /// Whether any row still waits.
     pub fn any_pending(&self) -> bool {
         self.rows.iter().any(|r| r.status.is_pending())
+    }
+
+    /// The card with `note` about its turn.
+    pub fn with_turn(mut self, note: Option<TurnNote>) -> Self {
+        self.turn = note;
+        self
     }
 
     /// Replaces the row of `record.id` with `record`.
@@ -91,7 +159,7 @@ impl ApprovalCard {
                 }
             }
         }
-        (!rows.is_empty()).then_some(ApprovalCard { rows })
+        (!rows.is_empty()).then_some(ApprovalCard { rows, turn: None })
     }
 }
 
@@ -212,6 +280,28 @@ mod tests {
         assert_eq!(
             outcome_line(&row, "30 min").unwrap(),
             "⛔ Denied by alice at 22:13 UTC — note: \"use staging\""
+        );
+    }
+
+    #[test]
+    fn an_interrupted_turn_is_said_and_resume_is_offered_once_it_is_decided() {
+        assert_eq!(TurnNote::after(AskingTurn::Live), None);
+        let waiting = TurnNote::after(AskingTurn::Interrupted { resumable: false }).unwrap();
+        assert!(!waiting.offers_resume());
+        assert_eq!(
+            waiting.text(),
+            "⏸ The turn that asked was interrupted (sandpiper restarted or the node running it \
+             stopped). Your decision is kept. Resume is offered once every request of that turn \
+             is decided."
+        );
+        let ready = TurnNote::Interrupted { resumable: true };
+        assert!(ready.offers_resume());
+        assert!(ready.text().ends_with("Press Resume to continue it."));
+        let resumed = TurnNote::Resumed { by: "carol".into() };
+        assert!(!resumed.offers_resume());
+        assert_eq!(
+            resumed.text(),
+            "▶️ Resumed by carol; the turn continues below."
         );
     }
 }

@@ -3,6 +3,12 @@
 //! against the *stored* request ([`rule_on_click`]); the button only names it. The first valid
 //! click decides (an atomic update in the store, the decision's only write); later ones are
 //! told it was decided.
+//!
+//! A click on a request whose turn is no longer running (sandpiper restarted, or the node
+//! running it stopped) still decides it: the decision is kept, the card says the turn was
+//! interrupted, and once every request of that turn is decided it offers **Resume**
+//! ([`AskingTurn::Interrupted`], then [`Agent::resume_click`](crate::Agent::resume_click)).
+//! Nothing resumes on its own.
 
 use crate::approval_policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
 use crate::protocol::Decision;
@@ -37,21 +43,34 @@ pub enum ClickOutcome {
     Refused(String),
     /// A with-note action without its note yet: open the note dialog.
     NeedsNote,
-    /// Decided; re-render the card from this record. `resume` is set when the turn was
-    /// interrupted by a restart and every call of it is now decided: resume it.
+    /// Decided; re-render the card from this record, saying where the turn that asked stands.
     Decided {
         /// The request as stored after the decision.
         record: ApprovalRecord,
-        /// Whether to resume an interrupted turn (after a restart).
-        resume: bool,
+        /// Whether the turn got the decision or is no longer running.
+        turn: AskingTurn,
     },
     /// The turn that asked is gone (stopped, or the thread moved on): the card should say so.
     Gone(ApprovalRecord),
 }
 
+/// Where the turn that asked stands after a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskingTurn {
+    /// It is running and was waiting for this decision; it has it now.
+    Live,
+    /// It is not running any more (sandpiper restarted, or the node running it stopped). The
+    /// decision is kept; the card says so, and offers Resume once `resumable`: every request
+    /// of that turn is decided.
+    Interrupted {
+        /// Every request of the interrupted turn is decided.
+        resumable: bool,
+    },
+}
+
 impl Agent {
     /// Decides a click: checks it against the stored request, stores the decision (first
-    /// valid click wins) and hands it to the waiting turn, or resumes an interrupted one.
+    /// valid click wins) and hands it to the waiting turn, or keeps it for an interrupted one.
     pub async fn decide(&self, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
         decide(self, click).await
     }
@@ -118,9 +137,9 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         store
             .decide_approval(&record.id, ApprovalStatus::TimedOut, None, None)
             .await?;
-        let resume = batch_decided(agent, &record.workstream).await?;
+        let turn = interrupted_turn(agent, &record.workstream).await?;
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
-        return Ok(ClickOutcome::Decided { record, resume });
+        return Ok(ClickOutcome::Decided { record, turn });
     }
     if !live_turn && !interrupted && remote.is_none() {
         store
@@ -155,20 +174,27 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         by = click.username,
         "approval decided"
     );
-    let resume = if live_turn {
+    let turn = if live_turn {
         live.deliver(&record.id, decision);
-        false
+        AskingTurn::Live
     } else if let (Some(owner), Some(bus)) = (&remote, agent.cluster().and_then(|c| c.bus())) {
         // Stored above; the owner's waiting turn reads it from there.
         bus.signal(owner, &crate::cluster::Signal::Decided(record.id.clone()))
             .await?;
         tracing::info!(request = %record.id, owner = %owner, "decision sent to the owning node");
-        false
+        AskingTurn::Live
     } else {
-        batch_decided(agent, &record.workstream).await?
+        let turn = interrupted_turn(agent, &record.workstream).await?;
+        tracing::info!(
+            request = %record.id,
+            workstream = %record.workstream,
+            turn = ?turn,
+            "decision kept for an interrupted turn"
+        );
+        turn
     };
     let record = store.get_approval(&record.id).await?.unwrap_or(record);
-    Ok(ClickOutcome::Decided { record, resume })
+    Ok(ClickOutcome::Decided { record, turn })
 }
 
 /// Approve all / Deny all: one person's click on a batch card.
@@ -203,8 +229,8 @@ pub struct Refusal {
 pub struct BatchOutcome {
     /// Some request changed state: redraw the card.
     pub changed: bool,
-    /// A decision completed an interrupted turn's batch: resume that turn (once).
-    pub resume: Option<ApprovalRecord>,
+    /// Where the turn that asked stands after the last decision (`None`: nothing decided).
+    pub turn: Option<AskingTurn>,
     /// The pending requests not decided, and why.
     pub refused: Vec<Refusal>,
 }
@@ -259,11 +285,9 @@ async fn decide_all(agent: &Agent, batch: BatchClick<'_>) -> BatchOutcome {
             note: None,
         };
         match decide(agent, click).await {
-            Ok(ClickOutcome::Decided { record, resume }) => {
+            Ok(ClickOutcome::Decided { turn, .. }) => {
                 outcome.changed = true;
-                if resume && outcome.resume.is_none() {
-                    outcome.resume = Some(record);
-                }
+                outcome.turn = Some(turn);
             }
             Ok(ClickOutcome::Gone(_)) => outcome.changed = true,
             Ok(ClickOutcome::Refused(reason)) => outcome.refused.push(Refusal {
@@ -296,8 +320,15 @@ async fn interrupted_call(agent: &Agent, record: &ApprovalRecord) -> Result<bool
         .any(|c| c.id == record.call_id))
 }
 
+/// An interrupted turn, resumable once every request of it is decided.
+async fn interrupted_turn(agent: &Agent, workstream: &str) -> Result<AskingTurn, AgentError> {
+    Ok(AskingTurn::Interrupted {
+        resumable: batch_decided(agent, workstream).await?,
+    })
+}
+
 /// Whether every dangling call of an interrupted turn that was asked about is now decided.
-async fn batch_decided(agent: &Agent, workstream: &str) -> Result<bool, AgentError> {
+pub(super) async fn batch_decided(agent: &Agent, workstream: &str) -> Result<bool, AgentError> {
     let history = agent.history(workstream).await?;
     for call in crate::resume::unanswered_calls(&history) {
         if let Some(r) = agent
@@ -326,7 +357,7 @@ mod tests {
         }];
         let mixed = BatchOutcome {
             changed: true,
-            resume: None,
+            turn: None,
             refused: refused.clone(),
         };
         assert_eq!(
@@ -338,7 +369,7 @@ mod tests {
         );
         let none = BatchOutcome {
             changed: false,
-            resume: None,
+            turn: None,
             refused,
         };
         assert!(

@@ -77,6 +77,12 @@ pub async fn review(
         feedback: None,
         decided_at: None,
         created_at: 0,
+        // What is reviewed is the text shown; its fingerprint ties a decision to it.
+        fingerprint: Some(super::fingerprint(
+            req.tool,
+            &serde_json::Value::String(req.preview.to_owned()),
+        )),
+        approvers: Some(super::allowed_approvers(agent.store(), approver, req.workstream).await?),
     };
     let cx = AskContext {
         store: agent.store(),

@@ -88,6 +88,19 @@ impl From<Verdict> for ApprovalStatus {
     }
 }
 
+/// Who may decide a request, as it stood when the request was asked. Stored with the request
+/// (`tool_approvals.approvers`, JSON) so that a click is judged the same on every node, whatever
+/// that node's configuration says now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AllowedApprovers {
+    /// The workstream's owner (sandpiper user id); `None` when it has none.
+    pub owner: Option<String>,
+    /// Platform roles or user groups whose members may decide (`approver_roles`,
+    /// `approver_usergroups`).
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
 /// A stored approval request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRecord {
@@ -117,6 +130,12 @@ pub struct ApprovalRecord {
     pub decided_at: Option<i64>,
     /// When it was asked (unix ms); set by the store.
     pub created_at: i64,
+    /// sha256 (hex) of the tool name and its arguments
+    /// ([`fingerprint`](crate::approvals::fingerprint)); `None` on rows older than it.
+    pub fingerprint: Option<String>,
+    /// Who may decide, as at ask time; `None` on rows older than it (clicks then fall back to
+    /// the configuration).
+    pub approvers: Option<AllowedApprovers>,
 }
 
 type Row = (
@@ -133,10 +152,12 @@ type Row = (
     Option<String>,
     Option<i64>,
     i64,
+    Option<String>,
+    Option<String>,
 );
 
 const COLUMNS: &str = "id, kind, workstream, call_id, tool, header, preview, requested_by, status, \
-                       decided_by, feedback, decided_at, created_at";
+                       decided_by, feedback, decided_at, created_at, fingerprint, approvers";
 
 /// A row as a record; an unknown status is [`StoreError::Corrupt`], never a guess.
 fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
@@ -154,6 +175,8 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
         feedback,
         decided_at,
         created_at,
+        fingerprint,
+        approvers,
     ) = row;
     let status = status.parse().map_err(|e: UnknownApprovalStatus| {
         tracing::error!(request = %id, status = %e.0, "approval row with an unknown status");
@@ -169,6 +192,16 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
             message: format!("request {id}: unknown kind `{kind}`"),
         }
     })?;
+    let approvers = approvers
+        .map(|text| serde_json::from_str::<AllowedApprovers>(&text))
+        .transpose()
+        .map_err(|e| {
+            tracing::error!(request = %id, error = %e, "approval row with unreadable approvers");
+            StoreError::Corrupt {
+                table: "tool_approvals",
+                message: format!("request {id}: approvers: {e}"),
+            }
+        })?;
     Ok(ApprovalRecord {
         id,
         kind,
@@ -183,16 +216,27 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
         feedback,
         decided_at,
         created_at,
+        fingerprint,
+        approvers,
     })
 }
 
 impl Store {
     /// Stores a new pending request.
     pub async fn create_approval(&self, r: &ApprovalRecord) -> Result<(), StoreError> {
+        let approvers = r
+            .approvers
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt {
+                table: "tool_approvals",
+                message: format!("request {}: approvers: {e}", r.id),
+            })?;
         sqlx::query(
             "INSERT INTO tool_approvals (id, workstream, call_id, tool, header, preview, \
-             requested_by, status, created_at, kind) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             requested_by, status, created_at, kind, fingerprint, approvers) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(&r.id)
         .bind(&r.workstream)
@@ -204,6 +248,8 @@ impl Store {
         .bind(r.status.as_str())
         .bind(now_ms())
         .bind(r.kind.as_str())
+        .bind(r.fingerprint.as_deref())
+        .bind(approvers)
         .execute(self.pool())
         .await?;
         Ok(())
@@ -353,6 +399,11 @@ mod tests {
             feedback: None,
             decided_at: None,
             created_at: 0,
+            fingerprint: Some("ab12".into()),
+            approvers: Some(AllowedApprovers {
+                owner: Some("alice".into()),
+                roles: vec!["ops".into()],
+            }),
         };
         store.create_approval(&rec).await.unwrap();
         assert!(
@@ -425,6 +476,32 @@ mod tests {
             "{err}"
         );
         assert!(store.approval_for_call("w", "c9").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn rows_from_before_fingerprints_read_back_without_them() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", None).await.unwrap();
+        sqlx::query(
+            "INSERT INTO tool_approvals (id, workstream, call_id, tool, header, preview, \
+             status, created_at) VALUES ('old', 'w', 'c1', 'bash', 'h', 'p', 'pending', 1), \
+             ('bad', 'w', 'c2', 'bash', 'h', 'p', 'pending', 1)",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        sqlx::query("UPDATE tool_approvals SET approvers = 'not json' WHERE id = 'bad'")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let old = store.get_approval("old").await.unwrap().unwrap();
+        assert_eq!((old.fingerprint, old.approvers), (None, None));
+        let err = store.get_approval("bad").await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt { table: "tool_approvals", message }
+                if message.contains("approvers")),
+            "{err}"
+        );
     }
 
     #[tokio::test]

@@ -1,11 +1,13 @@
 //! Buttons (approval cards, Stop), the note dialog, and the routing of slash commands to
 //! [`super::commands`]. Every interaction is answered within Discord's 3 seconds (see [`super::respond`]):
 //! decisions are single store updates, slow commands are answered first and worked on after,
-//! and a handler held up anyway (the database away) has its response deferred.
+//! and a handler held up anyway (the database away) has its response deferred. A card whose
+//! turn stopped running offers Resume, which queues the turn in the thread
+//! ([`sandpiper_agent::Agent::resume_click`]).
 
 use std::sync::Arc;
 
-use sandpiper_agent::approval_policy::{ClickAction, parse_button_id};
+use sandpiper_agent::approval_policy::{ClickAction, parse_button_id, parse_resume_button_id};
 use serenity::all::{
     ActionRowComponent, ChannelId, ComponentInteraction, CreateActionRow, CreateInputText,
     CreateModal, InputTextStyle, Interaction, Member, ModalInteraction,
@@ -13,9 +15,9 @@ use serenity::all::{
 
 use super::respond::{Error, Reply, Responder, Source};
 use super::{Bot, commands, render, workstreams};
-use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome};
+use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome, ResumeClick, ResumeOutcome};
 
-use crate::card::ApprovalCard;
+use crate::card::{ApprovalCard, TurnNote};
 use crate::thread::Work;
 
 /// Routes an interaction. Each is answered through a [`Responder`], within Discord's 3 s
@@ -64,6 +66,9 @@ async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'
     if let Some(approve) = render::parse_all_id(id) {
         return on_all(bot, c, reply, approve).await;
     }
+    if let Some(request) = parse_resume_button_id(id) {
+        return on_resume(bot, c, reply, request).await;
+    }
     let (request, action) = match parse_button_id(id) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -103,44 +108,76 @@ async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'
         return reply.send(Reply::Modal(modal)).await;
     }
     let requests = render::card_requests(&c.message);
-    let response = after_decision(bot, c.channel_id, &requests, outcome).await;
+    let response = after_decision(&requests, bot, outcome).await;
     reply.send(response).await
 }
 
-/// Answers a decided click: redraws the card (or tells the clicker why nothing changed) and
-/// resumes a turn interrupted by a restart.
-async fn after_decision(
-    bot: &Arc<Bot>,
-    channel: ChannelId,
-    requests: &[String],
-    outcome: ClickOutcome,
-) -> Reply {
+/// Answers a decided click: redraws the card (or tells the clicker why nothing changed); a
+/// card whose turn stopped running says so, and offers Resume once its turn is decided.
+async fn after_decision(requests: &[String], bot: &Arc<Bot>, outcome: ClickOutcome) -> Reply {
     match outcome {
         ClickOutcome::Unknown => {
             Reply::Private("I have no record of this approval request; nothing changed.".into())
         }
         ClickOutcome::Refused(reason) => Reply::Private(format!("🚫 {reason}")),
         ClickOutcome::NeedsNote => Reply::Private("A note is needed.".into()),
-        ClickOutcome::Decided { record, resume } => {
-            if resume {
-                resume_turn(bot, channel, record.requested_by.clone());
-            }
-            redraw(bot, requests).await
-        }
-        ClickOutcome::Gone(_) => redraw(bot, requests).await,
+        ClickOutcome::Decided { turn, .. } => redraw(bot, requests, TurnNote::after(turn)).await,
+        ClickOutcome::Gone(_) => redraw(bot, requests, None).await,
     }
 }
 
-/// Resumes the turn a restart interrupted, in its thread's lane.
+/// Resume on a card whose turn stopped running: the owner or an approver queues the turn in
+/// the thread's lane; anyone else is told privately why not.
+async fn on_resume(
+    bot: &Arc<Bot>,
+    c: &ComponentInteraction,
+    reply: &Responder<'_>,
+    request: &str,
+) -> Result {
+    let person = bot.person(&c.user).await?;
+    let roles = roles(c.member.as_ref());
+    let outcome = bot
+        .agent
+        .resume_click(ResumeClick {
+            request_id: request,
+            user_id: &person.id,
+            username: &person.username,
+            roles: &roles,
+            approver_roles: &bot.config.approver_roles,
+        })
+        .await?;
+    let response = match outcome {
+        ResumeOutcome::Unknown => {
+            Reply::Private("I have no record of this approval request; nothing changed.".into())
+        }
+        ResumeOutcome::Refused(reason) => Reply::Private(format!("🚫 {reason}")),
+        ResumeOutcome::NothingToResume => Reply::Private(
+            "There is nothing left to resume: that turn was resumed already or the thread moved \
+             on."
+            .into(),
+        ),
+        ResumeOutcome::Resume { author, .. } => {
+            resume_turn(bot, c.channel_id, author);
+            let requests = render::card_requests(&c.message);
+            let note = TurnNote::Resumed {
+                by: person.username.clone(),
+            };
+            redraw(bot, &requests, Some(note)).await
+        }
+    };
+    reply.send(response).await
+}
+
+/// Resumes the turn that stopped running, in its thread's lane.
 fn resume_turn(bot: &Arc<Bot>, channel: ChannelId, author: Option<String>) {
     if let Err(e) = bot.submit(channel, Work::Resume { author }) {
         tracing::warn!(error = %e, %channel, "could not queue the resumed turn");
     }
 }
 
-async fn redraw(bot: &Bot, requests: &[String]) -> Reply {
+async fn redraw(bot: &Bot, requests: &[String], note: Option<TurnNote>) -> Reply {
     match ApprovalCard::load(&bot.agent, requests).await {
-        Some(card) => Reply::Update(render::card(&card, &bot.timeout_words())),
+        Some(card) => Reply::Update(render::card(&card.with_turn(note), &bot.timeout_words())),
         None => Reply::Nothing,
     }
 }
@@ -173,12 +210,10 @@ async fn on_all(
             approver_roles: &bot.config.approver_roles,
         })
         .await;
-    if let Some(record) = &outcome.resume {
-        resume_turn(bot, c.channel_id, record.requested_by.clone());
-    }
     let refusal = outcome.refusal_text(|h| format!("`{}`", h.replace('`', "'")));
     if outcome.changed || refusal.is_none() {
-        reply.send(redraw(bot, &requests).await).await?;
+        let note = outcome.turn.and_then(TurnNote::after);
+        reply.send(redraw(bot, &requests, note).await).await?;
     }
     match refusal {
         Some(text) => reply.send(Reply::Private(text)).await,
@@ -221,6 +256,6 @@ async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction, reply: &Responder<'_>) ->
         None => vec![request.clone()],
     };
     // A dialog opened from a message updates that message like a button.
-    let response = after_decision(bot, m.channel_id, &requests, outcome).await;
+    let response = after_decision(&requests, bot, outcome).await;
     reply.send(response).await
 }

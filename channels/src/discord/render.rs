@@ -2,7 +2,7 @@
 //! (content, embeds, buttons). Nothing the bot posts can ping anyone: allowed mentions are
 //! empty on every body.
 
-use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id};
+use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id, resume_button_id};
 use sandpiper_agent::store::approvals::ApprovalStatus;
 use serenity::all::{
     ActionRowComponent, ButtonStyle, ChannelId, CreateActionRow, CreateAllowedMentions,
@@ -10,7 +10,7 @@ use serenity::all::{
     EditInteractionResponse, EditMessage, Message,
 };
 
-use crate::card::{ApprovalCard, header, outcome_line, preview};
+use crate::card::{ApprovalCard, RESUME_LABEL, header, outcome_line, preview};
 use crate::stream::{Post, ToolLine, ToolState};
 
 /// Discord's message content limit.
@@ -240,19 +240,39 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
             .collect();
         components.push(CreateActionRow::Buttons(buttons));
     }
+    let mut last_row = Vec::new();
     if card.offers_all()
         && let Some(first) = card.rows.first()
     {
-        components.push(CreateActionRow::Buttons(vec![
+        last_row.push(
             CreateButton::new(all_id(&first.id, true))
                 .label("Approve all")
                 .style(ButtonStyle::Success)
                 .disabled(pending == 0),
+        );
+        last_row.push(
             CreateButton::new(all_id(&first.id, false))
                 .label("Deny all")
                 .style(ButtonStyle::Danger)
                 .disabled(pending == 0),
-        ]));
+        );
+    }
+    let mut content = content;
+    if let Some(note) = &card.turn {
+        content.push_str(&format!("\n{}", note.text()));
+        // Beside Approve all / Deny all, so a card of four rows stays within five rows.
+        if note.offers_resume()
+            && let Some(first) = card.rows.first()
+        {
+            last_row.push(
+                CreateButton::new(resume_button_id(&first.id))
+                    .label(RESUME_LABEL)
+                    .style(ButtonStyle::Primary),
+            );
+        }
+    }
+    if !last_row.is_empty() {
+        components.push(CreateActionRow::Buttons(last_row));
     }
     Body {
         content,

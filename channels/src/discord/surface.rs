@@ -114,4 +114,8 @@ impl CardSurface for ThreadSurface {
         let body = render::card(card, &self.bot.timeout_words());
         self.replace(message_id(id)?, &body).await
     }
+
+    fn approver_roles(&self) -> Vec<String> {
+        self.bot.config.approver_roles.clone()
+    }
 }

@@ -6,12 +6,12 @@
 //! (`ap:<request id>:<action>`, see `approval_policy::button_id`), so it can be re-rendered
 //! from the store after any click, also after a restart.
 
-use sandpiper_agent::approval_policy::{ClickAction, button_id};
+use sandpiper_agent::approval_policy::{ClickAction, button_id, resume_button_id};
 use serde_json::{Value, json};
 
 use super::client::Content;
 use super::mrkdwn::{escape, from_markdown};
-use crate::card::{ApprovalCard, header, outcome_line, preview};
+use crate::card::{ApprovalCard, RESUME_LABEL, header, outcome_line, preview};
 use crate::split::split_message;
 use crate::stream::{Post, ToolLine, ToolState};
 
@@ -176,6 +176,28 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
             ],
         }));
     }
+    if let Some(note) = &card.turn {
+        let text = escape(&note.text());
+        blocks.push(json!({
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": text}],
+        }));
+        fallback.push(text);
+        if note.offers_resume()
+            && let Some(first) = card.rows.first()
+        {
+            blocks.push(json!({
+                "type": "actions",
+                "block_id": "ap_resume",
+                "elements": [button(
+                    RESUME_LABEL,
+                    &resume_button_id(&first.id),
+                    &first.id,
+                    Some("primary"),
+                )],
+            }));
+        }
+    }
     Content {
         text: fallback.join("\n"),
         blocks: Some(Value::Array(blocks)),
@@ -270,6 +292,44 @@ mod tests {
             card_request_ids(&card_json(&card)["blocks"]),
             ["ap_1", "ap_2"]
         );
+    }
+
+    #[test]
+    fn an_interrupted_card_says_so_and_offers_resume_once_every_request_is_decided() {
+        use crate::card::TurnNote;
+        let mut card = ApprovalCard::pending(&[item(1), item(2)], "slack:T:C:1.2");
+        card.rows[0].status = ApprovalStatus::Approved;
+        let waiting = card
+            .clone()
+            .with_turn(Some(TurnNote::Interrupted { resumable: false }));
+        let shown = card_json(&waiting);
+        assert!(
+            shown["text"]
+                .as_str()
+                .unwrap()
+                .contains("The turn that asked was interrupted"),
+            "{shown}"
+        );
+        assert!(!shown.to_string().contains("rs:ap_1"), "no Resume yet");
+        card.rows[1].status = ApprovalStatus::Denied;
+        let ready = card.with_turn(Some(TurnNote::Interrupted { resumable: true }));
+        let shown = card_json(&ready);
+        let last = shown["blocks"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(
+            last,
+            json!({
+                "type": "actions",
+                "block_id": "ap_resume",
+                "elements": [{
+                    "type": "button",
+                    "text": {"type": "plain_text", "text": "Resume", "emoji": true},
+                    "action_id": "rs:ap_1",
+                    "value": "ap_1",
+                    "style": "primary",
+                }],
+            })
+        );
+        assert_eq!(card_request_ids(&shown["blocks"]), ["ap_1", "ap_2"]);
     }
 
     #[test]

@@ -2,12 +2,20 @@
 //! [`Agent::decide`](sandpiper_agent::Agent::decide), which checks the clicker against the
 //! stored request; refusals reach only the clicker
 //! (`chat.postEphemeral`); a with-note button opens a modal whose submission decides with the
-//! note; after a decision the card is re-rendered from the store.
+//! note; after a decision the card is re-rendered from the store. A card whose turn stopped
+//! running says so and offers **Resume** once that turn is decided; pressing it queues the
+//! turn ([`Agent::resume_click`](sandpiper_agent::Agent::resume_click)).
+//!
+//! Who is an approver is judged against the user groups stored with the request (as they were
+//! when it was asked) as well as this node's `approver_usergroups`, so a click is judged alike
+//! on every node.
 
 use std::sync::Arc;
 
-use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id};
-use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome};
+use sandpiper_agent::approval_policy::{
+    ClickAction, button_id, parse_button_id, parse_resume_button_id,
+};
+use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome, ResumeClick, ResumeOutcome};
 use serde::{Deserialize, Serialize};
 use slack_morphism::prelude::*;
 
@@ -16,7 +24,7 @@ use super::blocks::{self, ALL_PREFIX, NOTE_BLOCK, NOTE_CALLBACK, STOP_ACTION};
 use super::events::person;
 use super::mrkdwn::escape;
 use super::turn::{Thread, update_card};
-use crate::card::ApprovalCard;
+use crate::card::{ApprovalCard, TurnNote};
 use crate::thread::{OutsideTurn, TurnStarter as _, Work};
 
 /// What the note modal carries back (`private_metadata`).
@@ -90,6 +98,8 @@ async fn block_actions(ctx: &Arc<Ctx>, ev: SlackInteractionBlockActionsEvent) {
         let value = action.value.unwrap_or_default();
         if id == STOP_ACTION {
             stop(ctx, &at, &value).await;
+        } else if let Some(request) = parse_resume_button_id(&id) {
+            resume(ctx, &at, request).await;
         } else if let Some(rest) = id.strip_prefix(ALL_PREFIX) {
             let action = if rest.starts_with("a:") {
                 ClickAction::Approve
@@ -148,13 +158,33 @@ async fn view_submission(ctx: &Arc<Ctx>, ev: SlackInteractionViewSubmissionEvent
     decide(ctx, &at, request, action, Some(note), None).await;
 }
 
-/// The clicker as `clicks` needs them: sandpiper id, username and approver groups.
+/// The clicker as `clicks` needs them: sandpiper id, username and approver groups (those of
+/// this node's configuration).
 async fn clicker(ctx: &Ctx, slack_user: &str) -> Option<(String, String, Vec<String>)> {
+    clicker_for(ctx, slack_user, &[]).await
+}
+
+/// [`clicker`] for a click on `requests`: the user groups stored with them count as approver
+/// groups too (they were in force when the requests were asked, maybe on another node).
+async fn clicker_for(
+    ctx: &Ctx,
+    slack_user: &str,
+    requests: &[&str],
+) -> Option<(String, String, Vec<String>)> {
     let user = person(ctx, slack_user).await?;
-    let groups = ctx
-        .api
-        .groups_of(slack_user, &ctx.config.approver_usergroups)
-        .await;
+    let mut candidates = ctx.config.approver_usergroups.clone();
+    for id in requests {
+        if let Ok(Some(r)) = ctx.agent.store().get_approval(id).await
+            && let Some(approvers) = r.approvers
+        {
+            for group in approvers.roles {
+                if !candidates.contains(&group) {
+                    candidates.push(group);
+                }
+            }
+        }
+    }
+    let groups = ctx.api.groups_of(slack_user, &candidates).await;
     Some((user.id, user.username, groups))
 }
 
@@ -167,7 +197,7 @@ async fn decide(
     note: Option<String>,
     trigger: Option<&str>,
 ) {
-    let Some((user_id, username, roles)) = clicker(ctx, &at.user).await else {
+    let Some((user_id, username, roles)) = clicker_for(ctx, &at.user, &[request]).await else {
         return;
     };
     let click = Click {
@@ -218,13 +248,47 @@ async fn decide(
                 refuse(ctx, at, &text).await;
             }
         }
-        ClickOutcome::Decided { record, resume } => {
-            refresh(ctx, at, &record.id).await;
-            if resume {
-                resume_turn(ctx, &record.workstream, record.requested_by.clone());
-            }
+        ClickOutcome::Decided { record, turn } => {
+            refresh(ctx, at, &record.id, TurnNote::after(turn)).await;
         }
-        ClickOutcome::Gone(record) => refresh(ctx, at, &record.id).await,
+        ClickOutcome::Gone(record) => refresh(ctx, at, &record.id, None).await,
+    }
+}
+
+/// Resume on a card whose turn stopped running: the owner or an approver queues the turn in
+/// the thread's lane and the card says who resumed it; anyone else is told privately why not.
+async fn resume(ctx: &Arc<Ctx>, at: &At, request: &str) {
+    let Some((user_id, username, roles)) = clicker_for(ctx, &at.user, &[request]).await else {
+        return;
+    };
+    let click = ResumeClick {
+        request_id: request,
+        user_id: &user_id,
+        username: &username,
+        roles: &roles,
+        approver_roles: &ctx.config.approver_usergroups,
+    };
+    match ctx.agent.resume_click(click).await {
+        Err(e) => {
+            tracing::warn!(error = %e, "judging a Resume click failed");
+            refuse(ctx, at, &format!("Could not resume: {e}")).await;
+        }
+        Ok(ResumeOutcome::Unknown) => {
+            refuse(ctx, at, "I don't know this approval request.").await;
+        }
+        Ok(ResumeOutcome::Refused(reason)) => {
+            refuse(ctx, at, &format!("Not allowed: {reason}")).await;
+        }
+        Ok(ResumeOutcome::NothingToResume) => {
+            let text = "There is nothing left to resume: that turn was resumed already or the \
+                        thread moved on.";
+            refuse(ctx, at, text).await;
+        }
+        Ok(ResumeOutcome::Resume { workstream, author }) => {
+            resume_turn(ctx, &workstream, author);
+            let note = TurnNote::Resumed { by: username };
+            refresh(ctx, at, request, Some(note)).await;
+        }
     }
 }
 
@@ -232,7 +296,7 @@ async fn decide(
 /// (the same rules as Discord, in [`Agent::decide_all`](sandpiper_agent::Agent::decide_all)); the card is redrawn when anything
 /// was decided and the clicker is told privately which requests they could not decide.
 async fn decide_all(ctx: &Arc<Ctx>, at: &At, ids: &[&str], action: ClickAction) {
-    let Some((user_id, username, roles)) = clicker(ctx, &at.user).await else {
+    let Some((user_id, username, roles)) = clicker_for(ctx, &at.user, ids).await else {
         return;
     };
     let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
@@ -248,31 +312,30 @@ async fn decide_all(ctx: &Arc<Ctx>, at: &At, ids: &[&str], action: ClickAction) 
         })
         .await;
     if outcome.changed {
-        refresh(ctx, at, ids.first().map(String::as_str).unwrap_or_default()).await;
+        let first = ids.first().map(String::as_str).unwrap_or_default();
+        let note = outcome.turn.and_then(TurnNote::after);
+        refresh(ctx, at, first, note).await;
     }
     if let Some(text) = outcome.refusal_text(|h| format!("`{}`", escape(&h.replace('`', "'")))) {
         refuse(ctx, at, &text).await;
     }
-    if let Some(record) = outcome.resume {
-        resume_turn(ctx, &record.workstream, record.requested_by);
-    }
 }
 
-/// Re-renders the clicked card from the store.
-async fn refresh(ctx: &Ctx, at: &At, fallback_id: &str) {
+/// Re-renders the clicked card from the store, with `note` about its turn.
+async fn refresh(ctx: &Ctx, at: &At, fallback_id: &str, note: Option<TurnNote>) {
     let ids = if at.card.is_empty() {
         vec![fallback_id.to_owned()]
     } else {
         at.card.clone()
     };
     if let Some(card) = ApprovalCard::load(&ctx.agent, &ids).await {
-        update_card(ctx, &at.channel, &at.message_ts, &card).await;
+        update_card(ctx, &at.channel, &at.message_ts, &card.with_turn(note)).await;
     }
 }
 
-/// Resumes a turn interrupted by a restart, in its workstream's lane.
+/// Resumes a turn that stopped running (Resume was pressed), in its workstream's lane.
 fn resume_turn(ctx: &Arc<Ctx>, workstream: &str, author: Option<String>) {
-    tracing::info!(workstream, "resuming a turn interrupted by a restart");
+    tracing::info!(workstream, "resuming an interrupted turn");
     let turn = OutsideTurn {
         workstream: workstream.to_owned(),
         work: Work::Resume { author },

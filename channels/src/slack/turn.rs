@@ -236,6 +236,10 @@ impl CardSurface for ThreadSurface {
             .await
             .map_err(|e| SurfaceError(e.to_string()))
     }
+
+    fn approver_roles(&self) -> Vec<String> {
+        self.ctx.config.approver_usergroups.clone()
+    }
 }
 
 /// Replaces the card message `ts` with `card`.

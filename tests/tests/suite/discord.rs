@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use sandpiper_tests::both_backends;
-use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button, card_text, open_buttons};
+use sandpiper_tests::discord_harness::{
+    DiscordRig, WAIT, button, buttons, card_text, open_buttons,
+};
 use sandpiper_tests::fake_discord::{CHANNEL_ID, Failure, FakeDiscord, FakeUser};
 use sandpiper_tests::fake_llm::{Reply, text, tool_call};
 use serde_json::json;
@@ -186,10 +188,18 @@ both_backends! {
         let rig = rig.restart().await;
         let click = rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
         rig.fake.wait_until(WAIT, "the click answered", |f| f.interaction_responses(click).pop()).await;
+        // The decision is kept and the card says the turn stopped; nothing runs by itself.
+        let kept = rig.wait_message(thread, card.id, "Your decision is kept").await;
+        assert!(card_text(&kept).contains("Approved by alice"), "{}", card_text(&kept));
+        assert!(card_text(&kept).contains("The turn that asked was interrupted (sandpiper restarted or the node running it stopped)."));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(s.llm.requests().len(), 1, "not resumed silently");
+        rig.fake.click(thread, card.id, &alice(), &button(&kept, "Resume", 0)).await;
         rig.wait_text(thread, "Done after the restart.").await;
         assert!(sent(&s.llm)[1].contains("survived-restart"));
-        let decided = rig.wait_message(thread, card.id, "Approved by alice").await;
-        assert!(card_text(&decided).contains("Approved by alice"));
+        let resumed = rig.wait_message(thread, card.id, "Resumed by alice").await;
+        assert!(!buttons(&resumed).iter().any(|(_, label, _)| label == "Resume"), "Resume is gone");
+        s.llm.verify();
     }
 
     async fn a_click_after_a_restart_and_the_timeout_counts_as_no_decision(db) {
@@ -204,9 +214,10 @@ both_backends! {
         let rig = rig.restart().await;
         tokio::time::sleep(Duration::from_millis(2200)).await;
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
-        rig.wait_text(thread, "did not run it").await;
         let decided = rig.wait_message(thread, card.id, "no decision within 2 s").await;
-        assert!(card_text(&decided).contains("no decision within 2 s"), "{}", card_text(&decided));
+        assert!(card_text(&decided).contains("Your decision is kept"), "{}", card_text(&decided));
+        rig.fake.click(thread, card.id, &alice(), &button(&decided, "Resume", 0)).await;
+        rig.wait_text(thread, "did not run it").await;
         assert!(!sent(&s.llm)[1].contains("too-late\\n"), "it did not run");
     }
 

@@ -27,6 +27,8 @@ mod parallel;
 mod providers;
 mod recall;
 mod restart;
+mod resume_button;
+mod resume_button_slack;
 mod slack;
 mod slack_approvals;
 mod subagents;

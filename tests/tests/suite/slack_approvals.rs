@@ -157,7 +157,16 @@ both_backends! {
         let run = SlackRun::start(config, slack).await;
         let (approve, value) = button(&card, "Approve");
         run.slack.click(CHANNEL_ID, &card.ts, &alice, &approve, &value).await;
-        run.wait_message(CHANNEL_ID, &root, "the decided card", |m| is_card(m) && m.text.contains("Approved by alice")).await;
+        // The decision is kept and the card says the turn stopped; nothing runs by itself.
+        let kept = run.wait_message(CHANNEL_ID, &root, "the card of the interrupted turn", |m| {
+            is_card(m) && m.text.contains("Approved by alice") && m.text.contains("Your decision is kept")
+        }).await;
+        assert!(kept.text.contains("The turn that asked was interrupted (sandpiper restarted or the node running it stopped)."), "{}", kept.text);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(s.llm.requests().len(), 1, "not resumed silently");
+        let (resume, value) = button(&kept, "Resume");
+        run.slack.click(CHANNEL_ID, &card.ts, &alice, &resume, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "the card says who resumed", |m| is_card(m) && m.text.contains("Resumed by alice")).await;
         run.wait_message(CHANNEL_ID, &root, "the tool output", |m| m.text.contains("after-restart") && m.text.contains(":white_check_mark:")).await;
         run.wait_message(CHANNEL_ID, &root, "the resumed answer", |m| m.text == "Resumed and done.").await;
         s.llm.verify();

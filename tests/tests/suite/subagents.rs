@@ -373,10 +373,12 @@ both_backends! {
         let thread = rig.mention(&alice(), "check the build").await;
         let key = format!("discord:{thread}");
 
-        // Waiting for its own approval across a restart, the task resumes on a click.
+        // Waiting for its own approval across a restart, the task resumes on Resume.
         let card = rig.card(thread).await;
         let rig = rig.restart().await;
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
+        let kept = rig.wait_message(thread, card.id, "Your decision is kept").await;
+        rig.fake.click(thread, card.id, &alice(), &button(&kept, "Resume", 0)).await;
         let sub_card = rig.fake.wait_until(WAIT, "the sub-agent's card", |_| {
             rig.bot_messages(thread).into_iter().rev().find(|m| card_text(m).contains("task: Check the build › bash"))
         }).await;

@@ -88,6 +88,104 @@ fn a_batch_card_with_one_decided_row_and_a_long_preview() {
     insta::assert_json_snapshot!(json(&body));
 }
 
+/// The buttons of a body: (custom id, label, disabled), row by row.
+fn buttons(body: &serde_json::Value) -> Vec<Vec<(String, String, bool)>> {
+    body["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            row["components"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| {
+                    (
+                        b["custom_id"].as_str().unwrap().to_owned(),
+                        b["label"].as_str().unwrap().to_owned(),
+                        b["disabled"].as_bool().unwrap_or(false),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn an_interrupted_card_says_so_and_offers_resume_once_every_request_is_decided() {
+    use crate::card::TurnNote;
+    let mut card = ApprovalCard::pending(
+        &(1..=4)
+            .map(|n| item(n, "bash", &format!("bash: echo {n}"), ""))
+            .collect::<Vec<_>>(),
+        "discord:1",
+    );
+    card.rows[0].status = ApprovalStatus::Approved;
+    card.rows[0].decided_by = Some("alice".into());
+    let waiting = card
+        .clone()
+        .with_turn(Some(TurnNote::Interrupted { resumable: false }));
+    let body = json(&super::card(&waiting, "30 min"));
+    assert!(
+        body["content"]
+            .as_str()
+            .unwrap()
+            .contains("The turn that asked was interrupted (sandpiper restarted or the node running it stopped). Your decision is kept."),
+        "{body}"
+    );
+    assert!(
+        !body.to_string().contains("rs:ap_"),
+        "no Resume yet: {body}"
+    );
+    for row in &mut card.rows {
+        row.status = ApprovalStatus::Approved;
+    }
+    let ready = card.with_turn(Some(TurnNote::Interrupted { resumable: true }));
+    let body = json(&super::card(&ready, "30 min"));
+    let rows = buttons(&body);
+    assert_eq!(
+        rows.len(),
+        5,
+        "four calls and one last row: Discord allows five"
+    );
+    assert_eq!(
+        rows[4],
+        vec![
+            ("apall:ap_0001:a".to_owned(), "Approve all".to_owned(), true),
+            ("apall:ap_0001:d".to_owned(), "Deny all".to_owned(), true),
+            ("rs:ap_0001".to_owned(), "Resume".to_owned(), false),
+        ]
+    );
+    assert_eq!(
+        card_requests_of(&body),
+        ["ap_0001", "ap_0002", "ap_0003", "ap_0004"],
+        "the Resume button names no extra request"
+    );
+    let single = ApprovalCard::pending(&[item(1, "bash", "bash: ls", "")], "discord:1")
+        .with_turn(Some(TurnNote::Interrupted { resumable: true }));
+    let rows = buttons(&json(&super::card(&single, "30 min")));
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[1],
+        vec![("rs:ap_0001".to_owned(), "Resume".to_owned(), false)]
+    );
+}
+
+/// The requests the buttons of a body name, as [`card_requests`] reads them from a message.
+fn card_requests_of(body: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for row in buttons(body) {
+        for (id, _, _) in row {
+            if let Ok((request, _)) = parse_button_id(&id)
+                && !ids.iter().any(|i| i == request)
+            {
+                ids.push(request.to_owned());
+            }
+        }
+    }
+    ids
+}
+
 #[test]
 fn a_long_answer_split_at_the_limit_keeps_code_blocks_whole() {
     let mut text = String::from("Here is the script:\n```python\n");
