@@ -155,11 +155,13 @@ impl DiscordConfig {
         let Some(text) = env.var(SHARDS_ENV) else {
             return Ok(());
         };
-        let range = text.parse().map_err(|e: ShardRangeError| ConfigError::Invalid {
-            key: "discord.shards".into(),
-            source_name: SHARDS_ENV.into(),
-            message: e.to_string(),
-        })?;
+        let range = text
+            .parse()
+            .map_err(|e: ShardRangeError| ConfigError::Invalid {
+                key: "discord.shards".into(),
+                source_name: SHARDS_ENV.into(),
+                message: e.to_string(),
+            })?;
         self.shards = Some(range);
         Ok(())
     }
@@ -421,7 +423,11 @@ mod tests {
         assert_eq!(two.discord.shards, Some(ShardRange::new(0, 1, 4).unwrap()));
         let one = config("[discord]\nshards = \" 3 / 4 \"\n").unwrap();
         assert_eq!(one.discord.shards, Some(ShardRange::new(3, 3, 4).unwrap()));
-        assert!(one.discord.shards.is_some_and(|r| r.contains(3) && !r.contains(2)));
+        assert!(
+            one.discord
+                .shards
+                .is_some_and(|r| r.contains(3) && !r.contains(2))
+        );
         assert_eq!(ChannelsConfig::default().discord.shards, None);
         // What `config check` prints reads back the same.
         let again = config(&two.to_redacted_toml()).unwrap();
@@ -469,7 +475,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains(SHARDS_ENV) && err.contains("discord.shards") && err.contains("numbered 0 to 1"),
+            err.contains(SHARDS_ENV)
+                && err.contains("discord.shards")
+                && err.contains("numbered 0 to 1"),
             "{err}"
         );
     }

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use slack_morphism::prelude::*;
 use slack_morphism::signature_verifier::SlackEventSignatureVerifier;
 
-use super::socket::command_response;
 use super::events::Delivery;
+use super::socket::command_response;
 use super::{Ctx, commands, events, spawn};
 
 #[derive(Clone)]

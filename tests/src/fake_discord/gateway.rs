@@ -273,14 +273,12 @@ fn identified_shard(d: &Value) -> Option<(u32, u32)> {
 
 /// A new session for the shard IDENTIFY names: READY and GUILD_CREATE for its guilds, then
 /// whatever was queued for it. A bad `shard` closes with 4010, as Discord does.
-fn identify(
-    state: &mut State,
-    connection: u64,
-    tx: &mpsc::UnboundedSender<Outbound>,
-    d: &Value,
-) {
+fn identify(state: &mut State, connection: u64, tx: &mpsc::UnboundedSender<Outbound>, d: &Value) {
     let Some((shard, total)) = identified_shard(d) else {
-        eprintln!("fake discord: IDENTIFY with an invalid shard: {}", d["shard"]);
+        eprintln!(
+            "fake discord: IDENTIFY with an invalid shard: {}",
+            d["shard"]
+        );
         let _ = tx.send(Outbound::Close(4010));
         return;
     };

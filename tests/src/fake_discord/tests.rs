@@ -172,7 +172,8 @@ async fn rest_objects_parse_as_serenity_expects() {
         true,
     ))
     .expect("Member");
-    let _: Vec<Role> = serde_json::from_value(Value::Array(state.roles_in(GUILD_ID))).expect("roles");
+    let _: Vec<Role> =
+        serde_json::from_value(Value::Array(state.roles_in(GUILD_ID))).expect("roles");
     let _: CurrentApplicationInfo =
         serde_json::from_value(objects::application()).expect("application");
     let _: serenity::model::user::CurrentUser =
@@ -261,7 +262,11 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<Outbound>) -> Vec<(String, String)> {
             Outbound::Text(text) => {
                 let v: Value = serde_json::from_str(&text).expect("json frame");
                 let t = v["t"].as_str().unwrap_or_default().to_owned();
-                let guild = if t == "GUILD_CREATE" { "id" } else { "guild_id" };
+                let guild = if t == "GUILD_CREATE" {
+                    "id"
+                } else {
+                    "guild_id"
+                };
                 let at = v["d"][guild].as_str().unwrap_or_default().to_owned();
                 out.push((t, at));
             }
@@ -283,15 +288,25 @@ async fn each_shard_gets_only_its_guilds_events_and_dms_go_to_shard_zero() {
     let (first, other) = (GUILD_ID.to_string(), OTHER_GUILD.to_string());
     assert_eq!(
         drain(&mut zero),
-        [("READY".into(), String::new()), ("GUILD_CREATE".into(), first.clone())]
+        [
+            ("READY".into(), String::new()),
+            ("GUILD_CREATE".into(), first.clone())
+        ]
     );
     assert_eq!(
         drain(&mut one),
-        [("READY".into(), String::new()), ("GUILD_CREATE".into(), other.clone())]
+        [
+            ("READY".into(), String::new()),
+            ("GUILD_CREATE".into(), other.clone())
+        ]
     );
     let alice = FakeUser::new(42, "alice");
-    discord.user_message(CHANNEL_ID, &alice, "in the first").await;
-    discord.user_message(OTHER_CHANNEL, &alice, "in the other").await;
+    discord
+        .user_message(CHANNEL_ID, &alice, "in the first")
+        .await;
+    discord
+        .user_message(OTHER_CHANNEL, &alice, "in the other")
+        .await;
     discord.dm(&alice, "privately").await;
     assert_eq!(
         drain(&mut zero),

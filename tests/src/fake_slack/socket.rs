@@ -30,7 +30,10 @@ pub(super) fn deliver(shared: &Shared, envelope: Value) {
     let mut ledger = shared.ledger();
     ledger.connections.retain(|c| !c.outbound.is_closed());
     if ledger.fan_out && ledger.connections.len() > 1 {
-        let id = envelope["envelope_id"].as_str().unwrap_or_default().to_owned();
+        let id = envelope["envelope_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let copies: Vec<Value> = (0..ledger.connections.len())
             .map(|n| {
                 let mut copy = envelope.clone();
