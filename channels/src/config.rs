@@ -35,6 +35,7 @@ impl ChannelsConfig {
             ConfigSource::Defaults => Self::default(),
         };
         config.apply_env(env);
+        config.discord.apply_shards_env(env)?;
         Ok(config)
     }
 
@@ -111,6 +112,11 @@ pub struct DiscordConfig {
     pub stream_interval: Duration,
     /// Requests per second the bot sends in all, across every thread (Discord allows 50).
     pub requests_per_second: u32,
+    /// The gateway shards this node runs, `"FIRST-LAST/TOTAL"` (`"0-1/4"`: shards 0 and 1 of
+    /// 4) or `"ID/TOTAL"`; every node of a bot names the same total and together they cover
+    /// every shard once. Unset: this node runs the bot's only shard. Env
+    /// `SANDPIPER_DISCORD_SHARDS` overrides it, so nodes can share one file.
+    pub shards: Option<ShardRange>,
 }
 
 impl Default for DiscordConfig {
@@ -127,6 +133,7 @@ impl Default for DiscordConfig {
             api_base_url: DISCORD_API_BASE.into(),
             stream_interval: Duration::from_millis(1500),
             requests_per_second: 40,
+            shards: None,
         }
     }
 }
@@ -140,6 +147,140 @@ impl DiscordConfig {
     /// Whether requests go somewhere other than Discord (a test double).
     pub fn overridden(&self) -> bool {
         self.api_base_url.trim_end_matches('/') != DISCORD_API_BASE
+    }
+
+    /// Reads `SANDPIPER_DISCORD_SHARDS` (same form as `shards`), refusing a bad range with
+    /// the variable's name.
+    pub fn apply_shards_env(&mut self, env: &dyn Env) -> Result<(), ConfigError> {
+        let Some(text) = env.var(SHARDS_ENV) else {
+            return Ok(());
+        };
+        let range = text
+            .parse()
+            .map_err(|e: ShardRangeError| ConfigError::Invalid {
+                key: "discord.shards".into(),
+                source_name: SHARDS_ENV.into(),
+                message: e.to_string(),
+            })?;
+        self.shards = Some(range);
+        Ok(())
+    }
+}
+
+/// The environment variable that overrides `[discord] shards`.
+pub const SHARDS_ENV: &str = "SANDPIPER_DISCORD_SHARDS";
+
+/// Which of a bot's gateway shards one node runs: `first..=last` of `total`. Discord sends a
+/// guild's events to shard `(guild_id >> 22) % total` (DMs to shard 0), so nodes that split
+/// the shards between them split the guilds. Written `"FIRST-LAST/TOTAL"` or `"ID/TOTAL"`;
+/// checked when the file is read (never a panic or a silent gap at start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ShardRange {
+    first: u32,
+    last: u32,
+    total: u32,
+}
+
+/// Why a shard range was refused. The operator fixes `[discord] shards`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardRangeError {
+    /// Not `FIRST-LAST/TOTAL` or `ID/TOTAL` with whole numbers.
+    #[error("`{0}` is not a shard range: write FIRST-LAST/TOTAL (\"0-1/4\") or ID/TOTAL (\"2/4\")")]
+    Syntax(String),
+    /// A bot has at least one shard.
+    #[error("the shard total must be at least 1")]
+    NoShards,
+    /// The range runs backwards.
+    #[error("the first shard ({first}) comes after the last ({last})")]
+    Backwards {
+        /// First shard named.
+        first: u32,
+        /// Last shard named.
+        last: u32,
+    },
+    /// Shards are numbered from 0 to `total - 1`.
+    #[error("shard {last} does not exist among {total} shards (they are numbered 0 to {})", .total.saturating_sub(1))]
+    OutOfRange {
+        /// The highest shard named.
+        last: u32,
+        /// The total.
+        total: u32,
+    },
+}
+
+impl ShardRange {
+    /// Shards `first..=last` of `total`, checked.
+    pub fn new(first: u32, last: u32, total: u32) -> Result<Self, ShardRangeError> {
+        if total == 0 {
+            return Err(ShardRangeError::NoShards);
+        }
+        if first > last {
+            return Err(ShardRangeError::Backwards { first, last });
+        }
+        if last >= total {
+            return Err(ShardRangeError::OutOfRange { last, total });
+        }
+        Ok(Self { first, last, total })
+    }
+
+    /// The first shard this node runs.
+    pub fn first(&self) -> u32 {
+        self.first
+    }
+
+    /// The last shard this node runs (inclusive).
+    pub fn last(&self) -> u32 {
+        self.last
+    }
+
+    /// How many shards the bot has across all nodes.
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// Whether this node runs shard `id`.
+    pub fn contains(&self, id: u32) -> bool {
+        (self.first..=self.last).contains(&id)
+    }
+}
+
+impl std::str::FromStr for ShardRange {
+    type Err = ShardRangeError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let syntax = || ShardRangeError::Syntax(text.to_owned());
+        let number = |s: &str| s.trim().parse::<u32>().map_err(|_| syntax());
+        let (shards, total) = text.split_once('/').ok_or_else(syntax)?;
+        let (first, last) = match shards.split_once('-') {
+            Some((first, last)) => (number(first)?, number(last)?),
+            None => (number(shards)?, number(shards)?),
+        };
+        Self::new(first, last, number(total)?)
+    }
+}
+
+impl TryFrom<String> for ShardRange {
+    type Error = ShardRangeError;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        text.parse()
+    }
+}
+
+impl std::fmt::Display for ShardRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}/{}", self.first, self.total)
+        } else {
+            write!(f, "{}-{}/{}", self.first, self.last, self.total)
+        }
+    }
+}
+
+impl From<ShardRange> for String {
+    fn from(range: ShardRange) -> String {
+        range.to_string()
     }
 }
 
@@ -273,5 +414,71 @@ mod tests {
         );
         let ok = ChannelsConfig::from_toml("[discord]\nguild = 42\n", Path::new("s.toml")).unwrap();
         assert_eq!(ok.discord.guild.map(std::num::NonZeroU64::get), Some(42));
+    }
+
+    #[test]
+    fn shard_ranges_read_both_forms_and_round_trip() {
+        let config = |text: &str| ChannelsConfig::from_toml(text, Path::new("s.toml"));
+        let two = config("[discord]\nshards = \"0-1/4\"\n").unwrap();
+        assert_eq!(two.discord.shards, Some(ShardRange::new(0, 1, 4).unwrap()));
+        let one = config("[discord]\nshards = \" 3 / 4 \"\n").unwrap();
+        assert_eq!(one.discord.shards, Some(ShardRange::new(3, 3, 4).unwrap()));
+        assert!(
+            one.discord
+                .shards
+                .is_some_and(|r| r.contains(3) && !r.contains(2))
+        );
+        assert_eq!(ChannelsConfig::default().discord.shards, None);
+        // What `config check` prints reads back the same.
+        let again = config(&two.to_redacted_toml()).unwrap();
+        assert_eq!(again.discord.shards, two.discord.shards);
+        assert!(two.to_redacted_toml().contains("shards = \"0-1/4\""));
+    }
+
+    #[test]
+    fn a_bad_shard_range_is_refused_with_its_key_and_why() {
+        let cases = [
+            ("2/2", ShardRangeError::OutOfRange { last: 2, total: 2 }),
+            ("1-4/4", ShardRangeError::OutOfRange { last: 4, total: 4 }),
+            ("0/0", ShardRangeError::NoShards),
+            ("3-1/4", ShardRangeError::Backwards { first: 3, last: 1 }),
+            ("0-1", ShardRangeError::Syntax("0-1".into())),
+            ("a-b/4", ShardRangeError::Syntax("a-b/4".into())),
+            ("-1/4", ShardRangeError::Syntax("-1/4".into())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(text.parse::<ShardRange>(), Err(want.clone()), "{text}");
+            let err = ChannelsConfig::from_toml(
+                &format!("[discord]\nshards = \"{text}\"\n"),
+                Path::new("s.toml"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("s.toml") && err.contains("shards") && err.contains(&want.to_string()),
+                "{text}: {err}"
+            );
+        }
+        let err = ChannelsConfig::from_toml("[discord]\nshards = 2\n", Path::new("s.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("shards"), "{err}");
+    }
+
+    #[test]
+    fn the_environment_picks_this_nodes_shards_and_a_bad_one_names_the_variable() {
+        let mut discord = DiscordConfig::default();
+        discord.apply_shards_env(&[(SHARDS_ENV, "1/2")]).unwrap();
+        assert_eq!(discord.shards, Some(ShardRange::new(1, 1, 2).unwrap()));
+        let err = discord
+            .apply_shards_env(&[(SHARDS_ENV, "2/2")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(SHARDS_ENV)
+                && err.contains("discord.shards")
+                && err.contains("numbered 0 to 1"),
+            "{err}"
+        );
     }
 }

@@ -36,6 +36,7 @@ impl DiscordRig {
         config.discord.stream_interval = Duration::from_millis(100);
         config.discord.requests_per_second = 500;
         let identified = fake.identify_count();
+        let registrations = command_registrations(&fake);
         let agent = harness::agent(config.clone()).await;
         let shutdown = CancellationToken::new();
         let channel =
@@ -48,9 +49,10 @@ impl DiscordRig {
         })
         .await;
         fake.wait_ready(WAIT).await;
-        // READY is handled (the bot knows its id) once the commands are registered.
+        // READY is handled (the bot knows its id) once the commands are registered: counted,
+        // so a second node on the same fake waits for its own.
         fake.wait_until(WAIT, "slash commands registered", |f| {
-            (!f.registered_commands().is_empty()).then_some(())
+            (command_registrations(f) > registrations).then_some(())
         })
         .await;
         Self {
@@ -155,6 +157,14 @@ impl Drop for DiscordRig {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// How many times a bot registered its slash commands on `fake` (each READY does).
+fn command_registrations(fake: &FakeDiscord) -> usize {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.ends_with("/commands"))
+        .count()
 }
 
 /// Every button on a message: (custom id, label, disabled).

@@ -4,7 +4,8 @@
 //! One module per table: [`workstreams`], [`messages`], [`approvals`] (requests and
 //! always-allow grants), [`connectors`] (connector policy tiers), [`memories`] (scoped memories), [`users`] (users, their platform
 //! identities and linking), [`services`] (the registry of running nodes), [`notifications`]
-//! (which workstream sent a delivered notification); [`recall`] is full-text search over the messages. Migrations are
+//! (which workstream sent a delivered notification), [`platform_events`] (events a platform
+//! delivered, so each is handled once across nodes); [`recall`] is full-text search over the messages. Migrations are
 //! embedded and run at connect time.
 
 pub mod approvals;
@@ -14,6 +15,7 @@ pub mod leases;
 pub mod memories;
 pub mod messages;
 pub mod notifications;
+pub mod platform_events;
 pub mod prompt_templates;
 pub mod recall;
 pub mod services;

@@ -122,30 +122,6 @@ impl Store {
         Ok(())
     }
 
-    /// Records that a platform delivered the event `event_id`; true the first time only, on
-    /// every node (platforms redeliver events they think were missed).
-    pub async fn first_delivery(&self, platform: &str, event_id: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO channel_events (platform, event_id, seen_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (platform, event_id) DO NOTHING",
-        )
-        .bind(platform)
-        .bind(event_id)
-        .bind(now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Forgets delivered event ids older than `max_age_ms` (redeliveries come within minutes).
-    pub async fn prune_delivered(&self, max_age_ms: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM channel_events WHERE seen_at < $1")
-            .bind(now_ms() - max_age_ms)
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected())
-    }
-
     /// Keys of every workstream, most recently active first.
     pub async fn list_workstreams(&self) -> Result<Vec<String>, StoreError> {
         let rows: Vec<(String,)> =
@@ -159,17 +135,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn a_redelivered_event_is_seen_once_and_old_ids_are_forgotten() {
-        let store = Store::memory().await.unwrap();
-        assert!(store.first_delivery("slack", "Ev1").await.unwrap());
-        assert!(!store.first_delivery("slack", "Ev1").await.unwrap());
-        assert!(store.first_delivery("discord", "Ev1").await.unwrap());
-        assert_eq!(store.prune_delivered(60_000).await.unwrap(), 0);
-        assert_eq!(store.prune_delivered(-1).await.unwrap(), 2);
-        assert!(store.first_delivery("slack", "Ev1").await.unwrap());
-    }
 
     #[tokio::test]
     async fn usage_adds_up_and_closing_is_recorded() {

@@ -27,7 +27,7 @@ pub mod workstreams;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::config::DiscordConfig;
+use crate::config::{DiscordConfig, ShardRange};
 use sandpiper_agent::Agent;
 use sandpiper_agent::store::users::User;
 use sandpiper_agent::store::watches::KeyPattern;
@@ -205,6 +205,23 @@ fn build_http(config: &DiscordConfig) -> Http {
     }
 }
 
+/// Connects this node's shards (`[discord] shards`), or the bot's only shard when unset; runs
+/// until every shard has stopped.
+async fn start_shards(
+    client: &mut serenity::Client,
+    range: Option<ShardRange>,
+) -> Result<(), serenity::Error> {
+    match range {
+        // serenity takes the range's end as the last shard to run (inclusive), despite `Range`.
+        Some(r) => {
+            client
+                .start_shard_range(r.first()..r.last(), r.total())
+                .await
+        }
+        None => client.start().await,
+    }
+}
+
 /// A running Discord connection.
 #[derive(Debug)]
 pub struct DiscordChannel {
@@ -248,10 +265,14 @@ impl DiscordChannel {
             .await?;
         let _ = bot.http.set(client.http.clone());
         let shards = client.shard_manager.clone();
+        let range = bot.config.shards;
+        if let Some(range) = range {
+            tracing::info!(shards = %range, "starting this node's Discord shards");
+        }
         // Runs to its end: at shutdown it closes the shards cleanly, within the drain.
         tasks.spawn_to_end(async move {
             tokio::select! {
-                r = client.start() => {
+                r = start_shards(&mut client, range) => {
                     if let Err(e) = r {
                         tracing::error!(error = %e, "the Discord connection ended");
                     }

@@ -3,7 +3,8 @@
 //! `X-Slack-Signature` (HMAC-SHA256 of `v0:{timestamp}:{body}` with the signing secret) and
 //! `X-Slack-Request-Timestamp` (at most 5 minutes old) are checked first: a forged or stale
 //! request gets 401 and nothing is processed. Valid ones are answered at once and handled in
-//! the background; a redelivery (`X-Slack-Retry-Num`) is recognised by its event id.
+//! the background. A redelivery (`X-Slack-Retry-Num`), or the same request reaching another
+//! node, is recognised by its event id (events) or trigger id (interactions, commands).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +19,9 @@ use serde_json::{Value, json};
 use slack_morphism::prelude::*;
 use slack_morphism::signature_verifier::SlackEventSignatureVerifier;
 
+use super::events::Delivery;
 use super::socket::command_response;
-use super::{Ctx, commands, events, interactions, spawn};
+use super::{Ctx, commands, events, spawn};
 
 #[derive(Clone)]
 struct Http {
@@ -123,7 +125,7 @@ async fn on_interactions(
     let event: SlackInteractionEvent =
         serde_json::from_str(&payload).map_err(|e| HttpError::Malformed(e.to_string()))?;
     let ctx = http.ctx.clone();
-    spawn(&http.ctx, interactions::handle(ctx, event));
+    spawn(&http.ctx, events::handle_interaction(ctx, event));
     Ok(StatusCode::OK.into_response())
 }
 
@@ -139,7 +141,13 @@ async fn on_commands(
         .collect();
     let event: SlackCommandEvent = serde_json::from_value(Value::Object(fields))
         .map_err(|e| HttpError::Malformed(e.to_string()))?;
-    let reply = commands::ack(&http.ctx, event);
+    // A command delivered before (to this node or another) was answered then.
+    let first = events::first_delivery(&http.ctx, Delivery::Trigger(&event.trigger_id.0)).await;
+    let reply = if first {
+        commands::ack(&http.ctx, event)
+    } else {
+        None
+    };
     Ok(match reply {
         Some(_) => axum::Json(command_response(reply)).into_response(),
         None => StatusCode::OK.into_response(),

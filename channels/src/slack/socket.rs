@@ -1,14 +1,16 @@
 //! Socket Mode: sandpiper opens websocket(s) to Slack with the app-level token. The callbacks
 //! are plain `fn`s (slack-morphism refuses closures), so the shared [`Ctx`] travels as the
 //! listener's user state. Each callback hands its work to a task and returns at once, so the
-//! envelope is acknowledged within Slack's 3 seconds.
+//! envelope is acknowledged within Slack's 3 seconds; a slash command first checks (briefly)
+//! that no node took it before, since its acknowledgement may carry the answer.
 
 use std::sync::Arc;
 
 use slack_morphism::prelude::*;
 
 use super::client::{Client, Connector, token};
-use super::{Ctx, SlackError, commands, events, interactions, spawn};
+use super::events::Delivery;
+use super::{Ctx, SlackError, commands, events, spawn};
 
 /// The running listener.
 pub(crate) type Listener = SlackClientSocketModeListener<Connector>;
@@ -64,7 +66,7 @@ async fn on_interaction(
 ) -> UserCallbackResult<()> {
     if let Some(ctx) = ctx_of(&states).await {
         let job = ctx.clone();
-        spawn(&ctx, interactions::handle(job, event));
+        spawn(&ctx, events::handle_interaction(job, event));
     }
     Ok(())
 }
@@ -74,9 +76,15 @@ async fn on_command(
     _client: Arc<Client>,
     states: SlackClientEventsUserState,
 ) -> UserCallbackResult<SlackCommandEventResponse> {
-    let reply = match ctx_of(&states).await {
-        Some(ctx) => commands::ack(&ctx, event),
-        None => None,
+    let Some(ctx) = ctx_of(&states).await else {
+        return Ok(command_response(None));
+    };
+    // A command delivered before was answered then: this copy is acknowledged empty.
+    let first = events::first_delivery(&ctx, Delivery::Trigger(&event.trigger_id.0)).await;
+    let reply = if first {
+        commands::ack(&ctx, event)
+    } else {
+        None
     };
     Ok(command_response(reply))
 }

@@ -1,8 +1,11 @@
 //! The gateway websocket: HELLO, IDENTIFY → READY + GUILD_CREATE, heartbeats, RESUME with
-//! replay. Dispatches made while no session is connected wait in a queue and go out, with
-//! increasing sequence numbers, once the bot resumes or identifies again.
+//! replay. Sharded like Discord: IDENTIFY names `shard: [id, total]`, each shard is a session
+//! of its own, and a guild's events go only to shard `(guild_id >> 22) % total` (events
+//! outside a guild, DMs, to shard 0). Dispatches made while their shard has no connected
+//! session wait in that shard's queue and go out, with increasing sequence numbers, once it
+//! resumes or identifies again.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use axum::extract::State as AxumState;
@@ -13,8 +16,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::objects;
-use super::state::State;
-use super::{APP_ID, CHANNEL_ID, GUILD_ID, Shared};
+use super::state::{State, id_of};
+use super::{APP_ID, Shared};
 
 /// How often serenity must heartbeat. Small, so tests exercise heartbeats.
 const HEARTBEAT_INTERVAL_MS: u64 = 2000;
@@ -26,58 +29,29 @@ pub(super) enum Outbound {
     Close(u16),
 }
 
-/// The authenticated connection dispatches go to.
+/// The authenticated connection a shard's dispatches go to.
 #[derive(Debug)]
 struct Live {
     connection: u64,
     tx: mpsc::UnboundedSender<Outbound>,
 }
 
-/// The session and its sequence numbers.
-#[derive(Debug)]
-pub(super) struct Gateway {
-    url: String,
+/// One shard's session and its sequence numbers.
+#[derive(Debug, Default)]
+struct Session {
     live: Option<Live>,
-    connections: u64,
-    session: u64,
+    /// Which session (counted across shards) this is; 0 before the first IDENTIFY.
+    number: u64,
     seq: u64,
     /// Dispatches of this session, by sequence number, for replay on RESUME.
     sent: Vec<(u64, String)>,
-    /// Dispatches made while no session was connected.
+    /// Dispatches made while no connection was live.
     queued: VecDeque<(String, Value)>,
-    pub identify_count: usize,
-    pub resume_count: usize,
-    /// READY and GUILD_CREATE have been sent at least once.
-    pub ready: bool,
 }
 
-impl Gateway {
-    pub(super) fn new(url: String) -> Self {
-        Self {
-            url,
-            live: None,
-            connections: 0,
-            session: 0,
-            seq: 0,
-            sent: Vec::new(),
-            queued: VecDeque::new(),
-            identify_count: 0,
-            resume_count: 0,
-            ready: false,
-        }
-    }
-
-    fn session_id(&self) -> String {
-        format!("fake-session-{}", self.session)
-    }
-
-    /// Sends `t` now if a session is connected, else queues it for the next RESUME/IDENTIFY.
-    pub(super) fn dispatch(&mut self, t: &str, d: Value) {
-        if self.live.is_some() {
-            self.send(t, d);
-        } else {
-            self.queued.push_back((t.to_owned(), d));
-        }
+impl Session {
+    fn id(&self) -> String {
+        format!("fake-session-{}", self.number)
     }
 
     fn send(&mut self, t: &str, d: Value) {
@@ -100,22 +74,110 @@ impl Gateway {
             self.send(&t, d);
         }
     }
+}
 
-    /// Closes the live connection with `code`; later dispatches queue up.
+/// The shards' sessions.
+#[derive(Debug)]
+pub(super) struct Gateway {
+    url: String,
+    connections: u64,
+    sessions_started: u64,
+    /// The shard count the bot last identified with (1 until it says).
+    total: u32,
+    shards: BTreeMap<u32, Session>,
+    pub identify_count: usize,
+    pub resume_count: usize,
+    /// The `shard` of every IDENTIFY, in order.
+    pub identified: Vec<(u32, u32)>,
+    /// READY and GUILD_CREATE have been sent at least once.
+    pub ready: bool,
+}
+
+/// The shard Discord sends `guild`'s events to: `(guild_id >> 22) % total`.
+pub fn shard_of(guild: u64, total: u32) -> u32 {
+    let shard = (guild >> 22) % u64::from(total.max(1));
+    u32::try_from(shard).unwrap_or(0)
+}
+
+/// The shard an event goes to: its guild's, or 0 when it has none (DMs).
+fn shard_of_event(d: &Value, total: u32) -> u32 {
+    id_of(&d["guild_id"]).map_or(0, |guild| shard_of(guild, total))
+}
+
+impl Gateway {
+    pub(super) fn new(url: String) -> Self {
+        Self {
+            url,
+            connections: 0,
+            sessions_started: 0,
+            total: 1,
+            shards: BTreeMap::new(),
+            identify_count: 0,
+            resume_count: 0,
+            identified: Vec::new(),
+            ready: false,
+        }
+    }
+
+    /// Sends `t` on its shard (its `guild_id`'s) now if that shard is connected, else queues
+    /// it for the shard's next RESUME/IDENTIFY.
+    pub(super) fn dispatch(&mut self, t: &str, d: Value) {
+        let guild = id_of(&d["guild_id"]);
+        self.dispatch_in(guild, t, d);
+    }
+
+    /// [`Gateway::dispatch`] for an event about `guild` that does not name it in `guild_id`
+    /// (GUILD_CREATE names it in `id`).
+    pub(super) fn dispatch_in(&mut self, guild: Option<u64>, t: &str, d: Value) {
+        let shard = guild.map_or(0, |g| shard_of(g, self.total));
+        let session = self.shards.entry(shard).or_default();
+        if session.live.is_some() {
+            session.send(t, d);
+        } else {
+            session.queued.push_back((t.to_owned(), d));
+        }
+    }
+
+    /// Closes every live connection with `code`; later dispatches queue up.
     pub(super) fn close(&mut self, code: u16) {
-        if let Some(live) = self.live.take() {
-            // The writer may already be gone; then the connection is closed anyway.
-            let _ = live.tx.send(Outbound::Close(code));
+        for session in self.shards.values_mut() {
+            if let Some(live) = session.live.take() {
+                // The writer may already be gone; then the connection is closed anyway.
+                let _ = live.tx.send(Outbound::Close(code));
+            }
         }
     }
 
     fn connection_ended(&mut self, connection: u64) {
-        if self
-            .live
-            .as_ref()
-            .is_some_and(|l| l.connection == connection)
-        {
-            self.live = None;
+        for session in self.shards.values_mut() {
+            if session
+                .live
+                .as_ref()
+                .is_some_and(|l| l.connection == connection)
+            {
+                session.live = None;
+            }
+        }
+    }
+
+    /// The bot now shards by `total`: what waits in a queue moves to the shard it belongs
+    /// to under that count.
+    fn reshard(&mut self, total: u32) {
+        if total == self.total {
+            return;
+        }
+        self.total = total;
+        let mut waiting: Vec<(String, Value)> = Vec::new();
+        for session in self.shards.values_mut() {
+            waiting.extend(session.queued.drain(..));
+        }
+        for (t, d) in waiting {
+            let shard = shard_of_event(&d, total);
+            self.shards
+                .entry(shard)
+                .or_default()
+                .queued
+                .push_back((t, d));
         }
     }
 }
@@ -188,31 +250,71 @@ pub(super) fn handle_op(
                 json!({ "op": 11, "s": null, "t": null, "d": null }).to_string(),
             ));
         }
-        Some(2) => identify(state, connection, tx),
+        Some(2) => identify(state, connection, tx, &frame["d"]),
         Some(6) => resume(state, connection, tx, &frame["d"]),
         Some(3 | 4 | 8) => {} // presence, voice state, member requests: nothing to answer
         op => eprintln!("fake discord: unhandled gateway op {op:?}: {text}"),
     }
 }
 
-/// A new session: READY, GUILD_CREATE, then whatever was queued.
-fn identify(state: &mut State, connection: u64, tx: &mpsc::UnboundedSender<Outbound>) {
+/// IDENTIFY's `shard: [id, total]`; `(0, 1)` when absent, as Discord takes it.
+fn identified_shard(d: &Value) -> Option<(u32, u32)> {
+    let Some(pair) = d["shard"].as_array() else {
+        return Some((0, 1));
+    };
+    let number = |i: usize| {
+        pair.get(i)
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    let (id, total) = (number(0)?, number(1)?);
+    (pair.len() == 2 && total >= 1 && id < total).then_some((id, total))
+}
+
+/// A new session for the shard IDENTIFY names: READY and GUILD_CREATE for its guilds, then
+/// whatever was queued for it. A bad `shard` closes with 4010, as Discord does.
+fn identify(state: &mut State, connection: u64, tx: &mpsc::UnboundedSender<Outbound>, d: &Value) {
+    let Some((shard, total)) = identified_shard(d) else {
+        eprintln!(
+            "fake discord: IDENTIFY with an invalid shard: {}",
+            d["shard"]
+        );
+        let _ = tx.send(Outbound::Close(4010));
+        return;
+    };
+    let guilds: Vec<u64> = state
+        .guilds
+        .keys()
+        .copied()
+        .filter(|g| shard_of(*g, total) == shard)
+        .collect();
+    let creates: Vec<Value> = guilds.iter().map(|g| guild_create(state, *g)).collect();
     let g = &mut state.gateway;
     g.identify_count += 1;
-    g.session += 1;
-    g.seq = 0;
-    g.sent.clear();
-    g.live = Some(Live {
+    g.identified.push((shard, total));
+    g.reshard(total);
+    g.sessions_started += 1;
+    let number = g.sessions_started;
+    let url = g.url.clone();
+    let session = g.shards.entry(shard).or_default();
+    session.number = number;
+    session.seq = 0;
+    session.sent.clear();
+    session.live = Some(Live {
         connection,
         tx: tx.clone(),
     });
+    let unavailable: Vec<Value> = guilds
+        .iter()
+        .map(|id| json!({ "id": id.to_string(), "unavailable": true }))
+        .collect();
     let ready = json!({
         "v": 10,
         "user": objects::current_user(),
-        "guilds": [{ "id": GUILD_ID.to_string(), "unavailable": true }],
-        "session_id": g.session_id(),
-        "resume_gateway_url": g.url,
-        "shard": [0, 1],
+        "guilds": unavailable,
+        "session_id": session.id(),
+        "resume_gateway_url": url,
+        "shard": [shard, total],
         "application": { "id": APP_ID.to_string(), "flags": 0 },
         "private_channels": [],
         "relationships": [],
@@ -221,54 +323,65 @@ fn identify(state: &mut State, connection: u64, tx: &mpsc::UnboundedSender<Outbo
         "user_settings": {},
         "_trace": ["fake-discord"],
     });
-    g.send("READY", ready);
-    let guild = guild_create(state);
-    let g = &mut state.gateway;
-    g.send("GUILD_CREATE", guild);
+    session.send("READY", ready);
+    for guild in creates {
+        session.send("GUILD_CREATE", guild);
+    }
+    session.flush_queue();
     g.ready = true;
-    g.flush_queue();
 }
 
-/// Replays what the bot missed since `seq`, then the queue, then RESUMED.
+/// Replays what the shard missed since `seq`, then its queue, then RESUMED.
 fn resume(state: &mut State, connection: u64, tx: &mpsc::UnboundedSender<Outbound>, d: &Value) {
     let g = &mut state.gateway;
-    if d["session_id"].as_str() != Some(g.session_id().as_str()) {
+    let wanted = d["session_id"].as_str();
+    let Some(session) = g
+        .shards
+        .values_mut()
+        .find(|s| s.number > 0 && Some(s.id().as_str()) == wanted)
+    else {
         // Not resumable: op 9 with d=false makes the bot identify again.
         let _ = tx.send(Outbound::Text(
             json!({ "op": 9, "s": null, "t": null, "d": false }).to_string(),
         ));
         return;
-    }
+    };
     g.resume_count += 1;
-    g.live = Some(Live {
+    session.live = Some(Live {
         connection,
         tx: tx.clone(),
     });
     let seen = d["seq"].as_u64().unwrap_or(0);
-    let missed: Vec<String> = g
+    let missed: Vec<String> = session
         .sent
         .iter()
         .filter(|(s, _)| *s > seen)
         .map(|(_, f)| f.clone())
         .collect();
     for frame in missed {
-        g.send_raw(frame);
+        session.send_raw(frame);
     }
-    g.flush_queue();
-    g.send("RESUMED", json!({ "_trace": ["fake-discord"] }));
+    session.flush_queue();
+    session.send("RESUMED", json!({ "_trace": ["fake-discord"] }));
 }
 
-/// The whole guild, as GUILD_CREATE carries it.
-fn guild_create(state: &State) -> Value {
-    let channels = vec![objects::text_channel()];
-    let threads: Vec<Value> = state.threads.iter().map(objects::thread).collect();
+/// The whole guild `id`, as GUILD_CREATE carries it.
+pub(super) fn guild_create(state: &State, id: u64) -> Value {
+    let channel = state.guilds.get(&id).copied().unwrap_or_default();
+    let channels = vec![objects::text_channel(channel, id)];
+    let threads: Vec<Value> = state
+        .threads
+        .iter()
+        .filter(|t| t.guild_id == id)
+        .map(objects::thread)
+        .collect();
     let members: Vec<Value> = state
         .users
         .values()
         .map(|u| objects::member(u, &state.joined_at, false))
         .collect();
     let mut guild = json!({
-        "id": GUILD_ID.to_string(),
+        "id": id.to_string(),
         "name": "fake guild",
         "icon": null,
         "icon_hash": null,
@@ -282,12 +395,12 @@ fn guild_create(state: &State) -> Value {
         "verification_level": 0,
         "default_message_notifications": 0,
         "explicit_content_filter": 0,
-        "roles": state.roles(),
+        "roles": state.roles_in(id),
         "emojis": [],
         "features": [],
         "mfa_level": 0,
         "application_id": null,
-        "system_channel_id": CHANNEL_ID.to_string(),
+        "system_channel_id": channel.to_string(),
         "system_channel_flags": 0,
         "rules_channel_id": null,
         "max_presences": null,

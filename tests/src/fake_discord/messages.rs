@@ -100,10 +100,11 @@ impl State {
         if let Some(ms) = self.messages.get_mut(&channel_id) {
             ms.retain(|m| m.public.id != id);
         }
+        let guild = self.guild_of(channel_id).unwrap_or(GUILD_ID);
         let event = json!({
             "id": id.to_string(),
             "channel_id": channel_id.to_string(),
-            "guild_id": GUILD_ID.to_string(),
+            "guild_id": guild.to_string(),
         });
         self.gateway.dispatch("MESSAGE_DELETE", event);
         Ok(())

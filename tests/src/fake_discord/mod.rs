@@ -44,6 +44,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+pub use gateway::shard_of;
 pub use records::{Failure, FakeMessage, FakeThread, FakeUser, RecordedRequest};
 use state::{InteractionKind, PendingFailure, State, StoredInteraction};
 
@@ -334,6 +335,26 @@ impl FakeDiscord {
     pub async fn disconnect(&self) {
         self.lock().gateway.close(4000);
         tokio::task::yield_now().await;
+    }
+
+    /// Adds a guild with one text channel, `channel_id` (the fake starts with [`GUILD_ID`]
+    /// and [`CHANNEL_ID`]): users can talk there as in the first; its events go to shard
+    /// [`shard_of`]`(guild_id, total)`, and a shard that is connected gets its GUILD_CREATE.
+    /// Interactions (clicks, slash commands) stay in the first guild.
+    pub fn add_guild(&self, guild_id: u64, channel_id: u64) {
+        let mut state = self.lock();
+        state.guilds.insert(guild_id, channel_id);
+        if state.gateway.ready {
+            let guild = gateway::guild_create(&state, guild_id);
+            state
+                .gateway
+                .dispatch_in(Some(guild_id), "GUILD_CREATE", guild);
+        }
+    }
+
+    /// The `shard: [id, total]` of every IDENTIFY so far, in order.
+    pub fn identified_shards(&self) -> Vec<(u32, u32)> {
+        self.lock().gateway.identified.clone()
     }
 
     /// How many times the bot sent IDENTIFY (op 2).

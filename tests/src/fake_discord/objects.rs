@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use super::state::{InteractionKind, StoredInteraction, StoredMessage, ThreadRecord};
-use super::{APP_ID, BOT_ID, CHANNEL_ID, FakeUser, GUILD_ID};
+use super::{APP_ID, BOT_ID, FakeUser, GUILD_ID};
 
 /// The permissions every member and the bot hold: the usual text-channel set, as a decimal
 /// string like Discord sends it.
@@ -133,12 +133,13 @@ pub(super) fn role(id: u64, position: u16) -> Value {
     })
 }
 
-/// The guild's one text channel, [`CHANNEL_ID`].
-pub(super) fn text_channel() -> Value {
+/// A guild's one text channel ([`CHANNEL_ID`](super::CHANNEL_ID) in [`GUILD_ID`], or one added with
+/// `FakeDiscord::add_guild`).
+pub(super) fn text_channel(id: u64, guild: u64) -> Value {
     json!({
-        "id": CHANNEL_ID.to_string(),
+        "id": id.to_string(),
         "type": 0,
-        "guild_id": GUILD_ID.to_string(),
+        "guild_id": guild.to_string(),
         "name": "general",
         "position": 0,
         "permission_overwrites": [],
@@ -196,7 +197,7 @@ pub(super) fn thread(t: &ThreadRecord) -> Value {
     let mut thread = json!({
         "id": t.public.id.to_string(),
         "type": t.public.kind,
-        "guild_id": GUILD_ID.to_string(),
+        "guild_id": t.guild_id.to_string(),
         "parent_id": t.public.parent_id.to_string(),
         "owner_id": t.public.owner_id.to_string(),
         "name": t.public.name,
@@ -227,7 +228,7 @@ pub(super) fn partial_channel(channel: &Value) -> Value {
         "id": channel["id"],
         "type": channel["type"],
         "name": channel["name"],
-        "guild_id": GUILD_ID.to_string(),
+        "guild_id": channel.get("guild_id").cloned().unwrap_or_else(|| json!(GUILD_ID.to_string())),
         "permissions": MEMBER_PERMISSIONS,
         "flags": 0,
     });

@@ -16,7 +16,7 @@ use super::messages::NewMessage;
 use super::multipart::Payload;
 use super::objects::{self, now_millis};
 use super::state::{PendingFailure, Rejection, State as World};
-use super::{APP_ID, BOT_ID, Failure, GUILD_ID, RecordedRequest, Shared, gateway, interactions};
+use super::{APP_ID, BOT_ID, Failure, RecordedRequest, Shared, gateway, interactions};
 
 type Answer = Result<Response, Rejection>;
 
@@ -384,13 +384,13 @@ fn check_app(app: u64) -> Result<(), Rejection> {
 /// Replaces the registered commands, answering them with ids like Discord.
 fn replace_commands(shared: &Shared, app: u64, guild: Option<u64>, p: &Payload) -> Answer {
     check_app(app)?;
-    if guild.is_some_and(|g| g != GUILD_ID) {
+    let mut state = shared.lock();
+    if guild.is_some_and(|g| !state.guilds.contains_key(&g)) {
         return Err(Rejection::new(404, 10004, "Unknown Guild"));
     }
     let Some(sent) = p.json.as_array() else {
         return Err(Rejection::new(400, 50035, "Invalid Form Body"));
     };
-    let mut state = shared.lock();
     let commands: Vec<Value> = sent
         .iter()
         .map(|c| {
@@ -424,7 +424,7 @@ async fn get_commands(State(shared): State<Arc<Shared>>) -> Answer {
 
 async fn get_member(State(shared): State<Arc<Shared>>, Path((g, u)): Path<(u64, u64)>) -> Answer {
     let state = shared.lock();
-    if g != GUILD_ID {
+    if !state.guilds.contains_key(&g) {
         return Err(Rejection::new(404, 10004, "Unknown Guild"));
     }
     let user = state
@@ -435,8 +435,9 @@ async fn get_member(State(shared): State<Arc<Shared>>, Path((g, u)): Path<(u64, 
 }
 
 async fn get_roles(State(shared): State<Arc<Shared>>, Path(g): Path<u64>) -> Answer {
-    if g != GUILD_ID {
+    let state = shared.lock();
+    if !state.guilds.contains_key(&g) {
         return Err(Rejection::new(404, 10004, "Unknown Guild"));
     }
-    json(Value::Array(shared.lock().roles()))
+    json(Value::Array(state.roles_in(g)))
 }

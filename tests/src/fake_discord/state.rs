@@ -70,6 +70,8 @@ pub(super) struct StoredMessage {
 #[derive(Debug, Clone)]
 pub(super) struct ThreadRecord {
     pub public: FakeThread,
+    /// The guild of its parent channel.
+    pub guild_id: u64,
     pub created_millis: u64,
     pub message_count: u64,
     pub auto_archive_duration: u64,
@@ -130,6 +132,9 @@ pub(super) struct State {
     pub joined_at: String,
     /// Direct-message channels: channel id → the user the bot talks with there.
     pub dm_channels: BTreeMap<u64, u64>,
+    /// Guilds and their one text channel each: guild id → channel id ([`GUILD_ID`] →
+    /// [`CHANNEL_ID`] always).
+    pub guilds: BTreeMap<u64, u64>,
 }
 
 impl State {
@@ -149,6 +154,7 @@ impl State {
             gateway: Gateway::new(gateway_url),
             joined_at: timestamp(now_millis().saturating_sub(86_400_000)),
             dm_channels: BTreeMap::new(),
+            guilds: BTreeMap::from([(GUILD_ID, CHANNEL_ID)]),
         }
     }
 
@@ -171,8 +177,8 @@ impl State {
             .unwrap_or_else(|| FakeUser::new(id, &format!("user-{id}")))
     }
 
-    /// Every role any known member holds, plus @everyone (whose id is the guild's).
-    pub(super) fn roles(&self) -> Vec<Value> {
+    /// Every role any known member holds, plus `guild`'s @everyone (whose id is the guild's).
+    pub(super) fn roles_in(&self, guild: u64) -> Vec<Value> {
         let mut ids: Vec<u64> = self
             .users
             .values()
@@ -180,8 +186,8 @@ impl State {
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        ids.retain(|id| *id != GUILD_ID);
-        let mut roles = vec![objects::role(GUILD_ID, 0)];
+        ids.retain(|id| *id != guild);
+        let mut roles = vec![objects::role(guild, 0)];
         roles.extend(
             ids.iter()
                 .zip(1u16..)
@@ -204,10 +210,24 @@ impl State {
         channel
     }
 
-    /// The channel object for the text channel, a thread or a DM.
+    /// The guild whose text channel `id` is.
+    fn guild_of_text_channel(&self, id: u64) -> Option<u64> {
+        self.guilds
+            .iter()
+            .find(|(_, channel)| **channel == id)
+            .map(|(guild, _)| *guild)
+    }
+
+    /// The guild a text channel or thread belongs to; `None` for a DM or an unknown channel.
+    pub(super) fn guild_of(&self, channel: u64) -> Option<u64> {
+        self.guild_of_text_channel(channel)
+            .or_else(|| self.thread(channel).map(|t| t.guild_id))
+    }
+
+    /// The channel object for a text channel, a thread or a DM.
     pub(super) fn channel_json(&self, id: u64) -> Result<Value, Rejection> {
-        if id == CHANNEL_ID {
-            return Ok(objects::text_channel());
+        if let Some(guild) = self.guild_of_text_channel(id) {
+            return Ok(objects::text_channel(id, guild));
         }
         if let Some(user) = self.dm_channels.get(&id) {
             return Ok(objects::dm_channel(id, &self.user(*user)));
@@ -218,12 +238,20 @@ impl State {
     }
 
     pub(super) fn message_json(&self, m: &StoredMessage) -> Value {
-        let json = objects::message(m, &self.user(m.public.author_id), &self.joined_at);
+        let mut json = objects::message(m, &self.user(m.public.author_id), &self.joined_at);
         if self.dm_channels.contains_key(&m.public.channel_id) {
-            objects::outside_guild(json)
-        } else {
-            json
+            return objects::outside_guild(json);
         }
+        if let Some(guild) = self
+            .guild_of(m.public.channel_id)
+            .filter(|g| *g != GUILD_ID)
+        {
+            json["guild_id"] = json!(guild.to_string());
+            if let Some(reference) = json.get_mut("message_reference") {
+                reference["guild_id"] = json!(guild.to_string());
+            }
+        }
+        json
     }
 
     pub(super) fn find_message(
@@ -252,13 +280,13 @@ impl State {
         starter: Option<u64>,
         body: &Value,
     ) -> Result<Value, Rejection> {
-        if parent_id != CHANNEL_ID {
+        let Some(guild_id) = self.guild_of_text_channel(parent_id) else {
             return Err(Rejection::new(
                 400,
                 50024,
                 "Cannot execute action on this channel type",
             ));
-        }
+        };
         let name = body["name"].as_str().unwrap_or_default().to_owned();
         if name.is_empty() || name.chars().count() > 100 {
             return Err(Rejection::invalid_form(
@@ -296,6 +324,7 @@ impl State {
                 owner_id: BOT_ID,
                 bot_joined: true,
             },
+            guild_id,
             created_millis: now_millis(),
             message_count: 0,
             auto_archive_duration: body["auto_archive_duration"].as_u64().unwrap_or(1440),

@@ -172,7 +172,8 @@ async fn rest_objects_parse_as_serenity_expects() {
         true,
     ))
     .expect("Member");
-    let _: Vec<Role> = serde_json::from_value(Value::Array(state.roles())).expect("roles");
+    let _: Vec<Role> =
+        serde_json::from_value(Value::Array(state.roles_in(GUILD_ID))).expect("roles");
     let _: CurrentApplicationInfo =
         serde_json::from_value(objects::application()).expect("application");
     let _: serenity::model::user::CurrentUser =
@@ -238,4 +239,85 @@ async fn dms_and_admins_parse_as_serenity_expects() {
     let channel: Channel =
         serde_json::from_value(discord.lock().channel_json(dm).expect("the dm")).expect("parses");
     assert!(matches!(channel, Channel::Private(p) if p.recipient.id.get() == 43));
+}
+
+/// Identifies as `shard` of `total` on connection `connection`; returns the connection's frames.
+fn identify_shard(
+    discord: &FakeDiscord,
+    connection: u64,
+    shard: u32,
+    total: u32,
+) -> mpsc::UnboundedReceiver<Outbound> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let frame = json!({"op": 2, "d": {"token": "t", "shard": [shard, total]}}).to_string();
+    handle_op(&mut discord.lock(), connection, &tx, &frame);
+    rx
+}
+
+/// The dispatches waiting on a connection: (event name, its guild id or "").
+fn drain(rx: &mut mpsc::UnboundedReceiver<Outbound>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    while let Ok(frame) = rx.try_recv() {
+        match frame {
+            Outbound::Text(text) => {
+                let v: Value = serde_json::from_str(&text).expect("json frame");
+                let t = v["t"].as_str().unwrap_or_default().to_owned();
+                let guild = if t == "GUILD_CREATE" {
+                    "id"
+                } else {
+                    "guild_id"
+                };
+                let at = v["d"][guild].as_str().unwrap_or_default().to_owned();
+                out.push((t, at));
+            }
+            Outbound::Close(code) => out.push(("close".into(), code.to_string())),
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn each_shard_gets_only_its_guilds_events_and_dms_go_to_shard_zero() {
+    const OTHER_GUILD: u64 = 810_000_000_020_000_300;
+    const OTHER_CHANNEL: u64 = 810_000_000_020_000_400;
+    assert_eq!((shard_of(GUILD_ID, 2), shard_of(OTHER_GUILD, 2)), (0, 1));
+    let discord = FakeDiscord::start().await;
+    discord.add_guild(OTHER_GUILD, OTHER_CHANNEL);
+    let mut zero = identify_shard(&discord, 1, 0, 2);
+    let mut one = identify_shard(&discord, 2, 1, 2);
+    let (first, other) = (GUILD_ID.to_string(), OTHER_GUILD.to_string());
+    assert_eq!(
+        drain(&mut zero),
+        [
+            ("READY".into(), String::new()),
+            ("GUILD_CREATE".into(), first.clone())
+        ]
+    );
+    assert_eq!(
+        drain(&mut one),
+        [
+            ("READY".into(), String::new()),
+            ("GUILD_CREATE".into(), other.clone())
+        ]
+    );
+    let alice = FakeUser::new(42, "alice");
+    discord
+        .user_message(CHANNEL_ID, &alice, "in the first")
+        .await;
+    discord
+        .user_message(OTHER_CHANNEL, &alice, "in the other")
+        .await;
+    discord.dm(&alice, "privately").await;
+    assert_eq!(
+        drain(&mut zero),
+        [
+            ("MESSAGE_CREATE".into(), first),
+            ("MESSAGE_CREATE".into(), String::new())
+        ]
+    );
+    assert_eq!(drain(&mut one), [("MESSAGE_CREATE".into(), other)]);
+    assert_eq!(discord.identified_shards(), [(0, 2), (1, 2)]);
+    // A shard outside the total is refused as Discord does (4010 Invalid shard).
+    let mut bad = identify_shard(&discord, 3, 2, 2);
+    assert_eq!(drain(&mut bad), [("close".into(), "4010".into())]);
 }

@@ -146,6 +146,21 @@ impl FakeSlack {
         .await;
     }
 
+    /// Socket Mode connections open now (each node opens up to two).
+    pub fn open_connections(&self) -> usize {
+        let mut ledger = self.shared.ledger();
+        ledger.connections.retain(|c| !c.outbound.is_closed());
+        ledger.connections.len()
+    }
+
+    /// From now on every envelope goes to every open connection, each copy with its own
+    /// envelope id, instead of to one: the same event, click or command reaching several
+    /// nodes (or one node's several connections), as redeliveries and several Socket Mode
+    /// connections make happen on Slack.
+    pub fn fan_out(&self, on: bool) {
+        self.shared.ledger().fan_out = on;
+    }
+
     /// Websocket connections opened so far (reconnects count).
     pub fn connection_count(&self) -> usize {
         self.shared.ledger().connection_count

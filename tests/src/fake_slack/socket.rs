@@ -1,6 +1,7 @@
 //! Socket Mode: the websocket behind the URL `apps.connections.open` announces. Each connection is
 //! sent `hello`, then envelopes; acks are read back. An envelope goes to one connection only (the
-//! oldest open one, so tests are deterministic); with none open it waits for the next.
+//! oldest open one, so tests are deterministic), or with fan-out to every open one; with none
+//! open it waits for the next.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +24,32 @@ pub(super) async fn upgrade(State(shared): State<Arc<Shared>>, ws: WebSocketUpgr
     ws.on_upgrade(move |socket| serve(socket, shared))
 }
 
-/// Sends `envelope` on one open connection, or queues it for the next connection.
+/// Sends `envelope` on one open connection (on every one with fan-out), or queues it for
+/// the next connection.
 pub(super) fn deliver(shared: &Shared, envelope: Value) {
-    let frame = envelope.to_string();
     let mut ledger = shared.ledger();
+    ledger.connections.retain(|c| !c.outbound.is_closed());
+    if ledger.fan_out && ledger.connections.len() > 1 {
+        let id = envelope["envelope_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let copies: Vec<Value> = (0..ledger.connections.len())
+            .map(|n| {
+                let mut copy = envelope.clone();
+                if n > 0 {
+                    copy["envelope_id"] = Value::String(format!("{id}-copy{n}"));
+                }
+                copy
+            })
+            .collect();
+        for (connection, copy) in ledger.connections.iter().zip(&copies) {
+            let _ = connection.outbound.send(Outbound::Frame(copy.to_string()));
+        }
+        ledger.envelopes.extend(copies);
+        return;
+    }
+    let frame = envelope.to_string();
     ledger.envelopes.push(envelope);
     while let Some(connection) = ledger.connections.first() {
         if connection

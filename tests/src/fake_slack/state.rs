@@ -116,6 +116,9 @@ pub(super) struct Ledger {
     pub(super) connection_count: usize,
     /// Connections that were sent `hello` so far.
     pub(super) hello_count: usize,
+    /// Every envelope goes to every open connection (each copy with its own envelope id),
+    /// not to one: the same event reaching several nodes or connections.
+    pub(super) fan_out: bool,
 }
 
 impl Ledger {
