@@ -16,6 +16,7 @@ use sandpiper::node::Node;
 use sandpiper_agent::config::Config;
 use sandpiper_agent::model::{Message, Role};
 use sandpiper_channels::config::{ChannelsConfig, SlackConfig, SlackMode};
+use sandpiper_tests::both_backends;
 use sandpiper_tests::db::TestDb;
 use sandpiper_tests::fake_llm::{FakeLlm, Reply, text, tool_call};
 use sandpiper_tests::fake_slack::{CHANNEL_ID, FakeSlack, FakeSlackMessage, SlackUser, sign};
@@ -70,6 +71,7 @@ struct Cluster {
     slack: FakeSlack,
     http: reqwest::Client,
     llm: FakeLlm,
+    config: sandpiper_tests::harness::TestConfig,
     _work: tempfile::TempDir,
 }
 
@@ -111,6 +113,7 @@ impl Cluster {
             slack,
             http: reqwest::Client::new(),
             llm: s.llm,
+            config,
             _work: s.work,
         }
     }
@@ -259,6 +262,12 @@ impl Cluster {
         let node = self.nodes[i].take().expect("a live node");
         node.kill();
         let _ = node.join(Duration::from_secs(5)).await;
+    }
+
+    /// Starts a new node (a new process, as far as the others can tell) in place `i`.
+    async fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].is_none(), "node {i} still runs");
+        self.nodes[i] = Some(start_node(&self.config.core, &self.config.slack).await);
     }
 
     async fn stop(mut self) {
@@ -437,4 +446,35 @@ async fn a_turn_killed_with_its_node_is_marked_interrupted_and_the_thread_goes_o
         Some("answer to msg-0-2")
     );
     c.stop().await;
+}
+
+both_backends! {
+    async fn a_restart_marks_the_turn_it_cut_off_and_the_thread_goes_on(db) {
+        let mut c = Cluster::start(&db, 1).await;
+        let alice = c.slack.user("U0ALICE", "alice");
+        let root = c.open_thread(&alice, "msg-0-0", 0).await;
+        c.wait_answer(&root, "msg-0-0").await;
+        c.say(&alice, &root, "run-0-1", 0).await;
+        c.wait_thread(&root, "the card", |t| {
+            t.iter().any(|m| is_card(m) && m.blocks.to_string().contains("ran-run-0-1"))
+        })
+        .await;
+        // The process dies waiting for approval, and a new one starts on the same database
+        // (on SQLite at once: it is the only node; on PostgreSQL once the lease ran out).
+        c.kill(0).await;
+        c.restart(0).await;
+        c.wait_thread(&root, "the interrupted notice", |t| {
+            t.iter().any(|m| m.text.contains("interrupted by a restart — reply to continue"))
+        })
+        .await;
+        let notices = c
+            .thread(&root)
+            .iter()
+            .filter(|m| m.text.contains("interrupted by a restart"))
+            .count();
+        assert_eq!(notices, 1, "said once");
+        c.say(&alice, &root, "msg-0-2", 0).await;
+        c.wait_answer(&root, "msg-0-2").await;
+        c.stop().await;
+    }
 }
