@@ -191,8 +191,18 @@ impl Cluster {
     /// knows it was interrupted. A failure is logged: it costs only that mark.
     pub async fn mark_turn(&self, key: &str, running: bool) {
         let at = running.then(now_ms);
-        if let Err(e) = self.inner.store.mark_turn(key, &self.inner.node, at).await {
-            tracing::warn!(workstream = key, running, error = %e, "could not mark the turn");
+        match self.inner.store.mark_turn(key, &self.inner.node, at).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(
+                    workstream = key,
+                    running,
+                    "turn not marked: the lease is not ours"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(workstream = key, running, error = %e, "could not mark the turn");
+            }
         }
     }
 
@@ -292,6 +302,28 @@ impl Agent {
             }
         }
         Ok(adopted)
+    }
+
+    /// Whether another live node runs a turn in `key` now (a failed lookup counts as no).
+    pub async fn runs_elsewhere(&self, key: &str) -> bool {
+        match self.cluster() {
+            Some(cluster) => cluster.remote_owner(key).await.ok().flatten().is_some(),
+            None => false,
+        }
+    }
+
+    /// Asks the live node running a turn in `key` to stop it; false when no other node runs
+    /// one (outside a cluster, always).
+    pub async fn stop_remote_turn(&self, key: &str) -> Result<bool, AgentError> {
+        let Some(cluster) = self.cluster() else {
+            return Ok(false);
+        };
+        let (Some(owner), Some(bus)) = (cluster.remote_owner(key).await?, cluster.bus()) else {
+            return Ok(false);
+        };
+        bus.signal(&owner, &Signal::Stop(key.to_owned())).await?;
+        tracing::info!(workstream = key, owner = %owner, "stop sent to the owning node");
+        Ok(true)
     }
 
     /// Hands a decision stored by another node to the turn here that waits for it. False

@@ -6,6 +6,8 @@
 //!   through the platform that shows it ([`Starters`]).
 //! - A **decided** signal names an approval request clicked on another node: the turn here
 //!   that waits for it gets the stored decision.
+//! - A **stop** signal is `/stop` (or a Stop button) used on another node for a turn running
+//!   here.
 //! - Every third of the lease: renew every lease (one statement), take handoffs whose wake-up
 //!   was lost, and adopt orphans — workstreams whose owner died with a turn running (their
 //!   threads are told the turn was interrupted) or with work waiting for it.
@@ -89,6 +91,10 @@ impl Duties {
                 Ok(false) => tracing::debug!(request, "no turn here waits for this decision"),
                 Err(e) => tracing::warn!(request, error = %e, "could not deliver a decision"),
             },
+            Signal::Stop(workstream) => {
+                let stopped = self.starters.stop(&workstream);
+                tracing::info!(workstream, stopped, "stop from another node");
+            }
         }
     }
 

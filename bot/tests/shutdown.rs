@@ -48,7 +48,7 @@ async fn terminate(child: Child) -> (Duration, std::process::Output) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_while_a_card_waits_exits_on_time_and_the_card_resumes_after_restart() {
+async fn sigterm_while_a_card_waits_exits_on_time_and_the_card_offers_resume_after_restart() {
     let llm = FakeLlm::start(vec![
         tool_call("c1", "bash", json!({"command": "echo survived-sigterm"})),
         text("Done after the restart."),
@@ -102,6 +102,15 @@ async fn sigterm_while_a_card_waits_exits_on_time_and_the_card_resumes_after_res
             (d.identify_count() > identified).then_some(())
         })
         .await;
+    // The restarted node says in the thread that the turn was cut off.
+    discord
+        .wait_until(WAIT, "the interrupted notice", |d| {
+            d.messages(thread).into_iter().find(|m| {
+                m.content
+                    .contains("interrupted by a restart — reply to continue")
+            })
+        })
+        .await;
     let click = discord
         .click(thread, card.id, &alice, &button(&card, "Approve", 0))
         .await;
@@ -109,6 +118,17 @@ async fn sigterm_while_a_card_waits_exits_on_time_and_the_card_resumes_after_res
         .wait_until(WAIT, "the click answered", |d| {
             d.interaction_responses(click).pop()
         })
+        .await;
+    // The decision is kept and the card offers to resume the turn; alice does.
+    let kept = discord
+        .wait_until(WAIT, "the card offering Resume", |d| {
+            d.messages(thread)
+                .into_iter()
+                .find(|m| m.id == card.id && m.components.to_string().contains("\"Resume\""))
+        })
+        .await;
+    discord
+        .click(thread, card.id, &alice, &button(&kept, "Resume", 0))
         .await;
     discord
         .wait_until(WAIT, "the resumed answer", |d| {

@@ -175,6 +175,21 @@ pub async fn run<T: Thread>(
     result.is_ok()
 }
 
+/// `/stop` (or the Stop button) for `key`, wherever its turn runs: here through `local`
+/// (the platform's lanes), or on the node that owns the workstream. Whether a turn was stopped.
+pub async fn stop_anywhere(agent: &Agent, key: &str, local: impl FnOnce(&str) -> bool) -> bool {
+    if local(key) {
+        return true;
+    }
+    match agent.stop_remote_turn(key).await {
+        Ok(sent) => sent,
+        Err(e) => {
+            tracing::warn!(workstream = key, error = %e, "could not ask the owning node to stop");
+            false
+        }
+    }
+}
+
 /// Hands `work` to `node`, the owner of the workstream. If that fails the thread is told,
 /// so the person knows to send it again; nothing is silently dropped.
 async fn hand_over<T: Thread>(place: &TurnPlace, thread: Arc<T>, node: &str, work: Work) -> bool {
@@ -290,6 +305,12 @@ pub trait TurnStarter: Send + Sync {
     /// Queues the turn in the workstream's lane, behind what already waits there; its events
     /// show in the workstream's thread.
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError>;
+    /// Cancels the turn running in `workstream` on this node (`/stop` that reached another
+    /// node); false when none runs here. The console, never in a cluster, has none to stop.
+    fn stop(&self, workstream: &str) -> bool {
+        let _ = workstream;
+        false
+    }
 }
 
 /// Every running platform's [`TurnStarter`], routed by workstream key. Cheap to clone.
@@ -315,6 +336,14 @@ impl Starters {
     /// The workstreams of every platform.
     pub fn keys(&self) -> Vec<KeyPattern> {
         self.platforms.iter().map(|p| p.keys()).collect()
+    }
+
+    /// Stops the turn running in `workstream` on this node, on the platform that owns it.
+    pub fn stop(&self, workstream: &str) -> bool {
+        self.platforms
+            .iter()
+            .find(|p| p.owns(workstream))
+            .is_some_and(|p| p.stop(workstream))
     }
 
     /// Starts `turn` on the platform that owns its workstream.

@@ -15,14 +15,17 @@ pub enum Signal {
     Handoff(i64),
     /// Approval request `id` was decided on another node; a turn here may wait for it.
     Decided(String),
+    /// Someone asked on another node to stop the turn running here in this workstream.
+    Stop(String),
 }
 
 impl Signal {
-    /// The NOTIFY payload: `handoff:<id>` or `decided:<request id>`.
+    /// The NOTIFY payload: `handoff:<id>`, `decided:<request id>` or `stop:<workstream>`.
     pub fn encode(&self) -> String {
         match self {
             Signal::Handoff(id) => format!("handoff:{id}"),
             Signal::Decided(id) => format!("decided:{id}"),
+            Signal::Stop(key) => format!("stop:{key}"),
         }
     }
 
@@ -32,6 +35,7 @@ impl Signal {
         match kind {
             "handoff" => rest.parse().ok().map(Signal::Handoff),
             "decided" if !rest.is_empty() => Some(Signal::Decided(rest.to_owned())),
+            "stop" if !rest.is_empty() => Some(Signal::Stop(rest.to_owned())),
             _ => None,
         }
     }
@@ -112,7 +116,11 @@ mod tests {
 
     #[test]
     fn signals_round_trip_and_garbage_is_refused() {
-        for s in [Signal::Handoff(42), Signal::Decided("req-1".into())] {
+        for s in [
+            Signal::Handoff(42),
+            Signal::Decided("req-1".into()),
+            Signal::Stop("slack:T1:C1:17.5".into()),
+        ] {
             assert_eq!(Signal::decode(&s.encode()), Some(s));
         }
         for bad in [

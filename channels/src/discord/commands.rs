@@ -128,7 +128,7 @@ pub(super) async fn on_command(
                 let text = "🚫 Only the person who started this thread, or an admin, can close it.";
                 return reply.send(Reply::Private(text.into())).await;
             }
-            bot.turns.stop(&key);
+            crate::thread::stop_anywhere(&bot.agent, &key, |k| bot.turns.stop(k)).await;
             bot.agent.store().close_workstream(&key).await?;
             bot.agent.forget(&key);
             let text = format!(

@@ -365,4 +365,8 @@ impl TurnStarter for Starter {
             .ok_or_else(|| StartError::NoChannel(turn.workstream.clone()))?;
         Ok(self.0.submit(channel, turn.work)?)
     }
+
+    fn stop(&self, workstream: &str) -> bool {
+        self.0.turns.stop(workstream)
+    }
 }

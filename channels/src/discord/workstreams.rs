@@ -60,7 +60,8 @@ pub(super) async fn stop(bot: &Arc<Bot>, channel: ChannelId, user: &User) -> Res
     {
         return Ok("Only the thread's owner can stop it.".into());
     }
-    Ok(if bot.turns.stop(&key) {
+    let stopped = crate::thread::stop_anywhere(&bot.agent, &key, |k| bot.turns.stop(k)).await;
+    Ok(if stopped {
         tracing::info!(workstream = %key, by = %person.username, "turn stopped");
         "⏹️ Stopping.".into()
     } else {

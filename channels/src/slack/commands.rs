@@ -151,7 +151,13 @@ async fn connectors(
 async fn stop(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String {
     let mut stopped = 0;
     for key in channel_workstreams(ctx, team, channel).await {
-        if ctx.queue.is_busy(&key) && may_manage(ctx, user, &key).await && ctx.queue.stop(&key) {
+        // A turn may run here or on the node that owns the thread.
+        if !ctx.queue.is_busy(&key) && !ctx.agent.runs_elsewhere(&key).await {
+            continue;
+        }
+        if may_manage(ctx, user, &key).await
+            && crate::thread::stop_anywhere(&ctx.agent, &key, |k| ctx.queue.stop(k)).await
+        {
             stopped += 1;
         }
     }
@@ -170,7 +176,7 @@ async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String 
     if !may_manage(ctx, user, &key).await {
         return "Only the person who started the thread (or an approver) can close it.".into();
     }
-    ctx.queue.stop(&key);
+    crate::thread::stop_anywhere(&ctx.agent, &key, |k| ctx.queue.stop(k)).await;
     if let Err(e) = ctx.agent.store().close_workstream(&key).await {
         return format!("Could not close it: {e}");
     }

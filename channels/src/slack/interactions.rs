@@ -359,7 +359,7 @@ async fn stop(ctx: &Arc<Ctx>, at: &At, workstream: &str) {
         .await;
         return;
     }
-    if !ctx.queue.stop(workstream) {
+    if !crate::thread::stop_anywhere(&ctx.agent, workstream, |k| ctx.queue.stop(k)).await {
         refuse(ctx, at, "Nothing is running in this thread.").await;
     }
 }

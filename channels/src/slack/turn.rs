@@ -113,6 +113,10 @@ impl TurnStarter for Starter {
             .ok_or_else(|| StartError::NoChannel(turn.workstream.clone()))?;
         Ok(enqueue(&self.0, thread, turn.work, None)?)
     }
+
+    fn stop(&self, workstream: &str) -> bool {
+        self.0.queue.stop(workstream)
+    }
 }
 
 /// The reaction on the message a turn answers, Slack's stand-in for a typing indicator

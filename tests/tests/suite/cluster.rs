@@ -40,7 +40,7 @@ fn asked(body: &Value) -> Option<String> {
             let content = m["content"].as_str()?;
             content
                 .split_whitespace()
-                .find(|w| w.starts_with("msg-") || w.starts_with("run-"))
+                .find(|w| w.starts_with("msg-") || w.starts_with("run-") || w.starts_with("slow-"))
                 .map(str::to_owned)
         })
 }
@@ -54,6 +54,9 @@ fn respond(body: &Value) -> Reply {
         .as_array()
         .and_then(|m| m.last())
         .is_some_and(|m| m["role"] == "tool");
+    if token.starts_with("slow-") {
+        return Reply::slow_text("word ".repeat(400), Duration::from_millis(50));
+    }
     if token.starts_with("run-") && !after_tool {
         tool_call(
             format!("call-{token}"),
@@ -445,6 +448,43 @@ async fn a_turn_killed_with_its_node_is_marked_interrupted_and_the_thread_goes_o
         history.last().map(|m| m.content.as_str()),
         Some("answer to msg-0-2")
     );
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stop_on_another_node_stops_the_turn_where_it_runs() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let c = Cluster::start(&db, 2).await;
+    let alice = c.slack.user("U0ALICE", "alice");
+    let root = c.open_thread(&alice, "msg-0-0", 0).await;
+    c.wait_answer(&root, "msg-0-0").await;
+    let owner = c.owners().await.into_values().next().expect("an owner");
+    let other = 1 - owner;
+    c.say(&alice, &root, "slow-0-1", owner).await;
+    let streaming = |m: &FakeSlackMessage| {
+        m.text.starts_with("word") && m.blocks.to_string().contains("\"stop\"")
+    };
+    c.wait_thread(&root, "the live answer", |t| t.iter().any(streaming))
+        .await;
+    let live = c
+        .thread(&root)
+        .into_iter()
+        .find(streaming)
+        .expect("the live answer");
+    let key = format!(
+        "slack:{}:{CHANNEL_ID}:{root}",
+        sandpiper_tests::fake_slack::TEAM_ID
+    );
+    c.slack
+        .click(CHANNEL_ID, &live.ts, &alice, "stop", &key)
+        .await;
+    c.deliver_last(other).await;
+    c.wait_thread(&root, "the stopped answer", |t| {
+        t.iter().any(|m| m.text.ends_with("_(stopped)_"))
+    })
+    .await;
     c.stop().await;
 }
 
