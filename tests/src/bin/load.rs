@@ -21,8 +21,12 @@
 //! workstream. PostgreSQL comes from `SANDPIPER_TEST_POSTGRES_URL` (a private schema, dropped
 //! at the end).
 
+// The counting allocator and `malloc_trim` below are the only unsafe code: they measure.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -38,6 +42,76 @@ use sandpiper_channels::thread::{self, TurnPlace, Work};
 use sandpiper_channels::turns::TurnQueue;
 use sandpiper_tests::db::{Backend, TestDb};
 use tokio_util::sync::CancellationToken;
+
+/// The system allocator, counting the bytes Rust code holds (as requested; malloc's own
+/// per-chunk overhead and SQLite's page cache, which SQLite allocates itself, are not in it).
+/// So the report can tell what the workstreams hold from what the allocator keeps.
+struct Counting;
+
+static HEAP: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; only a counter is updated besides.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is `System`'s.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            HEAP.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as above.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            HEAP.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) };
+        HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as above.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            HEAP.fetch_add(new_size, Ordering::Relaxed);
+            HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+unsafe extern "C" {
+    /// glibc: returns free memory at the top of every arena and free whole pages inside them
+    /// to the kernel.
+    fn malloc_trim(pad: usize) -> i32;
+    /// The bundled SQLite's own count of the memory it holds (page caches, statements).
+    fn sqlite3_memory_used() -> i64;
+}
+
+/// Memory SQLite holds, in KiB (0 when it was never used).
+fn sqlite_kib() -> u64 {
+    // SAFETY: a read of SQLite's global counter; valid before and after initialisation.
+    let bytes = unsafe { sqlite3_memory_used() };
+    u64::try_from(bytes).unwrap_or(0) / 1024
+}
+
+/// What glibc keeps that nobody holds: VmRSS after [`malloc_trim`] shows it.
+fn trim() {
+    // SAFETY: malloc_trim only walks glibc's own arenas; any pad is valid.
+    unsafe {
+        malloc_trim(0);
+    }
+}
 
 /// The tool the model asks for once per turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,8 +425,8 @@ async fn tool_alone(tool: ToolKind, file: &std::path::Path) -> anyhow::Result<Du
     Ok(samples[samples.len() / 2])
 }
 
-/// A line of `/proc/self/status` (`VmRSS`, `RssAnon`, ...) in KiB.
-fn status_kib(field: &str) -> u64 {
+/// A number of `/proc/self/status`: `VmRSS`, `RssAnon`, ... in KiB, or `Threads`.
+fn proc_status(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -436,7 +510,9 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
     one_turn(&shared, "load:warmup", "warmup", "warm up".into()).await;
     shared.agent.forget("load:warmup");
     tokio::time::sleep(o.idle).await;
-    let rss_before = status_kib("VmRSS");
+    let rss_before = proc_status("VmRSS");
+    let heap_before = HEAP.load(Ordering::Relaxed);
+    let sqlite_before = sqlite_kib();
     for h in [&shared.wall, &shared.added] {
         h.count.store(0, Ordering::Relaxed);
         h.sum_us.store(0, Ordering::Relaxed);
@@ -459,9 +535,12 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
 
     // Idle: every lane ended, every renderer too.
     tokio::time::sleep(o.idle).await;
-    let rss_after = status_kib("VmRSS");
+    let rss_after = proc_status("VmRSS");
+    let heap_after = HEAP.load(Ordering::Relaxed);
+    trim();
+    let rss_trimmed = proc_status("VmRSS");
     let live = shared.agent.live_workstreams();
-    let per = (rss_after.saturating_sub(rss_before) * 1024) as f64 / live.max(1) as f64;
+    let per_kib = |bytes: usize| bytes as f64 / 1024.0 / live.max(1) as f64;
     println!(
         "load: {} threads x {} turns, tool {:?}, model latency {} ms, {}, {} on {}, {} connections",
         o.threads,
@@ -503,13 +582,30 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
         shared.wall.quantile_ms(0.50),
         shared.wall.quantile_ms(0.99),
     );
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let grown = |after: u64| usize::try_from(after.saturating_sub(rss_before) * 1024).unwrap_or(0);
     println!(
-        "  memory: VmRSS before {:.1} MiB, after {:.1} MiB (RssAnon {:.1} MiB); {live} live \
-         workstreams; {:.1} KiB per live workstream",
-        rss_before as f64 / 1024.0,
-        rss_after as f64 / 1024.0,
-        status_kib("RssAnon") as f64 / 1024.0,
-        per / 1024.0,
+        "  memory: {live} live workstreams; VmRSS before {:.1} MiB, after {:.1} MiB = {:.1} KiB \
+         per live workstream; after malloc_trim {:.1} MiB = {:.1} KiB per workstream; Rust heap \
+         held {:.1} -> {:.1} MiB = {:.1} KiB per workstream",
+        mib(rss_before),
+        mib(rss_after),
+        per_kib(grown(rss_after)),
+        mib(rss_trimmed),
+        per_kib(grown(rss_trimmed)),
+        heap_before as f64 / 1048576.0,
+        heap_after as f64 / 1048576.0,
+        per_kib(heap_after.saturating_sub(heap_before)),
+    );
+    println!(
+        "  VmRSS now: RssAnon {:.1} MiB, RssFile {:.1} MiB, RssShmem {:.1} MiB; SQLite holds \
+         {:.1} MiB (before: {:.1}); {} OS threads",
+        mib(proc_status("RssAnon")),
+        mib(proc_status("RssFile")),
+        mib(proc_status("RssShmem")),
+        mib(sqlite_kib()),
+        mib(sqlite_before),
+        proc_status("Threads"),
     );
     let thread = &shared.thread;
     println!(
