@@ -373,7 +373,10 @@ mod tests {
                 .unwrap();
             let (len, cap) = (ws.history.len(), ws.history.capacity());
             assert!(cap > len, "a slot stays free for the next tool result");
-            assert!(cap <= len + len / 4 + GROWTH_MIN + 1, "{len} messages, {cap} slots");
+            assert!(
+                cap <= len + len / 4 + GROWTH_MIN + 1,
+                "{len} messages, {cap} slots"
+            );
         }
     }
 

@@ -180,7 +180,10 @@ fn options() -> anyhow::Result<Options> {
             other => anyhow::bail!("unknown argument {other}"),
         }
     }
-    anyhow::ensure!(o.threads > 0 && o.turns > 0, "--threads and --turns must be positive");
+    anyhow::ensure!(
+        o.threads > 0 && o.turns > 0,
+        "--threads and --turns must be positive"
+    );
     Ok(o)
 }
 
@@ -289,7 +292,9 @@ const SUB: u64 = 512;
 impl Histogram {
     fn new() -> Self {
         Self {
-            buckets: (0..(LINEAR + 40 * SUB)).map(|_| AtomicU64::new(0)).collect(),
+            buckets: (0..(LINEAR + 40 * SUB))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             count: AtomicU64::new(0),
             sum_us: AtomicU64::new(0),
         }
