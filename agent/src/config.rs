@@ -467,9 +467,9 @@ pub struct AgentConfig {
     /// Maximum model calls in one turn.
     pub max_rounds: u32,
     /// How many workstreams stay in memory before the least recently used is evicted (an
-    /// evicted one is reloaded from the store on its next message). An idle one costs about
-    /// 10–15 KiB after ten turns (docs/benchmarks.md), so the default of 10,000 is about
-    /// 150 MiB at most.
+    /// evicted one is reloaded from the store on its next message). An idle one holds about
+    /// 11 KiB of heap after ten short turns; what stays resident also depends on how many
+    /// turns ran at once before (docs/benchmarks.md, "Load").
     pub workstream_cache: usize,
     /// Extra text appended to the system prompt.
     pub system_prompt_extra: Option<String>,
