@@ -487,7 +487,10 @@ impl std::str::FromStr for ToolSearchMode {
 pub struct AgentConfig {
     /// Maximum model calls in one turn.
     pub max_rounds: u32,
-    /// How many workstreams stay in memory before the least recently used is evicted.
+    /// How many workstreams stay in memory before the least recently used is evicted (an
+    /// evicted one is reloaded from the store on its next message). An idle one holds about
+    /// 11 KiB of heap after ten short turns; what stays resident also depends on how many
+    /// turns ran at once before (docs/benchmarks.md, "Load").
     pub workstream_cache: usize,
     /// Extra text appended to the system prompt.
     pub system_prompt_extra: Option<String>,
@@ -509,7 +512,7 @@ impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             max_rounds: 50,
-            workstream_cache: 256,
+            workstream_cache: 10_000,
             system_prompt_extra: None,
             max_message_bytes: 256 * 1024,
             max_concurrent_turns: 16,

@@ -6,7 +6,7 @@
 
 pub mod workdir;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +14,9 @@ use crate::model::Message;
 use crate::store::{Store, StoreError};
 use crate::tools::FilesRead;
 pub use workdir::{WorkdirLayout, safe_name};
+
+/// Fewest messages the history grows by at once (see [`Workstream::append`]).
+const GROWTH_MIN: usize = 8;
 
 /// One conversation: its history and per-workstream state.
 #[derive(Debug)]
@@ -58,8 +61,20 @@ impl Workstream {
         store
             .append_message(&self.key, seq, &message, author)
             .await?;
+        self.make_room();
         self.history.push(message);
         Ok(())
+    }
+
+    /// Grows the history by a quarter (at least [`GROWTH_MIN`] messages) when it is full or
+    /// about to be, instead of doubling: an idle workstream then holds at most about a
+    /// quarter of its history in spare capacity, not as much again. One slot stays free
+    /// after the push, for the tool result the turn adds next.
+    fn make_room(&mut self) {
+        let len = self.history.len();
+        if len + 2 > self.history.capacity() {
+            self.history.reserve_exact((len / 4).max(GROWTH_MIN));
+        }
     }
 
     /// The sequence number the next appended message gets.
@@ -71,10 +86,83 @@ impl Workstream {
 /// A handle to a live workstream. The async mutex serializes turns in one workstream.
 pub type WorkstreamHandle = Arc<tokio::sync::Mutex<Workstream>>;
 
+/// A live workstream in the cache and when it was last used (a tick of [`Lru::clock`]).
+#[derive(Debug)]
+struct Entry {
+    handle: WorkstreamHandle,
+    used: u64,
+}
+
+/// Least-recently-used bookkeeping: lookups, inserts and evictions cost O(log n), so a node
+/// with ten thousand live workstreams pays no scan per message. The key is stored once and
+/// shared by both maps.
 #[derive(Debug, Default)]
 struct Lru {
-    entries: HashMap<String, (WorkstreamHandle, u64)>,
+    entries: HashMap<Arc<str>, Entry>,
+    /// Tick of last use → key, oldest first; one tick per entry.
+    order: BTreeMap<u64, Arc<str>>,
     clock: u64,
+}
+
+impl Lru {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Marks `key` used now; its handle, if it is live.
+    fn touch(&mut self, key: &str) -> Option<WorkstreamHandle> {
+        let now = self.tick();
+        let entry = self.entries.get_mut(key)?;
+        let before = std::mem::replace(&mut entry.used, now);
+        let handle = entry.handle.clone();
+        if let Some(k) = self.order.remove(&before) {
+            self.order.insert(now, k);
+        }
+        Some(handle)
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(entry) = self.entries.remove(key) {
+            self.order.remove(&entry.used);
+        }
+    }
+
+    /// Evicts least recently used workstreams that nobody is using until there is room for
+    /// one more under `capacity`. One that a turn holds stays (the cache may run over
+    /// capacity for a while): evicting it would let a second copy load and two turns run in
+    /// one workstream at once. A busy one found at the old end counts as used now, so each
+    /// entry is looked at most once per call.
+    fn make_room(&mut self, capacity: usize) {
+        let mut budget = self.entries.len();
+        while self.entries.len() >= capacity && budget > 0 {
+            budget -= 1;
+            let Some((_, key)) = self.order.pop_first() else {
+                break;
+            };
+            let now = self.tick();
+            match self.entries.get_mut(&key) {
+                Some(entry) if Arc::strong_count(&entry.handle) > 1 => {
+                    entry.used = now;
+                    self.order.insert(now, key);
+                }
+                _ => {
+                    self.entries.remove(&key);
+                }
+            }
+        }
+        // A burst of evictions leaves the maps' tables sized for the peak: give it back.
+        if self.entries.capacity() > 4 * self.entries.len().max(64) {
+            self.entries.shrink_to_fit();
+        }
+    }
+
+    fn insert(&mut self, key: &str, handle: WorkstreamHandle) {
+        let now = self.tick();
+        let key: Arc<str> = Arc::from(key);
+        self.order.insert(now, key.clone());
+        self.entries.insert(key, Entry { handle, used: now });
+    }
 }
 
 /// Live workstreams, least recently used evicted beyond `capacity`. An evicted workstream
@@ -108,7 +196,8 @@ impl Workstreams {
             return Ok(handle);
         }
         let row = self.store.ensure_workstream(key, owner).await?;
-        let history = self.store.load_messages(key).await?;
+        let mut history = self.store.load_messages(key).await?;
+        history.shrink_to_fit();
         let grants = self.store.grants(key).await?.into_iter().collect();
         tracing::debug!(
             workstream = key,
@@ -140,7 +229,7 @@ impl Workstreams {
     /// Drops a workstream from memory (it stays in the store).
     pub fn evict(&self, key: &str) {
         if let Ok(mut lru) = self.lru.lock() {
-            lru.entries.remove(key);
+            lru.remove(key);
         }
     }
 
@@ -155,43 +244,19 @@ impl Workstreams {
     }
 
     fn lookup(&self, key: &str) -> Option<WorkstreamHandle> {
-        let mut lru = self.lru.lock().ok()?;
-        lru.clock += 1;
-        let now = lru.clock;
-        let entry = lru.entries.get_mut(key)?;
-        entry.1 = now;
-        Some(entry.0.clone())
+        self.lru.lock().ok()?.touch(key)
     }
 
     fn insert(&self, key: &str, handle: WorkstreamHandle) -> WorkstreamHandle {
         let Ok(mut lru) = self.lru.lock() else {
             return handle;
         };
-        lru.clock += 1;
-        let now = lru.clock;
         // Another task may have loaded it meanwhile: keep the first so turns stay serialized.
-        if let Some(existing) = lru.entries.get_mut(key) {
-            existing.1 = now;
-            return existing.0.clone();
+        if let Some(existing) = lru.touch(key) {
+            return existing;
         }
-        // Evict the least recently used workstreams that nobody is using. One that a turn
-        // holds stays (the cache may run over capacity for a while): evicting it would let a
-        // second copy load and two turns run in one workstream at once.
-        while lru.entries.len() >= self.capacity {
-            let oldest = lru
-                .entries
-                .iter()
-                .filter(|(_, (handle, _))| Arc::strong_count(handle) == 1)
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => {
-                    lru.entries.remove(&k);
-                }
-                None => break,
-            }
-        }
-        lru.entries.insert(key.to_owned(), (handle.clone(), now));
+        lru.make_room(self.capacity);
+        lru.insert(key, handle.clone());
         handle
     }
 }
@@ -259,6 +324,60 @@ mod tests {
         drop((busy, again));
         cache.get("c", None).await.unwrap();
         assert_eq!(cache.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_least_recently_used_goes_first_not_the_oldest() {
+        let store = Store::memory().await.unwrap();
+        let cache = Workstreams::new(store, layout(), 2);
+        cache.get("a", None).await.unwrap();
+        cache.get("b", None).await.unwrap();
+        cache.get("a", None).await.unwrap();
+        cache.get("c", None).await.unwrap();
+        let live: Vec<bool> = ["a", "b", "c"]
+            .iter()
+            .map(|k| cache.lookup(k).is_some())
+            .collect();
+        assert_eq!(live, vec![true, false, true]);
+        cache.evict("a");
+        cache.get("d", None).await.unwrap();
+        assert_eq!(cache.len(), 2, "an explicit eviction frees its place");
+    }
+
+    #[tokio::test]
+    async fn a_busy_workstream_at_the_old_end_is_skipped_once() {
+        let store = Store::memory().await.unwrap();
+        let cache = Workstreams::new(store, layout(), 3);
+        let busy = cache.get("busy", None).await.unwrap();
+        cache.get("b", None).await.unwrap();
+        cache.get("c", None).await.unwrap();
+        cache.get("d", None).await.unwrap();
+        cache.get("e", None).await.unwrap();
+        let live: Vec<bool> = ["busy", "b", "c", "d", "e"]
+            .iter()
+            .map(|k| cache.lookup(k).is_some())
+            .collect();
+        assert_eq!(live, vec![true, false, false, true, true]);
+        drop(busy);
+    }
+
+    #[tokio::test]
+    async fn the_history_keeps_little_spare_capacity() {
+        let store = Store::memory().await.unwrap();
+        let cache = Workstreams::new(store.clone(), layout(), 4);
+        let handle = cache.get("a", None).await.unwrap();
+        let mut ws = handle.lock().await;
+        for i in 0..200 {
+            ws.append(&store, Message::user(format!("m{i}")), None)
+                .await
+                .unwrap();
+            let (len, cap) = (ws.history.len(), ws.history.capacity());
+            assert!(cap > len, "a slot stays free for the next tool result");
+            assert!(
+                cap <= len + len / 4 + GROWTH_MIN + 1,
+                "{len} messages, {cap} slots"
+            );
+        }
     }
 
     #[tokio::test]

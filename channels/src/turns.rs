@@ -105,6 +105,10 @@ impl TurnQueue {
                     }
                     None => {
                         lanes.remove(&key);
+                        // A burst of busy threads leaves the table sized for the peak.
+                        if lanes.capacity() > 4 * lanes.len().max(64) {
+                            lanes.shrink_to_fit();
+                        }
                         return;
                     }
                 }
