@@ -134,7 +134,7 @@ fn main() -> std::process::ExitCode {
     if let Err(e) = sandpiper_agent::tools::process_tree::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper; killed tool processes are reaped by init");
     }
-    let result = tokio::runtime::Builder::new_multi_thread()
+    let result = runtime_for(&cli.command)
         .enable_all()
         .build()
         .context("cannot start the async runtime")
@@ -151,6 +151,19 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The async runtime a command runs on. `chat` runs one conversation at a time: on one
+/// thread its turn's steps (the model's stream, the tool's pipes, the renderer) follow each
+/// other without waking a worker thread per step, which costs more than the work itself
+/// (about half of a turn's CPU was futex wake-ups between threads on a multi-threaded
+/// runtime). Blocking work (file reads, searches) still goes to tokio's blocking pool, and
+/// the database to sqlx's worker. `serve` runs many threads' turns at once: all cores.
+fn runtime_for(command: &Command) -> tokio::runtime::Builder {
+    match command {
+        Command::Chat { .. } => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
     }
 }
 

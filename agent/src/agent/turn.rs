@@ -31,6 +31,10 @@ struct TurnState {
     tools: TurnTools,
     /// Where the connector policy's task and project tiers come from.
     scope: ConnectorScope,
+    /// The connector policy read when the turn was loaded, for the first model call: read
+    /// again there it could not have changed in between (a query saved per turn). Taken by
+    /// that call, or dropped when a resumed batch ran first (it may have waited long).
+    loaded_policy: Option<Effective>,
     /// The system message without memories and nudges.
     base_system: String,
     /// Whose memories the turn may see.
@@ -62,6 +66,7 @@ impl Agent {
         if let Some((calls, approver)) = resume {
             tracing::info!(workstream = %ws.key, calls = calls.len(), "resuming an interrupted turn");
             st.outcome.tool_calls += calls.len();
+            st.loaded_policy = None;
             st.denied = self
                 .run_batch(ws, req, &mut st.tools, &st.scope, &calls, approver)
                 .await?;
@@ -136,7 +141,7 @@ impl Agent {
             self.catalog(),
             &inner.tools_config,
             config.model.capabilities,
-            policy,
+            policy.clone(),
         );
         if ws.turns_since_load == 0 {
             ws.expanded_tools.extend(tools.replay(&ws.history));
@@ -158,6 +163,7 @@ impl Agent {
         Ok(TurnState {
             tools,
             scope,
+            loaded_policy: Some(policy),
             base_system,
             visibility,
             injected: HashSet::new(),
@@ -204,7 +210,10 @@ impl Agent {
         // Servers may add or remove tools, and people may change the connector policy,
         // mid-turn: the next model call sees the change.
         let current = self.catalog();
-        let policy = self.offer_policy(&st.scope, &ws.key).await;
+        let policy = match st.loaded_policy.take() {
+            Some(policy) => policy,
+            None => self.offer_policy(&st.scope, &ws.key).await,
+        };
         let policy_changed = st.tools.policy() != &policy;
         if !st.tools.uses(&current) || policy_changed {
             st.tools = TurnTools::new(
@@ -305,21 +314,15 @@ impl Agent {
         response: AssembledResponse,
         outcome: &mut TurnOutcome,
     ) -> Result<Vec<ToolCall>, AgentError> {
-        let inner = &self.inner;
         let mut message = Message::assistant(response.text.clone());
         message.tool_calls = response.tool_calls;
         let calls = message.tool_calls.clone();
-        ws.append(&inner.store, message, None).await?;
-        // Bookkeeping: a count that fails to update is logged, never worth the answer.
-        let usage = &response.usage;
-        if *usage != crate::model::Usage::default()
-            && let Err(e) = inner
-                .store
-                .add_usage(&ws.key, usage.input_tokens, usage.output_tokens)
-                .await
-        {
-            tracing::warn!(workstream = %ws.key, error = %e, "token usage not recorded");
-        }
+        // The answer and its token usage in one statement (one round trip per model call).
+        self.inner
+            .store
+            .append_answer(&ws.key, ws.next_seq(), &message, response.usage)
+            .await?;
+        ws.history.push(message);
         outcome.text = response.text;
         Ok(calls)
     }
@@ -432,8 +435,12 @@ impl Agent {
 
 /// Creates a workstream's working directory on first use. A failure is logged, not fatal:
 /// the tools that need the directory then say what is wrong.
+///
+/// Done in place rather than on tokio's blocking pool: once the directory exists this is
+/// one `stat`, far cheaper than handing the call to another thread and waking back up on
+/// every batch of every turn.
 pub(super) async fn ensure_workdir(dir: &std::path::Path) {
-    if let Err(e) = tokio::fs::create_dir_all(dir).await {
+    if let Err(e) = std::fs::create_dir_all(dir) {
         tracing::warn!(workdir = %dir.display(), error = %e, "cannot create the working directory");
     }
 }

@@ -1,7 +1,7 @@
 //! The `messages` table: a workstream's history, one row per message, ordered by `seq`.
 
-use super::{RECONNECTS, Store, StoreError, connection_lost, now_ms};
-use crate::model::{ImagePart, Message, Role, ToolCall};
+use super::{Backend, RECONNECTS, Store, StoreError, connection_lost, now_ms};
+use crate::model::{ImagePart, Message, Role, ToolCall, Usage};
 
 type Row = (
     String,
@@ -12,10 +12,60 @@ type Row = (
     Option<String>,
 );
 
+// Macros rather than constants, so that `concat!` can join them at compile time.
+macro_rules! insert {
+    () => {
+        "INSERT INTO messages (workstream, seq, role, content, tool_calls, tool_call_id, name, \
+         images, author, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    };
+}
+macro_rules! activity {
+    () => {
+        "UPDATE workstreams SET updated_at = $10 WHERE key = $1"
+    };
+}
+macro_rules! usage {
+    () => {
+        "UPDATE workstreams SET tokens_in = tokens_in + $11, tokens_out = tokens_out + $12 \
+         WHERE key = $1"
+    };
+}
+
+/// What appending a message also changes on its workstream's row, in the same statement:
+/// each statement is a round trip to the database (for SQLite, to its worker thread), and
+/// appends are on every turn's hot path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Touch {
+    /// Nothing.
+    Nothing,
+    /// The activity time (a user message): it only orders workstream lists.
+    Activity,
+    /// The model's token usage (its answer).
+    Usage(Usage),
+}
+
+impl Touch {
+    /// The statement for `backend`. SQLite runs several statements in one call, sharing the
+    /// numbered parameters; PostgreSQL takes one statement per call, so the update rides in
+    /// a data-modifying `WITH` of the insert (one statement, hence atomic).
+    fn sql(self, backend: Backend) -> &'static str {
+        match (self, backend) {
+            (Touch::Nothing, _) => insert!(),
+            (Touch::Activity, Backend::Sqlite) => concat!(insert!(), "; ", activity!()),
+            (Touch::Activity, Backend::Postgres) => {
+                concat!("WITH touched AS (", activity!(), ") ", insert!())
+            }
+            (Touch::Usage(_), Backend::Sqlite) => concat!(insert!(), "; ", usage!()),
+            (Touch::Usage(_), Backend::Postgres) => {
+                concat!("WITH counted AS (", usage!(), ") ", insert!())
+            }
+        }
+    }
+}
+
 impl Store {
     /// Appends `message` at position `seq` and commits it. `author` records who sent a user
-    /// message. A user message also marks the workstream as active (one statement per message
-    /// otherwise: appends are on every turn's hot path).
+    /// message. A user message also marks the workstream as active, in the same statement.
     ///
     /// When the connection goes away mid-statement (a restart, a failover) the insert is tried
     /// again on a new connection; as the first try may have landed before the connection went,
@@ -27,27 +77,64 @@ impl Store {
         message: &Message,
         author: Option<&str>,
     ) -> Result<(), StoreError> {
+        let touch = match message.role {
+            Role::User => Touch::Activity,
+            Role::Assistant | Role::Tool => Touch::Nothing,
+        };
+        self.insert_message(workstream, seq, message, author, touch)
+            .await
+    }
+
+    /// Appends the model's answer at `seq` and adds its token usage to the workstream's
+    /// counts, in one statement (so a retried append never counts the usage twice).
+    pub async fn append_answer(
+        &self,
+        workstream: &str,
+        seq: i64,
+        message: &Message,
+        usage: Usage,
+    ) -> Result<(), StoreError> {
+        let touch = if usage == Usage::default() {
+            Touch::Nothing
+        } else {
+            Touch::Usage(usage)
+        };
+        self.insert_message(workstream, seq, message, None, touch)
+            .await
+    }
+
+    async fn insert_message(
+        &self,
+        workstream: &str,
+        seq: i64,
+        message: &Message,
+        author: Option<&str>,
+        touch: Touch,
+    ) -> Result<(), StoreError> {
         let now = now_ms();
         let tool_calls = non_empty_json(&message.tool_calls)?;
         let images = non_empty_json(&message.images)?;
+        let sql = touch.sql(self.backend());
         let mut lost = 0;
         loop {
-            let insert = sqlx::query(
-                "INSERT INTO messages (workstream, seq, role, content, tool_calls, tool_call_id, \
-                 name, images, author, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(workstream)
-            .bind(seq)
-            .bind(message.role.as_str())
-            .bind(message.content.as_str())
-            .bind(tool_calls.as_deref())
-            .bind(message.tool_call_id.as_deref())
-            .bind(message.name.as_deref())
-            .bind(images.as_deref())
-            .bind(author)
-            .bind(now);
+            let mut insert = sqlx::query(sql)
+                .bind(workstream)
+                .bind(seq)
+                .bind(message.role.as_str())
+                .bind(message.content.as_str())
+                .bind(tool_calls.as_deref())
+                .bind(message.tool_call_id.as_deref())
+                .bind(message.name.as_deref())
+                .bind(images.as_deref())
+                .bind(author)
+                .bind(now);
+            if let Touch::Usage(usage) = touch {
+                insert = insert
+                    .bind(i64::try_from(usage.input_tokens).unwrap_or(i64::MAX))
+                    .bind(i64::try_from(usage.output_tokens).unwrap_or(i64::MAX));
+            }
             match insert.execute(self.pool()).await {
-                Ok(_) => break,
+                Ok(_) => return Ok(()),
                 Err(e) if lost < RECONNECTS && connection_lost(&e) => {
                     lost += 1;
                     tracing::warn!(workstream, seq, error = %e, "database connection lost while appending; trying again");
@@ -57,20 +144,11 @@ impl Store {
                         && self.message_at(workstream, seq).await? == Some(message.clone()) =>
                 {
                     tracing::info!(workstream, seq, error = %e, "the append had landed before the connection went");
-                    break;
+                    return Ok(());
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        if message.role == Role::User {
-            // Activity time only orders workstream lists; it needs no transaction.
-            sqlx::query("UPDATE workstreams SET updated_at = $1 WHERE key = $2")
-                .bind(now)
-                .bind(workstream)
-                .execute(self.pool())
-                .await?;
-        }
-        Ok(())
     }
 
     /// The message at `seq`, if any.
@@ -192,6 +270,38 @@ mod tests {
         assert_eq!(
             store.load_messages("w").await.unwrap(),
             vec![Message::user("m0"), Message::user("m1")]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_counts_its_usage_once_and_a_user_message_marks_activity() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", Some("alice")).await.unwrap();
+        store.ensure_workstream("x", Some("alice")).await.unwrap();
+        // `x` was created after `w`; a message in `w` makes `w` the most recently active.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        store
+            .append_message("w", 0, &Message::user("hi"), Some("alice"))
+            .await
+            .unwrap();
+        assert_eq!(store.list_workstreams().await.unwrap(), vec!["w", "x"]);
+        let usage = Usage {
+            input_tokens: 100,
+            output_tokens: 20,
+        };
+        let answer = Message::assistant("hello");
+        store.append_answer("w", 1, &answer, usage).await.unwrap();
+        // A second append at the same place fails and adds nothing.
+        assert!(store.append_answer("w", 1, &answer, usage).await.is_err());
+        store
+            .append_answer("w", 2, &Message::assistant("more"), Usage::default())
+            .await
+            .unwrap();
+        let info = store.workstream("w").await.unwrap().unwrap();
+        assert_eq!((info.tokens_in, info.tokens_out), (100, 20));
+        assert_eq!(
+            store.load_messages("w").await.unwrap(),
+            vec![Message::user("hi"), answer, Message::assistant("more")]
         );
     }
 

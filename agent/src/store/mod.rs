@@ -107,6 +107,11 @@ impl Store {
             .max_connections(max_connections)
             .acquire_timeout(patience);
         if backend == Backend::Sqlite {
+            // A connection to a local file does not go stale between two queries, and each
+            // test is a round trip to the connection's worker thread: one per query, on
+            // every turn's hot path. (PostgreSQL keeps the test: a server restart leaves
+            // dead connections in the pool.)
+            options = options.test_before_acquire(false);
             options = options.after_connect(|conn, _meta| {
                 Box::pin(async move {
                     conn.execute(

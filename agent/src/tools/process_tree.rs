@@ -162,7 +162,14 @@ impl ProcessTree {
     /// up as sandpiper's children are reaped later (see [`sweep_leftovers`]).
     pub fn release(&mut self) {
         self.done = true;
-        let left = procfs::members(None, &self.marker_entry());
+        // In a cgroup, what the call left running is the cgroup's members: nothing it
+        // started can leave the cgroup, so the scan of every process's environment in
+        // /proc (hundreds of file reads, most of sandpiper's own cost of a bash call) is
+        // only needed without one.
+        let left = match &self.cgroup {
+            Some(cg) => cg.members().into_iter().collect(),
+            None => procfs::members(None, &self.marker_entry()),
+        };
         if !left.is_empty() {
             tracing::debug!(call = %self.marker, jobs = left.len(), "background jobs outlive the call");
             remember_leftovers(&left);
