@@ -24,6 +24,8 @@ pub use tail::{OutputTail, TAIL_BYTES};
 
 /// How often a typing indicator is renewed while a turn runs (Discord's lasts 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
+/// How long a burst of deltas may gather before the next edit (never past the turn's end).
+const GATHER: Duration = Duration::from_millis(50);
 /// Output longer than this many lines (or [`ATTACH_CHARS`]) is attached as a file.
 pub const ATTACH_LINES: usize = 5;
 /// See [`ATTACH_LINES`].
@@ -121,6 +123,16 @@ struct Queue {
 }
 
 impl Queue {
+    /// Whether an event that ends the turn waits (its answer or its error).
+    fn holds_end(&self) -> bool {
+        self.events.iter().any(|q| {
+            matches!(
+                q,
+                Queued::Event(TurnEvent::TurnComplete { .. } | TurnEvent::Error(_))
+            )
+        })
+    }
+
     /// Adds `event`, merging it into what already waits where that loses nothing the
     /// renderer shows: consecutive text, and output of a call into the output of the same
     /// call queued since the last other event (parallel calls interleave their chunks). So
@@ -182,6 +194,16 @@ pub struct StreamSink {
 impl std::fmt::Debug for StreamSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamSink").finish_non_exhaustive()
+    }
+}
+
+impl StreamSink {
+    /// Whether the turn's end waits for the renderer.
+    fn end_queued(&self) -> bool {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .holds_end()
     }
 }
 
@@ -282,12 +304,24 @@ impl<S: Surface> Renderer<S> {
             let wait = self.interval.min(TYPING_EVERY);
             tokio::select! {
                 () = sink.wake.notified() => {
-                    // Let a burst of deltas accumulate before the next edit.
                     if self.segment.last_flush.is_some() {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        self.gather(&sink).await;
                     }
                 }
                 () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Lets a burst of deltas accumulate (up to [`GATHER`]) before the next edit, but never
+    /// holds back the turn's end: the last edit goes out as soon as the end is queued.
+    async fn gather(&self, sink: &StreamSink) {
+        let until = tokio::time::sleep(GATHER);
+        tokio::pin!(until);
+        while !sink.end_queued() {
+            tokio::select! {
+                () = &mut until => return,
+                () = sink.wake.notified() => {}
             }
         }
     }
