@@ -12,6 +12,7 @@ use sandpiper_agent::Agent;
 use sandpiper_agent::cluster::{Bus, Cluster};
 use sandpiper_agent::service_jwt::ServiceKey;
 use sandpiper_agent::store::Backend;
+use sandpiper_agent::store::services::ServiceRole;
 use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::discord::DiscordChannel;
 use sandpiper_channels::notify::{Notifier, NotifyPlatform};
@@ -185,24 +186,26 @@ impl Node {
             }
         };
         eprintln!("sandpiper: serving http://{addr}/health");
-        let (service_id, registry) = if serves_notify {
-            let url = crate::registry::node_url(config.server.advertise_url.as_deref(), addr);
-            let names = notifier
-                .platforms()
-                .iter()
-                .map(|p| p.as_str().to_owned())
-                .collect();
-            let record = crate::registry::gateway(node_id.clone(), url, names);
-            let id = record.id.clone();
-            let task = tokio::spawn(crate::registry::run(
-                agent.store().clone(),
-                record,
-                shutdown.clone(),
-            ));
-            (Some(id), Some(task))
+        // Every node registers; only one with a service secret as a gateway (offered to
+        // the notify tool).
+        let url = crate::registry::node_url(config.server.advertise_url.as_deref(), addr);
+        let names = notifier
+            .platforms()
+            .iter()
+            .map(|p| p.as_str().to_owned())
+            .collect();
+        let role = if serves_notify {
+            ServiceRole::Gateway
         } else {
-            (None, None)
+            ServiceRole::Node
         };
+        let record = crate::registry::node(node_id.clone(), role, url, names);
+        let registry = Some(tokio::spawn(crate::registry::run(
+            agent.store().clone(),
+            record,
+            shutdown.clone(),
+        )));
+        let service_id = serves_notify.then(|| node_id.clone());
         Ok(Self {
             agent,
             addr,

@@ -34,9 +34,14 @@ pub fn node_id() -> String {
 
 /// The gateway record of node `id`, started now.
 pub fn gateway(id: String, url: String, platforms: Vec<String>) -> ServiceRecord {
+    node(id, ServiceRole::Gateway, url, platforms)
+}
+
+/// The record of node `id` in `role`, started now.
+pub fn node(id: String, role: ServiceRole, url: String, platforms: Vec<String>) -> ServiceRecord {
     ServiceRecord {
         id,
-        role: ServiceRole::Gateway,
+        role,
         url,
         version: VERSION.to_owned(),
         platforms,

@@ -19,6 +19,9 @@ pub enum ServiceRole {
     /// Serves `POST /v1/api/notify`: delivers notifications to the chat platforms it is
     /// connected to.
     Gateway,
+    /// A node without a service secret: it runs turns (and holds workstream leases) but
+    /// serves no notifications, so it is never offered to the notify tool.
+    Node,
 }
 
 impl ServiceRole {
@@ -26,6 +29,7 @@ impl ServiceRole {
     pub const fn as_str(self) -> &'static str {
         match self {
             ServiceRole::Gateway => "gateway",
+            ServiceRole::Node => "node",
         }
     }
 }
@@ -68,6 +72,7 @@ fn record(row: Row) -> Result<ServiceRecord, StoreError> {
     let (id, role, url, version, platforms, started_at, heartbeat_at) = row;
     let role = match role.as_str() {
         "gateway" => ServiceRole::Gateway,
+        "node" => ServiceRole::Node,
         other => {
             return Err(StoreError::Corrupt {
                 table: "services",
