@@ -189,15 +189,14 @@ pub(crate) async fn run_command(
 ) -> Result<Ran, ToolError> {
     let mut command = ctx.child_env.command("bash");
     command
-        .arg("-c")
-        .arg(command_text)
         .current_dir(&ctx.workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // Kills everything the command started if this future is dropped half-way.
-    let mut tree = ProcessTree::prepare(&mut command, Containment::Auto);
+    // Adds `-c` and the command; kills everything it started if this future is dropped
+    // half-way.
+    let mut tree = ProcessTree::prepare_shell(&mut command, Containment::Auto, command_text);
     let mut child = command.spawn().map_err(|e| {
         ToolError::model(format!(
             "cannot start bash in {}: {e}",

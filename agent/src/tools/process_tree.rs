@@ -59,12 +59,22 @@ pub enum Containment {
     MarkerOnly,
 }
 
+/// How the call's first process enters its cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// In the forked child, before exec ([`ProcessTree::prepare`]).
+    BeforeExec,
+    /// The shell, as the first step of its script ([`ProcessTree::prepare_shell`]).
+    ByShell,
+}
+
 /// The processes of one call: killed when asked, or when dropped before
 /// [`ProcessTree::release`].
 #[derive(Debug)]
 pub struct ProcessTree {
     marker: String,
     cgroup: Option<cgroup::CallCgroup>,
+    join: Join,
     leader: Option<libc::pid_t>,
     done: bool,
 }
@@ -72,17 +82,13 @@ pub struct ProcessTree {
 impl ProcessTree {
     /// Prepares `command` to start a contained call: the marker variable (set after the
     /// environment, which [`crate::child_env::ChildEnv::apply`] clears), its own process
-    /// group, and joining a fresh cgroup before exec where possible.
+    /// group, and joining a fresh cgroup before exec where possible. The hook before exec
+    /// makes std fork all of sandpiper to start the child; a shell is started more cheaply
+    /// with [`ProcessTree::prepare_shell`].
     #[allow(unsafe_code)]
     pub fn prepare(command: &mut tokio::process::Command, containment: Containment) -> Self {
-        sweep_leftovers();
-        let marker = uuid::Uuid::new_v4().simple().to_string();
-        command.env(MARKER_VAR, &marker).process_group(0);
-        let cgroup = match containment {
-            Containment::Auto => cgroup::CallCgroup::create(&marker),
-            Containment::MarkerOnly => None,
-        };
-        if let Some(cg) = &cgroup {
+        let tree = Self::contain(command, containment, Join::BeforeExec);
+        if let Some(cg) = &tree.cgroup {
             let procs = cg.procs_path().clone();
             // SAFETY: the closure runs in the forked child before exec and only calls
             // `join_self`, which makes async-signal-safe system calls and allocates nothing.
@@ -93,24 +99,76 @@ impl ProcessTree {
                 });
             }
         }
+        tree
+    }
+
+    /// Prepares `command`, a POSIX shell, to run `script` contained: adds `-c` and the
+    /// script. Without a hook before exec, std starts the shell with `posix_spawn` instead
+    /// of forking sandpiper (most of sandpiper's own cost of a bash call); the shell joins
+    /// the call's cgroup itself instead, with a builtin `echo` into its `cgroup.procs` before
+    /// the first word of `script` runs, so nothing the script starts is outside it.
+    pub fn prepare_shell(
+        command: &mut tokio::process::Command,
+        containment: Containment,
+        script: &str,
+    ) -> Self {
+        let mut tree = Self::contain(command, containment, Join::ByShell);
+        let prelude = tree
+            .cgroup
+            .as_ref()
+            .and_then(cgroup::CallCgroup::shell_join);
+        if tree.cgroup.is_some() && prelude.is_none() {
+            // A cgroup path the shell cannot be given: the marker finds everything.
+            tree.drop_cgroup("the cgroup path cannot be quoted for the shell");
+        }
+        command.arg("-c");
+        match prelude {
+            Some(prelude) => command.arg(format!("{prelude}{script}")),
+            None => command.arg(script),
+        };
+        tree
+    }
+
+    /// The marker, the process group and (where possible) a fresh cgroup for a call.
+    fn contain(
+        command: &mut tokio::process::Command,
+        containment: Containment,
+        join: Join,
+    ) -> Self {
+        sweep_leftovers();
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        command.env(MARKER_VAR, &marker).process_group(0);
+        let cgroup = match containment {
+            Containment::Auto => cgroup::CallCgroup::create(&marker),
+            Containment::MarkerOnly => None,
+        };
         Self {
             marker,
             cgroup,
+            join,
             leader: None,
             done: false,
         }
     }
 
     /// Records the started child (the leader of the process group). A cgroup the child
-    /// failed to join is dropped; the marker still finds everything.
+    /// failed to join before exec is dropped; the marker still finds everything. (A shell
+    /// joins later, as its script starts: see [`ProcessTree::release`].)
     pub fn started(&mut self, pid: Option<u32>) {
         self.leader = pid.and_then(|p| libc::pid_t::try_from(p).ok());
-        if let (Some(cg), Some(pid)) = (&self.cgroup, self.leader)
+        if self.join == Join::BeforeExec
+            && let (Some(cg), Some(pid)) = (&self.cgroup, self.leader)
             && !cg.contains(pid)
         {
-            tracing::debug!(pid, "the child did not join its cgroup; using the marker");
+            self.drop_cgroup("the child did not join its cgroup");
+        }
+    }
+
+    /// Falls back to the marker alone for this call.
+    fn drop_cgroup(&mut self, why: &str) {
+        if let Some(cg) = self.cgroup.take() {
+            tracing::debug!(call = %self.marker, why, "using the marker without a cgroup");
             cg.remove();
-            self.cgroup = None;
         }
     }
 
@@ -162,6 +220,10 @@ impl ProcessTree {
     /// up as sandpiper's children are reaped later (see [`sweep_leftovers`]).
     pub fn release(&mut self) {
         self.done = true;
+        if self.join == Join::ByShell && self.cgroup.as_ref().is_some_and(|cg| !cg.ever_ran()) {
+            // The shell's join failed: what it left is found by the marker instead.
+            self.drop_cgroup("the shell did not join its cgroup");
+        }
         // In a cgroup, what the call left running is the cgroup's members: nothing it
         // started can leave the cgroup, so the scan of every process's environment in
         // /proc (hundreds of file reads, most of sandpiper's own cost of a bash call) is

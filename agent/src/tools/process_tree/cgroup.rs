@@ -3,29 +3,47 @@
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use super::procfs::Proc;
 
-/// The cgroup v2 directory sandpiper runs in, if it is on a cgroup2 mount we can write to
-/// (root, or a delegated systemd unit). Looked up once: it does not change while we run.
-fn own_cgroup_dir() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
+/// The cgroup v2 sandpiper runs in.
+#[derive(Debug)]
+struct OwnCgroup {
+    /// Its directory on the cgroup2 mount.
+    dir: PathBuf,
+    /// Its path as `/proc/self/cgroup` shows it (`0::<path>`), without a trailing slash.
+    path: String,
+}
+
+/// The cgroup v2 sandpiper runs in, if it is on a cgroup2 mount we can write to (root, or a
+/// delegated systemd unit). Looked up once: it does not change while we run.
+fn own_cgroup() -> Option<&'static OwnCgroup> {
+    static OWN: OnceLock<Option<OwnCgroup>> = OnceLock::new();
+    OWN.get_or_init(|| {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
         let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
         let dir = locate(&mountinfo, &cgroup)?;
+        let path = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
         let probe = dir.join(format!("sandpiper-probe-{}", std::process::id()));
         match std::fs::create_dir(&probe).and_then(|()| std::fs::remove_dir(&probe)) {
-            Ok(()) => Some(dir),
+            Ok(()) => Some(OwnCgroup {
+                dir,
+                path: path.trim_end_matches('/').to_owned(),
+            }),
             Err(e) => {
                 tracing::debug!(dir = %dir.display(), error = %e, "cgroup not writable; using the subreaper fallback");
                 None
             }
         }
     })
-    .as_deref()
+    .as_ref()
 }
+
+/// Call cgroups that background jobs kept busy when their call ended; removed once empty.
+static BUSY: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// At most this many busy cgroups are remembered (each is one long-running background job).
+const MAX_BUSY: usize = 4096;
 
 /// Our cgroup directory from `/proc/self/mountinfo` (the cgroup2 mount point and its root)
 /// and `/proc/self/cgroup` (the `0::/path` line).
@@ -55,15 +73,14 @@ pub(crate) struct CallCgroup {
 
 impl CallCgroup {
     /// Creates `sandpiper-<our pid>-<marker>` beside sandpiper's own cgroup, or `None` when
-    /// cgroups are not available to us. Empty cgroups of earlier calls are removed here.
+    /// cgroups are not available to us. Cgroups of earlier calls that have emptied since are
+    /// removed here.
     pub(super) fn create(marker: &str) -> Option<Self> {
-        let parent = own_cgroup_dir()?;
-        remove_stale(parent);
+        let own = own_cgroup()?;
+        remove_emptied();
         let name = format!("sandpiper-{}-{marker}", std::process::id());
-        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-        let path = format!("{}/{name}", own.trim_end_matches('/'));
-        let dir = parent.join(&name);
+        let path = format!("{}/{name}", own.path);
+        let dir = own.dir.join(&name);
         if let Err(e) = std::fs::create_dir(&dir) {
             tracing::debug!(dir = %dir.display(), error = %e, "cannot create a call cgroup");
             return None;
@@ -80,6 +97,29 @@ impl CallCgroup {
     /// The `cgroup.procs` path, for [`join_self`] in the child.
     pub(super) fn procs_path(&self) -> &CString {
         &self.procs
+    }
+
+    /// The shell words that move the shell running them into this cgroup, to put before a
+    /// script: a builtin `echo` (no process started) into `cgroup.procs`, its errors silenced
+    /// (a failed join is noticed by [`CallCgroup::ever_ran`]). `None` when the path is not
+    /// UTF-8.
+    pub(super) fn shell_join(&self) -> Option<String> {
+        let procs = self.dir.join("cgroup.procs");
+        let quoted = procs.to_str()?.replace('\'', r"'\''");
+        Some(format!("{{ echo 0 >'{quoted}'; }} 2>/dev/null; "))
+    }
+
+    /// Whether any process ever ran in the cgroup (its CPU time is not zero): after a shell
+    /// that was to join it has exited, whether the join worked.
+    pub(super) fn ever_ran(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cpu.stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.lines()
+                    .find_map(|l| l.strip_prefix("usage_usec "))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            })
+            .is_some_and(|usec| usec > 0)
     }
 
     /// Whether `pid` ended up in this cgroup (the child's join can fail, e.g. on a
@@ -128,22 +168,22 @@ impl CallCgroup {
     /// Removes the directory; fails harmlessly while background jobs still live in it (a
     /// later call's [`CallCgroup::create`] removes it once they have ended).
     pub(super) fn remove(&self) {
-        let _ = std::fs::remove_dir(&self.dir);
+        if std::fs::remove_dir(&self.dir).is_err() {
+            let mut busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
+            if busy.len() < MAX_BUSY {
+                busy.push(self.dir.clone());
+            }
+        }
     }
 }
 
-/// Removes this process's call cgroups that have emptied since.
-fn remove_stale(parent: &Path) {
-    let prefix = format!("sandpiper-{}-", std::process::id());
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            // Fails (EBUSY) while processes remain: that is the check.
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
+/// Removes the call cgroups left busy that have emptied since.
+fn remove_emptied() {
+    let mut busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
+    // Fails (EBUSY) while processes remain: that is the check.
+    busy.retain(|dir| {
+        std::fs::remove_dir(dir).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound)
+    });
 }
 
 /// Moves the calling process into the cgroup whose `cgroup.procs` is `procs`. Runs in the

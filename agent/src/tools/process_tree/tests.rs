@@ -18,6 +18,15 @@ fn alive(pid: libc::pid_t) -> bool {
 async fn start_escapees(
     containment: Containment,
 ) -> (ProcessTree, tokio::process::Child, Vec<libc::pid_t>) {
+    start_escapees_as(containment, false).await
+}
+
+/// [`start_escapees`], the shell started as the bash tool starts it when `shell` is set
+/// ([`ProcessTree::prepare_shell`]), else with [`ProcessTree::prepare`].
+async fn start_escapees_as(
+    containment: Containment,
+    shell: bool,
+) -> (ProcessTree, tokio::process::Child, Vec<libc::pid_t>) {
     let script = r#"
         setsid sleep 600 & echo $!
         (setsid sh -c 'sleep 601 & echo $!' &)
@@ -25,15 +34,17 @@ async fn start_escapees(
         echo ready
         sleep 600
     "#;
-    let mut command = tokio::process::Command::new("bash");
-    ChildEnv::allow_listed(&ProcessEnv).apply(&mut command);
+    let mut command = ChildEnv::allow_listed(&ProcessEnv).command("bash");
     command
-        .arg("-c")
-        .arg(script)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .kill_on_drop(true);
-    let mut tree = ProcessTree::prepare(&mut command, containment);
+    let mut tree = if shell {
+        ProcessTree::prepare_shell(&mut command, containment, script)
+    } else {
+        command.arg("-c").arg(script);
+        ProcessTree::prepare(&mut command, containment)
+    };
     let mut child = command.spawn().expect("bash starts");
     tree.started(child.id());
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -86,6 +97,68 @@ async fn a_kill_ends_escaped_descendants_by_cgroup_where_one_is_writable() {
     tree.kill().await;
     let _ = child.wait().await;
     assert_all_dead(&pids).await;
+}
+
+/// The cgroup path `/proc/<pid>/cgroup` shows for `pid`.
+fn cgroup_of(pid: libc::pid_t) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Whether a call cgroup can be made here (root or a delegated cgroup v2).
+fn cgroups_writable() -> bool {
+    let probe = cgroup::CallCgroup::create("probe-test");
+    if let Some(probe) = &probe {
+        probe.remove();
+    }
+    probe.is_some()
+}
+
+#[tokio::test]
+async fn a_shell_joins_its_cgroup_before_its_script_starts_anything() {
+    let (mut tree, mut child, pids) = start_escapees_as(Containment::Auto, true).await;
+    if cgroups_writable() {
+        assert!(tree.in_cgroup());
+        // Both escapees (a setsid job and a double-forked daemon) were started by the
+        // script, so they are in the call's cgroup, named after its marker.
+        for pid in &pids {
+            assert!(
+                cgroup_of(*pid).ends_with(tree.marker()),
+                "{pid} is in {:?}",
+                cgroup_of(*pid)
+            );
+        }
+    } else {
+        eprintln!("no writable cgroup v2 here; the marker path is tested above");
+    }
+    tree.kill().await;
+    let _ = child.wait().await;
+    assert_all_dead(&pids).await;
+}
+
+#[tokio::test]
+async fn a_cgroup_tells_whether_anything_ran_in_it() {
+    let Some(cg) = cgroup::CallCgroup::create("ran-test") else {
+        eprintln!("no writable cgroup v2 here");
+        return;
+    };
+    assert!(!cg.ever_ran(), "nothing has joined yet");
+    let join = cg.shell_join().expect("a UTF-8 path");
+    let status = ChildEnv::allow_listed(&ProcessEnv)
+        .command("bash")
+        .arg("-c")
+        .arg(format!("{join}echo joined"))
+        .stdout(Stdio::null())
+        .status()
+        .await
+        .expect("bash runs");
+    assert!(status.success());
+    assert!(cg.ever_ran(), "the shell ran in it");
+    cg.remove();
 }
 
 #[tokio::test]
