@@ -12,7 +12,12 @@
 //! ```text
 //! load [--threads N] [--turns M] [--latency-ms L] [--tool read_file|bash] [--db sqlite|postgres]
 //!      [--rate TURNS_PER_MIN] [--workers W] [--connections C] [--cache K] [--idle-ms MS]
+//!      [--max-turns T]
 //! ```
+//!
+//! `--max-turns` sets `agent.max_concurrent_turns` (the turns that run at once across all
+//! workstreams; the binary's default is 16). Without it the harness lets every thread's turn
+//! run at once (the thread count, at least 16), to test that many in flight.
 //!
 //! Reports turns per second, the CPU the process used, p50/p90/p99 of the time a turn adds
 //! (its wall time from submission to the thread showing its end, minus the model's latency
@@ -134,6 +139,8 @@ struct Options {
     workers: Option<usize>,
     connections: u32,
     cache: Option<usize>,
+    /// `agent.max_concurrent_turns`; `None` lets every thread's turn run at once.
+    max_turns: Option<usize>,
     /// How long to wait, idle, after the run before reading RSS (renderers end, pools settle).
     idle: Duration,
 }
@@ -149,6 +156,7 @@ fn options() -> anyhow::Result<Options> {
         workers: None,
         connections: 8,
         cache: None,
+        max_turns: None,
         idle: Duration::from_millis(1000),
     };
     let mut args = std::env::args().skip(1);
@@ -176,6 +184,7 @@ fn options() -> anyhow::Result<Options> {
             "--workers" => o.workers = Some(value()?.parse()?),
             "--connections" => o.connections = value()?.parse()?,
             "--cache" => o.cache = Some(value()?.parse()?),
+            "--max-turns" => o.max_turns = Some(value()?.parse()?),
             "--idle-ms" => o.idle = Duration::from_millis(value()?.parse()?),
             other => anyhow::bail!("unknown argument {other}"),
         }
@@ -492,7 +501,7 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
     config.database.url = db.url.clone();
     config.tools.workdir = Some(dir.path().join("work"));
     config.approval.auto_approve = true;
-    config.agent.max_concurrent_turns = o.threads.max(16);
+    config.agent.max_concurrent_turns = o.max_turns.unwrap_or(o.threads.max(16));
     if let Some(cache) = o.cache {
         config.agent.workstream_cache = cache;
     }
@@ -547,7 +556,8 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
     let live = shared.agent.live_workstreams();
     let per_kib = |bytes: usize| bytes as f64 / 1024.0 / live.max(1) as f64;
     println!(
-        "load: {} threads x {} turns, tool {:?}, model latency {} ms, {}, {} on {}, {} connections",
+        "load: {} threads x {} turns, tool {:?}, model latency {} ms, {}, {} on {}, {} connections, \
+         {} turns at once",
         o.threads,
         o.turns,
         o.tool,
@@ -565,6 +575,7 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
             Backend::Postgres => "PostgreSQL",
         },
         o.connections,
+        o.max_turns.unwrap_or(o.threads.max(16)),
     );
     println!(
         "  throughput: {turns} turns in {elapsed:.2} s = {:.0} turns/s; {} failed; CPU {cpu:.1} s \
