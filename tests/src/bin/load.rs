@@ -29,7 +29,7 @@
 // The counting allocator and `malloc_trim` below are the only unsafe code: they measure.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -48,18 +48,22 @@ use sandpiper_channels::turns::TurnQueue;
 use sandpiper_tests::db::{Backend, TestDb};
 use tokio_util::sync::CancellationToken;
 
-/// The system allocator, counting the bytes Rust code holds (as requested; malloc's own
-/// per-chunk overhead and SQLite's page cache, which SQLite allocates itself, are not in it).
-/// So the report can tell what the workstreams hold from what the allocator keeps.
+/// The binary's allocator (jemalloc, as `bot/src/main.rs` installs it), counting the bytes Rust
+/// code holds (as requested; the allocator's own overhead and SQLite's page cache, which
+/// SQLite allocates itself with glibc's malloc, are not in it). So the report can tell what
+/// the workstreams hold from what the allocator keeps.
 struct Counting;
+
+/// What `Counting` forwards to: the same allocator as the real binary's.
+static INNER: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 static HEAP: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: every call is forwarded to `System` unchanged; only a counter is updated besides.
+// SAFETY: every call is forwarded to `INNER` unchanged; only a counter is updated besides.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is `System`'s.
-        let p = unsafe { System.alloc(layout) };
+        // SAFETY: the caller's contract is `INNER`'s.
+        let p = unsafe { INNER.alloc(layout) };
         if !p.is_null() {
             HEAP.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -68,7 +72,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as above.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { INNER.alloc_zeroed(layout) };
         if !p.is_null() {
             HEAP.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -77,13 +81,13 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { INNER.dealloc(ptr, layout) };
         HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as above.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = unsafe { INNER.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             HEAP.fetch_add(new_size, Ordering::Relaxed);
             HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
@@ -97,7 +101,7 @@ static GLOBAL: Counting = Counting;
 
 unsafe extern "C" {
     /// glibc: returns free memory at the top of every arena and free whole pages inside them
-    /// to the kernel.
+    /// to the kernel (what SQLite and other C code allocated; Rust's heap is jemalloc's).
     fn malloc_trim(pad: usize) -> i32;
     /// The bundled SQLite's own count of the memory it holds (page caches, statements).
     fn sqlite3_memory_used() -> i64;
