@@ -14,6 +14,16 @@ use sandpiper_channels::account;
 use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
 
+/// jemalloc instead of glibc's malloc. A turn allocates and frees about 100 KB of short-lived
+/// memory around the few small strings a workstream keeps; glibc let those long-lived strings
+/// pin the burst's pages, so a node with thousands of idle live workstreams stayed several
+/// times larger than what they hold. jemalloc keeps each size class on its own small slabs,
+/// and its background thread (the `background_threads` feature: a setting, no call from
+/// here) gives pages unused for 10 s back to the kernel while the node is idle
+/// (docs/benchmarks.md, "Memory per workstream").
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sandpiper",

@@ -12,7 +12,12 @@
 //! ```text
 //! load [--threads N] [--turns M] [--latency-ms L] [--tool read_file|bash] [--db sqlite|postgres]
 //!      [--rate TURNS_PER_MIN] [--workers W] [--connections C] [--cache K] [--idle-ms MS]
+//!      [--max-turns T]
 //! ```
+//!
+//! `--max-turns` sets `agent.max_concurrent_turns` (the turns that run at once across all
+//! workstreams; the binary's default is 16). Without it the harness lets every thread's turn
+//! run at once (the thread count, at least 16), to test that many in flight.
 //!
 //! Reports turns per second, the CPU the process used, p50/p90/p99 of the time a turn adds
 //! (its wall time from submission to the thread showing its end, minus the model's latency
@@ -24,7 +29,7 @@
 // The counting allocator and `malloc_trim` below are the only unsafe code: they measure.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -43,18 +48,22 @@ use sandpiper_channels::turns::TurnQueue;
 use sandpiper_tests::db::{Backend, TestDb};
 use tokio_util::sync::CancellationToken;
 
-/// The system allocator, counting the bytes Rust code holds (as requested; malloc's own
-/// per-chunk overhead and SQLite's page cache, which SQLite allocates itself, are not in it).
-/// So the report can tell what the workstreams hold from what the allocator keeps.
+/// The binary's allocator (jemalloc, as `bot/src/main.rs` installs it), counting the bytes Rust
+/// code holds (as requested; the allocator's own overhead and SQLite's page cache, which
+/// SQLite allocates itself with glibc's malloc, are not in it). So the report can tell what
+/// the workstreams hold from what the allocator keeps.
 struct Counting;
+
+/// What `Counting` forwards to: the same allocator as the real binary's.
+static INNER: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 static HEAP: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: every call is forwarded to `System` unchanged; only a counter is updated besides.
+// SAFETY: every call is forwarded to `INNER` unchanged; only a counter is updated besides.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is `System`'s.
-        let p = unsafe { System.alloc(layout) };
+        // SAFETY: the caller's contract is `INNER`'s.
+        let p = unsafe { INNER.alloc(layout) };
         if !p.is_null() {
             HEAP.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -63,7 +72,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as above.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { INNER.alloc_zeroed(layout) };
         if !p.is_null() {
             HEAP.fetch_add(layout.size(), Ordering::Relaxed);
         }
@@ -72,13 +81,13 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { INNER.dealloc(ptr, layout) };
         HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as above.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = unsafe { INNER.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             HEAP.fetch_add(new_size, Ordering::Relaxed);
             HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
@@ -92,7 +101,7 @@ static GLOBAL: Counting = Counting;
 
 unsafe extern "C" {
     /// glibc: returns free memory at the top of every arena and free whole pages inside them
-    /// to the kernel.
+    /// to the kernel (what SQLite and other C code allocated; Rust's heap is jemalloc's).
     fn malloc_trim(pad: usize) -> i32;
     /// The bundled SQLite's own count of the memory it holds (page caches, statements).
     fn sqlite3_memory_used() -> i64;
@@ -134,6 +143,8 @@ struct Options {
     workers: Option<usize>,
     connections: u32,
     cache: Option<usize>,
+    /// `agent.max_concurrent_turns`; `None` lets every thread's turn run at once.
+    max_turns: Option<usize>,
     /// How long to wait, idle, after the run before reading RSS (renderers end, pools settle).
     idle: Duration,
 }
@@ -149,6 +160,7 @@ fn options() -> anyhow::Result<Options> {
         workers: None,
         connections: 8,
         cache: None,
+        max_turns: None,
         idle: Duration::from_millis(1000),
     };
     let mut args = std::env::args().skip(1);
@@ -176,6 +188,7 @@ fn options() -> anyhow::Result<Options> {
             "--workers" => o.workers = Some(value()?.parse()?),
             "--connections" => o.connections = value()?.parse()?,
             "--cache" => o.cache = Some(value()?.parse()?),
+            "--max-turns" => o.max_turns = Some(value()?.parse()?),
             "--idle-ms" => o.idle = Duration::from_millis(value()?.parse()?),
             other => anyhow::bail!("unknown argument {other}"),
         }
@@ -492,7 +505,7 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
     config.database.url = db.url.clone();
     config.tools.workdir = Some(dir.path().join("work"));
     config.approval.auto_approve = true;
-    config.agent.max_concurrent_turns = o.threads.max(16);
+    config.agent.max_concurrent_turns = o.max_turns.unwrap_or(o.threads.max(16));
     if let Some(cache) = o.cache {
         config.agent.workstream_cache = cache;
     }
@@ -547,7 +560,8 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
     let live = shared.agent.live_workstreams();
     let per_kib = |bytes: usize| bytes as f64 / 1024.0 / live.max(1) as f64;
     println!(
-        "load: {} threads x {} turns, tool {:?}, model latency {} ms, {}, {} on {}, {} connections",
+        "load: {} threads x {} turns, tool {:?}, model latency {} ms, {}, {} on {}, {} connections, \
+         {} turns at once",
         o.threads,
         o.turns,
         o.tool,
@@ -565,6 +579,7 @@ async fn run(o: Arc<Options>) -> anyhow::Result<()> {
             Backend::Postgres => "PostgreSQL",
         },
         o.connections,
+        o.max_turns.unwrap_or(o.threads.max(16)),
     );
     println!(
         "  throughput: {turns} turns in {elapsed:.2} s = {:.0} turns/s; {} failed; CPU {cpu:.1} s \
