@@ -28,8 +28,11 @@ use crate::tools::{PathPolicy, RegistryError, ToolRegistry};
 use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
+mod fit;
 mod subagent;
 mod turn;
+
+pub use fit::Compaction;
 
 /// What the agent learns from the process it runs in rather than from its config.
 pub struct Host<'a> {
@@ -64,6 +67,40 @@ pub enum AgentError {
     /// The tool registry is inconsistent (a start-up error).
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// Even the fixed part of a request (the system message and the tool schemas) leaves no
+    /// room for the conversation in the model's context window. Configuration must change.
+    #[error("{}", too_small_text(window, *fixed, *tools, *first))]
+    ContextTooSmall {
+        /// The window in force.
+        window: crate::context::ContextWindow,
+        /// Estimated tokens of the system message and the tools.
+        fixed: u64,
+        /// Tools offered.
+        tools: usize,
+        /// Whether this is the first time the workstream is told (the advice is given then).
+        first: bool,
+    },
+    /// The server still said the context is full after the conversation was compacted.
+    #[error(
+        "the model server says this request does not fit its context window ({window}) even \
+         after compacting the conversation: {server}. If the server's window is smaller than \
+         that, set [model] context_window to what it really is"
+    )]
+    ContextFull {
+        /// The window in force.
+        window: crate::context::ContextWindow,
+        /// The server's error.
+        server: String,
+    },
+    /// The server refused the conversation's history even after it was compacted.
+    #[error(
+        "the model server refused this conversation's history even after compacting it: \
+         {message}. Your next message starts from the compacted conversation"
+    )]
+    HistoryRefused {
+        /// The server's words.
+        message: String,
+    },
     /// The user's message is larger than `agent.max_message_bytes`; nothing was stored.
     #[error(
         "your message is {size} bytes; the limit is {limit} bytes (agent.max_message_bytes). \
@@ -75,6 +112,27 @@ pub enum AgentError {
         /// The limit.
         limit: usize,
     },
+}
+
+fn too_small_text(
+    window: &crate::context::ContextWindow,
+    fixed: u64,
+    tools: usize,
+    first: bool,
+) -> String {
+    if !first {
+        return format!(
+            "this request still does not fit the model's context window of {} tokens (see above)",
+            window.tokens
+        );
+    }
+    format!(
+        "the model's context window is too small for this conversation: {window}, and the \
+         system message with {tools} tool schemas alone takes about {fixed} tokens, leaving no \
+         room for the messages and an answer. Raise [model] context_window if the server allows \
+         a larger window (llama.cpp: --ctx-size), turn tool search on ([tools] search = \"on\"), \
+         or offer fewer tools (fewer MCP servers, or a connector selection with /connectors)"
+    )
 }
 
 /// One user message to answer.
@@ -179,6 +237,12 @@ struct Inner {
     metrics: crate::metrics::Metrics,
     /// Membership of a cluster of nodes, once `serve` joined one (see [`crate::cluster`]).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
+    /// The model's context window, found on first use (see [`Agent::context_window`]).
+    window: tokio::sync::OnceCell<crate::context::ContextWindow>,
+    /// A smaller window a server's context error showed (0: none).
+    learned_window: std::sync::atomic::AtomicU64,
+    /// The bytes-per-token ratio of this model's requests.
+    gauge: crate::context::TokenGauge,
 }
 
 impl Inner {
@@ -292,6 +356,9 @@ impl Agent {
                 live: crate::approvals::LiveApprovals::default(),
                 metrics: crate::metrics::Metrics::default(),
                 cluster: std::sync::OnceLock::new(),
+                window: tokio::sync::OnceCell::new(),
+                learned_window: std::sync::atomic::AtomicU64::new(0),
+                gauge: crate::context::TokenGauge::default(),
             }),
         };
         agent.follow_mcp_catalog();

@@ -256,6 +256,16 @@ impl Provider {
     }
 }
 
+/// `[model] output_limit_field`: the name of the output limit in a chat completions request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputLimitField {
+    /// `max_tokens`: llama.cpp, vLLM, Ollama and most compatible servers.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's own API.
+    MaxCompletionTokens,
+}
+
 /// `[model]`
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -279,8 +289,18 @@ pub struct ModelConfig {
     pub timeout: Duration,
     /// Retries on connection errors, 429 and 5xx.
     pub max_retries: u32,
-    /// Maximum tokens of one response (Anthropic requires it).
+    /// Most tokens of one answer. Every request sends it (OpenAI-compatible servers as
+    /// `max_tokens` or `max_completion_tokens`, Anthropic as `max_tokens`), lowered to what
+    /// the context window leaves after the prompt.
     pub max_tokens: u32,
+    /// The model's context window in tokens. Unset: the server is asked (llama.cpp's
+    /// `/props`, `max_model_len` or `context_length` in `/v1/models`), else a known default
+    /// for the provider and model family (see [`crate::context::window`]).
+    pub context_window: Option<u64>,
+    /// The request field that carries the output limit on OpenAI-compatible servers. Unset:
+    /// `max_completion_tokens` for api.openai.com (its reasoning models refuse the other),
+    /// `max_tokens` for every other server (llama.cpp, vLLM, Ollama, ...).
+    pub output_limit_field: Option<OutputLimitField>,
     /// Sampling temperature; provider default when unset.
     pub temperature: Option<f32>,
     /// What the model can do.
@@ -298,6 +318,20 @@ impl ModelConfig {
                 Provider::Anthropic => "https://api.anthropic.com".into(),
             });
         url.trim_end_matches('/').to_owned()
+    }
+
+    /// The output limit's field in effect (see [`ModelConfig::output_limit_field`]).
+    pub fn effective_output_limit_field(&self) -> OutputLimitField {
+        self.output_limit_field.unwrap_or_else(|| {
+            if self
+                .effective_base_url()
+                .starts_with("https://api.openai.com")
+            {
+                OutputLimitField::MaxCompletionTokens
+            } else {
+                OutputLimitField::MaxTokens
+            }
+        })
     }
 
     /// The API key variable in effect.
@@ -322,6 +356,8 @@ impl Default for ModelConfig {
             timeout: Duration::from_secs(300),
             max_retries: 4,
             max_tokens: 8192,
+            context_window: None,
+            output_limit_field: None,
             temperature: None,
             capabilities: Capabilities::default(),
         }
@@ -506,6 +542,10 @@ pub struct AgentConfig {
     /// Most tokens (prompt plus completion, summed over its model calls) one sub-agent may
     /// use; it is stopped before the next model call once it has used this many.
     pub task_max_tokens: u64,
+    /// Share of the context window a request may fill before the conversation is compacted
+    /// (older turns summarised, old large tool outputs shortened); the answer's room is kept
+    /// free as well. Between 0.1 and 0.95.
+    pub compact_threshold: f64,
 }
 
 impl Default for AgentConfig {
@@ -519,6 +559,7 @@ impl Default for AgentConfig {
             max_turns_per_user: 4,
             task_max_rounds: 30,
             task_max_tokens: 400_000,
+            compact_threshold: 0.8,
         }
     }
 }
@@ -567,8 +608,14 @@ impl<const N: usize> Env for [(&str, &str); N] {
 
 impl Config {
     /// A configuration for tests: in-memory defaults, auto-approve off.
+    ///
+    /// The context window is set large (a million tokens), so that suites about other things
+    /// never compact and never ask the fake server for its window; the context suites set
+    /// their own.
     pub fn for_test() -> Self {
-        Self::default()
+        let mut config = Self::default();
+        config.model.context_window = Some(1 << 20);
+        config
     }
 
     /// Finds and loads the configuration (see the module docs), then applies `env`.
@@ -640,6 +687,17 @@ impl Config {
         if let Some(model) = env.var("SANDPIPER_MODEL") {
             self.model.model = model;
         }
+        if let Some(window) = env.var("SANDPIPER_MODEL_CONTEXT_WINDOW") {
+            let tokens = window
+                .trim()
+                .parse::<u64>()
+                .map_err(|e| ConfigError::Invalid {
+                    key: "model.context_window".into(),
+                    source_name: "SANDPIPER_MODEL_CONTEXT_WINDOW".into(),
+                    message: format!("`{window}` is not a number of tokens such as 32768 ({e})"),
+                })?;
+            self.model.context_window = Some(tokens);
+        }
         if let Some(listen) = env.var("SANDPIPER_LISTEN") {
             self.server.listen = listen.parse().map_err(|e| ConfigError::Invalid {
                 key: "server.listen".into(),
@@ -705,6 +763,28 @@ impl Config {
             return Err(invalid(
                 "agent.task_max_tokens",
                 "must be at least 1".into(),
+            ));
+        }
+        if self.model.max_tokens == 0 {
+            return Err(invalid("model.max_tokens", "must be at least 1".into()));
+        }
+        if self
+            .model
+            .context_window
+            .is_some_and(|w| w < crate::context::MIN_WINDOW)
+        {
+            return Err(invalid(
+                "model.context_window",
+                format!(
+                    "must be at least {} tokens (a number of tokens such as 32768)",
+                    crate::context::MIN_WINDOW
+                ),
+            ));
+        }
+        if !(0.1..=0.95).contains(&self.agent.compact_threshold) {
+            return Err(invalid(
+                "agent.compact_threshold",
+                "must be between 0.1 and 0.95 (a share of the context window such as 0.8)".into(),
             ));
         }
         if self.tools.max_parallel == 0 {

@@ -11,6 +11,8 @@
 //! - [`approval_policy`]: who may decide a click on an approval button, and button ids.
 //! - [`approvals`]: the approval engine: asking, deciding clicks, closing requests, review
 //!   gates; one writer per decision.
+//! - [`context`]: the model's context window: its size, request sizes, output limits and
+//!   compaction of long workstreams.
 //! - [`connectors`]: connector policy: which MCP servers a turn may use, from its tiers.
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
@@ -44,6 +46,7 @@ pub mod child_env;
 pub mod cluster;
 pub mod config;
 pub mod connectors;
+pub mod context;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;

@@ -84,6 +84,7 @@ struct Inner {
     notify_sent: AtomicU64,
     notify_failed: AtomicU64,
     api_retries: Mutex<BTreeMap<&'static str, u64>>,
+    compactions: AtomicU64,
 }
 
 /// The counters of one node. Cheap to clone; clones count together.
@@ -107,6 +108,8 @@ pub struct MetricsSnapshot {
     pub notify_failed: u64,
     /// Chat platform API calls retried (429, 5xx), by platform.
     pub api_retries: BTreeMap<&'static str, u64>,
+    /// Workstreams compacted to fit the model's context window.
+    pub compactions: u64,
 }
 
 /// Tool names are the model's choice for unknown tools: cap the label set.
@@ -147,6 +150,11 @@ impl Metrics {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A workstream was compacted to fit the context window.
+    pub fn compaction(&self) {
+        self.0.compactions.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A call to `platform`'s API is retried.
     pub fn api_retry(&self, platform: &'static str) {
         let mut map = self.0.api_retries.lock().unwrap_or_else(|e| e.into_inner());
@@ -172,6 +180,7 @@ impl Metrics {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
+            compactions: i.compactions.load(Ordering::Relaxed),
         }
     }
 }

@@ -27,6 +27,8 @@ pub enum NudgeKind {
     Resume,
     /// The previous answer looks like a finished task.
     TaskComplete,
+    /// The conversation is about to be compacted, or just was.
+    Compaction,
 }
 
 impl NudgeKind {
@@ -51,6 +53,12 @@ impl NudgeKind {
                 "Your last answer finished a task. If anything learned along the way will \
                  matter again (a command that worked, a pitfall, where something lives), save \
                  it with the memory tool; otherwise carry on."
+            }
+            NudgeKind::Compaction => {
+                "This conversation is being compacted to fit your context window: older \
+                 messages become a short checkpoint. If something from them will matter in \
+                 later threads (a decision, a command that worked, where something lives), \
+                 save it with the memory tool now."
             }
         }
     }

@@ -47,6 +47,58 @@ pub struct Workstream {
     pub expanded_tools: HashSet<String>,
     /// Notifications of the current turn (the notify rate limit); a new one at each turn.
     pub notify_budget: crate::tools::notify::NotifyBudget,
+    /// What of the history is sent to the model (see [`crate::context`]).
+    pub context: ContextState,
+}
+
+/// What of a workstream's history the model sees: a checkpoint of the older part and the
+/// rest verbatim, and what the last request cost.
+#[derive(Debug, Clone, Default)]
+pub struct ContextState {
+    /// Index into `history` of the first message sent verbatim; those before it are
+    /// summarised in `summary`.
+    pub start: usize,
+    /// The checkpoint of `history[..start]`, shown in the system message.
+    pub summary: Option<String>,
+    /// The previous request's size and the prompt tokens the server counted for it.
+    pub observed: Option<crate::context::Observed>,
+    /// Prompt tokens of the last request (reported, else estimated), for `/status`.
+    pub last_prompt_tokens: u64,
+    /// Compactions since the workstream was loaded.
+    pub compactions: u32,
+    /// Whether the thread was told that even a compacted request does not fit.
+    pub told_too_large: bool,
+    /// Whether the next request carries the compaction nudge.
+    pub nudge_pending: bool,
+}
+
+impl ContextState {
+    /// The state of a history of `len` messages with `checkpoint` in force: the verbatim part
+    /// starts at the checkpoint, moved forward past tool results so that none is sent
+    /// without its call.
+    pub fn restored(
+        history: &[Message],
+        checkpoint: Option<crate::store::checkpoints::Checkpoint>,
+    ) -> Self {
+        let Some(checkpoint) = checkpoint else {
+            return Self::default();
+        };
+        let mut start = usize::try_from(checkpoint.upto_seq)
+            .unwrap_or(0)
+            .min(history.len());
+        while history
+            .get(start)
+            .is_some_and(|m| m.role == crate::model::Role::Tool)
+        {
+            start += 1;
+        }
+        Self {
+            start,
+            summary: Some(checkpoint.summary),
+            last_prompt_tokens: checkpoint.tokens_after,
+            ..Self::default()
+        }
+    }
 }
 
 impl Workstream {
@@ -75,6 +127,11 @@ impl Workstream {
         if len + 2 > self.history.capacity() {
             self.history.reserve_exact((len / 4).max(GROWTH_MIN));
         }
+    }
+
+    /// The part of the history sent to the model verbatim.
+    pub fn sent(&self) -> &[Message] {
+        self.history.get(self.context.start..).unwrap_or_default()
     }
 
     /// The sequence number the next appended message gets.
@@ -199,6 +256,11 @@ impl Workstreams {
         let mut history = self.store.load_messages(key).await?;
         history.shrink_to_fit();
         let grants = self.store.grants(key).await?.into_iter().collect();
+        let checkpoint = match history.len() {
+            0 => None,
+            _ => self.store.latest_checkpoint(key).await?,
+        };
+        let context = ContextState::restored(&history, checkpoint);
         tracing::debug!(
             workstream = key,
             messages = history.len(),
@@ -217,6 +279,7 @@ impl Workstreams {
             nudges: crate::nudge::Nudges::default(),
             expanded_tools: HashSet::new(),
             notify_budget: Default::default(),
+            context,
         };
         Ok(self.insert(key, Arc::new(tokio::sync::Mutex::new(ws))))
     }

@@ -75,6 +75,13 @@ pub fn render(m: &MetricsSnapshot, live: usize, counts: Option<&StoredCounts>) -
         "Model calls made.",
     );
     let _ = writeln!(out, "sandpiper_model_calls_total {}", m.model_calls);
+    family(
+        &mut out,
+        "sandpiper_compactions_total",
+        "counter",
+        "Workstreams compacted to fit the model's context window.",
+    );
+    let _ = writeln!(out, "sandpiper_compactions_total {}", m.compactions);
     let name = "sandpiper_model_call_duration_seconds";
     family(
         &mut out,

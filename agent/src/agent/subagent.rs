@@ -75,7 +75,7 @@ impl Agent {
             }
             outcome.rounds += 1;
             status.step(outcome.rounds);
-            let Some(response) = self.stream(&mut ws, &req, &system, &offered).await? else {
+            let Some(response) = self.model_call(&mut ws, &req, &system, &offered).await? else {
                 outcome.cancelled = true;
                 break;
             };
@@ -101,7 +101,7 @@ impl Agent {
                 grants: &grants,
                 approval_timeout: config.approval.timeout,
                 max_parallel: config.tools.max_parallel,
-                max_output_bytes: config.tools.max_output_bytes,
+                max_output_bytes: self.output_bytes().await,
                 sink: &status,
                 approver: turn.approver,
                 tool_search: None,

@@ -88,7 +88,7 @@ impl Agent {
             let first_call = st.outcome.rounds == 0;
             st.outcome.rounds += 1;
             let (system, offered) = self.build_request(ws, req, &mut st, first_call).await?;
-            let Some(response) = self.stream(ws, req, &system, &offered).await? else {
+            let Some(response) = self.model_call(ws, req, &system, &offered).await? else {
                 st.outcome.cancelled = true;
                 break;
             };
@@ -279,11 +279,13 @@ impl Agent {
         req: &TurnRequest<'_>,
         system: &str,
         offered: &[ToolSchema],
+        max_tokens: Option<u32>,
     ) -> Result<Option<AssembledResponse>, AgentError> {
         let request = ChatRequest {
             system,
-            messages: &ws.history,
+            messages: ws.sent(),
             tools: offered,
+            max_tokens,
         };
         let mut assembler = ResponseAssembler::default();
         let started = Instant::now();
@@ -367,7 +369,7 @@ impl Agent {
             grants: &ws.grants,
             approval_timeout: config.approval.timeout,
             max_parallel: config.tools.max_parallel,
-            max_output_bytes: config.tools.max_output_bytes,
+            max_output_bytes: self.output_bytes().await,
             sink: req.sink,
             approver,
             tool_search: tools.client_search(),
@@ -389,6 +391,14 @@ impl Agent {
             ws.grants = inner.store.grants(&ws.key).await?.into_iter().collect();
         }
         Ok(done.denied)
+    }
+
+    /// The most bytes of one tool's output the model sees: `[tools] max_output_bytes`, but
+    /// never more than half the context window.
+    pub(super) async fn output_bytes(&self) -> usize {
+        let window = self.context_window().await;
+        let half = (window.tokens as f64 * self.inner.gauge.bytes_per_token() / 2.0) as usize;
+        self.inner.config.tools.max_output_bytes.min(half.max(1024))
     }
 
     /// A new message arrived while tool calls of an interrupted turn still wait: they will not

@@ -74,7 +74,7 @@ impl ChatModel for AnthropicModel {
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ModelStream, ModelError> {
         let body = wire::request_body(
             &self.model,
-            self.max_tokens,
+            request.max_tokens.unwrap_or(self.max_tokens),
             self.temperature,
             self.native_web_search,
             &request,

@@ -157,6 +157,8 @@ pub struct ChatRequest<'a> {
     pub messages: &'a [Message],
     /// Tools the model may call. Empty when the model does not support tools.
     pub tools: &'a [ToolSchema],
+    /// The most tokens the answer may use; `None` leaves the provider's configured cap.
+    pub max_tokens: Option<u32>,
 }
 
 /// Token counts reported by the provider.
@@ -206,6 +208,12 @@ pub trait ChatModel: Send + Sync {
 
     /// The model name, for logs and `config check`.
     fn model_name(&self) -> &str;
+
+    /// The context window the server says it has, and where it said so (`"/props n_ctx"`),
+    /// when it says. Asked once, with a short timeout; `None` when the server does not tell.
+    async fn server_context_window(&self) -> Option<(u64, &'static str)> {
+        None
+    }
 }
 
 /// Why a model call failed. Every variant is shown to the user; none is a panic.

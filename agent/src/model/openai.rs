@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::retry::{self, RetryPolicy};
 use super::sse;
 use super::{ChatModel, ChatRequest, ModelError, ModelStream};
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, OutputLimitField};
 
 /// An OpenAI-compatible chat completions endpoint.
 #[derive(Debug)]
@@ -31,6 +31,10 @@ pub struct OpenAiModel {
     temperature: Option<f32>,
     /// Replace `web_search` with `web_search_options` (OpenAI search models).
     native_web_search: bool,
+    /// The request field of the output limit.
+    limit_field: OutputLimitField,
+    /// `{base_url}` without `/chat/completions`, for `/models` and llama.cpp's `/props`.
+    base_url: String,
     timeout: Duration,
     retry: RetryPolicy,
 }
@@ -52,6 +56,8 @@ impl OpenAiModel {
             authorization,
             temperature: config.temperature,
             native_web_search: config.capabilities.native_web_search,
+            limit_field: config.effective_output_limit_field(),
+            base_url: config.effective_base_url(),
             timeout: config.timeout,
             retry: RetryPolicy::from_config(config),
         })
@@ -71,6 +77,7 @@ impl ChatModel for OpenAiModel {
             &self.model,
             self.temperature,
             self.native_web_search,
+            self.limit_field,
             &request,
         );
         let body = serde_json::to_vec(&body)
@@ -99,4 +106,59 @@ impl ChatModel for OpenAiModel {
     fn model_name(&self) -> &str {
         &self.model
     }
+
+    /// llama.cpp's `/props` (the slot's `n_ctx`, which is what a request may fill), else the
+    /// model's entry in `/models` (`max_model_len` from vLLM, `context_length` or
+    /// `context_window` from others).
+    async fn server_context_window(&self) -> Option<(u64, &'static str)> {
+        let root = self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url);
+        if let Some(props) = self.get_json(&format!("{root}/props")).await {
+            let n_ctx = props
+                .pointer("/default_generation_settings/n_ctx")
+                .or_else(|| props.get("n_ctx"))
+                .and_then(serde_json::Value::as_u64);
+            if let Some(n) = n_ctx.filter(|n| *n > 0) {
+                return Some((n, "/props n_ctx"));
+            }
+        }
+        let models = self.get_json(&format!("{}/models", self.base_url)).await?;
+        let entries = models.get("data")?.as_array()?;
+        let entry = entries
+            .iter()
+            .find(|m| m.get("id").and_then(|v| v.as_str()) == Some(self.model.as_str()))
+            .or_else(|| entries.first().filter(|_| entries.len() == 1))?;
+        [
+            ("max_model_len", "/models max_model_len"),
+            ("context_length", "/models context_length"),
+            ("context_window", "/models context_window"),
+        ]
+        .into_iter()
+        .find_map(|(field, what)| {
+            entry
+                .get(field)
+                .and_then(serde_json::Value::as_u64)
+                .filter(|n| *n > 0)
+                .map(|n| (n, what))
+        })
+    }
 }
+
+impl OpenAiModel {
+    /// GETs `url` as JSON with a short timeout; `None` on any failure (the server does not
+    /// have the endpoint, or is not up yet).
+    async fn get_json(&self, url: &str) -> Option<serde_json::Value> {
+        let mut request = self.client.get(url).timeout(DISCOVERY_TIMEOUT);
+        if let Some(value) = &self.authorization {
+            request = request.header(AUTHORIZATION, value.clone());
+        }
+        let response = request.send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let bytes = response.bytes().await.ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// How long asking a server for its window may take.
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);

@@ -138,11 +138,15 @@ async fn attempts(
             Ok(response) => {
                 let status = response.status();
                 let retry_after = policy.retry_after(response.headers());
+                let body = error_body(response).await;
+                // A 500 that names the conversation ("Failed to parse tool call arguments")
+                // would fail the same way every time: it goes to the turn at once.
+                let refused = crate::context::overflow::classify_http(status.as_u16(), &body);
                 let error = ModelError::Http {
                     status: status.as_u16(),
-                    body: error_body(response).await,
+                    body,
                 };
-                if !is_retryable(status) {
+                if !is_retryable(status) || refused.is_some() {
                     return Err(error);
                 }
                 (error, Some(status.as_u16()), retry_after)

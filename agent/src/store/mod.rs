@@ -9,6 +9,7 @@
 //! embedded and run at connect time.
 
 pub mod approvals;
+pub mod checkpoints;
 pub mod connectors;
 pub mod health;
 pub mod leases;

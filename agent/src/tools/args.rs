@@ -8,11 +8,13 @@ use serde_json::{Map, Value};
 pub enum ArgsError {
     /// Not JSON even after repair, and the tool has no primary key to fall back on.
     #[error(
-        "arguments are not valid JSON ({detail}); send a JSON object like {{\"param\": \"value\"}}"
+        "arguments are not valid JSON ({detail}); send a JSON object like {{\"param\": \"value\"}}. You sent: {sent}"
     )]
     NotJson {
         /// serde_json's message for the original text.
         detail: String,
+        /// The start of what was sent (the history carries `{}` in its place).
+        sent: String,
     },
     /// JSON, but not an object.
     #[error("arguments must be a JSON object, got {0}")]
@@ -53,8 +55,38 @@ pub fn parse_arguments(raw: &str, primary_key: Option<&str>) -> Result<Value, Ar
         Some(pk) if !looks_like_object(trimmed) => Ok(single(pk, strip_quotes(trimmed))),
         _ => Err(ArgsError::NotJson {
             detail: first_error,
+            sent: excerpt(trimmed),
         }),
     }
+}
+
+/// The argument text to send back to the model in the history: `raw` itself when it is a
+/// JSON object, else the repaired object, else `{}` (the call's result says what was wrong).
+/// Servers that render a chat template parse these, and refuse every later request of a
+/// conversation holding one they cannot parse.
+pub fn wire_arguments(raw: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let trimmed = raw.trim_start();
+    if trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(raw).is_ok() {
+        return Cow::Borrowed(raw);
+    }
+    match parse_arguments(raw, None) {
+        Ok(v @ Value::Object(_)) => Cow::Owned(v.to_string()),
+        _ => Cow::Borrowed("{}"),
+    }
+}
+
+/// The first 300 bytes of `s` (on a character boundary), marked when cut.
+fn excerpt(s: &str) -> String {
+    const MAX: usize = 300;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 fn looks_like_object(s: &str) -> bool {

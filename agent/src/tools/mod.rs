@@ -48,7 +48,7 @@ use crate::output::{ceil_char_boundary, floor_char_boundary};
 
 pub use crate::output::truncate_output;
 
-pub use args::{ArgsError, parse_arguments, validate_arguments};
+pub use args::{ArgsError, parse_arguments, validate_arguments, wire_arguments};
 pub use dyn_tool::{DynTool, ReadyCall, deserialize_args};
 pub use mcp_call::McpCall;
 pub use path_policy::PathPolicy;

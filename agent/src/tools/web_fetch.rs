@@ -193,6 +193,7 @@ async fn ask(
         system: READER_PROMPT,
         messages: &messages,
         tools: &[],
+        max_tokens: None,
     };
     let mut stream = model.stream(request).await.map_err(failed)?;
     let mut answer = String::new();

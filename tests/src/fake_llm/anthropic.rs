@@ -80,7 +80,9 @@ pub(super) fn render(reply: &StreamedReply, model: &str) -> Vec<Step> {
 
     match &reply.ending {
         Ending::Complete => {
-            let stop_reason = if reply.calls_tools() {
+            let stop_reason = if reply.cut_off {
+                "max_tokens"
+            } else if reply.calls_tools() {
                 "tool_use"
             } else {
                 "end_turn"

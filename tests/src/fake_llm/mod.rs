@@ -25,6 +25,7 @@ mod script;
 mod server;
 #[cfg(test)]
 mod tests;
+pub mod window;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -38,6 +39,7 @@ pub use script::{
     Ending, Reply, StreamedReply, TokenUsage, ToolCallSpec, text, text_then_tool_call, tool_call,
     tool_call_raw, tool_calls,
 };
+pub use window::{ContextLimit, Flavor};
 
 /// Which wire protocol a request used (decided by the endpoint it hit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +122,19 @@ impl FakeLlm {
     /// whose requests arrive in no fixed order (many threads, several nodes).
     pub fn respond_with(&self, respond: impl Fn(&Value) -> Reply + Send + Sync + 'static) {
         self.shared.ledger().responder = Some(Arc::new(respond));
+    }
+
+    /// Enforces a context window from now on, as the server `limit.flavor` names does: too
+    /// large requests are refused with that server's error (without taking a reply), answers
+    /// are cut at the output limit, `usage` reports the real prompt size, and `GET /props` or
+    /// `GET /v1/models` say the window where that server says it.
+    pub fn set_window(&self, limit: ContextLimit) {
+        self.shared.ledger().limit = Some(limit);
+    }
+
+    /// The requests refused for their size or history: `(request index, HTTP status, body)`.
+    pub fn refusals(&self) -> Vec<(usize, u16, Value)> {
+        self.shared.ledger().refused.clone()
     }
 
     /// Appends a reply to the script while the test runs.
@@ -228,14 +243,31 @@ impl Shared {
     ) -> (usize, Option<Reply>) {
         let mut ledger = self.ledger();
         let index = ledger.requests.len();
+        let refusal = ledger
+            .limit
+            .as_ref()
+            .and_then(|limit| window::refusal(limit, &request.body));
         ledger.requests.push(request);
         for problem in problems {
             ledger.errors.push(format!("request #{index}: {problem}"));
         }
+        if let Some((status, body)) = refusal {
+            ledger.refused.push((index, status, body.clone()));
+            self.count.send_replace(index + 1);
+            return (index, Some(Reply::Refused { status, body }));
+        }
+        let limit = ledger.limit;
         let reply = ledger.script.pop_front().or_else(|| {
             let body = &ledger.requests[index].body;
             ledger.responder.as_ref().map(|respond| respond(body))
         });
+        let reply = match (reply, limit) {
+            (Some(Reply::Stream(mut stream)), Some(limit)) => {
+                window::apply(&limit, &ledger.requests[index].body, &mut stream);
+                Some(Reply::Stream(stream))
+            }
+            (reply, _) => reply,
+        };
         match &reply {
             None => ledger.errors.push(format!(
                 "request #{index} arrived when the script was empty (fake LLM script exhausted)"
@@ -272,6 +304,8 @@ struct Ledger {
     requests: Vec<RecordedRequest>,
     issued: Vec<IssuedCall>,
     errors: Vec<String>,
+    limit: Option<ContextLimit>,
+    refused: Vec<(usize, u16, Value)>,
 }
 
 impl std::fmt::Debug for Ledger {

@@ -63,7 +63,9 @@ pub(super) fn render(reply: &StreamedReply, model: &str) -> Vec<Step> {
     }
     match &reply.ending {
         Ending::Complete => {
-            let finish = if reply.calls_tools() {
+            let finish = if reply.cut_off {
+                "length"
+            } else if reply.calls_tools() {
                 "tool_calls"
             } else {
                 "stop"

@@ -93,6 +93,9 @@ pub struct StreamedReply {
     /// only on the Anthropic endpoint: `server_tool_use` and `web_search_tool_result` blocks,
     /// then the text block carrying one `citations_delta` per source.
     pub web_citations: Vec<(String, String)>,
+    /// The answer stopped at the output limit: finish reason `length` (OpenAI) or stop
+    /// reason `max_tokens` (Anthropic). Set by a window-enforcing fake that cut the text.
+    pub cut_off: bool,
 }
 
 impl StreamedReply {
@@ -119,6 +122,14 @@ pub enum Reply {
     },
     /// A 200 `text/event-stream` whose data line is not valid JSON.
     Garbage,
+    /// An error exactly as a real server words it: `status` with this JSON `body` (what a
+    /// window-enforcing fake answers; see [`super::window`]).
+    Refused {
+        /// HTTP status code.
+        status: u16,
+        /// The JSON body.
+        body: Value,
+    },
     /// A 200 `text/event-stream` that sends headers and then nothing for this long, then ends.
     Stall(Duration),
 }

@@ -9,7 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -45,6 +45,8 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(openai_endpoint))
         .route("/v1/messages", post(anthropic_endpoint))
+        .route("/v1/models", get(models_endpoint))
+        .route("/props", get(props_endpoint))
         .fallback(unknown_endpoint)
         .layer(DefaultBodyLimit::disable())
         .with_state(shared)
@@ -64,6 +66,21 @@ async fn anthropic_endpoint(
     body: Bytes,
 ) -> Response {
     answer(&shared, Protocol::Anthropic, &headers, &body)
+}
+
+/// `GET /v1/models`: the model, with its window where the enforced window's server says it.
+async fn models_endpoint(State(shared): State<Arc<Shared>>) -> Response {
+    let limit = shared.ledger().limit;
+    axum::Json(super::window::models(limit.as_ref())).into_response()
+}
+
+/// `GET /props`: llama.cpp's server properties, only when a llama.cpp window is enforced.
+async fn props_endpoint(State(shared): State<Arc<Shared>>) -> Response {
+    let limit = shared.ledger().limit;
+    match limit.as_ref().and_then(super::window::props) {
+        Some(props) => axum::Json(props).into_response(),
+        None => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
+    }
 }
 
 async fn unknown_endpoint(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
@@ -122,6 +139,15 @@ fn answer(shared: &Shared, protocol: Protocol, headers: &HeaderMap, raw: &[u8]) 
                 StatusCode::INTERNAL_SERVER_ERROR
             });
             error_response(protocol, code, &message, retry_after)
+        }
+        Reply::Refused { status, body } => {
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (
+                code,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+                .into_response()
         }
         Reply::Garbage => {
             let steps = match protocol {

@@ -7,6 +7,7 @@ mod cluster;
 mod connector_commands;
 mod connectors;
 mod console;
+mod context;
 mod discord;
 mod discord_commands;
 mod failures;

@@ -46,6 +46,7 @@ async fn run(
         system: "be brief",
         messages,
         tools: &[],
+        max_tokens: None,
     };
     match model.stream(request).await {
         Ok(stream) => collect(stream).await,
@@ -200,6 +201,7 @@ async fn request_body_and_headers() {
         system: "You are sandpiper.",
         messages: &history,
         tools: &tools,
+        max_tokens: None,
     };
     let (_, err) = collect(model(&server.uri()).stream(request).await.expect("stream")).await;
     assert!(err.is_none(), "{err:?}");

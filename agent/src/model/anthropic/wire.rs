@@ -175,6 +175,18 @@ fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
         }
         match out.last_mut() {
             Some(last) if last.role == role => merge(&mut last.content, blocks),
+            None if role == "assistant" => {
+                // A compacted conversation may start inside a turn; the API wants a user
+                // message first.
+                out.push(WireMessage {
+                    role: "user",
+                    content: vec![Block::Text { text: CONTINUED }],
+                });
+                out.push(WireMessage {
+                    role,
+                    content: blocks,
+                });
+            }
             _ => out.push(WireMessage {
                 role,
                 content: blocks,
@@ -183,6 +195,9 @@ fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
     }
     out
 }
+
+/// What opens a conversation that a compaction cut inside a turn.
+const CONTINUED: &str = "(continuing: the earlier part of this conversation is summarised in                          the system message)";
 
 /// Appends `blocks`, keeping tool results ahead of the other blocks.
 fn merge<'a>(content: &mut Vec<Block<'a>>, blocks: Vec<Block<'a>>) {

@@ -40,6 +40,7 @@ async fn run(model: &OpenAiModel, messages: &[Message]) -> (Vec<ModelEvent>, Opt
         system: "be brief",
         messages,
         tools: &[],
+        max_tokens: None,
     };
     match model.stream(request).await {
         Ok(stream) => collect(stream).await,
@@ -189,6 +190,7 @@ async fn request_body_and_auth_header() {
         system: "You are sandpiper.",
         messages: &history,
         tools: &tools,
+        max_tokens: None,
     };
     let (_, err) = collect(with_key.stream(request).await.expect("stream")).await;
     assert!(err.is_none(), "{err:?}");

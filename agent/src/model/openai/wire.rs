@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use serde::{Serialize, Serializer};
 
+use crate::config::OutputLimitField;
 use crate::model::{ChatRequest, ImagePart, Message, Role, ToolCall, ToolSchema};
 
 /// `POST /chat/completions` body.
@@ -15,6 +16,12 @@ pub(super) struct Body<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    /// The output limit, under the name most compatible servers take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    /// The output limit, under the name OpenAI's own API takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
     /// OpenAI search models search on their own; `{}` asks for the default search.
     #[serde(skip_serializing_if = "Option::is_none")]
     web_search_options: Option<serde_json::Map<String, serde_json::Value>>,
@@ -95,7 +102,7 @@ struct WireToolCall<'a> {
 #[derive(Debug, Serialize)]
 struct WireFunctionCall<'a> {
     name: &'a str,
-    arguments: &'a str,
+    arguments: Cow<'a, str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -133,6 +140,7 @@ pub(super) fn request_body<'a>(
     model: &'a str,
     temperature: Option<f32>,
     native_web_search: bool,
+    limit_field: OutputLimitField,
     request: &ChatRequest<'a>,
 ) -> Body<'a> {
     let searches = native_web_search && request.tools.iter().any(|t| t.name == "web_search");
@@ -147,6 +155,12 @@ pub(super) fn request_body<'a>(
             .collect(),
         // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
         temperature: temperature.and_then(|t| t.to_string().parse().ok()),
+        max_tokens: request
+            .max_tokens
+            .filter(|_| limit_field == OutputLimitField::MaxTokens),
+        max_completion_tokens: request
+            .max_tokens
+            .filter(|_| limit_field == OutputLimitField::MaxCompletionTokens),
         web_search_options: searches.then(serde_json::Map::new),
         stream: true,
         stream_options: StreamOptions {
@@ -240,7 +254,9 @@ fn tool_call(call: &ToolCall) -> WireToolCall<'_> {
         kind: "function",
         function: WireFunctionCall {
             name: &call.name,
-            arguments: &call.arguments,
+            // Servers that render a chat template parse the arguments (llama.cpp refuses the
+            // whole request otherwise): what is sent back is always a JSON object.
+            arguments: crate::tools::wire_arguments(&call.arguments),
         },
     }
 }
@@ -261,8 +277,16 @@ mod tests {
             system,
             messages,
             tools,
+            max_tokens: None,
         };
-        serde_json::to_value(request_body("m", t, false, &request)).expect("serializes")
+        serde_json::to_value(request_body(
+            "m",
+            t,
+            false,
+            OutputLimitField::MaxTokens,
+            &request,
+        ))
+        .expect("serializes")
     }
 
     #[test]
@@ -279,12 +303,27 @@ mod tests {
             system: "",
             messages: &messages,
             tools: &tools,
+            max_tokens: None,
         };
-        let native = serde_json::to_value(request_body("m", None, true, &request)).expect("json");
+        let native = serde_json::to_value(request_body(
+            "m",
+            None,
+            true,
+            OutputLimitField::MaxTokens,
+            &request,
+        ))
+        .expect("json");
         assert_eq!(native["web_search_options"], json!({}));
         assert_eq!(native["tools"].as_array().map(Vec::len), Some(1));
         assert_eq!(native["tools"][0]["function"]["name"], "bash");
-        let tavily = serde_json::to_value(request_body("m", None, false, &request)).expect("json");
+        let tavily = serde_json::to_value(request_body(
+            "m",
+            None,
+            false,
+            OutputLimitField::MaxTokens,
+            &request,
+        ))
+        .expect("json");
         assert_eq!(tavily.get("web_search_options"), None);
         assert_eq!(tavily["tools"].as_array().map(Vec::len), Some(2));
     }
@@ -392,6 +431,77 @@ mod tests {
                 ]},
                 {"role": "assistant", "content": "done"}
             ])
+        );
+    }
+
+    #[test]
+    fn the_output_limit_goes_under_the_configured_name() {
+        let messages = [Message::user("hi")];
+        let request = ChatRequest {
+            system: "",
+            messages: &messages,
+            tools: &[],
+            max_tokens: Some(300),
+        };
+        let plain = serde_json::to_value(request_body(
+            "m",
+            None,
+            false,
+            OutputLimitField::MaxTokens,
+            &request,
+        ))
+        .expect("json");
+        assert_eq!(
+            (plain.get("max_tokens"), plain.get("max_completion_tokens")),
+            (Some(&json!(300)), None)
+        );
+        let openai = serde_json::to_value(request_body(
+            "m",
+            None,
+            false,
+            OutputLimitField::MaxCompletionTokens,
+            &request,
+        ))
+        .expect("json");
+        assert_eq!(
+            (
+                openai.get("max_tokens"),
+                openai.get("max_completion_tokens")
+            ),
+            (None, Some(&json!(300)))
+        );
+    }
+
+    #[test]
+    fn arguments_sent_back_are_always_a_json_object() {
+        let mut cut = Message::assistant("");
+        cut.tool_calls = vec![
+            ToolCall {
+                id: "a".into(),
+                name: "bash".into(),
+                arguments: r#"{"command": "ls -la"#.into(),
+            },
+            ToolCall {
+                id: "b".into(),
+                name: "bash".into(),
+                arguments: "not json at all".into(),
+            },
+            ToolCall {
+                id: "c".into(),
+                name: "bash".into(),
+                arguments: r#"{"command":"pwd"}"#.into(),
+            },
+        ];
+        let body = body_json("", &[Message::user("go"), cut], &[], None);
+        let args: Vec<&str> = body["messages"][1]["tool_calls"]
+            .as_array()
+            .expect("calls")
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().expect("a string"))
+            .collect();
+        assert_eq!(
+            args,
+            vec![r#"{"command":"ls -la"}"#, "{}", r#"{"command":"pwd"}"#]
         );
     }
 }

@@ -1,0 +1,518 @@
+//! Fitting every model call in the context window (see [`crate::context`]): the output limit
+//! each request sends, compaction before a request would not fit, and one retry after
+//! compacting when the server says the context is full or refuses the history.
+//!
+//! What is sent is the workstream's checkpoint (in the system message) and its history from
+//! `ws.context.start` on; compaction moves that start forward and writes a new checkpoint.
+//! The messages themselves stay in the store, where `recall` finds them.
+
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use super::{Agent, AgentError, TurnRequest};
+use crate::context::compact::{self, SUMMARY_INSTRUCTIONS};
+use crate::context::estimate::{self, Observed};
+use crate::context::overflow::{self, Refusal};
+use crate::context::{Budget, ContextWindow, MIN_WINDOW, WindowSource, window};
+use crate::model::{AssembledResponse, ChatRequest, Message, ModelEvent, ToolSchema};
+use crate::nudge::NudgeKind;
+use crate::protocol::TurnEvent;
+use crate::store::checkpoints::Checkpoint;
+use crate::workstream::Workstream;
+
+/// How a compaction chooses what to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Depth {
+    /// Shorten old tool outputs; summarise older turns only if that is not enough.
+    Needed,
+    /// Summarise older turns even if shortening would do (the server said it is full, or a
+    /// person asked).
+    Summarise,
+    /// Keep only the last turn's end verbatim: the server refused something in the history.
+    Everything,
+}
+
+/// What one compaction did, for the thread and `/compact`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compaction {
+    /// Messages now summarised in the checkpoint that were sent verbatim before.
+    pub summarised: usize,
+    /// Old tool outputs shortened to their head and tail.
+    pub shortened: usize,
+    /// Estimated prompt tokens before.
+    pub before: u64,
+    /// Estimated prompt tokens after.
+    pub after: u64,
+}
+
+impl Compaction {
+    /// Whether anything changed.
+    pub fn changed(&self) -> bool {
+        self.summarised > 0 || self.shortened > 0
+    }
+
+    /// The one line the thread is told.
+    pub fn describe(&self, window: u64) -> String {
+        let mut what = Vec::new();
+        if self.summarised > 0 {
+            what.push(format!(
+                "{} older message{} summarised",
+                self.summarised,
+                if self.summarised == 1 { "" } else { "s" }
+            ));
+        }
+        if self.shortened > 0 {
+            what.push(format!(
+                "{} old tool output{} shortened",
+                self.shortened,
+                if self.shortened == 1 { "" } else { "s" }
+            ));
+        }
+        format!(
+            "🗜 Compacted this conversation to fit the model's context window: {} (about {} → {} tokens of {window}). The full history stays; recall finds it.",
+            what.join(", "),
+            self.before,
+            self.after
+        )
+    }
+}
+
+/// A request's parts that do not change while it is fitted.
+struct Parts<'a> {
+    /// The system message before the checkpoint (base prompt, memories, nudges).
+    system: &'a str,
+    offered: &'a [ToolSchema],
+    tools_bytes: u64,
+}
+
+impl Agent {
+    /// The context window in force: `[model] context_window`, else what the server says
+    /// (asked once), else the known default for the model family; lowered when a server's
+    /// context error showed it smaller.
+    pub async fn context_window(&self) -> ContextWindow {
+        let inner = &self.inner;
+        let found = inner
+            .window
+            .get_or_init(|| async {
+                let model = &inner.config.model;
+                let window = match model.context_window {
+                    Some(tokens) => ContextWindow {
+                        tokens,
+                        source: WindowSource::Config,
+                    },
+                    None => match inner.model.server_context_window().await {
+                        Some((tokens, what)) => ContextWindow {
+                            tokens: tokens.max(MIN_WINDOW),
+                            source: WindowSource::Server(what),
+                        },
+                        None => window::known_default(model.provider, &model.model),
+                    },
+                };
+                tracing::info!(model = %model.model, tokens = window.tokens, source = %window.source, "context window");
+                window
+            })
+            .await;
+        let learned = inner
+            .learned_window
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if learned > 0 && learned < found.tokens {
+            return ContextWindow {
+                tokens: learned,
+                source: WindowSource::Learned,
+            };
+        }
+        found.clone()
+    }
+
+    fn budget(&self, window: &ContextWindow) -> Budget {
+        let config = &self.inner.config;
+        Budget::new(
+            window,
+            config.model.max_tokens,
+            config.agent.compact_threshold,
+        )
+    }
+
+    /// One model call, fitted in the window: compacts first when the request would not fit,
+    /// sends an output limit the window can hold, and after a context or history refusal
+    /// compacts and tries once more. `None` when the turn was stopped.
+    pub(super) async fn model_call(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        system: &str,
+        offered: &[ToolSchema],
+    ) -> Result<Option<AssembledResponse>, AgentError> {
+        let parts = Parts {
+            system,
+            offered,
+            tools_bytes: estimate::tools_bytes(offered),
+        };
+        let mut retried = false;
+        loop {
+            let window = self.context_window().await;
+            let budget = self.budget(&window);
+            let prompt = self.fit(ws, req, &parts, &window, &budget).await?;
+            let Some(max_tokens) = budget.output_limit(prompt) else {
+                return Err(self.too_large(ws, &parts, &window));
+            };
+            let full = self.full_system(ws, &parts);
+            let bytes = estimate::request_bytes(&full, ws.sent(), parts.tools_bytes);
+            ws.context.last_prompt_tokens = prompt;
+            let error = match self.stream(ws, req, &full, offered, Some(max_tokens)).await {
+                Ok(Some(response)) => {
+                    return Ok(Some(self.answered(ws, req, response, bytes, max_tokens)));
+                }
+                Ok(None) => return Ok(None),
+                Err(AgentError::Model(e)) => e,
+                Err(e) => return Err(e),
+            };
+            let Some(refusal) = overflow::classify(&error) else {
+                return Err(error.into());
+            };
+            tracing::warn!(workstream = %ws.key, ?refusal, retried, "the model server refused the request");
+            match (refusal, retried) {
+                (
+                    Refusal::ContextFull {
+                        window: told,
+                        prompt: counted,
+                    },
+                    false,
+                ) => {
+                    self.learn_window(&window, told, prompt);
+                    if let Some(tokens) = counted {
+                        self.inner.gauge.observe(bytes, tokens);
+                        ws.context.observed = Some(Observed { bytes, tokens });
+                    }
+                    let window = self.context_window().await;
+                    let budget = self.budget(&window);
+                    self.compact(ws, req, &parts, &window, &budget, Depth::Summarise)
+                        .await?;
+                }
+                (Refusal::History { .. }, false) => {
+                    self.compact(ws, req, &parts, &window, &budget, Depth::Everything)
+                        .await?;
+                }
+                (Refusal::ContextFull { .. }, true) => {
+                    return Err(AgentError::ContextFull {
+                        window,
+                        server: error.to_string(),
+                    });
+                }
+                (Refusal::History { message }, true) => {
+                    return Err(AgentError::HistoryRefused { message });
+                }
+            }
+            retried = true;
+        }
+    }
+
+    /// Bookkeeping after an answer: calibrates the estimate by the prompt tokens the server
+    /// counted, and ends an answer cut off at the output limit cleanly (a call cut off with
+    /// it cannot run, so none is kept).
+    fn answered(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        mut response: AssembledResponse,
+        bytes: u64,
+        max_tokens: u32,
+    ) -> AssembledResponse {
+        ws.context.nudge_pending = false;
+        let counted = response.usage.input_tokens;
+        if counted > 0 {
+            self.inner.gauge.observe(bytes, counted);
+            ws.context.observed = Some(Observed {
+                bytes,
+                tokens: counted,
+            });
+            ws.context.last_prompt_tokens = counted;
+        }
+        if matches!(
+            response.finish_reason.as_deref(),
+            Some("length" | "max_tokens")
+        ) {
+            let calls = std::mem::take(&mut response.tool_calls);
+            tracing::info!(workstream = %ws.key, max_tokens, dropped_calls = calls.len(), "answer cut off at the output limit");
+            let cap = self.inner.config.model.max_tokens;
+            let why = if max_tokens < cap {
+                format!(
+                    "the {max_tokens} tokens the context window left for it ([model] max_tokens is {cap})"
+                )
+            } else {
+                format!("{max_tokens} tokens ([model] max_tokens)")
+            };
+            let dropped = if calls.is_empty() {
+                String::new()
+            } else {
+                "; the tool call it was writing was not run".to_owned()
+            };
+            req.sink.event(TurnEvent::Notice(format!(
+                "✂ The answer was cut off at the output limit of {why}{dropped}. Say \"continue\" for the rest."
+            )));
+        }
+        response
+    }
+
+    /// Compacts when the next request would pass the budget; returns its estimated prompt
+    /// tokens. Also fires the memory nudge as the conversation nears compaction.
+    async fn fit(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        parts: &Parts<'_>,
+        window: &ContextWindow,
+        budget: &Budget,
+    ) -> Result<u64, AgentError> {
+        let prompt = self.estimate(ws, parts);
+        if prompt <= budget.prompt_budget() {
+            // Nearing compaction: the memory nudge, before anything is summarised away.
+            if prompt > budget.prompt_budget() / 100 * 85
+                && ws.nudges.fire(NudgeKind::Compaction, Instant::now())
+            {
+                ws.context.nudge_pending = true;
+                return Ok(self.estimate(ws, parts));
+            }
+            return Ok(prompt);
+        }
+        self.compact(ws, req, parts, window, budget, Depth::Needed)
+            .await?;
+        Ok(self.estimate(ws, parts))
+    }
+
+    /// The estimated prompt tokens of the request as it would be sent now.
+    fn estimate(&self, ws: &Workstream, parts: &Parts<'_>) -> u64 {
+        let full = self.full_system(ws, parts);
+        let bytes = estimate::request_bytes(&full, ws.sent(), parts.tools_bytes);
+        estimate::estimate(bytes, &self.inner.gauge, ws.context.observed)
+    }
+
+    /// The system message with the workstream's checkpoint (and the compaction nudge when
+    /// it is due).
+    fn full_system(&self, ws: &Workstream, parts: &Parts<'_>) -> String {
+        let mut system = parts.system.to_owned();
+        if ws.context.nudge_pending {
+            system.push_str(&crate::nudge::render(&[NudgeKind::Compaction]));
+        }
+        if let Some(summary) = &ws.context.summary {
+            system.push_str(&compact::checkpoint_section(summary));
+        }
+        system
+    }
+
+    /// Compacts what is sent of `ws` (see [`Depth`]) and says so in the thread.
+    async fn compact(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        parts: &Parts<'_>,
+        window: &ContextWindow,
+        budget: &Budget,
+        depth: Depth,
+    ) -> Result<Compaction, AgentError> {
+        let before = self.estimate(ws, parts);
+        let mut done = Compaction {
+            before,
+            after: before,
+            ..Compaction::default()
+        };
+        // The memory nudge, with the first request after it (the model can act on it then).
+        if ws.nudges.fire(NudgeKind::Compaction, Instant::now()) {
+            ws.context.nudge_pending = true;
+        }
+        let start = ws.context.start;
+        if depth != Depth::Everything {
+            let recent = compact::recent_turns_start(ws.sent(), 2);
+            let end = start + recent;
+            let count = ws.history[start..end]
+                .iter()
+                .filter(|m| {
+                    m.role == crate::model::Role::Tool
+                        && m.content.len() > compact::OLD_OUTPUT_BYTES
+                })
+                .count();
+            if compact::shorten_old_outputs(&mut ws.history[start..end], recent) > 0 {
+                done.shortened = count;
+            }
+            done.after = self.estimate(ws, parts);
+        }
+        let fits = done.after <= budget.prompt_budget();
+        if depth == Depth::Needed && fits {
+            self.announce(ws, req, &done, window);
+            return Ok(done);
+        }
+        // What stays verbatim: half of what the budget leaves beside the fixed part and the
+        // checkpoint, so the conversation can grow a while before the next compaction.
+        let per_token = self.inner.gauge.bytes_per_token();
+        let fixed = estimate::estimate(
+            estimate::request_bytes(parts.system, &[], parts.tools_bytes),
+            &self.inner.gauge,
+            None,
+        );
+        let summary_cap = summary_tokens(window);
+        if fixed + summary_cap >= budget.prompt_budget() {
+            // Nothing the conversation gives up would make room: the caller says so.
+            self.announce(ws, req, &done, window);
+            return Ok(done);
+        }
+        let room = budget
+            .prompt_budget()
+            .saturating_sub(fixed + summary_cap + 64);
+        let keep_bytes = match depth {
+            Depth::Everything => 0,
+            _ => (room as f64 * 0.5 * per_token) as u64,
+        };
+        let Some(split) = compact::split_point(ws.sent(), keep_bytes) else {
+            self.announce(ws, req, &done, window);
+            return Ok(done);
+        };
+        let older = ws.history[start..start + split].to_vec();
+        let summary = self
+            .summarise(ws.context.summary.as_deref(), &older, window, req)
+            .await;
+        let upto = start + split;
+        ws.context.start = upto;
+        ws.context.summary = Some(summary);
+        ws.context.compactions += 1;
+        // The previous count anchored a request of another shape; the ratio alone is the
+        // safer estimate until the server counts the compacted one.
+        ws.context.observed = None;
+        done.summarised = split;
+        done.after = self.estimate(ws, parts);
+        let checkpoint = Checkpoint {
+            upto_seq: i64::try_from(upto).unwrap_or(i64::MAX),
+            summary: ws.context.summary.clone().unwrap_or_default(),
+            tokens_before: before,
+            tokens_after: done.after,
+        };
+        self.inner
+            .store
+            .save_checkpoint(&ws.key, &checkpoint)
+            .await?;
+        self.announce(ws, req, &done, window);
+        Ok(done)
+    }
+
+    fn announce(
+        &self,
+        ws: &Workstream,
+        req: &TurnRequest<'_>,
+        done: &Compaction,
+        window: &ContextWindow,
+    ) {
+        if !done.changed() {
+            return;
+        }
+        tracing::info!(
+            workstream = %ws.key,
+            summarised = done.summarised,
+            shortened = done.shortened,
+            before = done.before,
+            after = done.after,
+            window = window.tokens,
+            "compacted"
+        );
+        self.inner.metrics.compaction();
+        req.sink
+            .event(TurnEvent::Notice(done.describe(window.tokens)));
+    }
+
+    /// A checkpoint of `older` (and the `previous` one) written by the model, or a plain list
+    /// of what was asked when the model fails or answers nothing.
+    async fn summarise(
+        &self,
+        previous: Option<&str>,
+        older: &[Message],
+        window: &ContextWindow,
+        req: &TurnRequest<'_>,
+    ) -> String {
+        let per_token = self.inner.gauge.bytes_per_token();
+        let cap = summary_tokens(window);
+        let fixed = SUMMARY_INSTRUCTIONS.len() as u64 + 64;
+        let transcript_tokens = window.tokens.saturating_sub(cap + 64) * 3 / 4;
+        let max_bytes = ((transcript_tokens as f64 * per_token) as u64).saturating_sub(fixed);
+        let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+        let transcript = compact::transcript(previous, older, max_bytes);
+        let messages = [Message::user(transcript)];
+        let request = ChatRequest {
+            system: SUMMARY_INSTRUCTIONS,
+            messages: &messages,
+            tools: &[],
+            max_tokens: Some(u32::try_from(cap).unwrap_or(u32::MAX)),
+        };
+        let started = Instant::now();
+        let written = tokio::select! {
+            text = collect_text(self.inner.model.as_ref(), request) => text,
+            () = req.cancel.cancelled() => Err(crate::model::ModelError::Provider("stopped".into())),
+        };
+        self.inner.metrics.model_call(started.elapsed());
+        match written {
+            Ok(text) if !text.trim().is_empty() => text.trim().to_owned(),
+            Ok(_) | Err(_) => {
+                if let Err(e) = &written {
+                    tracing::warn!(error = %e, "the model could not write a checkpoint; keeping a plain one");
+                }
+                compact::mechanical_summary(previous, older, max_bytes.min(4000))
+            }
+        }
+    }
+
+    /// What to say when even a compacted request leaves no room for an answer.
+    fn too_large(
+        &self,
+        ws: &mut Workstream,
+        parts: &Parts<'_>,
+        window: &ContextWindow,
+    ) -> AgentError {
+        let fixed = estimate::estimate(
+            estimate::request_bytes(parts.system, &[], parts.tools_bytes),
+            &self.inner.gauge,
+            None,
+        );
+        let first = !std::mem::replace(&mut ws.context.told_too_large, true);
+        AgentError::ContextTooSmall {
+            window: window.clone(),
+            fixed,
+            tools: parts.offered.len(),
+            first,
+        }
+    }
+
+    /// Lowers the window after a context error: to the size the server named, else below the
+    /// request that did not fit.
+    fn learn_window(&self, window: &ContextWindow, told: Option<u64>, prompt: u64) {
+        let learned = told.unwrap_or_else(|| prompt.saturating_mul(9) / 10);
+        let learned = learned.max(MIN_WINDOW);
+        if learned < window.tokens || told.is_some() {
+            tracing::warn!(
+                was = window.tokens,
+                now = learned,
+                "context window learned from the server's error"
+            );
+            self.inner
+                .learned_window
+                .store(learned, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// The most tokens a checkpoint may take.
+fn summary_tokens(window: &ContextWindow) -> u64 {
+    (window.tokens / 8).clamp(128, 800)
+}
+
+/// The text of a model call without tools, not shown to anyone.
+async fn collect_text(
+    model: &dyn crate::model::ChatModel,
+    request: ChatRequest<'_>,
+) -> Result<String, crate::model::ModelError> {
+    let mut stream = model.stream(request).await?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        if let ModelEvent::TextDelta(t) = event? {
+            text.push_str(&t);
+        }
+    }
+    Ok(text)
+}
