@@ -10,6 +10,8 @@ Starts serve.py (n_ctx 2048, one slot) and writes tests/llama/fixtures/:
   models.json                       GET /v1/models (paths replaced by <cache>)
   stream_text_length.sse            a streamed text answer cut by max_tokens
   stream_tool_call.sse              a streamed tool call (few-shot prompt, temperature 0)
+  stream_window_full.sse            a prompt that fits (about 2,000 tokens), answered until the
+                                    2,048-token window is full: finish_reason "length"
   requests.json                     the request bodies used for the above
 
 Run with the venv's python: .ci/llama-venv/bin/python tests/llama/record_fixtures.py
@@ -98,6 +100,13 @@ REQUESTS = {
         "stream": True,
         "stream_options": {"include_usage": True},
     },
+    "stream_window_full": {
+        "messages": [{"role": "user", "content": "word " * 1990}],
+        "max_tokens": 200,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    },
     "stream_tool_call": {
         "messages": few_shot_ping(),
         "tools": [PING_TOOL],
@@ -124,7 +133,7 @@ def redact(text: str, cache: str) -> str:
     # ids and clocks differ per run
     text = re.sub(r'"id":"chatcmpl-[A-Za-z0-9]+"', '"id":"chatcmpl-<id>"', text)
     text = re.sub(r'"id":"[A-Za-z0-9]{32}"', '"id":"<call-id>"', text)
-    return re.sub(r'"created":\d+', '"created":0', text)
+    return re.sub(r'"created":( ?)\d+', r'"created":\g<1>0', text)
 
 
 def main() -> int:
@@ -154,7 +163,7 @@ def main() -> int:
         status, ctype, body = call(base, "/v1/chat/completions", REQUESTS[name])
         record = {"status": status, "content_type": ctype, "body": json.loads(body)}
         write(f"{name}.json", json.dumps(record, indent=2) + "\n")
-    for name in ("stream_text_length", "stream_tool_call"):
+    for name in ("stream_text_length", "stream_tool_call", "stream_window_full"):
         status, ctype, body = call(base, "/v1/chat/completions", REQUESTS[name])
         assert status == 200, (name, status, body)
         write(f"{name}.sse", body)

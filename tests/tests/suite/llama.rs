@@ -371,6 +371,37 @@ async fn a_streamed_tool_call_parses_into_tool_call_deltas() {
 }
 
 #[tokio::test]
+async fn a_prompt_that_fits_generates_until_the_window_is_full_then_says_length() {
+    // A 512-token window keeps the prompt short on 2 cores (about 3 s to read it).
+    let Some(server) = LlamaServer::start(LlamaOptions {
+        n_ctx: 512,
+        parallel: 1,
+        ..LlamaOptions::default()
+    }) else {
+        return;
+    };
+    // About 500 prompt tokens: fewer than the 32 the server would generate are left, and
+    // llama.cpp does not reject the request for it; it stops when the window is full.
+    let model = provider(&server, 32);
+    let events = run(&model, &[Message::user("word ".repeat(490))], &[])
+        .await
+        .expect("a streamed answer");
+    let answer = assemble(&events);
+    assert_eq!(
+        answer.finish_reason.as_deref(),
+        Some("length"),
+        "{events:?}"
+    );
+    assert_eq!(
+        answer.usage.input_tokens + answer.usage.output_tokens,
+        512,
+        "prompt and answer fill the window exactly: {:?}",
+        answer.usage
+    );
+    assert!(answer.usage.output_tokens < 32, "{:?}", answer.usage);
+}
+
+#[tokio::test]
 async fn a_private_server_has_its_own_window_and_stops_when_dropped() {
     let Some(server) = LlamaServer::start(LlamaOptions {
         n_ctx: 4096,
