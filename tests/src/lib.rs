@@ -9,6 +9,7 @@
 //! - [`db`]: a fresh SQLite file or PostgreSQL schema per test, and `both_backends!`.
 //! - [`db_proxy`]: a relay to PostgreSQL that a test can take away and bring back.
 //! - [`harness`]: the real wiring and console channel driven by scripted input.
+//! - [`llama_server`]: a real llama.cpp server (xllamacpp, Gemma 3 270M) on 127.0.0.1.
 //! - [`slack_harness`]: the real Slack channel against the fake Slack.
 
 pub mod db;
@@ -18,4 +19,5 @@ pub mod fake_discord;
 pub mod fake_llm;
 pub mod fake_slack;
 pub mod harness;
+pub mod llama_server;
 pub mod slack_harness;

@@ -17,6 +17,7 @@ mod file_access;
 mod http_limits;
 mod identity;
 mod intake;
+mod llama;
 mod math;
 mod mcp;
 mod mcp_pipeline;
