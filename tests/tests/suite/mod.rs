@@ -18,6 +18,7 @@ mod http_limits;
 mod identity;
 mod intake;
 mod llama;
+mod llama_workstream;
 mod math;
 mod mcp;
 mod mcp_pipeline;
