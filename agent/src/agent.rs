@@ -187,6 +187,12 @@ pub struct WorkstreamStatus {
     pub messages: usize,
     /// Whether it was closed.
     pub closed: bool,
+    /// Prompt tokens of its last request (the server's count when it gave one).
+    pub context_tokens: u64,
+    /// The model's context window.
+    pub context_window: crate::context::ContextWindow,
+    /// Messages summarised in its checkpoint rather than sent verbatim.
+    pub compacted_messages: usize,
 }
 
 /// How a turn ended.
@@ -512,7 +518,16 @@ impl Agent {
         };
         let mut always_allowed = store.grants(workstream).await?;
         always_allowed.sort();
-        let messages = self.history(workstream).await?.len();
+        let (messages, context_tokens, compacted_messages) = {
+            let handle = self.inner.workstreams.get(workstream, None).await?;
+            let ws = handle.lock().await;
+            (
+                ws.history.len(),
+                ws.context.last_prompt_tokens,
+                ws.context.start,
+            )
+        };
+        let context_window = self.context_window().await;
         Ok(Some(WorkstreamStatus {
             key: info.row.key,
             owner: info.row.owner,
@@ -522,6 +537,9 @@ impl Agent {
             always_allowed,
             messages,
             closed: info.closed_at.is_some(),
+            context_tokens,
+            context_window,
+            compacted_messages,
         }))
     }
 

@@ -70,6 +70,8 @@ pub struct ContextState {
     pub told_too_large: bool,
     /// Whether the next request carries the compaction nudge.
     pub nudge_pending: bool,
+    /// Bytes of the last request's fixed part (system message and tools), for `/compact`.
+    pub fixed_bytes: u64,
 }
 
 impl ContextState {

@@ -20,6 +20,9 @@ pub struct Where<'a> {
     /// `admin_roles` role; Slack: an `admin_usergroups` member): deleting global memories,
     /// cancelling another person's watches.
     pub admin: bool,
+    /// Whether the person holds an approver role or group here (Discord `approver_roles`,
+    /// Slack `approver_usergroups`): compacting a thread they do not own.
+    pub approver: bool,
 }
 
 /// The text answer to an informational command; `None` for the thread commands.
@@ -48,6 +51,10 @@ pub async fn answer(
             crate::watches::answer(agent, action, at).await
         }
         Command::Help => help(at.prefix),
+        Command::Compact => match at.workstream {
+            None => format!("Use {}compact inside a thread I answer in.", at.prefix),
+            Some(ws) => compact(agent, who, ws, at).await,
+        },
         Command::Status => match at.workstream {
             None => format!("Use {}status inside a thread I answer in.", at.prefix),
             Some(ws) => status(agent, ws).await,
@@ -82,7 +89,8 @@ pub async fn answer(
     Some(text)
 }
 
-async fn status(agent: &Agent, workstream: &str) -> String {
+/// The `status` answer for `workstream`.
+pub async fn status(agent: &Agent, workstream: &str) -> String {
     let status = match agent.status(workstream).await {
         Ok(Some(s)) => s,
         Ok(None) => return format!("No workstream `{workstream}` yet."),
@@ -109,6 +117,19 @@ async fn status(agent: &Agent, workstream: &str) -> String {
     );
     let _ = writeln!(out, "Owner: {owner}");
     let _ = writeln!(out, "Model: {}", status.model);
+    let window = &status.context_window;
+    let used = status.context_tokens;
+    let percent = (used * 100).checked_div(window.tokens).unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "Context: {used} of {} tokens ({percent}%), window from {}{}",
+        window.tokens,
+        window.source,
+        match status.compacted_messages {
+            0 => String::new(),
+            n => format!("; {n} older messages compacted"),
+        }
+    );
     let _ = writeln!(
         out,
         "Tokens used: {} in / {} out",
@@ -117,6 +138,46 @@ async fn status(agent: &Agent, workstream: &str) -> String {
     let _ = writeln!(out, "Always allowed: {allowed}");
     let _ = write!(out, "Messages: {}", status.messages);
     out
+}
+
+/// Who may compact a thread: its owner, an approver or an admin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CompactRefusal {
+    /// Someone else's thread.
+    #[error("only the person who started this thread or an approver can compact it")]
+    NotYours,
+}
+
+/// The rule for `compact`, the same on every platform.
+pub fn may_compact(is_owner: bool, at: Where<'_>) -> Result<(), CompactRefusal> {
+    if is_owner || at.approver || at.admin {
+        Ok(())
+    } else {
+        Err(CompactRefusal::NotYours)
+    }
+}
+
+async fn compact(agent: &Agent, who: Person<'_>, workstream: &str, at: Where<'_>) -> String {
+    let store = agent.store();
+    let user = match account::user_id(store, who).await {
+        Ok(id) => id,
+        Err(e) => return format!("compact: {e}"),
+    };
+    let owner = match store.workstream(workstream).await {
+        Ok(Some(info)) => info.row.owner,
+        Ok(None) => return format!("No workstream `{workstream}` yet."),
+        Err(e) => return format!("compact failed: {e}"),
+    };
+    if let Err(refusal) = may_compact(owner.as_deref() == Some(user.as_str()), at) {
+        return format!("🚫 {refusal}");
+    }
+    let quiet = sandpiper_agent::protocol::NullSink;
+    match agent.compact_now(workstream, &quiet).await {
+        Ok(None) => "A turn is running in this thread; compact it when the turn has ended.".into(),
+        Ok(Some((done, window))) if done.changed() => done.describe(window.tokens),
+        Ok(Some(_)) => "Nothing to compact: this thread is only its last turn.".into(),
+        Err(e) => format!("compact failed: {e}"),
+    }
 }
 
 /// `mcp list`: each server with its state and tools.

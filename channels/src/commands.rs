@@ -44,6 +44,8 @@ pub enum Command {
     Status,
     /// Archive the thread and end its workstream (owner or admin).
     Close,
+    /// Summarise the older part of this thread's conversation now (owner or approver).
+    Compact,
     /// Join identities across platforms: without a code, get one; with one, redeem it.
     Link {
         /// A code from another platform.
@@ -184,9 +186,15 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "status",
-        description: "This thread's workstream: id, model, tokens used, tools always allowed",
+        description: "This thread's workstream: model, context in use, tokens, tools always allowed",
         options: &[],
         parse: |_| Ok(Command::Status),
+    },
+    CommandSpec {
+        name: "compact",
+        description: "Summarise the older part of this thread so it fits the model (owner or approver)",
+        options: &[],
+        parse: |_| Ok(Command::Compact),
     },
     CommandSpec {
         name: "close",

@@ -213,6 +213,11 @@ impl Console {
                     if matches!(text, "/quit" | "/exit") {
                         break;
                     }
+                    // The person at the terminal owns its workstream.
+                    if let Some(answer) = self.command(&key, text).await {
+                        say(&self.out, &format!("{answer}\n"));
+                        continue;
+                    }
                     Work::message(&user.id, text.to_owned())
                 }
             };
@@ -234,6 +239,22 @@ impl Console {
             }
         }
         report
+    }
+
+    /// The answer to `/status` or `/compact`, which never reach the model.
+    async fn command(&self, key: &str, text: &str) -> Option<String> {
+        match text {
+            "/status" => Some(crate::answers::status(&self.agent, key).await),
+            "/compact" => {
+                let quiet = sandpiper_agent::protocol::NullSink;
+                Some(match self.agent.compact_now(key, &quiet).await {
+                    Ok(Some((done, window))) if done.changed() => done.describe(window.tokens),
+                    Ok(_) => "Nothing to compact: this workstream is only its last turn.".into(),
+                    Err(e) => format!("error: compact failed: {e}"),
+                })
+            }
+            _ => None,
+        }
     }
 }
 

@@ -17,9 +17,10 @@ use crate::context::overflow::{self, Refusal};
 use crate::context::{Budget, ContextWindow, MIN_WINDOW, WindowSource, window};
 use crate::model::{AssembledResponse, ChatRequest, Message, ModelEvent, ToolSchema};
 use crate::nudge::NudgeKind;
-use crate::protocol::TurnEvent;
+use crate::protocol::{TurnEvent, TurnSink};
 use crate::store::checkpoints::Checkpoint;
 use crate::workstream::Workstream;
+use tokio_util::sync::CancellationToken;
 
 /// How a compaction chooses what to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +32,8 @@ pub(crate) enum Depth {
     Summarise,
     /// Keep only the last turn's end verbatim: the server refused something in the history.
     Everything,
+    /// A person asked (`/compact`): summarise all but the last turn.
+    Requested,
 }
 
 /// What one compaction did, for the thread and `/compact`.
@@ -75,6 +78,22 @@ impl Compaction {
             self.before,
             self.after
         )
+    }
+}
+
+/// Where a compaction reports and what stops it.
+#[derive(Clone, Copy)]
+struct Reach<'a> {
+    sink: &'a dyn TurnSink,
+    cancel: &'a CancellationToken,
+}
+
+impl<'a> From<&'a TurnRequest<'_>> for Reach<'a> {
+    fn from(req: &'a TurnRequest<'_>) -> Self {
+        Self {
+            sink: req.sink,
+            cancel: &req.cancel,
+        }
     }
 }
 
@@ -125,6 +144,35 @@ impl Agent {
         found.clone()
     }
 
+    /// `/compact`: summarises all but the last turn of `workstream` now. `None` when a turn
+    /// is running there (it would change under it) — try again when it ends.
+    pub async fn compact_now(
+        &self,
+        workstream: &str,
+        sink: &dyn TurnSink,
+    ) -> Result<Option<(Compaction, ContextWindow)>, AgentError> {
+        let handle = self.inner.workstreams.get(workstream, None).await?;
+        let Ok(mut ws) = handle.try_lock() else {
+            return Ok(None);
+        };
+        let window = self.context_window().await;
+        let budget = self.budget(&window);
+        let parts = Parts {
+            system: "",
+            offered: &[],
+            tools_bytes: ws.context.fixed_bytes,
+        };
+        let cancel = CancellationToken::new();
+        let reach = Reach {
+            sink,
+            cancel: &cancel,
+        };
+        let done = self
+            .compact(&mut ws, reach, &parts, &window, &budget, Depth::Requested)
+            .await?;
+        Ok(Some((done, window)))
+    }
+
     fn budget(&self, window: &ContextWindow) -> Budget {
         let config = &self.inner.config;
         Budget::new(
@@ -160,6 +208,7 @@ impl Agent {
             let full = self.full_system(ws, &parts);
             let bytes = estimate::request_bytes(&full, ws.sent(), parts.tools_bytes);
             ws.context.last_prompt_tokens = prompt;
+            ws.context.fixed_bytes = estimate::request_bytes(parts.system, &[], parts.tools_bytes);
             let error = match self.stream(ws, req, &full, offered, Some(max_tokens)).await {
                 Ok(Some(response)) => {
                     return Ok(Some(self.answered(ws, req, response, bytes, max_tokens)));
@@ -187,11 +236,11 @@ impl Agent {
                     }
                     let window = self.context_window().await;
                     let budget = self.budget(&window);
-                    self.compact(ws, req, &parts, &window, &budget, Depth::Summarise)
+                    self.compact(ws, req.into(), &parts, &window, &budget, Depth::Summarise)
                         .await?;
                 }
                 (Refusal::History { .. }, false) => {
-                    self.compact(ws, req, &parts, &window, &budget, Depth::Everything)
+                    self.compact(ws, req.into(), &parts, &window, &budget, Depth::Everything)
                         .await?;
                 }
                 (Refusal::ContextFull { .. }, true) => {
@@ -276,7 +325,7 @@ impl Agent {
             }
             return Ok(prompt);
         }
-        self.compact(ws, req, parts, window, budget, Depth::Needed)
+        self.compact(ws, req.into(), parts, window, budget, Depth::Needed)
             .await?;
         Ok(self.estimate(ws, parts))
     }
@@ -305,7 +354,7 @@ impl Agent {
     async fn compact(
         &self,
         ws: &mut Workstream,
-        req: &TurnRequest<'_>,
+        req: Reach<'_>,
         parts: &Parts<'_>,
         window: &ContextWindow,
         budget: &Budget,
@@ -351,7 +400,7 @@ impl Agent {
             None,
         );
         let summary_cap = summary_tokens(window);
-        if fixed + summary_cap >= budget.prompt_budget() {
+        if fixed + summary_cap >= budget.prompt_budget() && depth != Depth::Requested {
             // Nothing the conversation gives up would make room: the caller says so.
             self.announce(ws, req, &done, window);
             return Ok(done);
@@ -359,11 +408,16 @@ impl Agent {
         let room = budget
             .prompt_budget()
             .saturating_sub(fixed + summary_cap + 64);
-        let keep_bytes = match depth {
-            Depth::Everything => 0,
-            _ => (room as f64 * 0.5 * per_token) as u64,
+        let split = match depth {
+            Depth::Everything => compact::split_point(ws.sent(), 0),
+            Depth::Requested => {
+                Some(compact::recent_turns_start(ws.sent(), 1)).filter(|at| *at > 0)
+            }
+            Depth::Needed | Depth::Summarise => {
+                compact::split_point(ws.sent(), (room as f64 * 0.5 * per_token) as u64)
+            }
         };
-        let Some(split) = compact::split_point(ws.sent(), keep_bytes) else {
+        let Some(split) = split else {
             self.announce(ws, req, &done, window);
             return Ok(done);
         };
@@ -394,13 +448,7 @@ impl Agent {
         Ok(done)
     }
 
-    fn announce(
-        &self,
-        ws: &Workstream,
-        req: &TurnRequest<'_>,
-        done: &Compaction,
-        window: &ContextWindow,
-    ) {
+    fn announce(&self, ws: &Workstream, req: Reach<'_>, done: &Compaction, window: &ContextWindow) {
         if !done.changed() {
             return;
         }
@@ -425,7 +473,7 @@ impl Agent {
         previous: Option<&str>,
         older: &[Message],
         window: &ContextWindow,
-        req: &TurnRequest<'_>,
+        req: Reach<'_>,
     ) -> String {
         let per_token = self.inner.gauge.bytes_per_token();
         let cap = summary_tokens(window);

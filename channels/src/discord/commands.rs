@@ -185,10 +185,16 @@ pub(super) async fn on_command(
                 platform_user_id: &c.user.id.to_string(),
                 display_name: c.user.global_name.as_deref().unwrap_or(&c.user.name),
             };
+            let approver = c.member.as_deref().is_some_and(|m| {
+                m.roles
+                    .iter()
+                    .any(|r| bot.config.approver_roles.contains(&r.to_string()))
+            });
             let at = Where {
                 workstream: ws.as_ref().map(|w| w.row.key.as_str()),
                 prefix: "/",
                 admin: is_bot_admin(c.member.as_deref(), &bot.config.admin_roles),
+                approver,
             };
             let text = answer(&bot.agent, &other, who, at)
                 .await

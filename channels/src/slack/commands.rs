@@ -76,10 +76,24 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                     .groups_of(&user, &ctx.config.admin_usergroups)
                     .await
                     .is_empty();
+            let approver = matches!(other, Command::Compact)
+                && !ctx
+                    .api
+                    .groups_of(&user, &ctx.config.approver_usergroups)
+                    .await
+                    .is_empty();
+            let admin = admin
+                || (matches!(other, Command::Compact)
+                    && !ctx
+                        .api
+                        .groups_of(&user, &ctx.config.admin_usergroups)
+                        .await
+                        .is_empty());
             let at = Where {
                 workstream: workstream.as_deref(),
                 prefix: &ctx.prefix(),
                 admin,
+                approver,
             };
             answers::answer(&ctx.agent, &other, who, at)
                 .await

@@ -186,3 +186,46 @@ both_backends! {
         assert!(!s.llm.requests().iter().any(|r| r.to_string().contains("never\\n")), "the call never ran");
     }
 }
+
+both_backends! {
+    async fn compact_is_for_the_owner_and_approvers_and_status_shows_the_context(db) {
+        let mut s = setup(&db, vec![
+            text("first answer"),
+            text("second answer"),
+            text("- alice asked twice; both answered"),
+            text("- still about the two questions"),
+        ]).await;
+        s.config.discord.approver_roles = vec![ONCALL.to_string()];
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let owner = alice();
+        let participant = bob();
+        let approver = FakeUser::new(900_000_000_000_000_003, "carol").with_roles(&[ONCALL]);
+        let stranger = FakeUser::new(900_000_000_000_000_004, "dave");
+        let thread = rig.mention(&owner, "first question").await;
+        rig.wait_text(thread, "first answer").await;
+        rig.fake.user_message(thread, &owner, "second question").await;
+        rig.wait_text(thread, "second answer").await;
+        let ask = |who: FakeUser, command: &'static str| {
+            let rig = &rig;
+            async move {
+                let id = rig.fake.slash(thread, &who, command, json!([])).await;
+                let reply = rig.fake.wait_until(WAIT, command, |f| f.interaction_responses(id).pop()).await;
+                (reply["data"]["content"].as_str().unwrap_or_default().to_owned(), reply["data"]["flags"].clone())
+            }
+        };
+        for who in [participant.clone(), stranger] {
+            let (text, flags) = ask(who, "compact").await;
+            assert_eq!(flags, json!(64), "refused privately: {text}");
+            assert_eq!(text, "🚫 only the person who started this thread or an approver can compact it");
+        }
+        let (text, _) = ask(approver, "compact").await;
+        assert!(text.starts_with("🗜 Compacted this conversation to fit the model's context window: 2 older messages summarised"), "{text}");
+        let (text, _) = ask(owner, "compact").await;
+        assert!(text.contains("older messages summarised") || text.starts_with("Nothing to compact"), "{text}");
+        let (status, _) = ask(participant, "status").await;
+        assert!(status.contains("Context: ") && status.contains("tokens (") && status.contains("window from model.context_window"), "{status}");
+        assert!(status.contains("older messages compacted"), "{status}");
+        let checkpoint = rig.agent.store().latest_checkpoint(&format!("discord:{thread}")).await.unwrap();
+        assert!(checkpoint.is_some_and(|c| c.summary.contains("alice asked twice")));
+    }
+}
