@@ -152,3 +152,29 @@ async fn math_reaches_no_socket_of_any_kind() {
     assert!(!text.contains("CONNECTED"), "{text}");
     assert_eq!(text.matches("refused").count(), 2, "{text}");
 }
+
+/// What the confinement adds to starting a tool's shell: `bash -c 'echo hi'` started and
+/// waited for, unconfined (`posix_spawn`) and confined (fork + namespaces + Landlock).
+/// `cargo test -p sandpiper-agent --lib confine::tests::cost -- --ignored --nocapture`
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn cost_of_a_confined_bash_echo() {
+    let (dir, config) = setup();
+    let confined = Confinement::probe(&[config]);
+    for (name, c) in [("posix_spawn", Confinement::none()), ("confined", confined)] {
+        let env = crate::child_env::ChildEnv::allow_listed(&crate::config::ProcessEnv).confined(c);
+        let runs = 200;
+        let start = std::time::Instant::now();
+        for _ in 0..runs {
+            let out = env
+                .command("bash")
+                .args(["-c", "echo hi"])
+                .current_dir(dir.path())
+                .output()
+                .await
+                .expect("bash runs");
+            assert_eq!(out.stdout, b"hi\n");
+        }
+        println!("{name}: {:?} per bash echo hi", start.elapsed() / runs);
+    }
+}
