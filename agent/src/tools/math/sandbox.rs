@@ -2,12 +2,16 @@
 //!
 //! ```text
 //! sh -c 'exec 2>&1; exec "$@"'            stderr joins stdout, in order
-//!   unshare --net --pid --fork --kill-child --mount-proc [--map-root-user] --
+//!   unshare --net --pid --fork --kill-child [--mount-proc] [--map-root-user] --
 //!     sh -c '"$@"; exit $?'               init of the new PID namespace (so Python is not
 //!                                         PID 1, which ignores signals such as SIGXCPU)
 //!       prlimit --cpu=N:N+2 --as=B --fsize=B --core=0 --
 //!         python3 -I -u -B main.py        isolated mode, unbuffered, in a fresh temp dir
 //! ```
+//!
+//! The whole command is confined first like every tool process ([`crate::confine`], profile
+//! math: the bot's files covered, Landlock, and a seccomp filter refusing `socket`, so no Unix
+//! socket either). Under Landlock, which forbids mounting, `--mount-proc` is left out.
 //!
 //! The new network namespace has only a loopback interface that is down, so every connection
 //! fails (even to 127.0.0.1). The new PID namespace and its own `/proc` hide the bot's
