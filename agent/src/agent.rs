@@ -323,7 +323,9 @@ impl Agent {
         let mut protected = crate::tools::path_policy::database_files(&config.database.url);
         protected.extend(host.protected_files);
         let paths = Arc::new(PathPolicy::build(&config.tools, &protected));
-        let child_env = ChildEnv::for_tools(host.env, &config.tools);
+        let confinement = crate::confine::Confinement::probe(&protected);
+        crate::confine::log_report(&confinement);
+        let child_env = ChildEnv::for_tools(host.env, &config.tools).confined(confinement);
         // A weak secret is refused at `serve`'s start; here it only leaves notify unset.
         let service_key = crate::service_jwt::ServiceKey::from_env(&config.auth, host.env)
             .unwrap_or_else(|e| {

@@ -17,6 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::config::{Env, ToolsConfig};
+use crate::confine::{Confinement, Profile};
 
 /// Variables copied from sandpiper's environment into every child: what programs need to find
 /// things and format text, nothing that authenticates.
@@ -42,11 +43,13 @@ pub const LOCALE: &[&str] = &[
     "LC_TELEPHONE",
 ];
 
-/// A complete environment for a child process. Values may be secrets the operator chose to
-/// pass, so `Debug` shows names only.
+/// A complete environment for a child process, and how the process is confined
+/// ([`crate::confine`]). Values may be secrets the operator chose to pass, so `Debug` shows
+/// names only.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ChildEnv {
     vars: BTreeMap<String, String>,
+    confinement: Confinement,
 }
 
 impl fmt::Debug for ChildEnv {
@@ -64,7 +67,21 @@ impl ChildEnv {
             .chain(LOCALE)
             .filter_map(|name| env.var(name).map(|value| ((*name).to_owned(), value)))
             .collect();
-        Self { vars }
+        Self {
+            vars,
+            confinement: Confinement::none(),
+        }
+    }
+
+    /// This environment with its processes confined by `confinement`.
+    pub fn confined(mut self, confinement: Confinement) -> Self {
+        self.confinement = confinement;
+        self
+    }
+
+    /// How processes started from this environment are confined.
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
     }
 
     /// What bash and man get: the allow-list, then `[tools] pass_env` copied from `env` by
@@ -115,8 +132,19 @@ impl ChildEnv {
     /// every product spawn site builds its command. A bare program name is looked up on this
     /// environment's `PATH` here ([`ChildEnv::resolve`]), as the child's `execvp` would.
     pub fn command(&self, program: impl AsRef<OsStr>) -> tokio::process::Command {
+        self.command_as(program, Profile::Tool)
+    }
+
+    /// [`ChildEnv::command`] confined as `profile` (math's sandbox asks for
+    /// [`Profile::Math`]).
+    pub fn command_as(
+        &self,
+        program: impl AsRef<OsStr>,
+        profile: Profile,
+    ) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(self.resolve(program.as_ref()));
         self.apply(&mut command);
+        self.confinement.apply(&mut command, profile);
         command
     }
 

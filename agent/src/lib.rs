@@ -30,6 +30,7 @@
 //! - [`nudge`]: ephemeral hints that suggest saving a memory at the right moments.
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
 //! - [`child_env`]: the clean environment tools and MCP servers start from.
+//! - [`confine`]: what tool processes may see of the bot (Landlock, namespaces, seccomp).
 //! - [`output`]: cutting long output for the model (tools and MCP alike).
 //! - [`watch`]: watches' `stop_on` conditions: a whitelisted Python subset, bounded.
 //! - [`service_jwt`]: HS256 service tokens between nodes (issuer, audience, short expiry).
@@ -45,6 +46,7 @@ pub mod bm25;
 pub mod child_env;
 pub mod cluster;
 pub mod config;
+pub mod confine;
 pub mod connectors;
 pub mod context;
 pub mod mcp;

@@ -144,6 +144,11 @@ fn main() -> std::process::ExitCode {
     if let Err(e) = sandpiper_agent::tools::process_tree::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper; killed tool processes are reaped by init");
     }
+    // The bot's environment and memory are not readable by a same-uid process that is not
+    // root (tools run confined as well: see sandpiper_agent::confine).
+    if let Err(e) = sandpiper_agent::confine::protect_this_process() {
+        tracing::warn!(error = %e, "cannot make the process non-dumpable");
+    }
     let result = runtime_for(&cli.command)
         .enable_all()
         .build()
@@ -211,7 +216,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve => serve(config, channels, protected).await,
         Command::Mcp { command } => {
-            let mcp = wiring::start_mcp(&config).await;
+            let mcp = wiring::start_mcp(&config, &protected).await;
             let text = match command {
                 McpCommand::List => commands::mcp_list(&mcp),
                 McpCommand::Refresh { server } => {

@@ -1,5 +1,6 @@
 //! Builds a running agent from configuration: the one path both the binary and the tests use.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use sandpiper_agent::agent::Host;
@@ -56,18 +57,27 @@ pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
 }
 
 /// Connects the configured MCP servers (never fails: a bad server is reported in its status).
-pub async fn start_mcp(config: &Config) -> Arc<McpManager> {
-    start_mcp_with_env(config, &ProcessEnv).await
+/// Stdio servers are confined ([`sandpiper_agent::confine`]): `protected` (the config files)
+/// and the database files are hidden from them.
+pub async fn start_mcp(config: &Config, protected: &[PathBuf]) -> Arc<McpManager> {
+    start_mcp_with_env(config, &ProcessEnv, protected).await
 }
 
 /// [`start_mcp`] with stdio servers' environment built from `env` (a seam for tests).
-pub async fn start_mcp_with_env(config: &Config, env: &dyn Env) -> Arc<McpManager> {
+pub async fn start_mcp_with_env(
+    config: &Config,
+    env: &dyn Env,
+    protected: &[PathBuf],
+) -> Arc<McpManager> {
     install_crypto_provider();
     if config.mcp.servers.is_empty() {
         return McpManager::empty();
     }
+    let mut hidden = sandpiper_agent::tools::path_policy::database_files(&config.database.url);
+    hidden.extend_from_slice(protected);
+    let confinement = sandpiper_agent::confine::Confinement::probe(&hidden);
     let options = McpOptions {
-        child_env: ChildEnv::for_mcp_servers(env, &config.tools),
+        child_env: ChildEnv::for_mcp_servers(env, &config.tools).confined(confinement),
         max_output_bytes: config.tools.max_output_bytes,
         ..McpOptions::from(&config.mcp)
     };
@@ -144,7 +154,7 @@ pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
 pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, WiringError> {
     let model = build_model(&config)?;
     let store = open_store(&config).await?;
-    let mcp = start_mcp_with_env(&config, host.env).await;
+    let mcp = start_mcp_with_env(&config, host.env, &host.protected_files).await;
     sync_prompt_templates(&mcp, store.clone());
     tracing::info!(
         model = %config.model.model,

@@ -2,7 +2,8 @@
 //! output line as it arrives, with a timeout, cancellation and a blocklist of catastrophic
 //! commands.
 //!
-//! The command starts from the tools' clean environment ([`crate::child_env`]) and runs
+//! The command starts from the tools' clean environment ([`crate::child_env`]), confined so it
+//! cannot read the bot's environment, memory, config or database ([`crate::confine`]), and runs
 //! contained ([`super::process_tree`]): a timeout or `/stop` kills everything it started, not
 //! just the shell's process group (a `setsid` job or a daemon too). Output is kept bounded however much the command prints: the
 //! first `max_output_bytes` and a rolling tail, counted in full so the note says how much was

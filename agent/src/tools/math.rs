@@ -82,7 +82,7 @@ impl Tool for Math {
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let code = parse(args)?;
-        let isolation = sandbox::isolation().await;
+        let isolation = sandbox::isolation(&ctx.child_env).await;
         run(code, isolation, ctx).await
     }
 }
@@ -118,7 +118,7 @@ async fn run(
     // The clean tool environment (allow-list, `[tools] env`, `pass_env`), as bash gets it.
     let mut child = ctx
         .child_env
-        .command(program)
+        .command_as(program, crate::confine::Profile::Math)
         .args(rest)
         .current_dir(dir.path())
         .stdin(Stdio::null())

@@ -57,6 +57,27 @@ pub enum Denial {
     Protected,
     /// It matches this `[tools] deny_read` entry.
     DenyRead(String),
+    /// A process's environment or memory under `/proc`, by any path (`/proc/<pid>/environ`,
+    /// `/proc/self/task/<tid>/environ`, `/proc/thread-self/mem`, …): always denied, whatever
+    /// `deny_read` says, because the bot's own would hold its tokens.
+    ProcessSecret,
+}
+
+/// The files of `/proc` that hold a process's environment or memory.
+const PROCESS_SECRETS: [&str; 2] = ["environ", "mem"];
+
+/// Whether `path` (absolute, normalized) names a process's environment or memory in `/proc`,
+/// at any depth (a thread's under `task/<tid>/` too).
+pub fn is_process_secret(path: &Path) -> bool {
+    let mut names = path.components().filter_map(|c| match c {
+        Component::Normal(s) => Some(s),
+        _ => None,
+    });
+    names.next().is_some_and(|first| first == "proc")
+        && path
+            .file_name()
+            .is_some_and(|name| PROCESS_SECRETS.iter().any(|s| name == *s))
+        && names.count() >= 2
 }
 
 impl PathPolicy {
@@ -116,6 +137,9 @@ impl PathPolicy {
     pub fn denial(&self, path: &Path) -> Option<Denial> {
         if self.protected.iter().any(|p| p == path) {
             return Some(Denial::Protected);
+        }
+        if is_process_secret(path) {
+            return Some(Denial::ProcessSecret);
         }
         self.deny
             .iter()
@@ -311,6 +335,10 @@ pub fn denied(shown: &str, denial: &Denial) -> ToolError {
         Denial::Protected => ToolError::model(format!(
             "refused: {shown} is sandpiper's own configuration or database; no tool may read or \
              change it, with or without approval"
+        )),
+        Denial::ProcessSecret => ToolError::model(format!(
+            "refused: {shown} is a process's environment or memory, which may hold sandpiper's \
+             tokens; no tool may read it, with or without approval"
         )),
         Denial::DenyRead(pattern) => ToolError::model(format!(
             "refused: {shown} is covered by `{pattern}` in [tools] deny_read; no tool may read \

@@ -109,6 +109,11 @@ impl ServerHandler for TestServer {
             tools.extend([
                 tool("env", "The server's environment", json!({})),
                 tool(
+                    "read_path",
+                    "A file's contents as text, or the error reading it",
+                    json!({"path": {"type": "string"}}),
+                ),
+                tool(
                     "big",
                     "Return this many bytes of text",
                     json!({"bytes": {"type": "integer"}}),
@@ -161,6 +166,15 @@ impl ServerHandler for TestServer {
                     .collect();
                 vars.sort();
                 text(vars.join("\n"))
+            }
+            "read_path" => {
+                let path = Self::arg(args, "path")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                match std::fs::read(path) {
+                    Ok(bytes) => text(format!("read: {}", String::from_utf8_lossy(&bytes))),
+                    Err(e) => text(format!("error: {e}")),
+                }
             }
             "big" => {
                 let bytes = Self::arg(args, "bytes")

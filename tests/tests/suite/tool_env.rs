@@ -174,6 +174,48 @@ async fn an_mcp_server_gets_the_allow_list_and_its_own_env_only() {
     manager.shutdown().await;
 }
 
+/// Issue 24: a stdio MCP server started confined (as `serve` starts them) cannot read the
+/// bot's environment (this test process stands in for the bot) nor its config file, which
+/// the same server reads unconfined.
+#[tokio::test]
+async fn a_confined_mcp_server_reads_neither_the_bots_environment_nor_its_config() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("sandpiper.toml");
+    std::fs::write(&config, "token = \"config-secret-for-mcp\"\n").expect("config");
+    let environ = format!("/proc/{}/environ", std::process::id());
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+    let mut seen = Vec::new();
+    for confinement in [
+        sandpiper_agent::confine::Confinement::none(),
+        sandpiper_agent::confine::Confinement::probe(std::slice::from_ref(&config)),
+    ] {
+        let options = McpOptions {
+            child_env: ChildEnv::allow_listed(&bot_env(&path)).confined(confinement),
+            ..options()
+        };
+        let manager = start(vec![("s", server_with_env(&[]))], options).await;
+        let mut texts = Vec::new();
+        for target in [environ.clone(), config.display().to_string()] {
+            let out = manager
+                .call_tool("mcp__s__read_path", args(json!({ "path": target })))
+                .await
+                .expect("read_path runs");
+            texts.push(out.text);
+        }
+        manager.shutdown().await;
+        seen.push(texts);
+    }
+    // Unconfined, both reads work: the test can fail.
+    assert!(seen[0][0].starts_with("read: "), "{:?}", seen[0]);
+    assert!(
+        seen[0][1].contains("config-secret-for-mcp"),
+        "{:?}",
+        seen[0]
+    );
+    assert!(seen[1][0].contains("Permission denied"), "{:?}", seen[1]);
+    assert_eq!(seen[1][1], "read: ", "{:?}", seen[1]);
+}
+
 #[tokio::test]
 async fn mcp_results_are_capped_like_built_in_output_and_big_images_become_notes() {
     let options = McpOptions {

@@ -2,12 +2,16 @@
 //!
 //! ```text
 //! sh -c 'exec 2>&1; exec "$@"'            stderr joins stdout, in order
-//!   unshare --net --pid --fork --kill-child --mount-proc [--map-root-user] --
+//!   unshare --net --pid --fork --kill-child [--mount-proc] [--map-root-user] --
 //!     sh -c '"$@"; exit $?'               init of the new PID namespace (so Python is not
 //!                                         PID 1, which ignores signals such as SIGXCPU)
 //!       prlimit --cpu=N:N+2 --as=B --fsize=B --core=0 --
 //!         python3 -I -u -B main.py        isolated mode, unbuffered, in a fresh temp dir
 //! ```
+//!
+//! The whole command is confined first like every tool process ([`crate::confine`], profile
+//! math: the bot's files covered, Landlock, and a seccomp filter refusing `socket`, so no Unix
+//! socket either). Under Landlock, which forbids mounting, `--mount-proc` is left out.
 //!
 //! The new network namespace has only a loopback interface that is down, so every connection
 //! fails (even to 127.0.0.1). The new PID namespace and its own `/proc` hide the bot's
@@ -30,26 +34,44 @@ pub(super) enum Isolation {
     Namespaces {
         /// Add `--map-root-user`.
         map_root: bool,
+        /// Add `--mount-proc`: a `/proc` of the new PID namespace. Not under Landlock, which
+        /// forbids mounting; there Landlock keeps the bot's `/proc` entries from Python.
+        mount_proc: bool,
     },
     /// No namespaces can be created here.
     Unavailable,
 }
 
-/// The `unshare` flags of the sandbox, before `--map-root-user`.
-const UNSHARE_FLAGS: [&str; 5] = ["--net", "--pid", "--fork", "--kill-child", "--mount-proc"];
+/// The `unshare` flags of the sandbox, before `--mount-proc` and `--map-root-user`.
+const UNSHARE_FLAGS: [&str; 4] = ["--net", "--pid", "--fork", "--kill-child"];
 
-/// Probes (once per process) whether namespaces can be created, first as we are, then with
-/// `--map-root-user`.
-pub(super) async fn isolation() -> Isolation {
+/// The `unshare` flags for `isolation`.
+fn unshare_flags(map_root: bool, mount_proc: bool) -> impl Iterator<Item = &'static str> {
+    UNSHARE_FLAGS
+        .into_iter()
+        .chain(mount_proc.then_some("--mount-proc"))
+        .chain(map_root.then_some("--map-root-user"))
+}
+
+/// Probes (once per process, and once more for confined children: see
+/// [`crate::confine`]) whether namespaces can be created, first as we are, then with
+/// `--map-root-user`; with a `/proc` of their own where mounting is allowed.
+pub(super) async fn isolation(env: &ChildEnv) -> Isolation {
     static PROBED: OnceCell<Isolation> = OnceCell::const_new();
-    *PROBED
+    static PROBED_CONFINED: OnceCell<Isolation> = OnceCell::const_new();
+    let confinement = env.confinement().clone();
+    let cell = match confinement.report() {
+        Some(_) => &PROBED_CONFINED,
+        None => &PROBED,
+    };
+    *cell
         .get_or_init(|| async {
-            for map_root in [false, true] {
-                let mut command = ChildEnv::allow_listed(&ProcessEnv).command("unshare");
-                command.args(UNSHARE_FLAGS);
-                if map_root {
-                    command.arg("--map-root-user");
-                }
+            let base = ChildEnv::allow_listed(&ProcessEnv).confined(confinement);
+            for (map_root, mount_proc) in
+                [(false, true), (true, true), (false, false), (true, false)]
+            {
+                let mut command = base.command_as("unshare", crate::confine::Profile::Math);
+                command.args(unshare_flags(map_root, mount_proc));
                 let ok = command
                     .args(["--", "true"])
                     .stdin(std::process::Stdio::null())
@@ -59,8 +81,15 @@ pub(super) async fn isolation() -> Isolation {
                     .await
                     .is_ok_and(|s| s.success());
                 if ok {
-                    tracing::info!(map_root, "math: sandboxing Python in new namespaces");
-                    return Isolation::Namespaces { map_root };
+                    tracing::info!(
+                        map_root,
+                        mount_proc,
+                        "math: sandboxing Python in new namespaces"
+                    );
+                    return Isolation::Namespaces {
+                        map_root,
+                        mount_proc,
+                    };
                 }
             }
             tracing::warn!("math: this machine cannot create network namespaces");
@@ -90,12 +119,12 @@ pub(super) fn command_line(
         .map(String::from)
         .to_vec();
     match isolation {
-        Isolation::Namespaces { map_root } => {
+        Isolation::Namespaces {
+            map_root,
+            mount_proc,
+        } => {
             argv.push("unshare".into());
-            argv.extend(UNSHARE_FLAGS.map(String::from));
-            if map_root {
-                argv.push("--map-root-user".into());
-            }
+            argv.extend(unshare_flags(map_root, mount_proc).map(String::from));
             argv.extend(["--", "sh", "-c", "\"$@\"; exit $?", "sh"].map(String::from));
         }
         Isolation::Unavailable if config.allow_unsandboxed => {}
@@ -161,7 +190,10 @@ mod tests {
             ..MathConfig::default()
         };
         let argv = command_line(
-            Isolation::Namespaces { map_root: true },
+            Isolation::Namespaces {
+                map_root: true,
+                mount_proc: true,
+            },
             &config,
             Path::new("/tmp/x/main.py"),
         )

@@ -14,6 +14,11 @@ fn context(math: MathConfig) -> (tempfile::TempDir, ToolContext) {
         math,
         ..ToolServices::default()
     });
+    // Confined as in the product (crate::confine): the sandbox must work inside it.
+    let confined = (*ctx.child_env)
+        .clone()
+        .confined(crate::confine::Confinement::probe(&[]));
+    ctx.child_env = Arc::new(confined);
     (dir, ctx)
 }
 
@@ -31,8 +36,9 @@ fn sympy_installed() -> bool {
 
 /// These tests need the sandbox; on a machine without namespaces they check the refusal.
 async fn sandboxed() -> bool {
+    let (_dir, probe) = context(MathConfig::default());
     let isolated = matches!(
-        sandbox::isolation().await,
+        sandbox::isolation(&probe.child_env).await,
         sandbox::Isolation::Namespaces { .. }
     );
     if !isolated {

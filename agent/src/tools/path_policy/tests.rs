@@ -79,18 +79,45 @@ fn deny_read_globs_match_one_component_and_everything_under() {
     assert_eq!(judge("/home/sp/.ssh"), PathAccess::Denied(ssh.clone()));
     assert_eq!(judge("/home/sp/.ssh/id_ed25519"), PathAccess::Denied(ssh));
     assert_eq!(judge("/home/sp/.sshx"), PathAccess::Outside);
-    let environ = Denial::DenyRead("/proc/*/environ".into());
-    assert_eq!(
-        judge("/proc/1/environ"),
-        PathAccess::Denied(environ.clone())
-    );
-    assert_eq!(judge("/proc/self/environ"), PathAccess::Denied(environ));
-    assert_eq!(judge("/proc/1/task/1/environ"), PathAccess::Outside);
     assert_eq!(judge("/proc/1/cmdline"), PathAccess::Outside);
     assert_eq!(
         judge("/etc/shadow"),
         PathAccess::Denied(Denial::DenyRead("/etc/shadow".into()))
     );
+}
+
+#[test]
+fn every_path_to_a_processs_environment_or_memory_is_denied() {
+    let denied = PathAccess::Denied(Denial::ProcessSecret);
+    for path in [
+        "/proc/1/environ",
+        "/proc/self/environ",
+        "/proc/thread-self/environ",
+        "/proc/1/task/1/environ",
+        "/proc/self/task/4242/environ",
+        "/proc/1/mem",
+        "/proc/self/task/7/mem",
+    ] {
+        assert_eq!(judge(path), denied, "{path}");
+    }
+    // Also with `deny_read` emptied by the operator.
+    let bare = PathPolicy::new(&[], None, Path::new("/"), Vec::<PathBuf>::new());
+    assert_eq!(
+        bare.judge(
+            Path::new("/srv"),
+            Path::new("/proc/self/task/1/environ"),
+            Path::new("/proc/99/task/1/environ")
+        ),
+        denied
+    );
+    for path in [
+        "/proc/1/cmdline",
+        "/proc/environ",
+        "/home/x/proc/1/environ",
+        "/srv/mem",
+    ] {
+        assert_ne!(judge(path), denied, "{path}");
+    }
 }
 
 #[test]

@@ -1,0 +1,302 @@
+//! What the processes tools start may see of the bot itself.
+//!
+//! An approved command runs with the bot's uid (often root, in a container). Without more,
+//! one `cat /proc/<bot pid>/environ` prints the model key and the platform tokens, and a
+//! `cat` of the config file or the SQLite database prints the rest. So every process a tool
+//! starts (bash, man, math's sandbox, stdio MCP servers and everything they start) is
+//! confined before it execs, in layers, each used where this kernel allows it:
+//!
+//! - **Landlock** (any uid, root included, no privilege needed): the child gets its own
+//!   domain, and from then on it may not ptrace, nor open `/proc/<pid>/environ`, `mem`,
+//!   `fd/*`, `root` or `ns/*` of, any process outside its domain — the bot (every thread of
+//!   it), and every other process not started under the same domain — nor mount or unmount
+//!   anything, nor create device nodes.
+//! - **A mount namespace** (root), or a user namespace that maps only our own uid and gid
+//!   with a mount namespace in it (a service user): the config file and the database files
+//!   are covered with `/dev/null`, so reading them gives nothing and writing them changes
+//!   nothing. The covering cannot be undone: Landlock forbids unmounting, and a nested user
+//!   namespace sees the mounts locked.
+//! - **Capabilities** (root): the child's bounding set loses those that read round the
+//!   other layers ([`sys::DROPPED_CAPS`], `CAP_SYS_ADMIN` for all but math).
+//! - **Non-dumpable bot** ([`protect_this_process`], at start): a same-uid process that is
+//!   not root cannot read the bot's environment or memory even without Landlock.
+//! - **math** adds a seccomp filter (no `socket` of any family: no TCP, no Unix socket) and,
+//!   with Landlock 4+, no TCP and no abstract Unix sockets, on top of its network namespace.
+//!
+//! [`Confinement::probe`] finds out once what works here by starting `true` confined;
+//! [`Confinement::report`] says what is confined and what is not, for the start-up log and
+//! `sandpiper doctor`.
+
+mod sys;
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sys::{HideIn, Kind, Plan};
+
+/// Which kind of child is being started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// bash, man, stdio MCP servers.
+    Tool,
+    /// math's sandbox: no network of any kind either.
+    Math,
+}
+
+/// What the confinement of tool processes covers on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The kernel's Landlock ABI (0: none), used for the bot's process and math's network.
+    pub landlock_abi: u32,
+    /// Tools cannot read the bot's environment or memory (Landlock, or not root and the bot
+    /// non-dumpable).
+    pub bot_process: bool,
+    /// How the config and database files are hidden, or why they are not.
+    pub files: FileHiding,
+    /// Root's capabilities that read round the confinement are dropped in children.
+    pub caps_dropped: bool,
+    /// We run as root.
+    pub root: bool,
+}
+
+/// How the bot's own files are kept from tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileHiding {
+    /// Covered in a mount namespace of the child.
+    MountNamespace,
+    /// Covered in a user and mount namespace of the child.
+    UserNamespace,
+    /// Not hidden: the reason (namespaces not allowed here, or confinement off).
+    No(String),
+}
+
+impl FileHiding {
+    /// A short word for logs.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FileHiding::MountNamespace => "mount-namespace",
+            FileHiding::UserNamespace => "user-namespace",
+            FileHiding::No(_) => "not-hidden",
+        }
+    }
+}
+
+/// How child processes are confined; cheap to clone. [`Confinement::none`] leaves them as
+/// they are (unit tests of other things).
+#[derive(Debug, Clone, Default)]
+pub struct Confinement {
+    plan: Option<Arc<Plan>>,
+    report: Option<Arc<Report>>,
+}
+
+impl PartialEq for Confinement {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.plan, &other.plan) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Confinement {}
+
+impl Confinement {
+    /// No confinement.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// The strongest confinement this machine allows that keeps `hidden` (the config file,
+    /// the database files) from tools: found by starting `/bin/true` with each set of layers
+    /// in turn. Costs a few process starts; call once.
+    pub fn probe(hidden: &[PathBuf]) -> Self {
+        let (euid, uid, gid) = sys::ids();
+        let root = euid == 0;
+        let abi = sys::landlock_abi();
+        let landlock = (abi > 0).then(|| sys::landlock_ruleset(abi, false).ok());
+        let landlock_math = (abi > 0).then(|| sys::landlock_ruleset(abi, true).ok());
+        let mut hidden_c: Vec<CString> = Vec::new();
+        for path in hidden {
+            for p in [
+                path.clone(),
+                crate::tools::path_policy::canonicalize_lenient(path),
+            ] {
+                if let Ok(c) = CString::new(p.as_os_str().as_bytes())
+                    && !hidden_c.contains(&c)
+                {
+                    hidden_c.push(c);
+                }
+            }
+        }
+        let plan = Plan {
+            hide: Some(match root {
+                true => HideIn::MountNamespace,
+                false => HideIn::UserNamespace,
+            }),
+            hidden: hidden_c,
+            uid_map: format!("{uid} {uid} 1").into_bytes(),
+            gid_map: format!("{gid} {gid} 1").into_bytes(),
+            landlock: landlock.flatten(),
+            landlock_math: landlock_math.flatten(),
+            filter: sys::math_filter(),
+            root,
+        };
+        let mut why_not_hidden = None;
+        let (mut plan, outcome) = try_plan(plan);
+        if let Err(e) = outcome {
+            why_not_hidden = Some(format!("cannot create a {:?} here: {e}", plan.hide));
+            plan.hide = None;
+            let (mut again, outcome) = try_plan(plan);
+            if let Err(e) = outcome {
+                tracing::warn!(error = %e, "Landlock is reported but unusable; not using it");
+                again.landlock = None;
+                again.landlock_math = None;
+            }
+            plan = again;
+        }
+        let files = match (plan.hide, why_not_hidden) {
+            (Some(HideIn::MountNamespace), _) => FileHiding::MountNamespace,
+            (Some(HideIn::UserNamespace), _) => FileHiding::UserNamespace,
+            (None, why) => FileHiding::No(why.unwrap_or_default()),
+        };
+        let report = Report {
+            landlock_abi: if plan.landlock.is_some() { abi } else { 0 },
+            bot_process: plan.landlock.is_some() || !root,
+            files,
+            caps_dropped: root,
+            root,
+        };
+        Self {
+            plan: Some(Arc::new(plan)),
+            report: Some(Arc::new(report)),
+        }
+    }
+
+    /// What is confined here (`None` for [`Confinement::none`]).
+    pub fn report(&self) -> Option<&Report> {
+        self.report.as_deref()
+    }
+
+    /// Makes `command` start confined as `profile` says. The hook before exec makes std fork
+    /// sandpiper to start the child instead of using `posix_spawn`.
+    #[allow(unsafe_code)]
+    pub fn apply(&self, command: &mut tokio::process::Command, profile: Profile) {
+        let Some(plan) = self.plan.clone() else {
+            return;
+        };
+        let kind = match profile {
+            Profile::Tool => Kind::Tool,
+            Profile::Math => Kind::Math,
+        };
+        // SAFETY: `in_child` makes async-signal-safe system calls only and allocates nothing;
+        // everything it uses was prepared in `plan`, which the closure keeps alive.
+        unsafe {
+            command.pre_exec(move || sys::in_child(&plan, kind));
+        }
+    }
+}
+
+/// Starts `/bin/true` (or `/usr/bin/true`) confined by `plan` as a tool and as math; gives
+/// the plan back with the outcome.
+#[allow(unsafe_code)]
+fn try_plan(plan: Plan) -> (Plan, io::Result<()>) {
+    use std::os::unix::process::CommandExt as _;
+    let program = ["/bin/true", "/usr/bin/true"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("/bin/true");
+    let shared = Arc::new(plan);
+    let mut outcome = Ok(());
+    for kind in [Kind::Tool, Kind::Math] {
+        let mut command = std::process::Command::new(program);
+        command
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let plan = shared.clone();
+        // SAFETY: as in `Confinement::apply`: system calls only, on data `plan` owns.
+        unsafe {
+            command.pre_exec(move || sys::in_child(&plan, kind));
+        }
+        outcome = match command.status() {
+            Ok(status) if status.success() => Ok(()),
+            Ok(status) => Err(io::Error::other(format!("true exited with {status}"))),
+            Err(e) => Err(e),
+        };
+        drop(command);
+        if outcome.is_err() {
+            break;
+        }
+    }
+    match Arc::try_unwrap(shared) {
+        Ok(plan) => (plan, outcome),
+        // Unreachable: every command holding a clone was dropped above.
+        Err(_) => unreachable_plan(),
+    }
+}
+
+/// A plan that confines nothing, should the probe's plan still be shared.
+fn unreachable_plan() -> (Plan, io::Result<()>) {
+    let plan = Plan {
+        hide: None,
+        hidden: Vec::new(),
+        uid_map: Vec::new(),
+        gid_map: Vec::new(),
+        landlock: None,
+        landlock_math: None,
+        filter: sys::math_filter(),
+        root: false,
+    };
+    (
+        plan,
+        Err(io::Error::other("the probe's plan is still in use")),
+    )
+}
+
+/// Logs what `confinement` covers, in one structured line: `info` when the bot's process
+/// and files are both out of tools' reach, `warn` naming the gap otherwise.
+pub fn log_report(confinement: &Confinement) {
+    let Some(r) = confinement.report() else {
+        tracing::warn!("tool processes are not confined: they can read the bot's secrets");
+        return;
+    };
+    let why = match &r.files {
+        FileHiding::No(why) => why.as_str(),
+        _ => "",
+    };
+    let hidden = !matches!(r.files, FileHiding::No(_));
+    if r.bot_process && hidden {
+        tracing::info!(
+            landlock_abi = r.landlock_abi,
+            bot_process = r.bot_process,
+            files = r.files.as_str(),
+            caps_dropped = r.caps_dropped,
+            root = r.root,
+            "tool processes confined: the bot's environment, memory, config and database are out of their reach"
+        );
+    } else {
+        tracing::warn!(
+            landlock_abi = r.landlock_abi,
+            bot_process = r.bot_process,
+            files = r.files.as_str(),
+            why_files = why,
+            caps_dropped = r.caps_dropped,
+            root = r.root,
+            "tool processes only partly confined: see the README's Security model"
+        );
+    }
+}
+
+/// Makes the bot's own process non-dumpable ([`Report::bot_process`] for a service user):
+/// called once at start by the binary.
+pub fn protect_this_process() -> io::Result<()> {
+    sys::set_non_dumpable()
+}
+
+#[cfg(test)]
+mod tests;

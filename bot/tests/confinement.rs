@@ -1,0 +1,188 @@
+//! Issue 24: an approved command cannot read the bot's secrets. The real `sandpiper chat
+//! --yes` binary holds secrets in its environment, its config file and its SQLite database;
+//! a scripted model asks bash to read each of them (and math's Python to connect to a Unix
+//! socket and to PostgreSQL's port), and the test reads what the tools returned to the model.
+//! Ordinary work in the same call (`git`, `ls`, writing in the workdir, `ps` of the call's
+//! own processes) must still work.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+use sandpiper_tests::fake_llm::{FakeLlm, text, tool_call};
+use serde_json::json;
+
+const ENV_SECRETS: [(&str, &str); 3] = [
+    ("OPENAI_API_KEY", "sk-confine-model-key"),
+    ("DISCORD_TOKEN", "discord-confine-token"),
+    (
+        "SANDPIPER_JWT_SECRET",
+        "jwt-confine-secret-0123456789abcdef",
+    ),
+];
+const CONFIG_SECRET: &str = "config-file-confine-secret";
+/// Said in the chat, so it is in the database before the tool runs.
+const DB_SECRET: &str = "db-row-confine-secret";
+const ANSWER: &str = "All done.";
+
+/// Runs the binary in `dir` on `script`; returns what each tool call returned to the model
+/// and the binary's log.
+async fn chat(
+    dir: &std::path::Path,
+    script: Vec<sandpiper_tests::fake_llm::Reply>,
+) -> (Vec<String>, String) {
+    let calls = script.len() - 1;
+    let llm = FakeLlm::start(script).await;
+    std::fs::write(
+        dir.join("sandpiper.toml"),
+        format!("# {CONFIG_SECRET}\n[approval]\nauto_approve = true\n"),
+    )
+    .expect("config file");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandpiper"));
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("USER", "carol")
+        .env("SANDPIPER_LOG", "sandpiper_agent::confine=info")
+        .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url())
+        .env("SANDPIPER_MODEL", "fake")
+        .envs(ENV_SECRETS)
+        .args([
+            "--config",
+            "sandpiper.toml",
+            "chat",
+            "--workstream",
+            "confine",
+            "--yes",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("sandpiper starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    use std::io::Write as _;
+    writeln!(stdin, "please remember {DB_SECRET} and check the machine").expect("write");
+    let requests = llm
+        .wait_for_requests(calls + 1, std::time::Duration::from_secs(120))
+        .await;
+    drop(stdin);
+    let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+    let stdout = out.join().unwrap_or_default();
+    let log = err.join().unwrap_or_default();
+    assert!(stdout.contains(ANSWER), "stdout:\n{stdout}\nlog:\n{log}");
+    let results = requests
+        .iter()
+        .skip(1)
+        .map(|r| {
+            let messages = r["messages"].as_array().cloned().unwrap_or_default();
+            let last = messages.last().cloned().unwrap_or_default();
+            last["content"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    (results, log)
+}
+
+fn assert_no_secret(text: &str) {
+    for (_, secret) in ENV_SECRETS {
+        assert!(!text.contains(secret), "{secret} leaked:\n{text}");
+    }
+    assert!(!text.contains(CONFIG_SECRET), "the config leaked:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_command_reads_none_of_the_bots_secrets_and_ordinary_work_goes_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    // `$PPID` is sandpiper: bash is its child.
+    let attack = format!(
+        "cat /proc/$PPID/environ; echo; \
+         for t in /proc/$PPID/task/*; do cat $t/environ; done; echo; \
+         head -c 64 /proc/$PPID/mem >/dev/null && echo MEM-READ; \
+         cat {d}/sandpiper.toml; \
+         cat {d}/sandpiper.db {d}/sandpiper.db-wal 2>&1 | grep -a -c {DB_SECRET}; \
+         echo DB-CHECKED"
+    );
+    let work = "echo hi > made.txt && cat made.txt && ls && \
+                git init -q repo && cd repo && echo x > f && git add f && \
+                git -c user.email=a@b -c user.name=a commit -qm first && \
+                git log --oneline | wc -l && sleep 3 & wait; \
+                ps -o comm= -p $$ && echo PS-OK";
+    let (results, log) = chat(
+        dir.path(),
+        vec![
+            tool_call("c1", "bash", json!({ "command": attack })),
+            tool_call("c2", "bash", json!({ "command": work })),
+            text(ANSWER),
+        ],
+    )
+    .await;
+    let (attacked, worked) = (&results[0], &results[1]);
+    assert_no_secret(attacked);
+    assert!(!attacked.contains("MEM-READ"), "{attacked}");
+    assert!(attacked.contains("Permission denied"), "{attacked}");
+    // The database files are covered: grep counts no line with the secret.
+    assert!(attacked.contains("0\nDB-CHECKED"), "{attacked}");
+    // ... while the bot itself did store it (the test can fail).
+    let mut stored = Vec::new();
+    for suffix in ["", "-wal"] {
+        if let Ok(bytes) = std::fs::read(dir.path().join(format!("sandpiper.db{suffix}"))) {
+            stored.extend(bytes);
+        }
+    }
+    assert!(
+        String::from_utf8_lossy(&stored).contains(DB_SECRET),
+        "the database does not hold the secret"
+    );
+    for expected in ["hi\n", "made.txt", "1\n", "bash\nPS-OK"] {
+        assert!(worked.contains(expected), "{expected:?} missing:\n{worked}");
+    }
+    assert!(
+        log.contains("tool processes confined") || log.contains("only partly confined"),
+        "no start-up line:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn math_connects_to_no_unix_socket_and_no_port() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("db.sock");
+    let _unix = std::os::unix::net::UnixListener::bind(&socket).expect("a Unix socket");
+    let code = format!(
+        "import socket\n\
+         targets = [(socket.AF_UNIX, {socket:?}), (socket.AF_INET, ('127.0.0.1', 5432))]\n\
+         import glob\n\
+         targets += [(socket.AF_UNIX, p) for p in glob.glob('/var/run/postgresql/.s.PGSQL.*')]\n\
+         for fam, addr in targets:\n\
+         \x20   try:\n\
+         \x20       s = socket.socket(fam, socket.SOCK_STREAM)\n\
+         \x20       s.settimeout(2)\n\
+         \x20       s.connect(addr)\n\
+         \x20       print('CONNECTED', addr)\n\
+         \x20   except OSError as e:\n\
+         \x20       print('refused', addr)\n",
+        socket = socket.display().to_string()
+    );
+    let (results, _) = chat(
+        dir.path(),
+        vec![
+            tool_call("m1", "math", json!({ "code": code })),
+            text(ANSWER),
+        ],
+    )
+    .await;
+    let out = &results[0];
+    assert!(!out.contains("CONNECTED"), "{out}");
+    assert!(out.matches("refused").count() >= 2, "{out}");
+}
