@@ -82,8 +82,28 @@ pub fn config_report(
     } else {
         format!("not set (${key_env} is empty; fine for local servers without a key)")
     };
+    let model = &config.model;
+    let window = match model.context_window {
+        Some(tokens) => format!("{tokens} tokens (from model.context_window)"),
+        None => {
+            let fallback =
+                sandpiper_agent::context::window::known_default(model.provider, &model.model);
+            let asks = match model.provider {
+                sandpiper_agent::config::Provider::Openai => {
+                    "asked of the server on first use (/props n_ctx, /v1/models); if it does not say, "
+                }
+                sandpiper_agent::config::Provider::Anthropic => "",
+            };
+            format!("{asks}{fallback}")
+        }
+    };
+    let context = format!(
+        "# context window: {window}\n# output limit: at most {} tokens an answer (model.max_tokens), less when the window leaves less\n# compaction: when a request would fill {:.0}% of the window (agent.compact_threshold)\n",
+        model.max_tokens,
+        config.agent.compact_threshold * 100.0
+    );
     format!(
-        "# configuration is valid\n# source: {source}\n# model: {} via {} at {}\n# api key: {key_state}\n\n{}\n{}",
+        "# configuration is valid\n# source: {source}\n# model: {} via {} at {}\n# api key: {key_state}\n{context}\n{}\n{}",
         config.model.model,
         match config.model.provider {
             sandpiper_agent::config::Provider::Openai => "openai",

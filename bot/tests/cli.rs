@@ -482,3 +482,44 @@ async fn serve_connects_to_slack_from_the_environment() {
     );
     assert!(!stderr.contains("secret-bot-token") && !stderr.contains("secret-app-token"));
 }
+
+#[test]
+fn config_check_says_which_context_window_is_in_force_and_where_it_comes_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |envs: &[(&str, &str)]| {
+        let mut cmd = sandpiper(dir.path());
+        cmd.args(["config", "check"]);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), stdout, stderr)
+    };
+    let (ok, stdout, _) = check(&[("SANDPIPER_MODEL_CONTEXT_WINDOW", "4096")]);
+    assert!(ok, "{stdout}");
+    assert!(
+        stdout.contains("# context window: 4096 tokens (from model.context_window)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# compaction: when a request would fill 80% of the window"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = check(&[
+        ("SANDPIPER_MODEL", "qwen2.5-coder"),
+        ("SANDPIPER_MODEL_BASE_URL", "http://127.0.0.1:9/v1"),
+    ]);
+    assert!(
+        stdout.contains("# context window: asked of the server on first use (/props n_ctx, /v1/models); if it does not say, 8192 tokens (from the default for an unknown model on an OpenAI-compatible server)"),
+        "{stdout}"
+    );
+    let (ok, _, stderr) = check(&[("SANDPIPER_MODEL_CONTEXT_WINDOW", "lots")]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("SANDPIPER_MODEL_CONTEXT_WINDOW")
+            && stderr.contains("a number of tokens such as 32768"),
+        "{stderr}"
+    );
+}
