@@ -91,6 +91,14 @@ impl From<sqlx::Error> for IdentityError {
     }
 }
 
+impl User {
+    /// How the person is shown to people (who decided a card, who resumed a turn): the
+    /// platform display name they arrived with, or the username. Never used to find anyone.
+    pub fn shown_name(&self) -> &str {
+        self.display_name.as_deref().unwrap_or(&self.username)
+    }
+}
+
 type UserRow = (String, String, Option<String>);
 
 fn user_from_row((id, username, display_name): UserRow) -> User {

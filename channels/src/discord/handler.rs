@@ -185,13 +185,13 @@ async fn in_thread(
                 .store()
                 .user(id)
                 .await?
-                .map(|u| u.username)
+                .map(|u| u.shown_name().to_owned())
                 .unwrap_or_else(|| id.to_owned()),
             None => "its owner".into(),
         };
         let note = format!(
             "Only {owner_name} can talk to me in this thread, {}. Mention me in a channel to start your own.",
-            author.username
+            author.shown_name()
         );
         tell_once(bot, msg.channel_id, msg.author.id.get(), &note).await;
         return Ok(());
