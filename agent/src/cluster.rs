@@ -12,17 +12,23 @@
 //! On SQLite there is one node (a second is refused at start), so any lease another process
 //! left is dead and taken at once; the leases then only mark running turns for the restart.
 //! Without [`Agent::join_cluster`] (the console, tests of one agent) nothing of this runs.
+//!
+//! Whether a lease is alive is the database's clock's to say (see [`crate::store::leases`]):
+//! no node's wall clock enters a lease, so skew between nodes cannot make two owners. What a
+//! node trusts without asking (the leases it holds, for one lease after it last renewed them)
+//! is measured on its monotonic clock from before it sent the renewal, which ends no later
+//! than the expiry the database wrote.
 
 pub mod bus;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::protocol::{Decision, Verdict};
 use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
-use crate::store::leases::Claim;
+use crate::store::leases::{Claim, Liveness};
 use crate::store::{Backend, Store, StoreError, now_ms};
 use crate::{Agent, AgentError};
 
@@ -58,8 +64,9 @@ struct Inner {
     shared: bool,
     /// Workstreams whose lease this node holds, trusted until `trusted_until`.
     owned: Mutex<HashSet<String>>,
-    /// Unix ms until which `owned` is known to be right (the last renewal plus the lease).
-    trusted_until: AtomicI64,
+    /// Until when `owned` is known to be right: a lease after the last renewal was sent
+    /// (monotonic, so a wall-clock jump cannot stretch it). `None`: never renewed.
+    trusted_until: Mutex<Option<Instant>>,
     /// Set by a test's simulated crash: stop without releasing anything.
     crashed: AtomicBool,
     /// On SQLite: the leases earlier processes left were adopted (at start).
@@ -88,7 +95,7 @@ impl Cluster {
                 lease,
                 shared,
                 owned: Mutex::default(),
-                trusted_until: AtomicI64::new(0),
+                trusted_until: Mutex::new(None),
                 crashed: AtomicBool::new(false),
                 adopted: AtomicBool::new(false),
                 bus,
@@ -115,9 +122,29 @@ impl Cluster {
         i64::try_from(self.inner.lease.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// Before this instant (unix ms) another node's lease is dead.
-    fn dead_before(&self, now: i64) -> i64 {
-        if self.inner.shared { now } else { i64::MAX }
+    /// When another node's lease is dead: by the database's clock when nodes share the
+    /// database, always where this node is the only one.
+    fn liveness(&self) -> Liveness {
+        if self.inner.shared {
+            Liveness::Shared
+        } else {
+            Liveness::Alone
+        }
+    }
+
+    fn trusted_until(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.inner
+            .trusted_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Trusts the lease set until `until`, never shortening what a later renewal set.
+    fn trust_until(&self, until: Instant) {
+        let mut trusted = self.trusted_until();
+        if trusted.is_none_or(|t| t < until) {
+            *trusted = Some(until);
+        }
     }
 
     fn owned(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -125,34 +152,28 @@ impl Cluster {
     }
 
     /// Whether this node holds `key`'s lease, as far as it knows without asking.
-    fn holds(&self, key: &str, now: i64) -> bool {
-        now < self.inner.trusted_until.load(Ordering::Acquire) && self.owned().contains(key)
+    fn holds(&self, key: &str) -> bool {
+        let trusted = self.trusted_until().is_some_and(|t| Instant::now() < t);
+        trusted && self.owned().contains(key)
     }
 
     /// Takes `key`'s lease, or says who holds it. `Here` with `fresh` set when this node did
     /// not hold it a moment ago: its copy in memory, if any, may be stale.
     async fn claim(&self, key: &str) -> Result<(Ownership, bool), StoreError> {
-        let now = now_ms();
-        if self.holds(key, now) {
+        if self.holds(key) {
             return Ok((Ownership::Here { interrupted: false }, false));
         }
+        let sent = Instant::now();
         let claim = self
             .inner
             .store
-            .claim_lease(
-                key,
-                &self.inner.node,
-                now.saturating_add(self.lease_ms()),
-                self.dead_before(now),
-            )
+            .claim_lease(key, &self.inner.node, self.lease_ms(), self.liveness())
             .await?;
         Ok(match claim {
             Claim::Ours { interrupted, .. } => {
                 self.owned().insert(key.to_owned());
                 // A first lease also makes the set trustworthy for a while.
-                self.inner
-                    .trusted_until
-                    .fetch_max(now.saturating_add(self.lease_ms()), Ordering::AcqRel);
+                self.trust_until(sent + self.inner.lease);
                 (Ownership::Here { interrupted }, true)
             }
             Claim::Held { node } => (Ownership::Elsewhere(node), false),
@@ -162,10 +183,10 @@ impl Cluster {
     /// The live node other than this one running a turn in `key`, if any: a click on a
     /// request of that turn is that node's to deliver, never "a turn gone" here.
     pub async fn remote_owner(&self, key: &str) -> Result<Option<String>, StoreError> {
-        if !self.inner.shared || self.holds(key, now_ms()) {
+        if !self.inner.shared || self.holds(key) {
             return Ok(None);
         }
-        let owner = self.inner.store.turn_owner(key, now_ms()).await?;
+        let owner = self.inner.store.turn_owner(key).await?;
         Ok(owner.filter(|n| *n != self.inner.node))
     }
 
@@ -173,12 +194,11 @@ impl Cluster {
     /// count disagrees. A database that does not answer leaves the set untrusted once the
     /// lease has run out, so the next turn asks again rather than assume.
     pub async fn renew(&self) -> Result<(), StoreError> {
-        let now = now_ms();
-        let until = now.saturating_add(self.lease_ms());
+        let sent = Instant::now();
         let held = self
             .inner
             .store
-            .renew_leases(&self.inner.node, until)
+            .renew_leases(&self.inner.node, self.lease_ms())
             .await?;
         let known = self.owned().len();
         if usize::try_from(held).unwrap_or(usize::MAX) != known {
@@ -186,7 +206,7 @@ impl Cluster {
             let keys = self.inner.store.leases_of(&self.inner.node).await?;
             *self.owned() = keys.into_iter().collect();
         }
-        self.inner.trusted_until.store(until, Ordering::Release);
+        self.trust_until(sent + self.inner.lease);
         Ok(())
     }
 
@@ -237,11 +257,10 @@ impl Cluster {
         if !self.inner.shared && self.inner.adopted.load(Ordering::Acquire) {
             return Ok(Vec::new());
         }
-        let now = now_ms();
         let orphans = self
             .inner
             .store
-            .orphaned_leases(&self.inner.node, self.dead_before(now), limit)
+            .orphaned_leases(&self.inner.node, self.liveness(), limit)
             .await?;
         if !self.inner.shared && (orphans.len() as i64) < limit {
             // All of them found (a longer list is taken over the next beats).

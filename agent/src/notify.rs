@@ -1,6 +1,8 @@
 //! What a notification is, on the wire between the notify tool and a gateway's
 //! `POST /v1/api/notify`: the tool's parameters as JSON (plus the sending workstream, so a
-//! reply can continue it), checked the same way on both sides, and the per-target answer.
+//! reply can continue it, the user the tool resolved the username to, and who asked), checked
+//! the same way on both sides, and the per-target answer. [`attribution`] is the line every
+//! notification starts with, so the person reading it knows who asked and from which thread.
 
 use std::fmt;
 
@@ -14,6 +16,11 @@ pub const MAX_MESSAGE_CHARS: usize = 2000;
 pub const MAX_TITLE_CHARS: usize = 200;
 /// Longest `channel_id`.
 const MAX_CHANNEL_ID_LEN: usize = 64;
+/// Most notifications one workstream may deliver to one account or channel per
+/// [`RECIPIENT_WINDOW_MS`]: a thread cannot flood someone, however many turns it runs.
+pub const MAX_PER_RECIPIENT: i64 = 10;
+/// The window [`MAX_PER_RECIPIENT`] counts in: an hour.
+pub const RECIPIENT_WINDOW_MS: i64 = 60 * 60 * 1000;
 
 /// The platforms a notification can go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -71,6 +78,27 @@ pub struct NotifyRequest {
     /// The workstream that sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workstream: Option<String>,
+    /// The id of the user the tool resolved `username` to: the gateway delivers to that
+    /// user's own accounts, whatever the name means by the time it arrives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// The username of the person whose turn sent it (`None`: no person, a watch's turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+}
+
+/// The first line of every delivered notification: who asked for it and from which thread,
+/// so nobody mistakes a thread's message for the bot's own, or one person's for another's.
+pub fn attribution(request: &NotifyRequest) -> String {
+    match (
+        request.requested_by.as_deref(),
+        request.workstream.as_deref(),
+    ) {
+        (Some(who), Some(thread)) => format!("[sandpiper, asked by {who} in thread {thread}]"),
+        (None, Some(thread)) => format!("[sandpiper, from thread {thread}]"),
+        (Some(who), None) => format!("[sandpiper, asked by {who}]"),
+        (None, None) => "[sandpiper]".to_owned(),
+    }
 }
 
 /// Who a notification is for, once checked.

@@ -5,7 +5,8 @@
 //! Only a bearer service JWT with audience `sandpiper-channel` gets in (see
 //! [`crate::service_jwt`]); anything else is 401 with a JSON error. The body is the tool's
 //! parameters as JSON (`message`, optional `title`, `username` or `channel_type` +
-//! `channel_id`, and the sending `workstream`): malformed is 400, a username without a
+//! `channel_id`, the sending `workstream`, the resolved `user_id` and `requested_by`):
+//! malformed is 400, a username without a
 //! linked identity 404, otherwise 200 with `{"results": [{"target", "status"}]}` where each
 //! status is `sent` or `failed: <reason>`. A node without a secret does not serve the route.
 

@@ -264,7 +264,7 @@ fn link_joins_two_terminal_accounts_and_a_code_works_once() {
     );
     assert_eq!(
         joined.trim(),
-        "linked: you are carol on console:carol, console:carol-laptop"
+        "linked: you are console-carol on console:carol, console:carol-laptop"
     );
     let again = sandpiper(dir.path())
         .args(["link", &code])

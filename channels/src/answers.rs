@@ -98,7 +98,7 @@ pub async fn status(agent: &Agent, workstream: &str) -> String {
     };
     let owner = match &status.owner {
         Some(id) => match agent.store().user(id).await {
-            Ok(Some(u)) => u.username,
+            Ok(Some(u)) => u.shown_name().to_owned(),
             _ => id.clone(),
         },
         None => "nobody".into(),

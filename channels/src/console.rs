@@ -183,7 +183,7 @@ impl Console {
             input: self.input.clone(),
             out: self.out.clone(),
             interactive: self.options.interactive,
-            user: user.username.clone(),
+            user: user.shown_name().to_owned(),
         };
         if self.options.interactive {
             match self.agent.history(&key).await {

@@ -8,9 +8,13 @@
 
 use std::sync::Arc;
 
-use sandpiper_agent::notify::{ChannelType, NotifyInputError, NotifyRequest, Target, TargetStatus};
+use sandpiper_agent::notify::{
+    ChannelType, MAX_PER_RECIPIENT, NotifyInputError, NotifyRequest, RECIPIENT_WINDOW_MS, Target,
+    TargetStatus, attribution,
+};
 use sandpiper_agent::store::notifications::SentNotification;
-use sandpiper_agent::store::{Store, StoreError};
+use sandpiper_agent::store::users::User;
+use sandpiper_agent::store::{Store, StoreError, now_ms};
 
 use crate::thread::{OutsideTurn, Starters, Work};
 
@@ -94,8 +98,11 @@ impl Notifier {
     }
 
     /// Delivers `request`: to every Discord and Slack identity of a user (a DM each), or to
-    /// one channel. Each delivered message is recorded with the sending workstream, so a
-    /// reply can continue it.
+    /// one channel, each message opened by who asked and from which thread
+    /// ([`attribution`]). Each delivered message is recorded with the sending workstream and
+    /// the account it went to, so that account's reply can continue it. A channel that is
+    /// another workstream's thread is refused, and so is a recipient the thread already sent
+    /// [`MAX_PER_RECIPIENT`] notifications within the hour.
     pub async fn deliver(
         &self,
         request: &NotifyRequest,
@@ -106,6 +113,12 @@ impl Notifier {
             .as_deref()
             .map(str::trim)
             .filter(|t| !t.is_empty());
+        let message = format!("{}\n{}", attribution(request), request.message);
+        let out = Outgoing {
+            request,
+            title,
+            message: &message,
+        };
         match target {
             Target::Channel { platform, id } => {
                 let label = format!("{platform}:{id}");
@@ -118,16 +131,13 @@ impl Notifier {
                         "I don't work in that channel, so I don't post there",
                     )]);
                 }
-                let sent = p.post(&id, title, &request.message).await;
-                Ok(vec![
-                    self.settle(label, platform, &id, sent, request, None).await,
-                ])
+                if let Some(why) = self.other_thread(platform, &id, request).await? {
+                    return Ok(vec![TargetStatus::failed(label, why)]);
+                }
+                Ok(vec![self.send(p, label, &id, None, &out).await?])
             }
             Target::User(name) => {
-                let user =
-                    self.store.user_by_username(&name).await?.ok_or_else(|| {
-                        DeliverError::NotFound(format!("there is no user `{name}`"))
-                    })?;
+                let user = self.recipient(&name, request).await?;
                 let identities = self.store.identities_of(&user.id).await?;
                 let mut results = Vec::new();
                 for (platform_name, platform_user) in &identities {
@@ -139,21 +149,17 @@ impl Notifier {
                         results.push(not_connected(label, platform));
                         continue;
                     };
-                    let posted = match p.open_dm(platform_user).await {
-                        Ok(dm) => p
-                            .post(&dm, title, &request.message)
-                            .await
-                            .map(|message| (dm, message)),
-                        Err(e) => Err(e),
-                    };
-                    let status = match posted {
-                        Ok((dm, message)) => {
-                            self.settle(label, platform, &dm, Ok(message), request, Some(&user.id))
-                                .await
+                    let status = match p.open_dm(platform_user).await {
+                        Ok(dm) => {
+                            let to = Recipient {
+                                user: &user.id,
+                                account: platform_user,
+                            };
+                            self.send(p, label, &dm, Some(to), &out).await?
                         }
                         Err(e) => {
-                            self.settle(label, platform, "", Err(e), request, None)
-                                .await
+                            tracing::warn!(target = %label, error = %e, "notification not delivered");
+                            TargetStatus::failed(label, e)
                         }
                     };
                     results.push(status);
@@ -168,38 +174,104 @@ impl Notifier {
         }
     }
 
-    /// The status of one post; a delivered one is recorded for replies (a failure to record
-    /// is logged: the person got the message either way).
-    async fn settle(
+    /// The user a notification to `name` is for: the one the tool resolved (by id, so a
+    /// rename in between cannot redirect it), or the one with exactly that username.
+    async fn recipient(&self, name: &str, request: &NotifyRequest) -> Result<User, DeliverError> {
+        let found = match &request.user_id {
+            Some(id) => self.store.user(id).await?,
+            None => self.store.user_by_username(name).await?,
+        };
+        found.ok_or_else(|| DeliverError::NotFound(format!("there is no user `{name}`")))
+    }
+
+    /// Why `channel` is not the sender's to post in: it is the thread of another workstream
+    /// (a Discord thread is a channel; a Slack thread is not, so only Discord can be).
+    async fn other_thread(
         &self,
-        label: String,
         platform: ChannelType,
         channel: &str,
-        posted: Result<String, PostError>,
         request: &NotifyRequest,
-        recipient: Option<&str>,
-    ) -> TargetStatus {
-        let message_id = match posted {
+    ) -> Result<Option<String>, StoreError> {
+        if platform != ChannelType::Discord {
+            return Ok(None);
+        }
+        let key = format!("discord:{channel}");
+        if request.workstream.as_deref() == Some(key.as_str()) {
+            return Ok(None);
+        }
+        Ok(self.store.workstream(&key).await?.map(|_| {
+            "that channel is another workstream's thread; a notification never posts into \
+             another thread (notify the person instead)"
+                .to_owned()
+        }))
+    }
+
+    /// Posts one notification in `channel` unless the thread has already sent it
+    /// [`MAX_PER_RECIPIENT`] within the hour, and records it for replies (a failure to
+    /// record is logged: the person got the message either way).
+    async fn send(
+        &self,
+        p: &Arc<dyn NotifyPlatform>,
+        label: String,
+        channel: &str,
+        to: Option<Recipient<'_>>,
+        out: &Outgoing<'_>,
+    ) -> Result<TargetStatus, StoreError> {
+        let platform = p.platform();
+        if let Some(workstream) = &out.request.workstream {
+            let since = now_ms() - RECIPIENT_WINDOW_MS;
+            let recent = self
+                .store
+                .notifications_to_since(workstream, platform.as_str(), channel, since)
+                .await?;
+            if recent >= MAX_PER_RECIPIENT {
+                tracing::info!(target = %label, %workstream, recent, "notification refused: per-recipient limit");
+                return Ok(TargetStatus::failed(
+                    label,
+                    format!(
+                        "not sent: this thread has sent {recent} notifications there within \
+                         the hour (at most {MAX_PER_RECIPIENT}); wait, or tell the person in \
+                         one message"
+                    ),
+                ));
+            }
+        }
+        let message_id = match p.post(channel, out.title, out.message).await {
             Ok(id) => id,
             Err(e) => {
                 tracing::warn!(target = %label, error = %e, "notification not delivered");
-                return TargetStatus::failed(label, e);
+                return Ok(TargetStatus::failed(label, e));
             }
         };
-        if let Some(workstream) = &request.workstream {
+        if let Some(workstream) = &out.request.workstream {
             let sent = SentNotification {
                 platform: platform.as_str().to_owned(),
                 channel: channel.to_owned(),
                 message_id,
                 workstream: workstream.clone(),
-                recipient: recipient.map(str::to_owned),
+                recipient: to.as_ref().map(|t| t.user.to_owned()),
+                recipient_account: to.as_ref().map(|t| t.account.to_owned()),
             };
             if let Err(e) = self.store.record_notification(&sent).await {
                 tracing::warn!(target = %label, error = %e, "a delivered notification was not recorded; a reply to it will not continue its thread");
             }
         }
-        TargetStatus::sent(label)
+        Ok(TargetStatus::sent(label))
     }
+}
+
+/// What is posted, the same for every target of one request.
+struct Outgoing<'a> {
+    request: &'a NotifyRequest,
+    title: Option<&'a str>,
+    /// The attribution line and the message.
+    message: &'a str,
+}
+
+/// The person a DM is for: their user and the account it goes to.
+struct Recipient<'a> {
+    user: &'a str,
+    account: &'a str,
 }
 
 fn not_connected(label: String, platform: ChannelType) -> TargetStatus {
@@ -218,8 +290,8 @@ pub struct Reply<'a> {
     pub channel: &'a str,
     /// The message it answers (Discord: the referenced message; Slack: the thread's ts).
     pub replied_to: &'a str,
-    /// The sandpiper user who wrote it.
-    pub author: &'a str,
+    /// The platform account that wrote it (its platform user id).
+    pub account: &'a str,
     /// Their username, for the note shown in the thread.
     pub username: &'a str,
     /// What they wrote.
@@ -231,6 +303,9 @@ pub struct Reply<'a> {
 pub enum ReplyOutcome {
     /// It answers no notification: the platform's ordinary DM rules apply.
     NotANotification,
+    /// It answers a notification sent to another account: nothing runs, and the author is
+    /// told so privately (the text says it).
+    NotForYou(String),
     /// Queued in the workstream that sent the notification.
     Continued {
         /// That workstream.
@@ -241,9 +316,40 @@ pub enum ReplyOutcome {
     Refused(String),
 }
 
+/// Why a reply to a notification does not continue its workstream; the text is for the
+/// person who wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyRefusal {
+    /// The reply came from another account than the one the notification was sent to (or
+    /// the notification went to a channel, or was recorded before accounts were).
+    #[error(
+        "This notification was not sent to you, so your reply goes nowhere: only the person \
+         it was sent to can answer it."
+    )]
+    NotForYou,
+    /// Nothing but spaces.
+    #[error("Your reply is empty.")]
+    Empty,
+}
+
+/// The rule for a reply to a notification, the same on every platform: only the account it
+/// was sent to may answer, with something.
+pub fn may_answer(sent: &SentNotification, account: &str, text: &str) -> Result<(), ReplyRefusal> {
+    if sent.recipient_account.as_deref() != Some(account) {
+        return Err(ReplyRefusal::NotForYou);
+    }
+    if text.trim().is_empty() {
+        return Err(ReplyRefusal::Empty);
+    }
+    Ok(())
+}
+
 /// If `reply` answers a delivered notification, queues it as a turn in the workstream that
 /// sent it (through `starters`, so it shows in that thread). Taken even where DMs are off:
-/// the person was notified from that workstream.
+/// the person was notified from that workstream. Only the account the notification was sent
+/// to may answer ([`may_answer`]); and the turn has no author, so answering never widens
+/// what its writer's `recall` or `user` memories reach: the thread does not become one they
+/// took part in, and their memories do not enter it.
 pub async fn continue_from_reply(
     store: &Store,
     starters: &Starters,
@@ -255,14 +361,19 @@ pub async fn continue_from_reply(
     else {
         return Ok(ReplyOutcome::NotANotification);
     };
-    let text = reply.text.trim();
-    if text.is_empty() {
-        return Ok(ReplyOutcome::Refused("Your reply is empty.".into()));
+    match may_answer(&sent, reply.account, reply.text) {
+        Ok(()) => {}
+        Err(ReplyRefusal::NotForYou) => {
+            tracing::warn!(workstream = %sent.workstream, platform = %reply.platform, account = reply.account, "a reply to a notification sent to another account was refused");
+            return Ok(ReplyOutcome::NotForYou(ReplyRefusal::NotForYou.to_string()));
+        }
+        Err(e) => return Ok(ReplyOutcome::Refused(e.to_string())),
     }
+    let text = reply.text.trim();
     let turn = OutsideTurn {
         workstream: sent.workstream.clone(),
         work: Work::Message {
-            author: Some(reply.author.to_owned()),
+            author: None,
             text: format!(
                 "[{} replied to your notification, in a {} DM]\n{text}",
                 reply.username, reply.platform
@@ -286,6 +397,45 @@ pub async fn continue_from_reply(
             Ok(ReplyOutcome::Refused(format!(
                 "I could not take your reply into its thread: {e}"
             )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn only_the_account_notified_may_answer() {
+        let sent = |account: Option<&str>| SentNotification {
+            platform: "discord".into(),
+            channel: "7".into(),
+            message_id: "8".into(),
+            workstream: "discord:1".into(),
+            recipient: account.map(|_| "user-1".to_owned()),
+            recipient_account: account.map(str::to_owned),
+        };
+        let cases = [
+            (sent(Some("42")), "42", "on it", Ok(())),
+            (
+                sent(Some("42")),
+                "43",
+                "on it",
+                Err(ReplyRefusal::NotForYou),
+            ),
+            // A channel post, or a row from before accounts were recorded: nobody's.
+            (sent(None), "42", "on it", Err(ReplyRefusal::NotForYou)),
+            (sent(Some("42")), "42", "  ", Err(ReplyRefusal::Empty)),
+            // A stranger learns nothing, not even that the text was empty.
+            (sent(Some("42")), "43", "", Err(ReplyRefusal::NotForYou)),
+        ];
+        for (sent, account, text, expected) in cases {
+            assert_eq!(
+                may_answer(&sent, account, text),
+                expected,
+                "{account} {text:?}"
+            );
         }
     }
 }

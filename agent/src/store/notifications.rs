@@ -18,6 +18,9 @@ pub struct SentNotification {
     pub workstream: String,
     /// The sandpiper user it was for (`notify(username=…)`), when it went to a person.
     pub recipient: Option<String>,
+    /// The platform account it was sent to (its platform user id), when it went to a
+    /// person: only that account's reply continues the workstream.
+    pub recipient_account: Option<String>,
 }
 
 impl Store {
@@ -25,8 +28,8 @@ impl Store {
     pub async fn record_notification(&self, sent: &SentNotification) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO notifications \
-             (platform, channel, message_id, workstream, recipient, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+             (platform, channel, message_id, workstream, recipient, recipient_account, \
+             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (platform, channel, message_id) DO NOTHING",
         )
         .bind(&sent.platform)
@@ -34,6 +37,7 @@ impl Store {
         .bind(&sent.message_id)
         .bind(&sent.workstream)
         .bind(sent.recipient.as_deref())
+        .bind(sent.recipient_account.as_deref())
         .bind(now_ms())
         .execute(self.pool())
         .await?;
@@ -47,8 +51,8 @@ impl Store {
         channel: &str,
         message_id: &str,
     ) -> Result<Option<SentNotification>, StoreError> {
-        let row: Option<(String, Option<String>)> = sqlx::query_as(
-            "SELECT workstream, recipient FROM notifications \
+        let row: Option<(String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT workstream, recipient, recipient_account FROM notifications \
              WHERE platform = $1 AND channel = $2 AND message_id = $3",
         )
         .bind(platform)
@@ -56,13 +60,37 @@ impl Store {
         .bind(message_id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(|(workstream, recipient)| SentNotification {
-            platform: platform.to_owned(),
-            channel: channel.to_owned(),
-            message_id: message_id.to_owned(),
-            workstream,
-            recipient,
-        }))
+        Ok(row.map(
+            |(workstream, recipient, recipient_account)| SentNotification {
+                platform: platform.to_owned(),
+                channel: channel.to_owned(),
+                message_id: message_id.to_owned(),
+                workstream,
+                recipient,
+                recipient_account,
+            },
+        ))
+    }
+
+    /// How many notifications `workstream` delivered to `channel` (a person's DM or a
+    /// channel) on `platform` since `since` (unix ms): the per-recipient rate limit's count.
+    pub async fn notifications_to_since(
+        &self,
+        workstream: &str,
+        platform: &str,
+        channel: &str,
+        since: i64,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM notifications \
+             WHERE workstream = $1 AND platform = $2 AND channel = $3 AND created_at > $4",
+        )
+        .bind(workstream)
+        .bind(platform)
+        .bind(channel)
+        .bind(since)
+        .fetch_one(self.pool())
+        .await?)
     }
 }
 
@@ -80,6 +108,7 @@ mod tests {
             message_id: "88".into(),
             workstream: "slack:T1:C1:1.0".into(),
             recipient: Some("u1".into()),
+            recipient_account: Some("U1".into()),
         };
         store.record_notification(&sent).await.unwrap();
         store.record_notification(&sent).await.unwrap();
@@ -92,5 +121,17 @@ mod tests {
             store.notification("discord", "77", "89").await.unwrap(),
             None
         );
+        let count = |ws: &'static str, since: i64| {
+            let store = store.clone();
+            async move {
+                store
+                    .notifications_to_since(ws, "discord", "77", since)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(count("slack:T1:C1:1.0", 0).await, 1);
+        assert_eq!(count("slack:T1:C1:2.0", 0).await, 0);
+        assert_eq!(count("slack:T1:C1:1.0", i64::MAX - 1).await, 0);
     }
 }

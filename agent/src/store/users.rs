@@ -2,25 +2,32 @@
 //! contact, and one user may be reached from several platforms (a Discord account, a Slack
 //! account, an OS user name on the console).
 //!
-//! Usernames are unique. New ones are derived from the platform's display name and
-//! de-duplicated (`alice`, `alice-2`, …) by trying to insert and moving on when the UNIQUE
-//! constraint says no, so concurrent first contacts on several nodes cannot collide.
+//! Usernames are unique handles, and a new account's handle is never taken from its display
+//! name: anyone can call themselves "alice" on a platform, so a name copied from there would
+//! go to whoever spoke to the bot first, and `notify(username=alice)` would reach them. A new
+//! account is `<platform>-<platform user id>` instead (`discord-900000000000000011`,
+//! `slack-u0alice`), which no other account can produce ([`account_handle`]); an id that does
+//! not fit gets `<platform>-<12 hex digits of the new user id>`. The person keeps that handle
+//! when other accounts link to it, and may choose another with [`Store::rename_user`], which
+//! refuses taken names and every name with a platform prefix ([`is_reserved_username`]).
 //! Linking identities with one-time codes, unlinking and merging users live in [`linking`].
 
 pub mod linking;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
-
 use super::{Store, StoreError, now_ms};
 
 /// Longest username, in characters (all ASCII).
 pub const MAX_USERNAME_LEN: usize = 32;
 
-/// How many usernames one first contact tries before giving up (each failure means another
-/// contact took that name at the same moment).
-const MAX_USERNAME_TRIES: u32 = 64;
+/// How many handles one first contact tries before giving up (after the account's own, each
+/// is random: a failure means a one-in-2^48 collision).
+pub(crate) const MAX_USERNAME_TRIES: u32 = 8;
+
+/// The platforms whose accounts get `<platform>-…` handles: no one may rename to a name with
+/// one of these prefixes.
+const PLATFORM_PREFIXES: [&str; 3] = ["discord-", "slack-", "console-"];
 
 /// A sandpiper user: the person behind one or more platform identities.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +57,13 @@ pub enum IdentityError {
     /// Another user has that username: show this; the user picks another.
     #[error("the username `{0}` is already taken: choose another one")]
     UsernameTaken(String),
+    /// The name starts like an account's own handle (`discord-…`, `slack-…`, `console-…`):
+    /// show this; the user picks another.
+    #[error(
+        "`{0}` looks like an account's own handle (`discord-…`, `slack-…`, `console-…`), which \
+         only that account has: choose a name without that prefix"
+    )]
+    ReservedUsername(String),
     /// The requested username breaks the rules: show this; the user picks another.
     #[error(
         "`{0}` is not a valid username: use 1 to 32 characters from a-z, 0-9, `_`, `.` and `-`"
@@ -74,6 +88,14 @@ pub enum IdentityError {
 impl From<sqlx::Error> for IdentityError {
     fn from(e: sqlx::Error) -> Self {
         Self::Store(StoreError::Database(e))
+    }
+}
+
+impl User {
+    /// How the person is shown to people (who decided a card, who resumed a turn): the
+    /// platform display name they arrived with, or the username. Never used to find anyone.
+    pub fn shown_name(&self) -> &str {
+        self.display_name.as_deref().unwrap_or(&self.username)
     }
 }
 
@@ -112,16 +134,9 @@ impl Store {
             return Ok(user);
         }
         let display_name = Some(display_name.trim()).filter(|d| !d.is_empty());
-        let names = self
-            .username_candidates(display_name.unwrap_or_default())
-            .await?;
         let mut last_error = None;
-        for username in names {
-            let user = User {
-                id: uuid::Uuid::new_v4().to_string(),
-                username,
-                display_name: display_name.map(str::to_owned),
-            };
+        for attempt in 0..MAX_USERNAME_TRIES {
+            let user = new_account_user(platform, platform_user_id, display_name, attempt);
             match self
                 .insert_user_with_identity(&user, platform, platform_user_id, now)
                 .await
@@ -129,7 +144,8 @@ impl Store {
                 Ok(true) => return Ok(user),
                 // Someone else created this identity meanwhile: theirs is the user.
                 Ok(false) => {}
-                // Someone else took this username meanwhile.
+                // The handle is held (only a random one colliding, or a row from before
+                // handles): the next attempt takes a random one.
                 Err(e) if is_unique_violation(&e) => last_error = Some(e),
                 Err(e) => return Err(e.into()),
             }
@@ -164,12 +180,16 @@ impl Store {
         Ok(row.map(user_from_row))
     }
 
-    /// Gives a user a new username. Unlike first contact nothing is normalised: a name that
-    /// breaks the rules is refused, so people get exactly the name they asked for.
+    /// Gives a user a new username. Nothing is normalised: a name that breaks the rules is
+    /// refused, so people get exactly the name they asked for; so is a taken name and one
+    /// that looks like an account's own handle.
     pub async fn rename_user(&self, id: &str, new_username: &str) -> Result<User, IdentityError> {
         let username = new_username.trim();
         if !is_valid_username(username) {
             return Err(IdentityError::BadUsername(username.to_owned()));
+        }
+        if is_reserved_username(username) {
+            return Err(IdentityError::ReservedUsername(username.to_owned()));
         }
         let row: Result<Option<UserRow>, sqlx::Error> = sqlx::query_as(
             "UPDATE users SET username = $1 WHERE id = $2 RETURNING id, username, display_name",
@@ -252,28 +272,21 @@ impl Store {
         Ok(created)
     }
 
-    /// Usernames to try for a new user named `display_name`, skipping those already taken.
-    pub(crate) async fn username_candidates(
-        &self,
-        display_name: &str,
-    ) -> Result<UsernameCandidates, StoreError> {
-        let base = normalise_username(display_name);
-        // Every `base-N` starts with this prefix while N has at most 3 digits; beyond that the
-        // insert-and-retry loop still finds a free name, only more slowly.
-        let prefix: String = base.chars().take(MAX_USERNAME_LEN - 4).collect();
-        let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT username FROM users WHERE username = $1 OR username LIKE $2 ESCAPE '\\'",
+    /// Users who are not called `name` but show it as their display name, on the user or on
+    /// one of their identities (compared without case): the people an unknown username may
+    /// have meant. Never used to pick one: only to say that the name is not theirs to answer.
+    pub async fn users_showing_name(&self, name: &str) -> Result<Vec<User>, StoreError> {
+        let name = name.trim().trim_start_matches('@').to_lowercase();
+        let rows: Vec<UserRow> = sqlx::query_as(
+            "SELECT u.id, u.username, u.display_name FROM users u \
+             WHERE u.username <> $1 AND (LOWER(u.display_name) = $1 OR EXISTS \
+             (SELECT 1 FROM identities i WHERE i.user_id = u.id AND LOWER(i.display_name) = $1)) \
+             ORDER BY u.username LIMIT 10",
         )
-        .bind(&base)
-        .bind(format!("{}-%", escape_like(&prefix)))
+        .bind(name)
         .fetch_all(self.pool())
         .await?;
-        Ok(UsernameCandidates {
-            taken: rows.into_iter().map(|r| r.0).collect(),
-            base,
-            next_number: 1,
-            tries: 0,
-        })
+        Ok(rows.into_iter().map(user_from_row).collect())
     }
 }
 
@@ -295,60 +308,61 @@ pub(crate) async fn insert_user(
     Ok(())
 }
 
-/// `base`, `base-2`, `base-3`, … minus the names known to be taken, at most
-/// [`MAX_USERNAME_TRIES`] of them.
-#[derive(Debug)]
-pub(crate) struct UsernameCandidates {
-    base: String,
-    taken: HashSet<String>,
-    next_number: u32,
-    tries: u32,
-}
-
-impl Iterator for UsernameCandidates {
-    type Item = String;
-
-    fn next(&mut self) -> Option<String> {
-        if self.tries >= MAX_USERNAME_TRIES {
-            return None;
-        }
-        loop {
-            let name = numbered(&self.base, self.next_number);
-            self.next_number += 1;
-            if self.taken.insert(name.clone()) {
-                self.tries += 1;
-                return Some(name);
-            }
-        }
+/// A new user for a platform account's first contact (or its unlink): attempt 0 takes the
+/// account's own handle when it has one, later attempts (and accounts without one) a random
+/// handle under the platform's prefix.
+pub(crate) fn new_account_user(
+    platform: &str,
+    platform_user_id: &str,
+    display_name: Option<&str>,
+    attempt: u32,
+) -> User {
+    let id = uuid::Uuid::new_v4();
+    let own = (attempt == 0)
+        .then(|| account_handle(platform, platform_user_id))
+        .flatten();
+    User {
+        id: id.to_string(),
+        username: own.unwrap_or_else(|| random_handle(platform, id)),
+        display_name: display_name.map(str::to_owned),
     }
 }
 
-/// The `n`th de-duplicated form of `base` (`base` itself for 1), at most 32 characters.
-fn numbered(base: &str, n: u32) -> String {
-    if n <= 1 {
-        return base.to_owned();
-    }
-    let suffix = format!("-{n}");
-    let keep = MAX_USERNAME_LEN.saturating_sub(suffix.len());
-    let stem: String = base.chars().take(keep).collect();
-    format!("{stem}{suffix}")
-}
-
-/// A username from a platform display name: trimmed, lower case, every character outside
-/// `[a-z0-9_.-]` replaced by `_`, at most 32 characters, `user` when nothing is left.
-pub fn normalise_username(display_name: &str) -> String {
-    let name: String = display_name
-        .trim()
+/// The handle of a platform account: `<platform>-<id>`, the id as it is when it is made of
+/// username characters, or lower-cased when it is upper-case letters and digits (Slack's
+/// `U0ALICE`). Two accounts never share one, since the platform's ids are unique; `None`
+/// when the id fits neither (the account gets a random handle). Migration 0016 computes the
+/// same for existing users.
+pub fn account_handle(platform: &str, platform_user_id: &str) -> Option<String> {
+    let id = platform_user_id;
+    let as_is = id.chars().all(is_username_char);
+    let upper = id
         .chars()
-        .flat_map(char::to_lowercase)
-        .map(|c| if is_username_char(c) { c } else { '_' })
-        .take(MAX_USERNAME_LEN)
-        .collect();
-    if name.is_empty() {
-        "user".to_owned()
-    } else {
-        name
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    if id.is_empty() || !(as_is || upper) {
+        return None;
     }
+    let handle = format!("{platform}-{}", id.to_ascii_lowercase());
+    is_valid_username(&handle).then_some(handle)
+}
+
+/// `<platform>-` and the first 12 hex digits of the new user's id.
+fn random_handle(platform: &str, id: uuid::Uuid) -> String {
+    let hex = id.simple().to_string();
+    let platform: String = platform
+        .chars()
+        .filter(|c| is_username_char(*c))
+        .take(MAX_USERNAME_LEN - 13)
+        .collect();
+    format!("{platform}-{}", &hex[..12])
+}
+
+/// Whether `name` starts like an account's own handle (`discord-`, `slack-`, `console-`):
+/// only first contact gives such names, so no one can take another account's handle before
+/// that account arrives.
+pub fn is_reserved_username(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    PLATFORM_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// Whether `name` is acceptable as it is (what [`Store::rename_user`] demands).
@@ -358,18 +372,6 @@ pub fn is_valid_username(name: &str) -> bool {
 
 fn is_username_char(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-')
-}
-
-/// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
-fn escape_like(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Whether a query failed on a UNIQUE or PRIMARY KEY constraint (on either backend).

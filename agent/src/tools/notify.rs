@@ -4,6 +4,12 @@
 //! The agent does not post itself: it asks the `services` table for healthy gateway nodes and
 //! POSTs the notification to one of them with a service JWT (see [`deliver`]). At most
 //! [`MAX_PER_TURN`] notifications succeed per turn ([`NotifyBudget`]); failures do not count.
+//!
+//! A username resolves only to the user with exactly that handle (an unknown or ambiguous
+//! name is an error the model sees, never a guess), and the request carries that user's id
+//! and who asked, so the gateway delivers to that person's own accounts and says who asked
+//! and from which thread. Sub-agents keep the tool; their notifications carry the parent's
+//! thread and person, since their context is the parent's.
 
 mod deliver;
 
@@ -47,6 +53,8 @@ impl Args {
             channel_type: self.channel_type.clone(),
             channel_id: self.channel_id.clone(),
             workstream: Some(workstream.to_owned()),
+            user_id: None,
+            requested_by: None,
         }
     }
 }
@@ -141,7 +149,7 @@ impl Tool for Notify {
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = args.request(&ctx.workstream);
+        let mut request = args.request(&ctx.workstream);
         let target = request
             .target()
             .map_err(|e| ToolError::model(e.to_string()))?;
@@ -152,7 +160,10 @@ impl Tool for Notify {
                  SANDPIPER_JWT_SECRET or [auth] jwt_secret_env); tell the user",
             )
         })?;
-        let platforms = deliver::platforms_needed(store, &target).await?;
+        let resolved = deliver::resolve(store, &target).await?;
+        let platforms = resolved.platforms;
+        request.user_id = resolved.user_id;
+        request.requested_by = requester(store, ctx.user_id.as_deref()).await?;
         if !ctx.notify_budget.reserve() {
             return Err(ToolError::model(format!(
                 "not sent: at most {MAX_PER_TURN} notifications per turn, and this turn has \
@@ -187,6 +198,22 @@ impl Tool for Notify {
             is_error: !sent,
         })
     }
+}
+
+/// The username of the person whose turn this is (a sub-agent's is its parent's), for the
+/// notification's attribution line.
+async fn requester(
+    store: &crate::store::Store,
+    user_id: Option<&str>,
+) -> Result<Option<String>, ToolError> {
+    let Some(id) = user_id else {
+        return Ok(None);
+    };
+    let user = store
+        .user(id)
+        .await
+        .map_err(|e| ToolError::model(format!("cannot look up who asked: {e}")))?;
+    Ok(user.map(|u| u.username))
 }
 
 /// One line per target.

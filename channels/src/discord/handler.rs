@@ -83,8 +83,14 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
     let direct = msg.guild_id.is_none();
     // A reply to a notification continues the workstream that sent it, DMs on or off.
     if direct && let Some(outcome) = super::notify::reply_to_notification(bot, &msg).await? {
-        if let crate::notify::ReplyOutcome::Refused(why) = outcome {
-            notice(bot, msg.channel_id, &format!("⚠️ {why}")).await;
+        match outcome {
+            crate::notify::ReplyOutcome::Refused(why) => {
+                notice(bot, msg.channel_id, &format!("⚠️ {why}")).await;
+            }
+            crate::notify::ReplyOutcome::NotForYou(why) => {
+                super::notify::tell_privately(bot, &msg.author, &format!("⚠️ {why}")).await;
+            }
+            _ => {}
         }
         return Ok(());
     }
@@ -179,13 +185,13 @@ async fn in_thread(
                 .store()
                 .user(id)
                 .await?
-                .map(|u| u.username)
+                .map(|u| u.shown_name().to_owned())
                 .unwrap_or_else(|| id.to_owned()),
             None => "its owner".into(),
         };
         let note = format!(
             "Only {owner_name} can talk to me in this thread, {}. Mention me in a channel to start your own.",
-            author.username
+            author.shown_name()
         );
         tell_once(bot, msg.channel_id, msg.author.id.get(), &note).await;
         return Ok(());

@@ -85,7 +85,7 @@ async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'
             request_id: request,
             action,
             user_id: &person.id,
-            username: &person.username,
+            username: person.shown_name(),
             roles: &roles,
             approver_roles: &bot.config.approver_roles,
             note: None,
@@ -141,7 +141,7 @@ async fn on_resume(
         .resume_click(ResumeClick {
             request_id: request,
             user_id: &person.id,
-            username: &person.username,
+            username: person.shown_name(),
             roles: &roles,
             approver_roles: &bot.config.approver_roles,
         })
@@ -160,7 +160,7 @@ async fn on_resume(
             resume_turn(bot, c.channel_id, author);
             let requests = render::card_requests(&c.message);
             let note = TurnNote::Resumed {
-                by: person.username.clone(),
+                by: person.shown_name().to_owned(),
             };
             redraw(bot, &requests, Some(note)).await
         }
@@ -205,7 +205,7 @@ async fn on_all(
             request_ids: &requests,
             action,
             user_id: &person.id,
-            username: &person.username,
+            username: person.shown_name(),
             roles: &roles,
             approver_roles: &bot.config.approver_roles,
         })
@@ -245,7 +245,7 @@ async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction, reply: &Responder<'_>) ->
             request_id: &request,
             action,
             user_id: &person.id,
-            username: &person.username,
+            username: person.shown_name(),
             roles: &roles,
             approver_roles: &bot.config.approver_roles,
             note,

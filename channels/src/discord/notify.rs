@@ -111,16 +111,30 @@ pub(super) async fn reply_to_notification(
         return Ok(None);
     }
     let author = bot.person(&msg.author).await?;
+    let account = msg.author.id.to_string();
     let reply = Reply {
         platform: ChannelType::Discord,
         channel: &channel,
         replied_to: &replied_to,
-        author: &author.id,
+        account: &account,
         username: &author.username,
         text: &msg.content,
     };
     let outcome = crate::notify::continue_from_reply(store, starters, reply).await?;
     Ok(Some(outcome))
+}
+
+/// Tells the author of a refused reply why, in their own DM with the bot (never in the
+/// channel the reply was written in, which may not be theirs alone).
+pub(super) async fn tell_privately(bot: &Arc<Bot>, author: &serenity::all::User, text: &str) {
+    let notify = DiscordNotify(bot.clone());
+    let sent = match notify.open_dm(&author.id.to_string()).await {
+        Ok(dm) => notify.post(&dm, None, text).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = sent {
+        tracing::warn!(error = %e, "could not tell a reply's author privately");
+    }
 }
 
 #[cfg(test)]

@@ -197,7 +197,7 @@ async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String 
     ctx.agent.forget(&key);
     let name = person(ctx, user)
         .await
-        .map(|u| u.username)
+        .map(|u| u.shown_name().to_owned())
         .unwrap_or_else(|| user.to_owned());
     if let Some(thread) = Thread::parse(&key) {
         let note = format!(

@@ -150,7 +150,10 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
                     super::notify::reply_to_notification(&ctx, &channel, &root.0, &user, &text)
                         .await
             {
-                if let crate::notify::ReplyOutcome::Refused(why) = outcome {
+                // Both are said to the author alone (ephemeral).
+                if let crate::notify::ReplyOutcome::Refused(why)
+                | crate::notify::ReplyOutcome::NotForYou(why) = outcome
+                {
                     let thread = Thread {
                         team,
                         channel,

@@ -185,7 +185,8 @@ async fn clicker_for(
         }
     }
     let groups = ctx.api.groups_of(slack_user, &candidates).await;
-    Some((user.id, user.username, groups))
+    let shown = user.shown_name().to_owned();
+    Some((user.id, shown, groups))
 }
 
 /// One decision; then the card is re-rendered, and an interrupted turn resumed.

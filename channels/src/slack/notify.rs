@@ -83,7 +83,7 @@ pub(super) async fn reply_to_notification(
         platform: ChannelType::Slack,
         channel,
         replied_to: thread_ts,
-        author: &user.id,
+        account: slack_user,
         username: &user.username,
         text: &text,
     };

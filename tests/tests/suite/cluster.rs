@@ -533,4 +533,38 @@ both_backends! {
         c.wait_answer(&root, "msg-0-2").await;
         c.stop().await;
     }
+
+    async fn lease_expiry_is_the_databases_clock_not_a_nodes(db) {
+        use sandpiper_agent::store::leases::{Claim, Liveness};
+        let store = sandpiper_agent::store::Store::connect(&db.url, 2).await.unwrap();
+        // No node's clock is an argument: node b, however far ahead its clock runs, can only
+        // ask, and the database answers by its own clock that a's lease is alive.
+        let fresh = Claim::Ours { taken_over: false, interrupted: false };
+        assert_eq!(store.claim_lease("w", "a", 1_500, Liveness::Shared).await.unwrap(), fresh);
+        store.mark_turn("w", "a", Some(1)).await.unwrap();
+        assert_eq!(store.claim_lease("w", "b", 60_000, Liveness::Shared).await.unwrap(), Claim::Held { node: "a".into() });
+        assert_eq!(store.turn_owner("w").await.unwrap().as_deref(), Some("a"));
+        assert!(store.orphaned_leases("b", Liveness::Shared, 10).await.unwrap().is_empty());
+        // The expiry was written as the database's clock plus the lease.
+        let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+        let now_sql = if db.url.starts_with("postgres") {
+            "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+        } else {
+            "CAST(unixepoch('subsec') * 1000 AS BIGINT)"
+        };
+        let (left,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT expires_at - {now_sql} FROM workstream_leases WHERE workstream = 'w'")))
+            .fetch_one(&pool).await.unwrap();
+        assert!((0..=1_500).contains(&left), "{left}");
+        // Once the database's clock passes it, and only then, b takes over.
+        tokio::time::sleep(Duration::from_millis(1_700)).await;
+        assert_eq!(store.turn_owner("w").await.unwrap(), None);
+        assert_eq!(store.orphaned_leases("b", Liveness::Shared, 10).await.unwrap().len(), 1);
+        assert_eq!(
+            store.claim_lease("w", "b", 60_000, Liveness::Shared).await.unwrap(),
+            Claim::Ours { taken_over: true, interrupted: true }
+        );
+        assert_eq!(store.claim_lease("w", "a", 60_000, Liveness::Shared).await.unwrap(), Claim::Held { node: "b".into() });
+        pool.close().await;
+        store.close().await;
+    }
 }

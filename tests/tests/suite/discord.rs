@@ -46,7 +46,7 @@ both_backends! {
         }).await;
         let ws = rig.agent.store().workstream(&format!("discord:{thread}")).await.unwrap().unwrap();
         let owner = rig.agent.store().user(ws.row.owner.as_deref().unwrap()).await.unwrap().unwrap();
-        assert_eq!(owner.username, "alice");
+        assert_eq!(owner.username, "discord-900000000000000001");
         let first = &s.llm.requests()[0];
         assert!(first.to_string().contains("why is   the build red?"), "{first}");
     }

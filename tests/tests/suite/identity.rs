@@ -45,7 +45,7 @@ both_backends! {
         let store = open(&db).await;
         let alice = store.user_for_identity("console", "alice", "alice").await.unwrap();
         let old = store.user_for_identity("discord", "1001", "Alice W").await.unwrap();
-        assert_eq!(old.username, "alice_w");
+        assert_eq!(old.username, "discord-1001");
         store.ensure_workstream("discord:1", None).await.unwrap();
         store
             .append_message("discord:1", 0, &Message::user("hello"), Some(&old.id))
@@ -111,7 +111,7 @@ both_backends! {
         let renamed = store.rename_user(&alice.id, "ally").await.unwrap();
         assert_eq!(store.user_by_username("ally").await.unwrap(), Some(renamed));
         let fresh = store.unlink("discord", "1001").await.unwrap();
-        assert_eq!(fresh.username, "alice_w");
+        assert_eq!(fresh.username, "discord-1001");
         assert_eq!(
             store.user_for_identity("discord", "1001", "Alice W").await.unwrap(),
             fresh
@@ -126,9 +126,7 @@ both_backends! {
         // Eight people with the same name at once: eight users, eight usernames.
         let people = first_contacts(&store, 8, |i| ("discord".into(), format!("p{i}"))).await;
         let names: HashSet<String> = people.iter().map(|u| u.username.clone()).collect();
-        let expected: HashSet<String> = std::iter::once("sam_smith".to_owned())
-            .chain((2..=8).map(|n| format!("sam_smith-{n}")))
-            .collect();
+        let expected: HashSet<String> = (0..8).map(|i| format!("discord-p{i}")).collect();
         assert_eq!(names, expected);
         let ids: HashSet<&str> = people.iter().map(|u| u.id.as_str()).collect();
         assert_eq!(ids.len(), 8);
@@ -136,12 +134,46 @@ both_backends! {
         // One person arriving eight times at once: one user, and no stray users left behind.
         let same = first_contacts(&store, 8, |_| ("slack".into(), "U42".into())).await;
         assert!(same.iter().all(|u| *u == same[0]), "{same:#?}");
-        assert_eq!(same[0].username, "sam_smith-9");
-        assert_eq!(store.user_by_username("sam_smith-10").await.unwrap(), None);
+        assert_eq!(same[0].username, "slack-u42");
+        assert_eq!(store.user_by_username("sam_smith").await.unwrap(), None);
         assert_eq!(
             store.identities_of(&same[0].id).await.unwrap(),
             vec![("slack".to_owned(), "U42".to_owned())]
         );
+        store.close().await;
+    }
+
+    async fn a_display_name_cannot_be_squatted_and_an_account_takes_its_handle_along(db) {
+        let store = open(&db).await;
+        // The impostor arrives first as "alice"; the real alice after, with the same name.
+        let impostor = store.user_for_identity("discord", "666", "alice").await.unwrap();
+        let alice = store.user_for_identity("slack", "U0ALICE", "alice").await.unwrap();
+        assert_eq!((impostor.username.as_str(), alice.username.as_str()), ("discord-666", "slack-u0alice"));
+        assert_eq!(store.user_by_username("alice").await.unwrap(), None);
+        // No one renames into an account's handle, even one not taken yet.
+        for reserved in ["slack-u0bob", "discord-1", "console-root"] {
+            let err = store.rename_user(&impostor.id, reserved).await.unwrap_err();
+            assert!(matches!(err, IdentityError::ReservedUsername(_)), "{err:?}");
+        }
+        let alice = store.rename_user(&alice.id, "alice").await.unwrap();
+        let err = store.rename_user(&impostor.id, "alice").await.unwrap_err();
+        assert!(matches!(err, IdentityError::UsernameTaken(_)), "{err:?}");
+        // Alice links Discord into her Slack user and unlinks it again: the Discord account
+        // leaves as its own handle; she keeps her chosen name.
+        store.user_for_identity("discord", "1001", "alice").await.unwrap();
+        let code = store.create_link_code(&alice.id).await.unwrap();
+        store.redeem_link_code("discord", "1001", "alice", &code).await.unwrap();
+        assert_eq!(store.unlink("discord", "1001").await.unwrap().username, "discord-1001");
+        assert_eq!(store.user(&alice.id).await.unwrap().unwrap().username, "alice");
+        // A user known by the handle of the account that leaves is renamed after the one it
+        // keeps, so `discord-1001` never names a Slack account.
+        let bob = store.user_for_identity("discord", "2002", "bob").await.unwrap();
+        store.user_for_identity("slack", "U0BOB", "bob").await.unwrap();
+        let code = store.create_link_code(&bob.id).await.unwrap();
+        store.redeem_link_code("slack", "U0BOB", "bob", &code).await.unwrap();
+        let gone = store.unlink("discord", "2002").await.unwrap();
+        assert!(gone.username.starts_with("discord-"), "{gone:?}");
+        assert_eq!(store.user(&bob.id).await.unwrap().unwrap().username, "slack-u0bob");
         store.close().await;
     }
 }

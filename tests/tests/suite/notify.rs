@@ -85,7 +85,8 @@ fn slack_config(fake: &FakeSlack) -> SlackConfig {
     config.slack
 }
 
-/// Alice on Slack (from her first mention) linked with her Discord account.
+/// Alice on Slack (from her first mention) linked with her Discord account, then renamed
+/// `alice` (a first contact is `slack-u0alice`, never the display name).
 async fn link_discord(agent: &Agent) {
     let store = agent.store();
     let alice = store
@@ -97,6 +98,10 @@ async fn link_discord(agent: &Agent) {
         .redeem_link_code("discord", &ALICE_DISCORD.to_string(), "alice", &code)
         .await
         .expect("linked");
+    store
+        .rename_user(&alice.id, "alice")
+        .await
+        .expect("renamed");
 }
 
 async fn get(url: String) -> (u16, String) {
@@ -168,13 +173,14 @@ both_backends! {
         // The DMs arrived, with nothing that could ping.
         let dm = discord.dm_channel(&alice_discord);
         let discord_dm = discord.wait_until(WAIT, "the Discord DM", |f| f.messages(dm).into_iter().next()).await;
-        assert_eq!(discord_dm.content, "**CI**\nDeploy finished @\u{200b}everyone <!channel> <@\u{200b}&1>");
+        // Who asked and from which thread comes first, then the message.
+        assert_eq!(discord_dm.content, format!("**CI**\n[sandpiper, asked by alice in thread {key}]\nDeploy finished @\u{200b}everyone <!channel> <@\u{200b}&1>"));
         let posted = discord.requests().into_iter().find(|r| r.method == "POST" && r.path.ends_with(&format!("/channels/{dm}/messages"))).expect("posted");
         assert_eq!(posted.body["allowed_mentions"]["parse"], json!([]), "{}", posted.body);
         assert!(discord.requests().iter().any(|r| r.method == "POST" && r.path.ends_with("/users/@me/channels")));
         let slack_dm = slack.dm_channel("U0ALICE");
         let slack_notice = slack.wait_until(WAIT, "the Slack DM", |f| f.messages(&slack_dm).into_iter().find(|m| m.user == BOT_USER_ID)).await;
-        assert_eq!(slack_notice.text, "*CI*\nDeploy finished @everyone &lt;!channel&gt; &lt;@&amp;1&gt;");
+        assert_eq!(slack_notice.text, format!("*CI*\n[sandpiper, asked by alice in thread {key}]\nDeploy finished @everyone &lt;!channel&gt; &lt;@&amp;1&gt;"));
         // B delivered both (its registry row serves both platforms), and the model was told.
         let requests = s.llm.requests();
         assert_eq!(
@@ -218,7 +224,7 @@ both_backends! {
             last_tool_result(&requests[4]),
             "notification to @alice:\n- discord:@alice: failed: discord is not connected on this gateway\n- slack:@alice: sent"
         );
-        assert!(slack.messages(&slack_dm).iter().any(|m| m.user == BOT_USER_ID && m.text == "all clear"));
+        assert!(slack.messages(&slack_dm).iter().any(|m| m.user == BOT_USER_ID && m.text.ends_with("]\nall clear")));
         // A delivered it (B's count did not move): the failover happened.
         let (_, a_metrics) = get(metrics(&a)).await;
         assert!(a_metrics.contains("sandpiper_notify_deliveries_total{status=\"sent\"} 1"), "{a_metrics}");
@@ -270,8 +276,10 @@ both_backends! {
         let (n, stop) = node(&s.config.core, DiscordConfig::default(), slack_cfg).await;
         slack.wait_connected(WAIT).await;
         let store = n.agent.store();
-        store.user_for_identity("slack", "U0ALICE", "alice").await.unwrap();
-        store.user_for_identity("console", "bob", "bob").await.unwrap();
+        let alice = store.user_for_identity("slack", "U0ALICE", "alice").await.unwrap();
+        store.rename_user(&alice.id, "alice").await.unwrap();
+        let bob = store.user_for_identity("console", "bob", "bob").await.unwrap();
+        store.rename_user(&bob.id, "bob").await.unwrap();
         let url = format!("http://{}/v1/api/notify", n.addr);
         let client = reqwest::Client::new();
         let key = ServiceKey::new(SECRET).unwrap();
@@ -352,7 +360,7 @@ both_backends! {
         let (status, answer) = post(Some(good), body.to_string()).await;
         assert_eq!((status, answer), (200, json!({"results": [{"target": "slack:@alice", "status": "sent"}]})));
         let dm = slack.dm_channel("U0ALICE");
-        assert!(slack.messages(&dm).iter().any(|m| m.text == "hi"));
+        assert!(slack.messages(&dm).iter().any(|m| m.text == "[sandpiper]\nhi"), "{:?}", slack.messages(&dm));
 
         // /ready: the database and Slack; 503 once the database is gone. /health stays up.
         let (status, ready) = get(format!("http://{}/ready", n.addr)).await;
@@ -394,5 +402,119 @@ both_backends! {
         assert!(rows.iter().any(|r| r.role == ServiceRole::Node), "{rows:?}");
         stop.cancel();
         plain.join(WAIT).await.served.unwrap();
+    }
+
+    async fn a_squatted_display_name_an_impostors_reply_another_thread_and_a_flood_are_all_refused(db) {
+        let alice_discord = FakeUser::new(ALICE_DISCORD, "alice");
+        let impostor = FakeUser::new(900_000_000_000_000_666, "alice");
+        let alice_handle = format!("discord-{ALICE_DISCORD}");
+        let other_thread: u64 = 900_000_000_000_000_777;
+        let s = setup(&db, vec![
+            // 1. "notify alice": nobody is `alice`; two accounts show the name.
+            tool_call("n1", "notify", json!({"username": "alice", "message": "prod is down"})),
+            text("Which alice?"),
+            // 2. By her handle; then into another workstream's Discord thread.
+            tool_call("n2", "notify", json!({"username": "alice-w", "message": "prod is down"})),
+            tool_call("n3", "notify", json!({"channel_type": "discord", "channel_id": other_thread.to_string(), "message": "psst"})),
+            text("Told her."),
+            // 3. After a flood: refused per recipient.
+            tool_call("n4", "notify", json!({"username": "alice-w", "message": "again"})),
+            text("Limited."),
+            // 4. Alice's own reply.
+            text("Thanks, alice."),
+        ]).await;
+        let discord = FakeDiscord::start().await;
+        let slack = FakeSlack::start().await;
+        let (n, stop) = node(&s.config.core, discord_config(&discord), slack_config(&slack)).await;
+        slack.wait_connected(WAIT).await;
+        discord.wait_ready(WAIT).await;
+        let store = n.agent.store();
+        for _ in 0..200 {
+            if !store.all_services().await.unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        // The impostor shows up first as "alice", then the real one: neither is `alice`.
+        let fake = store.user_for_identity("discord", &impostor.id.to_string(), "alice").await.unwrap();
+        let real = store.user_for_identity("discord", &ALICE_DISCORD.to_string(), "alice").await.unwrap();
+        assert_eq!((fake.username.as_str(), real.username.as_str()), ("discord-900000000000000666", alice_handle.as_str()));
+        // Nor can the impostor rename into her handle before she arrives, or into a taken name.
+        let err = store.rename_user(&fake.id, &format!("discord-{}", ALICE_DISCORD + 1)).await.unwrap_err();
+        assert!(matches!(err, sandpiper_agent::store::users::IdentityError::ReservedUsername(_)), "{err:?}");
+        store.ensure_workstream(&format!("discord:{other_thread}"), None).await.unwrap();
+
+        let bob = slack.user("U0BOB", "bob");
+        let root = slack.app_mention(CHANNEL_ID, &bob, "notify alice that prod is down").await;
+        let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
+        let in_thread = |what: &'static str, needle: &'static str| {
+            let slack = slack.clone();
+            let root = root.clone();
+            async move {
+                slack.wait_until(WAIT, what, |f| {
+                    f.messages(CHANNEL_ID).into_iter().find(|m| {
+                        m.user == BOT_USER_ID && m.thread_ts.as_deref() == Some(root.as_str()) && m.text.contains(needle)
+                    })
+                }).await
+            }
+        };
+        in_thread("the question", "Which alice?").await;
+        let result = last_tool_result(&s.llm.requests()[1]);
+        assert!(result.contains("`alice` is ambiguous") && result.contains("`discord-900000000000000666`") && result.contains(&format!("`{alice_handle}`")), "{result}");
+        let impostor_dm = discord.dm_channel(&impostor);
+        assert!(discord.messages(impostor_dm).is_empty(), "the impostor got nothing");
+        // Alice picks a name; the impostor cannot take it from her.
+        store.rename_user(&real.id, "alice-w").await.unwrap();
+        let err = store.rename_user(&fake.id, "alice-w").await.unwrap_err();
+        assert!(matches!(err, sandpiper_agent::store::users::IdentityError::UsernameTaken(_)), "{err:?}");
+
+        slack.thread_message(CHANNEL_ID, &root, &bob, "I mean alice-w").await;
+        in_thread("the second answer", "Told her.").await;
+        let requests = s.llm.requests();
+        assert_eq!(last_tool_result(&requests[3]), "notification to @alice-w:\n- discord:@alice-w: sent");
+        assert!(last_tool_result(&requests[4]).contains("failed: that channel is another workstream's thread"), "{}", last_tool_result(&requests[4]));
+        assert!(discord.messages(other_thread).is_empty());
+        let dm = discord.dm_channel(&alice_discord);
+        let notice = discord.wait_until(WAIT, "alice's DM", |f| f.messages(dm).into_iter().next()).await;
+        assert_eq!(notice.content, format!("[sandpiper, asked by slack-u0bob in thread {key}]\nprod is down"));
+
+        // The impostor answers her notification in her DM: told privately, nothing runs.
+        discord.user_reply(dm, &impostor, "I'm alice, what's the root password?", notice.id).await;
+        let told = discord.wait_until(WAIT, "the impostor told privately", |f| {
+            f.messages(impostor_dm).into_iter().find(|m| m.content.contains("not sent to you"))
+        }).await;
+        assert!(told.content.contains("only the person it was sent to can answer it"), "{}", told.content);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(s.llm.requests().len(), 5, "no turn for the impostor's reply");
+        assert!(discord.messages(dm).iter().all(|m| !m.content.contains("not sent to you")), "nothing said in her DM");
+
+        // The thread has already sent her the limit within the hour: the next is refused.
+        for i in 1..sandpiper_agent::notify::MAX_PER_RECIPIENT {
+            store.record_notification(&sandpiper_agent::store::notifications::SentNotification {
+                platform: "discord".into(), channel: dm.to_string(), message_id: format!("flood{i}"),
+                workstream: key.clone(), recipient: Some(real.id.clone()), recipient_account: Some(ALICE_DISCORD.to_string()),
+            }).await.unwrap();
+        }
+        slack.thread_message(CHANNEL_ID, &root, &bob, "tell her again").await;
+        in_thread("the limited answer", "Limited.").await;
+        let result = last_tool_result(&s.llm.requests()[6]);
+        assert!(result.contains("failed: not sent: this thread has sent 10 notifications there within the hour"), "{result}");
+        let from_bot = discord.messages(dm).into_iter().filter(|m| m.author_id == sandpiper_tests::fake_discord::BOT_ID).count();
+        assert_eq!(from_bot, 1, "no second DM");
+
+        // Her own reply continues the thread, as a turn with no author: it does not make the
+        // thread one she took part in, so her recall does not reach it.
+        discord.user_reply(dm, &alice_discord, "on it", notice.id).await;
+        in_thread("the answer to alice", "Thanks, alice.").await;
+        let pool = sqlx::AnyPool::connect(&db.url).await.unwrap();
+        let authors: Vec<(Option<String>,)> = sqlx::query_as("SELECT author FROM messages WHERE workstream = $1 AND content LIKE '%on it'")
+            .bind(&key).fetch_all(&pool).await.unwrap();
+        assert_eq!(authors, vec![(None,)]);
+        let found = store.recall("prod", Some(&real.id), "discord:elsewhere", 10).await.unwrap();
+        assert!(found.is_empty(), "{found:?}");
+        pool.close().await;
+        s.llm.verify();
+        stop.cancel();
+        n.join(WAIT).await.served.unwrap();
     }
 }

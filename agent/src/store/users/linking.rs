@@ -9,7 +9,10 @@
 //! Every multi-row change is one transaction that starts by writing (SQLite then waits for the
 //! write lock rather than failing) and locks rows in the same order: code, identity, users.
 
-use super::{IdentityError, User, insert_user, is_unique_violation, user_from_row};
+use super::{
+    IdentityError, MAX_USERNAME_TRIES, User, account_handle, insert_user, is_unique_violation,
+    new_account_user, user_from_row,
+};
 use crate::store::{Store, StoreError, now_ms};
 
 /// How long a link code stays valid.
@@ -144,7 +147,7 @@ impl Store {
         Ok(user_from_row(row))
     }
 
-    /// Gives a platform identity a fresh user of its own (with a new de-duplicated username),
+    /// Gives a platform identity a fresh user of its own (with the account's own handle),
     /// separating it from the user it was linked to. The identity's messages stay with that
     /// user.
     pub async fn unlink(
@@ -171,16 +174,10 @@ impl Store {
         let Some((display_name,)) = display else {
             return Err(IdentityError::NothingToUnlink);
         };
-        let names = self
-            .username_candidates(display_name.as_deref().unwrap_or(platform_user_id))
-            .await?;
         let mut last_error = None;
-        for username in names {
-            let user = User {
-                id: uuid::Uuid::new_v4().to_string(),
-                username,
-                display_name: display_name.clone(),
-            };
+        for attempt in 0..MAX_USERNAME_TRIES {
+            let user =
+                new_account_user(platform, platform_user_id, display_name.as_deref(), attempt);
             let mut tx = self.pool().begin().await?;
             let Some(previous) = lock_identity(&mut tx, platform, platform_user_id).await? else {
                 tx.rollback().await?;
@@ -192,6 +189,12 @@ impl Store {
             if identity_count(&mut tx, &previous).await? <= 1 {
                 tx.rollback().await?;
                 return Err(IdentityError::NothingToUnlink);
+            }
+            // The account leaving takes its own handle with it: the user it leaves, if it
+            // was known by that handle, is renamed after one of the accounts it keeps, so the
+            // name never reaches an account it does not name.
+            if attempt == 0 {
+                hand_back_handle(&mut tx, &previous, platform, platform_user_id).await?;
             }
             match insert_user(&mut tx, &user, now).await {
                 Ok(()) => {}
@@ -347,6 +350,44 @@ async fn lock_user(tx: &mut Tx<'_>, id: &str) -> Result<bool, sqlx::Error> {
         .execute(&mut **tx)
         .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// When user `previous` is called by the handle of the account `platform`/`platform_user_id`
+/// (about to leave it), renames it after the first account it keeps (or a random handle).
+async fn hand_back_handle(
+    tx: &mut Tx<'_>,
+    previous: &str,
+    platform: &str,
+    platform_user_id: &str,
+) -> Result<(), sqlx::Error> {
+    let Some(handle) = account_handle(platform, platform_user_id) else {
+        return Ok(());
+    };
+    let (username,): (String,) = sqlx::query_as("SELECT username FROM users WHERE id = $1")
+        .bind(previous)
+        .fetch_one(&mut **tx)
+        .await?;
+    if username != handle {
+        return Ok(());
+    }
+    let kept: Option<(String, String)> = sqlx::query_as(
+        "SELECT platform, platform_user_id FROM identities WHERE user_id = $1 \
+         AND NOT (platform = $2 AND platform_user_id = $3) \
+         ORDER BY created_at, platform, platform_user_id LIMIT 1",
+    )
+    .bind(previous)
+    .bind(platform)
+    .bind(platform_user_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let (kept_platform, kept_id) = kept.unwrap_or_else(|| (platform.to_owned(), String::new()));
+    let renamed = new_account_user(&kept_platform, &kept_id, None, 0).username;
+    sqlx::query("UPDATE users SET username = $1 WHERE id = $2")
+        .bind(renamed)
+        .bind(previous)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// How many identities point at a user.

@@ -18,31 +18,45 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 #[test]
-fn display_names_become_usernames() {
+fn an_account_is_named_by_its_platform_id_never_its_display_name() {
     let cases = [
-        ("Alice", "alice"),
-        ("  Bob Smith ", "bob_smith"),
-        ("ALICE!", "alice_"),
-        ("élodie.k-9", "_lodie.k-9"),
-        ("", "user"),
-        ("   ", "user"),
-        ("x".repeat(40).as_str(), "x".repeat(32).as_str()),
-    ]
-    .map(|(a, b)| (a.to_owned(), b.to_owned()));
-    for (display, username) in cases {
-        assert_eq!(normalise_username(&display), username, "{display:?}");
+        (
+            "discord",
+            "900000000000000011",
+            Some("discord-900000000000000011"),
+        ),
+        ("slack", "U0ALICE", Some("slack-u0alice")),
+        ("console", "alice", Some("console-alice")),
+        ("console", "al.ice_9-x", Some("console-al.ice_9-x")),
+        // Lower-casing only where it cannot merge two ids: `Alice` and `alice` differ.
+        ("console", "Alice", None),
+        ("console", "é", None),
+        ("console", "", None),
+        ("console", &"x".repeat(25), None),
+    ];
+    for (platform, id, handle) in cases {
+        assert_eq!(
+            account_handle(platform, id).as_deref(),
+            handle,
+            "{platform}:{id}"
+        );
     }
-    assert_eq!(numbered("alice", 1), "alice");
-    assert_eq!(numbered("alice", 12), "alice-12");
-    assert_eq!(
-        numbered(&"x".repeat(32), 2),
-        format!("{}-2", "x".repeat(30))
-    );
+    let random = new_account_user("console", "Alice", Some("Alice"), 0);
+    assert!(random.username.starts_with("console-"), "{random:?}");
+    assert_eq!(random.username.len(), "console-".len() + 12);
+    assert!(is_valid_username(&random.username));
+    let second = new_account_user("slack", "U1", None, 1);
+    assert!(second.username.starts_with("slack-") && second.username != "slack-u1");
     assert!(is_valid_username("a.b-c_9"));
     for bad in ["", "Alice", "a b", "ü", &"x".repeat(33)] {
         assert!(!is_valid_username(bad), "{bad:?}");
     }
-    assert_eq!(escape_like("a_b%c\\"), "a\\_b\\%c\\\\");
+    for reserved in ["discord-1", "slack-u0alice", "console-root", "Discord-9"] {
+        assert!(is_reserved_username(reserved), "{reserved}");
+    }
+    for free in ["alice", "discord", "slackbot", "my-discord-1"] {
+        assert!(!is_reserved_username(free), "{free}");
+    }
 }
 
 #[tokio::test]
@@ -52,7 +66,7 @@ async fn first_contact_creates_and_the_same_identity_returns_the_same_user() {
         .user_for_identity("console", "alice", "Alice")
         .await
         .unwrap();
-    assert_eq!(alice.username, "alice");
+    assert_eq!(alice.username, "console-alice");
     assert_eq!(alice.display_name.as_deref(), Some("Alice"));
     let again = store
         .user_for_identity("console", "alice", "Someone Else")
@@ -61,7 +75,7 @@ async fn first_contact_creates_and_the_same_identity_returns_the_same_user() {
     assert_eq!(again, alice);
     assert_eq!(store.user(&alice.id).await.unwrap(), Some(alice.clone()));
     assert_eq!(
-        store.user_by_username(" @Alice ").await.unwrap(),
+        store.user_by_username(" @Console-Alice ").await.unwrap(),
         Some(alice.clone())
     );
     assert_eq!(store.user("nobody").await.unwrap(), None);
@@ -72,30 +86,42 @@ async fn first_contact_creates_and_the_same_identity_returns_the_same_user() {
 }
 
 #[tokio::test]
-async fn usernames_are_de_duplicated() {
+async fn a_display_name_never_becomes_a_username() {
     let store = store().await;
+    // Whoever arrives first as "alice" does not become `alice`: each account is its own.
     let mut names = Vec::new();
-    for (i, display) in ["Alice", "alice", "ALICE!", "Alice", "", "?"]
-        .iter()
-        .enumerate()
-    {
+    for (i, display) in ["alice", "Alice", "alice", ""].iter().enumerate() {
         let user = store
-            .user_for_identity("discord", &i.to_string(), display)
+            .user_for_identity("discord", &(100 + i).to_string(), display)
             .await
             .unwrap();
         names.push(user.username);
     }
     assert_eq!(
         names,
-        ["alice", "alice-2", "alice_", "alice-3", "user", "_"]
+        ["discord-100", "discord-101", "discord-102", "discord-103"]
     );
-    // A name with LIKE wildcards only collides with itself.
-    let a = store.user_for_identity("slack", "U1", "a_b").await.unwrap();
-    let b = store.user_for_identity("slack", "U2", "a_b").await.unwrap();
-    let c = store.user_for_identity("slack", "U3", "axb").await.unwrap();
-    assert_eq!(
-        [a.username, b.username, c.username],
-        ["a_b", "a_b-2", "axb"].map(String::from)
+    assert_eq!(store.user_by_username("alice").await.unwrap(), None);
+    // They are the people showing that name, for an error that names them all.
+    let showing: Vec<String> = store
+        .users_showing_name("@Alice")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.username)
+        .collect();
+    assert_eq!(showing, ["discord-100", "discord-101", "discord-102"]);
+    // An account whose handle is held (a row from before handles) gets a random one.
+    let squatter = store.user_for_identity("console", "x", "x").await.unwrap();
+    sqlx::query("UPDATE users SET username = 'slack-u9' WHERE id = $1")
+        .bind(&squatter.id)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let late = store.user_for_identity("slack", "U9", "u9").await.unwrap();
+    assert!(
+        late.username.starts_with("slack-") && late.username != "slack-u9",
+        "{late:?}"
     );
 }
 
@@ -119,6 +145,7 @@ async fn rename_checks_the_name() {
         }
     );
     assert_eq!(store.user_by_username("alice").await.unwrap(), None);
+    let bob = store.rename_user(&bob.id, "bob").await.unwrap();
     let err = store.rename_user(&alice.id, "bob").await.unwrap_err();
     assert!(
         matches!(&err, IdentityError::UsernameTaken(n) if n == "bob"),
@@ -133,8 +160,17 @@ async fn rename_checks_the_name() {
         matches!(&err, IdentityError::BadUsername(n) if n == "Ally!"),
         "{err:?}"
     );
+    // Nobody takes an account's own handle, not even a free one (that account may come later).
+    for reserved in ["discord-42", "slack-u0alice", "console-root"] {
+        let err = store.rename_user(&alice.id, reserved).await.unwrap_err();
+        assert!(
+            matches!(&err, IdentityError::ReservedUsername(n) if n == reserved),
+            "{err:?}"
+        );
+    }
     let err = store.rename_user("nobody", "carol").await.unwrap_err();
     assert!(matches!(err, IdentityError::UnknownUser(_)), "{err:?}");
+    let bob = store.rename_user(&bob.id, "bob").await.unwrap();
     assert_eq!(store.rename_user(&bob.id, "bob").await.unwrap(), bob);
 }
 
@@ -342,7 +378,7 @@ async fn unlink_gives_a_fresh_user_but_not_to_an_only_identity() {
         .unwrap();
     let fresh = store.unlink_at("discord", "7", T0 + 1).await.unwrap();
     assert_ne!(fresh.id, alice.id);
-    assert_eq!(fresh.username, "alice-2");
+    assert_eq!(fresh.username, "discord-7");
     assert_eq!(fresh.display_name.as_deref(), Some("Alice"));
     assert_eq!(
         store

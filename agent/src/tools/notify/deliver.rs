@@ -49,44 +49,80 @@ impl GatewayClient {
     }
 }
 
-/// The platforms a notification to `target` goes to: the channel's, or every platform the
-/// user linked. Errors (no such user, nothing linked) go to the model.
-pub(super) async fn platforms_needed(
-    store: &Store,
-    target: &Target,
-) -> Result<Vec<ChannelType>, ToolError> {
-    match target {
-        Target::Channel { platform, .. } => Ok(vec![*platform]),
-        Target::User(name) => {
-            let fail = |e: crate::store::StoreError| {
-                ToolError::model(format!("cannot look up `{name}`: {e}"))
-            };
-            let user = store
-                .user_by_username(name)
-                .await
-                .map_err(fail)?
-                .ok_or_else(|| {
-                    ToolError::model(format!(
-                        "there is no user `{name}`; usernames are shown by /whoami"
-                    ))
-                })?;
-            let identities = store.identities_of(&user.id).await.map_err(fail)?;
-            let platforms: Vec<ChannelType> = ChannelType::ALL
-                .into_iter()
-                .filter(|p| {
-                    identities
-                        .iter()
-                        .any(|(platform, _)| platform == p.as_str())
-                })
-                .collect();
-            if platforms.is_empty() {
-                return Err(ToolError::model(format!(
-                    "`{name}` has no linked Discord or Slack identity to notify"
-                )));
-            }
-            Ok(platforms)
+/// Where a notification to a target goes, once resolved.
+#[derive(Debug)]
+pub(super) struct Resolved {
+    /// The channel's platform, or every platform the user linked.
+    pub(super) platforms: Vec<ChannelType>,
+    /// The user a username named (sent on, so the gateway delivers to that user's own
+    /// accounts, whatever the name means by then).
+    pub(super) user_id: Option<String>,
+}
+
+/// Resolves `target`: a username only to the user who has exactly that handle, never to
+/// someone who merely shows the name. Errors (no such user, nothing linked) go to the model,
+/// naming the people who show that name so the one who asked can say which is meant.
+pub(super) async fn resolve(store: &Store, target: &Target) -> Result<Resolved, ToolError> {
+    let name = match target {
+        Target::Channel { platform, .. } => {
+            return Ok(Resolved {
+                platforms: vec![*platform],
+                user_id: None,
+            });
         }
+        Target::User(name) => name,
+    };
+    let fail =
+        |e: crate::store::StoreError| ToolError::model(format!("cannot look up `{name}`: {e}"));
+    let Some(user) = store.user_by_username(name).await.map_err(fail)? else {
+        let showing = store.users_showing_name(name).await.map_err(fail)?;
+        return Err(ToolError::model(unknown_user(name, &showing)));
+    };
+    let identities = store.identities_of(&user.id).await.map_err(fail)?;
+    let platforms: Vec<ChannelType> = ChannelType::ALL
+        .into_iter()
+        .filter(|p| {
+            identities
+                .iter()
+                .any(|(platform, _)| platform == p.as_str())
+        })
+        .collect();
+    if platforms.is_empty() {
+        return Err(ToolError::model(format!(
+            "`{name}` has no linked Discord or Slack identity to notify"
+        )));
     }
+    Ok(Resolved {
+        platforms,
+        user_id: Some(user.id),
+    })
+}
+
+/// What the model hears about a username nobody has: never a guess at who was meant.
+fn unknown_user(name: &str, showing: &[crate::store::users::User]) -> String {
+    let how = "a username is a handle: `discord-<id>`, `slack-<id>` or `console-<name>` until \
+               its owner picks one with `rename` (everyone sees theirs with /whoami)";
+    if showing.is_empty() {
+        return format!(
+            "not sent: there is no user `{name}`; {how}. Ask the person who wants it sent for \
+             the exact username."
+        );
+    }
+    let handles: Vec<String> = showing
+        .iter()
+        .map(|u| format!("`{}`", u.username))
+        .collect();
+    format!(
+        "not sent: there is no user `{name}`, and `{name}` is ambiguous: it is the display name \
+         of {} ({}). Anyone can show any display name, so I do not pick one: ask the person who \
+         wants it sent which username is meant; {how}.",
+        if showing.len() == 1 {
+            "one account".to_owned()
+        } else {
+            format!("{} accounts", showing.len())
+        },
+        handles.join(", ")
+    )
 }
 
 /// What a gateway answered.

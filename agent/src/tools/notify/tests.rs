@@ -95,7 +95,8 @@ async fn notify(ctx: &ToolContext, args: Value) -> Result<ToolOutput, String> {
         .map_err(|e| e.to_string())
 }
 
-async fn alice(store: &Store) {
+/// Alice on Discord and Slack, who chose the name `alice`; her user id.
+async fn alice(store: &Store) -> String {
     let user = store
         .user_for_identity("discord", "1001", "alice")
         .await
@@ -105,6 +106,8 @@ async fn alice(store: &Store) {
         .redeem_link_code("slack", "U1001", "alice", &code)
         .await
         .unwrap();
+    store.rename_user(&user.id, "alice").await.unwrap();
+    user.id
 }
 
 #[tokio::test]
@@ -151,7 +154,8 @@ async fn prepare_checks_the_target_and_never_asks() {
 #[tokio::test]
 async fn a_dead_gateway_fails_over_to_the_next_and_the_token_is_for_channels() {
     let store = Store::memory().await.unwrap();
-    alice(&store).await;
+    let alice_id = alice(&store).await;
+    let bob = store.user_for_identity("slack", "U2", "Bob").await.unwrap();
     let (live, seen) = gateway(StatusCode::OK, sent(&["discord:@alice", "slack:@alice"])).await;
     // The dead node started first, so it is tried first.
     register(&store, "dead", dead().await, 1, &["discord", "slack"]).await;
@@ -159,7 +163,8 @@ async fn a_dead_gateway_fails_over_to_the_next_and_the_token_is_for_channels() {
     // A node without Discord is tried last even though it started before both.
     let (slack_only, slack_seen) = gateway(StatusCode::OK, sent(&[])).await;
     register(&store, "slack-only", slack_only, 0, &["slack"]).await;
-    let ctx = context(&store, true).await;
+    let mut ctx = context(&store, true).await;
+    ctx.user_id = Some(bob.id.clone());
     let out = notify(&ctx, json!({"message": "deploy done", "username": "alice"}))
         .await
         .unwrap();
@@ -173,7 +178,10 @@ async fn a_dead_gateway_fails_over_to_the_next_and_the_token_is_for_channels() {
         seen,
         vec![(
             "notify".to_owned(),
-            json!({"message": "deploy done", "username": "alice", "workstream": "slack:T1:C1:1.5"})
+            json!({
+                "message": "deploy done", "username": "alice", "workstream": "slack:T1:C1:1.5",
+                "user_id": alice_id, "requested_by": "slack-u2",
+            })
         )]
     );
     assert!(slack_seen.lock().unwrap().is_empty());
@@ -188,6 +196,26 @@ async fn unknown_people_and_refusals_are_errors_for_the_model() {
         .await
         .unwrap_err();
     assert!(e.contains("there is no user `nobody`"), "{e}");
+    // Someone who only shows the name "mallory" is not `mallory`: the model hears whom the
+    // name could mean and that it is not for it to pick, and nothing is sent.
+    store
+        .user_for_identity("discord", "666", "Mallory")
+        .await
+        .unwrap();
+    let (gw, seen) = gateway(StatusCode::OK, sent(&["discord:@mallory"])).await;
+    register(&store, "gw", gw, 1, &["discord"]).await;
+    let e = notify(&ctx, json!({"message": "x", "username": "mallory"}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("`mallory` is ambiguous")
+            && e.contains("`discord-666`")
+            && e.contains("I do not pick one"),
+        "{e}"
+    );
+    assert!(seen.lock().unwrap().is_empty(), "nothing reached a gateway");
+    assert_eq!(ctx.notify_budget.sent(), 0);
+    store.deregister_service("gw").await.unwrap();
     let (refusing, _) = gateway(
         StatusCode::BAD_REQUEST,
         json!({"error": "I don't post in channel 5"}),
