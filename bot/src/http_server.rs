@@ -47,7 +47,6 @@ pub async fn run(
     tracing::info!(
         %addr,
         header_read_timeout_ms = limits.header_read_timeout.as_millis() as u64,
-        max_connections = limits.max_connections,
         body_read_timeout_ms = limits.body_read_timeout.as_millis() as u64,
         max_connections = limits.max_connections,
         max_connections_per_peer = limits.max_connections_per_peer,

@@ -76,7 +76,9 @@ fn precheck(signature: Option<&str>, timestamp: Option<&str>, now: i64) -> Resul
     let (Some(signature), Some(timestamp)) = (signature, timestamp) else {
         return Err(HttpError::Unsigned);
     };
-    let hex = signature.strip_prefix("v0=").unwrap_or_default();
+    let Some(hex) = signature.strip_prefix("v0=") else {
+        return Err(HttpError::Unsigned);
+    };
     if signature.len() != SIGNATURE_LEN || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(HttpError::Unsigned);
     }
