@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 mod mcp;
 mod projects;
 mod redact;
+mod server;
 mod web;
 pub(crate) use mcp::read_mcp_json;
 pub use mcp::{
@@ -21,6 +22,7 @@ pub use mcp::{
 };
 pub use projects::{ProjectConfig, project_connectors};
 pub use redact::{redact_url, url_secrets};
+pub use server::ServerConfig;
 pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 
 /// Why the configuration could not be loaded. Shown to the operator at start-up.
@@ -175,39 +177,6 @@ impl AuthConfig {
         self.jwt_secret_env
             .as_deref()
             .unwrap_or("SANDPIPER_JWT_SECRET")
-    }
-}
-
-/// `[server]`
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// Address of the HTTP endpoints (`/health`); env `SANDPIPER_LISTEN`.
-    pub listen: std::net::SocketAddr,
-    /// How long a client may take to send a request's headers before the connection is
-    /// closed (slow-header clients hold connections open otherwise).
-    #[serde(with = "duration")]
-    pub header_read_timeout: Duration,
-    /// Largest request body accepted, in bytes; larger ones get 413.
-    pub max_body_bytes: usize,
-    /// Most connections served at once; further ones wait in the kernel's backlog.
-    pub max_connections: usize,
-    /// The URL other nodes reach this one at (the `services` registry; notify POSTs there);
-    /// env `SANDPIPER_ADVERTISE_URL`. Unset: `http://` + the bound address (loopback for a
-    /// wildcard bind), which only serves nodes on the same machine.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub advertise_url: Option<String>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 8090)),
-            header_read_timeout: Duration::from_secs(10),
-            max_body_bytes: 1024 * 1024,
-            max_connections: 256,
-            advertise_url: None,
-        }
     }
 }
 
@@ -698,16 +667,7 @@ impl Config {
                 })?;
             self.model.context_window = Some(tokens);
         }
-        if let Some(listen) = env.var("SANDPIPER_LISTEN") {
-            self.server.listen = listen.parse().map_err(|e| ConfigError::Invalid {
-                key: "server.listen".into(),
-                source_name: "SANDPIPER_LISTEN".into(),
-                message: format!("`{listen}` is not an address like 127.0.0.1:8090 ({e})"),
-            })?;
-        }
-        if let Some(url) = env.var("SANDPIPER_ADVERTISE_URL").filter(|u| !u.is_empty()) {
-            self.server.advertise_url = Some(url);
-        }
+        server::apply_env(&mut self.server, env)?;
         web::apply_env(&mut self.web, env);
         let key_env = self.model.effective_api_key_env();
         self.model.api_key = env.var(&key_env).map(Secret::new);
@@ -808,12 +768,7 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
-        if self.server.max_connections == 0 {
-            return Err(invalid(
-                "server.max_connections",
-                "must be at least 1".into(),
-            ));
-        }
+        server::validate(&self.server, source)?;
         if self.tools.max_output_bytes < 1024 {
             return Err(invalid(
                 "tools.max_output_bytes",

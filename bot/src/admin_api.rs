@@ -1,5 +1,6 @@
 //! The admin HTTP API on `sandpiper serve`'s port, behind a bearer service JWT with audience
-//! `sandpiper-admin` (see [`crate::service_jwt`]):
+//! `sandpiper-admin` (see [`crate::service_jwt`]), checked before a body is read. A node
+//! without a service secret does not serve these routes (404).
 //!
 //! - `GET`/`PATCH /v1/api/workstreams/{id}/connectors`: a thread's connector tier; `{id}` is
 //!   the workstream key as `/status` shows it (`discord:<thread id>`, URL-encoded).
@@ -13,8 +14,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Extension, Path, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -22,13 +23,12 @@ use sandpiper_agent::Agent;
 use sandpiper_agent::connectors::ConnectorView;
 use serde_json::{Value, json};
 
-use crate::service_jwt::{ADMIN_AUDIENCE, Claims, ServiceKey, verify_bearer};
+use crate::service_jwt::{ADMIN_AUDIENCE, Claims, Required, ServiceKey};
 
 /// What the handlers share.
 #[derive(Clone)]
 struct AdminState {
     agent: Agent,
-    key: Option<Arc<ServiceKey>>,
 }
 
 /// An API error: a status and a JSON `{"error": …}` body.
@@ -68,11 +68,12 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The admin routes. Without a key every request is refused with 401.
-pub fn router(agent: Agent, key: Option<ServiceKey>) -> Router {
-    let state = AdminState {
-        agent,
-        key: key.map(Arc::new),
+/// The admin routes, for tokens signed with `key`.
+pub fn router(agent: Agent, key: ServiceKey) -> Router {
+    let required = Required {
+        key: Arc::new(key),
+        audience: ADMIN_AUDIENCE,
+        route: "admin API",
     };
     Router::new()
         .route(
@@ -83,17 +84,11 @@ pub fn router(agent: Agent, key: Option<ServiceKey>) -> Router {
             "/v1/api/channels/{id}/connectors",
             get(get_channel).patch(patch_channel),
         )
-        .with_state(state)
-}
-
-fn authorize(state: &AdminState, headers: &HeaderMap) -> Result<Claims, ApiError> {
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    verify_bearer(state.key.as_deref(), header, ADMIN_AUDIENCE).map_err(|e| {
-        tracing::info!(error = %e, "admin API: request refused");
-        ApiError::Unauthorized(e.to_string())
-    })
+        .route_layer(axum::middleware::from_fn_with_state(
+            required,
+            crate::service_jwt::require,
+        ))
+        .with_state(AdminState { agent })
 }
 
 /// The tier's own list, the effective set and its source.
@@ -138,10 +133,8 @@ fn parse_body(body: &Value) -> Result<Option<Vec<String>>, ApiError> {
 
 async fn get_workstream(
     State(state): State<AdminState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    authorize(&state, &headers)?;
     let view = state.agent.workstream_connectors(&id).await?;
     if !view.exists {
         return Err(ApiError::NotFound(format!("no workstream `{id}`")));
@@ -151,11 +144,10 @@ async fn get_workstream(
 
 async fn patch_workstream(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(claims): Extension<Claims>,
     Path(id): Path<String>,
     Json(request): Json<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let claims = authorize(&state, &headers)?;
     let ids = parse_body(&request)?;
     let store = state.agent.store();
     if !store.set_workstream_connectors(&id, ids.as_deref()).await? {
@@ -184,10 +176,8 @@ fn check_channel(id: &str) -> Result<(), ApiError> {
 
 async fn get_channel(
     State(state): State<AdminState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    authorize(&state, &headers)?;
     check_channel(&id)?;
     let view = state.agent.channel_connectors(&id).await?;
     Ok(body(&id, &view.tiers.channel, &view))
@@ -195,11 +185,10 @@ async fn get_channel(
 
 async fn patch_channel(
     State(state): State<AdminState>,
-    headers: HeaderMap,
+    Extension(claims): Extension<Claims>,
     Path(id): Path<String>,
     Json(request): Json<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let claims = authorize(&state, &headers)?;
     check_channel(&id)?;
     let ids = parse_body(&request)?;
     let by = format!("service:{}", claims.sub);

@@ -1,23 +1,25 @@
 //! The HTTP server under `sandpiper serve`'s routes, hardened for a public port (Slack's Events
 //! API mode exposes it): a client must send its request headers within
-//! `header_read_timeout` (on every request of a kept-alive connection too), at most
-//! `max_connections` are served at once (further ones wait in the kernel's backlog), and a
-//! request body larger than `max_body_bytes` gets 413 whichever route reads it.
+//! `header_read_timeout` (on every request of a kept-alive connection too) and the whole body
+//! within `body_read_timeout` after them (else 408), at most `max_connections` are served at
+//! once (further ones wait in the kernel's backlog) and at most `max_connections_per_peer` from
+//! one host (further ones are refused with 503 at once), and a request body
+//! larger than `max_body_bytes` gets 413 whichever route reads it. Routes check who is asking
+//! before they read a body, so a client that sends headers and never the body holds a
+//! connection only on a route it may use, and only until the body deadline.
 //!
 //! `axum::serve` sets no header-read timeout, so connections are served with hyper's HTTP/1
 //! builder directly. HTTP/1 only: every client of these endpoints (Slack, load balancers,
 //! `curl`) speaks it, and HTTP/2 would need limits of its own.
+
+mod body;
+mod peers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use sandpiper_agent::config::ServerConfig;
@@ -45,16 +47,22 @@ pub async fn run(
     tracing::info!(
         %addr,
         header_read_timeout_ms = limits.header_read_timeout.as_millis() as u64,
+        body_read_timeout_ms = limits.body_read_timeout.as_millis() as u64,
         max_connections = limits.max_connections,
+        max_connections_per_peer = limits.max_connections_per_peer,
         max_body_bytes = limits.max_body_bytes,
         "HTTP endpoints listening"
     );
     let _ = bound.send(addr);
-    let max_body = limits.max_body_bytes;
+    let body_limits = body::BodyLimits {
+        max_bytes: limits.max_body_bytes,
+        read_timeout: limits.body_read_timeout,
+    };
     let router = router.layer(axum::middleware::from_fn(move |req, next| {
-        limit_body(req, next, max_body)
+        body::limit(req, next, body_limits)
     }));
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let per_peer = peers::PeerLimit::new(limits.max_connections_per_peer);
     loop {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => match slot {
@@ -74,11 +82,15 @@ pub async fn run(
             },
             () = shutdown.cancelled() => break,
         };
+        let Some(peer_slot) = per_peer.admit(peer.ip()) else {
+            refuse(&stream, peer);
+            continue;
+        };
         let service = TowerToHyperService::new(router.clone());
         let timeout = limits.header_read_timeout;
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slots = (slot, peer_slot);
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
@@ -108,27 +120,14 @@ pub async fn run(
     Ok(())
 }
 
-/// Refuses a body announced larger than `max` at once, and caps one that is streamed without a
-/// length: a route reading past `max` fails, and axum's extractors answer 413.
-async fn limit_body(req: Request, next: Next, max: usize) -> Response {
-    let announced = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > max as u64) {
-        return too_large(max);
-    }
-    let req = req.map(|body| Body::new(http_body_util::Limited::new(body, max)));
-    next.run(req).await
-}
-
-fn too_large(max: usize) -> Response {
-    (
-        StatusCode::PAYLOAD_TOO_LARGE,
-        axum::Json(serde_json::json!({
-            "error": format!("request body larger than {max} bytes")
-        })),
-    )
-        .into_response()
+/// Tells a peer over its cap so, as far as the socket takes it without waiting, and closes.
+fn refuse(stream: &tokio::net::TcpStream, peer: SocketAddr) {
+    tracing::debug!(%peer, "refused an HTTP connection: too many open from this peer");
+    let body = r#"{"error":"too many connections from your address"}"#;
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
 }

@@ -9,6 +9,8 @@
 //! - [`node`]: one running `sandpiper serve` node: platforms, endpoints, registry, shutdown.
 //! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`, `/ready`).
 //! - [`metrics`]: `GET /metrics` in the Prometheus text format.
+//! - [`ops_api`]: `/ready` and `/metrics` together, behind the operations token when one is
+//!   set (served on `[server] ops_listen` when that is set).
 //! - [`notify_api`]: `POST /v1/api/notify`: gateways deliver notifications, behind a service
 //!   JWT.
 //! - [`cluster`]: this node in a cluster: signals from other nodes, lease renewal, takeover of
@@ -19,16 +21,19 @@
 //! - [`single_node`]: the lock that keeps a second `serve` off a SQLite file.
 //! - [`service_jwt`]: HS256 service tokens (issuer, audience, short expiry), checked per
 //!   audience.
-//! - [`http_server`]: the server under them, with header-read timeout, connection and body
-//!   limits.
+//! - [`http_server`]: the server under them, with header and body deadlines, connection limits
+//!   (overall and per peer) and a body cap.
+//! - [`log_format`]: log lines whose request-borne fields cannot forge another line.
 
 pub mod admin_api;
 pub mod cluster;
 pub mod commands;
 pub mod http_server;
+pub mod log_format;
 pub mod metrics;
 pub mod node;
 pub mod notify_api;
+pub mod ops_api;
 pub mod registry;
 pub mod serve;
 pub mod service_jwt;

@@ -186,6 +186,7 @@ fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SANDPIPER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
+        .fmt_fields(sandpiper::log_format::EscapedFields::default())
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)

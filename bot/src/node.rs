@@ -43,6 +43,8 @@ pub struct Node {
     pub agent: Agent,
     /// Where the HTTP endpoints listen.
     pub addr: SocketAddr,
+    /// Where `/ready` and `/metrics` listen when `[server] ops_listen` puts them apart.
+    pub ops_addr: Option<SocketAddr>,
     /// The registry id of this node, when it serves notifications.
     pub service_id: Option<String>,
     discord: Option<DiscordChannel>,
@@ -51,6 +53,8 @@ pub struct Node {
     /// Stops the HTTP server alone (see [`Node::stop_http`]).
     http_stop: CancellationToken,
     server: JoinHandle<std::io::Result<()>>,
+    /// The server of `/ready` and `/metrics` on `[server] ops_listen`.
+    ops_server: Option<JoinHandle<std::io::Result<()>>>,
     registry: Option<JoinHandle<()>>,
     /// The watch runner; it stops on `shutdown`, releasing its claims.
     watches: JoinHandle<()>,
@@ -101,18 +105,30 @@ impl Node {
         let slack = SlackChannel::start(agent.clone(), channels.slack, shutdown.clone()).await?;
         let mcp = agent.mcp().clone();
         let health: HealthSource = Arc::new(move || crate::serve::health_of(&mcp));
-        let mut router: Router = crate::serve::router(health)
-            .merge(crate::serve::ready_router(ReadySource {
+        let ops = crate::ops_api::router(
+            ReadySource {
                 agent: agent.clone(),
                 platforms: probes(discord.as_ref(), slack.as_ref()),
-            }))
-            .merge(crate::metrics::router(agent.clone()));
-        if key.is_none() {
-            eprintln!(
-                "sandpiper: admin API (/v1/api) refuses every request: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
-            );
+            },
+            agent.clone(),
+            config.server.ops_token.clone(),
+        );
+        let mut router: Router = crate::serve::router(health);
+        let ops = match config.server.ops_listen {
+            Some(ops_listen) => Some((ops_listen, ops)),
+            None => {
+                router = router.merge(ops);
+                None
+            }
+        };
+        match &key {
+            Some(key) => {
+                router = router.merge(crate::admin_api::router(agent.clone(), key.clone()));
+            }
+            None => eprintln!(
+                "sandpiper: admin API (/v1/api) is off on this node: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
+            ),
         }
-        router = router.merge(crate::admin_api::router(agent.clone(), key.clone()));
         match &slack {
             Some(s) => match s.router() {
                 Some(events) => {
@@ -186,6 +202,49 @@ impl Node {
             }
         };
         eprintln!("sandpiper: serving http://{addr}/health");
+        let ops_server = match ops {
+            Some((ops_listen, ops)) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let limits = config.server.clone();
+                let stop = http_stop.clone();
+                let task = tokio::spawn(async move {
+                    crate::http_server::run(ops_listen, ops, &limits, stop, tx).await
+                });
+                match rx.await {
+                    Ok(ops_addr) => Some((ops_addr, task)),
+                    Err(_) => {
+                        shutdown.cancel();
+                        let e = match task.await {
+                            Ok(Err(e)) => e,
+                            _ => std::io::Error::other("the HTTP server ended before listening"),
+                        };
+                        return Err(NodeError::Listen(ops_listen, e));
+                    }
+                }
+            }
+            None => None,
+        };
+        let ops_addr = ops_server.as_ref().map(|(a, _)| *a);
+        let token = match config.server.ops_token.is_some() {
+            true => format!(
+                ", with the bearer token from {}",
+                config.server.effective_ops_token_env()
+            ),
+            false => String::new(),
+        };
+        match ops_addr {
+            Some(ops) => eprintln!(
+                "sandpiper: serving http://{ops}/ready and /metrics (not on {addr}){token}"
+            ),
+            None if !token.is_empty() => {
+                eprintln!("sandpiper: /ready and /metrics answer only{token}")
+            }
+            None if slack.as_ref().is_some_and(|s| s.router().is_some()) => eprintln!(
+                "sandpiper: /ready and /metrics answer anyone who reaches {addr}: on a public port set [server] ops_listen or {}",
+                config.server.effective_ops_token_env()
+            ),
+            None => {}
+        }
         // Every node registers; only one with a service secret as a gateway (offered to
         // the notify tool).
         let url = crate::registry::node_url(config.server.advertise_url.as_deref(), addr);
@@ -209,12 +268,14 @@ impl Node {
         Ok(Self {
             agent,
             addr,
+            ops_addr,
             service_id,
             discord,
             slack,
             shutdown,
             http_stop,
             server,
+            ops_server: ops_server.map(|(_, task)| task),
             registry,
             watches,
             cluster,
@@ -258,9 +319,15 @@ impl Node {
     pub async fn join(self, grace: Duration) -> NodeExit {
         let stop = self.shutdown.clone();
         let server = self.server;
+        let ops_server = self.ops_server;
         let served = async move {
             let served = server.await;
             stop.cancel();
+            if let Some(ops) = ops_server
+                && let Ok(Err(e)) = ops.await
+            {
+                tracing::warn!(error = %e, "the operations HTTP server failed");
+            }
             served
         };
         let discord = self.discord;

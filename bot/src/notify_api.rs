@@ -3,7 +3,8 @@
 //! ([`sandpiper_channels::notify::Notifier`]).
 //!
 //! Only a bearer service JWT with audience `sandpiper-channel` gets in (see
-//! [`crate::service_jwt`]); anything else is 401 with a JSON error. The body is the tool's
+//! [`crate::service_jwt`]), checked before the body is read; anything else is 401 with a JSON
+//! error. The body is the tool's
 //! parameters as JSON (`message`, optional `title`, `username` or `channel_type` +
 //! `channel_id`, the sending `workstream`, the resolved `user_id` and `requested_by`):
 //! malformed is 400, a username without a
@@ -13,49 +14,44 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, header};
+use axum::extract::{Extension, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use sandpiper_agent::notify::{NotifyRequest, NotifyResponse};
 use sandpiper_channels::notify::{DeliverError, Notifier};
 
 use crate::admin_api::ApiError;
-use crate::service_jwt::{CHANNEL_AUDIENCE, ServiceKey, verify_bearer};
+use crate::service_jwt::{CHANNEL_AUDIENCE, Claims, Required, ServiceKey};
 use sandpiper_agent::metrics::Metrics;
 
 /// What the handler shares.
 #[derive(Clone)]
 struct NotifyState {
     notifier: Notifier,
-    key: Arc<ServiceKey>,
     metrics: Metrics,
 }
 
 /// The notify route, on a node with a service key.
 pub fn router(notifier: Notifier, key: ServiceKey, metrics: Metrics) -> Router {
-    let state = NotifyState {
-        notifier,
+    let required = Required {
         key: Arc::new(key),
-        metrics,
+        audience: CHANNEL_AUDIENCE,
+        route: "notify",
     };
     Router::new()
         .route("/v1/api/notify", post(notify))
-        .with_state(state)
+        .route_layer(axum::middleware::from_fn_with_state(
+            required,
+            crate::service_jwt::require,
+        ))
+        .with_state(NotifyState { notifier, metrics })
 }
 
 async fn notify(
     State(state): State<NotifyState>,
-    headers: HeaderMap,
+    Extension(claims): Extension<Claims>,
     body: Bytes,
 ) -> Result<Json<NotifyResponse>, ApiError> {
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let claims = verify_bearer(Some(&state.key), header, CHANNEL_AUDIENCE).map_err(|e| {
-        tracing::info!(error = %e, "notify: request refused");
-        ApiError::Unauthorized(e.to_string())
-    })?;
     let request: NotifyRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::BadRequest(format!(
             "the body must be {{\"message\", \"title\"?, \"username\" | \"channel_type\" + \

@@ -32,7 +32,7 @@ impl Api {
     async fn start(agent: sandpiper_agent::Agent) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let router =
-            sandpiper::admin_api::router(agent, Some(ServiceKey::new(SECRET).expect("test setup")));
+            sandpiper::admin_api::router(agent, ServiceKey::new(SECRET).expect("test setup"));
         let stop = CancellationToken::new();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shutdown = stop.clone();

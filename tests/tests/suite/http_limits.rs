@@ -1,6 +1,7 @@
 //! The HTTP server of `sandpiper serve` holds up on a public port: clients that never finish
-//! their headers are cut off, connections are capped, and bodies are capped whichever route
-//! reads them. Raw TCP clients play the attacker.
+//! their headers or their bodies are cut off, connections are capped (overall and per peer),
+//! and bodies are capped whichever route reads them. Raw TCP clients play the attacker; one
+//! on another loopback address (127.0.0.2) plays a second host.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use axum::body::Bytes;
 use axum::routing::{get, post};
 use sandpiper_agent::config::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::WAIT;
@@ -58,6 +59,7 @@ fn limits(header_read_timeout: Duration, max_connections: usize) -> ServerConfig
     ServerConfig {
         header_read_timeout,
         max_connections,
+        max_connections_per_peer: max_connections,
         max_body_bytes: 1024,
         ..ServerConfig::default()
     }
@@ -187,5 +189,112 @@ async fn bodies_over_the_cap_get_413_with_or_without_a_length() {
     chunked.extend_from_slice(b"0\r\n\r\n");
     let streamed = exchange(server.addr, &chunked).await;
     assert!(streamed.starts_with("HTTP/1.1 413"), "{streamed}");
+    server.stop().await;
+}
+
+/// A connection to `addr` from `from` (a loopback address other than 127.0.0.1 is another
+/// host as far as the server can tell).
+async fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(format!("{from}:0").parse().expect("an address"))
+        .expect("binds a loopback source address");
+    socket.connect(addr).await.expect("connects")
+}
+
+/// Sends `request` on `s` and reads the answer head (up to the blank line), or what came
+/// before the server closed.
+async fn answer_on(s: &mut TcpStream, request: &[u8]) -> String {
+    s.write_all(request).await.expect("sends");
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !out.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout(WAIT, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("no answer within {WAIT:?}"),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_body_that_never_arrives_gets_408_at_the_deadline_and_the_connection_closes() {
+    let server = Server::start(ServerConfig {
+        body_read_timeout: Duration::from_millis(600),
+        ..limits(Duration::from_secs(30), 8)
+    })
+    .await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    let started = Instant::now();
+    let head = answer_on(
+        &mut s,
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly part",
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(5),
+        "answered after {took:?}"
+    );
+    assert!(
+        closed_within(&mut s, WAIT).await,
+        "the connection stayed open after the body deadline"
+    );
+    // A body sent in time, in pieces, is read whole.
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 10\r\n\r\nhello",
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let head = answer_on(&mut s, b"world").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn one_peer_cannot_hold_more_than_its_share_of_the_connections() {
+    let server = Server::start(ServerConfig {
+        max_connections_per_peer: 4,
+        ..limits(Duration::from_secs(30), 64)
+    })
+    .await;
+    // Another host holds its four connections open without a request.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(connect_from("127.0.0.2", server.addr).await);
+    }
+    let request = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    // Its fifth is refused at once, whether it says anything or not.
+    let mut fifth = connect_from("127.0.0.2", server.addr).await;
+    let started = Instant::now();
+    let refused = answer_on(&mut fifth, request).await;
+    assert!(
+        !refused.contains(" 200 "),
+        "the fifth connection of one peer was served: {refused}"
+    );
+    assert!(
+        refused.is_empty() || refused.starts_with("HTTP/1.1 503"),
+        "{refused}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Another host is served meanwhile.
+    let other = exchange(server.addr, request).await;
+    assert!(other.starts_with("HTTP/1.1 200"), "{other}");
+    // Once one of the four closes, the host may open another.
+    drop(held.pop());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut again = connect_from("127.0.0.2", server.addr).await;
+        let answer = answer_on(&mut again, request).await;
+        if answer.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no slot came free: {answer}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     server.stop().await;
 }

@@ -14,6 +14,7 @@ mod failures;
 mod fake_discord;
 mod fake_slack;
 mod file_access;
+mod http_hostile;
 mod http_limits;
 mod identity;
 mod intake;

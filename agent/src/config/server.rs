@@ -1,0 +1,204 @@
+//! `[server]`: the HTTP endpoints of `sandpiper serve` and the limits that keep them answering
+//! on a public port (Slack's Events API mode exposes it).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfigError, ConfigSource, Env, Secret, duration};
+
+/// The variable the operations token is read from when `ops_token_env` is unset.
+const DEFAULT_OPS_TOKEN_ENV: &str = "SANDPIPER_OPS_TOKEN";
+
+/// `[server]`
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address of the HTTP endpoints (`/health`); env `SANDPIPER_LISTEN`.
+    pub listen: SocketAddr,
+    /// How long a client may take to send a request's headers before the connection is
+    /// closed (slow-header clients hold connections open otherwise).
+    #[serde(with = "duration")]
+    pub header_read_timeout: Duration,
+    /// How long a client may take to send a whole request body once its headers are in;
+    /// later, the request gets 408 and the connection is closed (a client that announces a
+    /// body and never sends it would hold its connection otherwise).
+    #[serde(with = "duration")]
+    pub body_read_timeout: Duration,
+    /// Largest request body accepted, in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Most connections served at once; further ones wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// Most connections served at once from one peer (an IPv4 address, an IPv6 /64); further
+    /// ones are refused at once, so one host cannot take every slot. Behind a reverse proxy
+    /// every connection comes from the proxy: raise it to `max_connections` there.
+    pub max_connections_per_peer: usize,
+    /// A second address that alone serves `/ready` and `/metrics` (the public one then does
+    /// not); env `SANDPIPER_OPS_LISTEN`. Unset: they are on `listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_listen: Option<SocketAddr>,
+    /// The environment variable holding a bearer token that `/ready` and `/metrics` require
+    /// (`Authorization: Bearer <token>`); `SANDPIPER_OPS_TOKEN` when unset. No token set: they
+    /// answer anyone who reaches their address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_token_env: Option<String>,
+    /// The operations token, read from `ops_token_env` at load time. Never read from the file.
+    #[serde(skip_deserializing, skip_serializing_if = "Option::is_none")]
+    pub ops_token: Option<Secret>,
+    /// The URL other nodes reach this one at (the `services` registry; notify POSTs there);
+    /// env `SANDPIPER_ADVERTISE_URL`. Unset: `http://` + the bound address (loopback for a
+    /// wildcard bind), which only serves nodes on the same machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advertise_url: Option<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8090)),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(10),
+            max_body_bytes: 1024 * 1024,
+            max_connections: 256,
+            max_connections_per_peer: 32,
+            ops_listen: None,
+            ops_token_env: None,
+            ops_token: None,
+            advertise_url: None,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The variable the operations token is read from.
+    pub fn effective_ops_token_env(&self) -> &str {
+        self.ops_token_env
+            .as_deref()
+            .unwrap_or(DEFAULT_OPS_TOKEN_ENV)
+    }
+}
+
+fn address(value: &str, key: &str, var: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|e| ConfigError::Invalid {
+        key: key.into(),
+        source_name: var.into(),
+        message: format!("`{value}` is not an address like 127.0.0.1:8090 ({e})"),
+    })
+}
+
+/// `SANDPIPER_LISTEN`, `SANDPIPER_OPS_LISTEN`, `SANDPIPER_ADVERTISE_URL` and the token.
+pub(super) fn apply_env(server: &mut ServerConfig, env: &dyn Env) -> Result<(), ConfigError> {
+    if let Some(listen) = env.var("SANDPIPER_LISTEN") {
+        server.listen = address(&listen, "server.listen", "SANDPIPER_LISTEN")?;
+    }
+    if let Some(listen) = env.var("SANDPIPER_OPS_LISTEN").filter(|l| !l.is_empty()) {
+        server.ops_listen = Some(address(
+            &listen,
+            "server.ops_listen",
+            "SANDPIPER_OPS_LISTEN",
+        )?);
+    }
+    if let Some(url) = env.var("SANDPIPER_ADVERTISE_URL").filter(|u| !u.is_empty()) {
+        server.advertise_url = Some(url);
+    }
+    server.ops_token = env
+        .var(server.effective_ops_token_env())
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| Secret::new(t.trim()));
+    Ok(())
+}
+
+/// Checks `[server]` values.
+pub(super) fn validate(server: &ServerConfig, source: &ConfigSource) -> Result<(), ConfigError> {
+    let invalid = |key: &str, message: &str| ConfigError::Invalid {
+        key: key.into(),
+        source_name: source.to_string(),
+        message: message.into(),
+    };
+    if server.max_connections == 0 {
+        return Err(invalid("server.max_connections", "must be at least 1"));
+    }
+    if server.max_connections_per_peer == 0 {
+        return Err(invalid(
+            "server.max_connections_per_peer",
+            "must be at least 1 (set it to max_connections for no per-peer cap)",
+        ));
+    }
+    if server.body_read_timeout.is_zero() {
+        return Err(invalid("server.body_read_timeout", "must be more than 0"));
+    }
+    if server.ops_listen == Some(server.listen) && server.listen.port() != 0 {
+        return Err(invalid(
+            "server.ops_listen",
+            "must differ from server.listen (leave it unset to serve /ready and /metrics there)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_environment_sets_the_ops_address_and_token() {
+        let mut server = ServerConfig::default();
+        let env = [
+            ("SANDPIPER_OPS_LISTEN", "127.0.0.1:9100"),
+            ("SANDPIPER_OPS_TOKEN", " scrape-me "),
+        ];
+        apply_env(&mut server, &env).unwrap();
+        assert_eq!(server.ops_listen, Some("127.0.0.1:9100".parse().unwrap()));
+        assert_eq!(server.ops_token, Some(Secret::new("scrape-me")));
+        // A token named by ops_token_env replaces the default variable.
+        let mut named = ServerConfig {
+            ops_token_env: Some("METRICS_TOKEN".into()),
+            ..ServerConfig::default()
+        };
+        apply_env(&mut named, &[("SANDPIPER_OPS_TOKEN", "ignored")]).unwrap();
+        assert_eq!(named.ops_token, None);
+        let bad = apply_env(&mut server, &[("SANDPIPER_OPS_LISTEN", "nowhere")]);
+        assert!(
+            matches!(&bad, Err(ConfigError::Invalid { key, .. }) if key == "server.ops_listen"),
+            "{bad:?}"
+        );
+    }
+
+    #[test]
+    fn limits_of_zero_and_a_shared_ops_address_are_refused() {
+        let source = ConfigSource::Defaults;
+        let listen: SocketAddr = "0.0.0.0:8090".parse().unwrap();
+        for (key, server) in [
+            (
+                "server.max_connections_per_peer",
+                ServerConfig {
+                    max_connections_per_peer: 0,
+                    ..ServerConfig::default()
+                },
+            ),
+            (
+                "server.body_read_timeout",
+                ServerConfig {
+                    body_read_timeout: Duration::ZERO,
+                    ..ServerConfig::default()
+                },
+            ),
+            (
+                "server.ops_listen",
+                ServerConfig {
+                    listen,
+                    ops_listen: Some(listen),
+                    ..ServerConfig::default()
+                },
+            ),
+        ] {
+            let result = validate(&server, &source);
+            assert!(
+                matches!(&result, Err(ConfigError::Invalid { key: k, .. }) if k == key),
+                "{key}: {result:?}"
+            );
+        }
+        assert!(validate(&ServerConfig::default(), &source).is_ok());
+    }
+}
