@@ -425,6 +425,12 @@ impl Agent {
         }
     }
 
+    /// Whether workstream `key` was closed (`/close`): no turn runs in it any more, from a
+    /// person, a watch, a notification reply or a resumed approval.
+    pub async fn is_closed(&self, key: &str) -> Result<bool, AgentError> {
+        Ok(self.inner.store.is_closed(key).await?)
+    }
+
     /// Drops a workstream from memory; it is reloaded from the store when next used.
     pub fn forget(&self, workstream: &str) {
         self.inner.workstreams.evict(workstream);
