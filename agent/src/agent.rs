@@ -415,6 +415,7 @@ impl Agent {
             cancel,
             workstream: key.to_owned(),
             user_id: None,
+            thread_owner: None,
             store: Some(inner.store.clone()),
             mcp: Some(inner.mcp.clone()),
             child_env: inner.child_env.clone(),
