@@ -490,6 +490,7 @@ impl Agent {
             cancel,
             workstream: key.to_owned(),
             user_id: None,
+            thread_owner: None,
             store: Some(inner.store.clone()),
             mcp: Some(inner.mcp.clone()),
             child_env: inner.child_env.clone(),
@@ -498,6 +499,12 @@ impl Agent {
             notify_budget: Default::default(),
             metrics: inner.metrics.clone(),
         }
+    }
+
+    /// Whether workstream `key` was closed (`/close`): no turn runs in it any more, from a
+    /// person, a watch, a notification reply or a resumed approval.
+    pub async fn is_closed(&self, key: &str) -> Result<bool, AgentError> {
+        Ok(self.inner.store.is_closed(key).await?)
     }
 
     /// Drops a workstream from memory; it is reloaded from the store when next used.

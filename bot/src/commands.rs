@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(
             cut(lines[17]),
             "watch          yes           no     no          name         create (its command runs \
-             unattended, like bash)"
+             unattended, like bash); cancel, unless the thread's owner asked"
         );
         assert_eq!(lines[18], "");
         assert!(lines[19].contains("always-allow grant"), "{table}");

@@ -226,8 +226,16 @@ async fn hand_over<T: Thread>(place: &TurnPlace, thread: Arc<T>, node: &str, wor
     false
 }
 
+/// What a closed thread says, once per refused piece of work, when something other than a
+/// person (a watch that fired before `/close` ended it, a notification reply, a resumed
+/// approval) would start a turn in it.
+pub const CLOSED: &str = "🔒 This thread is closed, so nothing runs in it any more (its \
+                          watches ended when it was closed). Mention me in a channel to start a \
+                          new one.";
+
 /// Runs `work` in workstream `key` with the given sink and approver: a message (shown first
-/// as a notice when it is synthetic), or a resumption. Every channel's turns go through here.
+/// as a notice when it is synthetic), or a resumption. Every channel's turns go through here,
+/// so a closed workstream runs none: it says so ([`CLOSED`]) instead.
 pub async fn run_work(
     agent: &Agent,
     key: &str,
@@ -236,6 +244,11 @@ pub async fn run_work(
     approver: &dyn Approver,
     cancel: CancellationToken,
 ) -> Result<(), AgentError> {
+    if !matches!(work, Work::Notice(_)) && agent.is_closed(key).await? {
+        tracing::info!(workstream = key, "closed: the work was not run");
+        sink.event(TurnEvent::Notice(CLOSED.to_owned()));
+        return Ok(());
+    }
     match work {
         Work::Message {
             author,

@@ -354,6 +354,7 @@ impl Agent {
                 cancel: req.cancel.child_token(),
                 workstream: ws.key.clone(),
                 user_id: req.author.map(str::to_owned),
+                thread_owner: ws.owner.clone(),
                 store: Some(inner.store.clone()),
                 mcp: Some(inner.mcp.clone()),
                 child_env: inner.child_env.clone(),

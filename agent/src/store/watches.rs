@@ -332,6 +332,23 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Ends every watch of `workstream` still to run (active or paused) as cancelled: what
+    /// `/close` does, so a closed thread polls nothing more. How many were ended.
+    pub async fn cancel_workstream_watches(&self, workstream: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE watches SET state = $1, finished_at = $2, claimed_by = NULL, \
+             claimed_until = NULL WHERE workstream = $3 AND state IN ($4, $5)",
+        )
+        .bind(WatchState::Cancelled.as_str())
+        .bind(now_ms())
+        .bind(workstream)
+        .bind(WatchState::Active.as_str())
+        .bind(WatchState::Paused.as_str())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Claims up to `limit` due active watches of the workstreams `keys` matches, for `node`
     /// until `now + lease_ms`: a watch another node holds (lease not expired) is skipped, so
     /// each due watch is claimed once.

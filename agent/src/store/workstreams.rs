@@ -111,15 +111,32 @@ impl Store {
         Ok(())
     }
 
-    /// Marks a workstream closed (`/close`): its thread no longer gets answers. Its history
-    /// stays (recall still finds it).
+    /// Marks a workstream closed (`/close`): its thread no longer gets answers, and its
+    /// watches end (cancelled), so nothing polls or fires in it any more. Its history stays
+    /// (recall still finds it).
     pub async fn close_workstream(&self, key: &str) -> Result<(), StoreError> {
         sqlx::query("UPDATE workstreams SET closed_at = $1 WHERE key = $2 AND closed_at IS NULL")
             .bind(now_ms())
             .bind(key)
             .execute(self.pool())
             .await?;
+        let ended = self.cancel_workstream_watches(key).await?;
+        if ended > 0 {
+            tracing::info!(
+                workstream = key,
+                watches = ended,
+                "closed: its watches ended"
+            );
+        }
         Ok(())
+    }
+
+    /// Whether the workstream was closed (`/close`); an unknown one is not.
+    pub async fn is_closed(&self, key: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .workstream(key)
+            .await?
+            .is_some_and(|w| w.closed_at.is_some()))
     }
 
     /// Keys of every workstream, most recently active first.

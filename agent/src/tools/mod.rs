@@ -196,6 +196,9 @@ pub struct ToolContext {
     pub workstream: String,
     /// The user whose message is being answered (a sandpiper user id), when known.
     pub user_id: Option<String>,
+    /// The workstream's owner (who started the thread), when known: where a rule says "the
+    /// owner or an admin" (cancelling a watch), the owner's own call needs no approval.
+    pub thread_owner: Option<String>,
     /// The store, for tools that keep data (memory, recall). `None` in file-tool unit tests.
     pub store: Option<crate::store::Store>,
     /// Connected MCP servers (read_resource, use_prompt). `None` when none are configured.
@@ -235,6 +238,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             workstream: "test:workstream".into(),
             user_id: None,
+            thread_owner: None,
             store: None,
             mcp: None,
             child_env: Arc::new(crate::child_env::ChildEnv::for_tools(

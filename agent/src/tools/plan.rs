@@ -5,6 +5,12 @@
 //!
 //! A long plan (over [`LONG_PLAN_CHARS`]) goes into the thread as a file before the review
 //! card, and the card shows its beginning with a note naming the file: cards carry no files.
+//!
+//! The plan file obeys the file tools' rules ([`file`]): a link, a hard link or anything but
+//! a plain file in its place is refused (never followed into sandpiper's config, its database,
+//! `/proc` or another directory), as are paths `[tools] deny_read` covers. It is written
+//! before the review (so a rejected plan is still there for the next one to refine), and the
+//! review card says so; the write replaces what is in its place, never the file behind it.
 
 use std::path::PathBuf;
 
@@ -16,6 +22,8 @@ use crate::approvals::{ReviewAnswer, ReviewRequest, review};
 use crate::protocol::TurnEvent;
 use crate::subagent::{SubAgentJob, SubAgentKind, short_title};
 use crate::workstream::safe_name;
+
+mod file;
 
 /// The `plan` tool. Asks before it starts (its JSON says `auto_approve: false`), and its plan
 /// is reviewed after.
@@ -49,21 +57,24 @@ fn job_text(goal: &str, previous: Option<&str>) -> String {
     }
 }
 
-/// What the review card shows: the whole plan, or for a long one a note naming the attached
-/// file and where it is saved, then its beginning (the card cuts it).
+/// What the review card shows: that the plan is already saved (written before this review),
+/// then the whole plan, or for a long one a note naming the attached file and its beginning
+/// (the card cuts it).
 fn card_preview(plan: &str, file_name: &str) -> String {
+    let saved = format!("💾 Saved as {file_name} in the working directory before this review.");
     if plan.chars().count() <= LONG_PLAN_CHARS {
-        return plan.to_owned();
+        return format!("{saved}\n\n{plan}");
     }
     format!(
-        "📎 The whole plan ({} lines) is attached above as {file_name} and saved in the working \
-         directory. It begins:\n\n{plan}",
+        "{saved} 📎 The whole plan ({} lines) is attached above as {file_name}. It \
+         begins:\n\n{plan}",
         plan.lines().count()
     )
 }
 
-/// The result for the model: the decision, any note, where the plan is, and the plan.
-fn result_text(answer: &ReviewAnswer, plan: &str, file_name: &str) -> (String, bool) {
+/// The result for the model: the decision, any note, where the plan is (`saved`: the line
+/// that says whether it was saved), and the plan.
+fn result_text(answer: &ReviewAnswer, plan: &str, saved: &str) -> (String, bool) {
     let who = |by: &Option<String>| by.clone().unwrap_or_else(|| "the user".into());
     let (head, is_error) = match answer {
         ReviewAnswer::Accepted { by } => (
@@ -101,10 +112,7 @@ fn result_text(answer: &ReviewAnswer, plan: &str, file_name: &str) -> (String, b
         ),
         ReviewAnswer::Cancelled => ("The review was stopped.".to_owned(), true),
     };
-    (
-        format!("{head}\nThe plan is saved as {file_name} in the working directory.\n\n{plan}"),
-        is_error,
-    )
+    (format!("{head}\n{saved}\n\n{plan}"), is_error)
 }
 
 #[async_trait::async_trait]
@@ -151,16 +159,7 @@ impl Tool for Plan {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let previous = match tokio::fs::read_to_string(&path).await {
-            Ok(text) if !text.trim().is_empty() => Some(text),
-            Ok(_) => None,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(ToolError::model(format!(
-                    "cannot read the previous plan {file_name}: {e}"
-                )));
-            }
-        };
+        let previous = file::read_previous(ctx, &path).await?;
         let title = short_title(&args.prompt);
         let job = SubAgentJob {
             kind: SubAgentKind::Plan,
@@ -191,9 +190,7 @@ impl Tool for Plan {
         if let Err(e) = tokio::fs::create_dir_all(&ctx.workdir).await {
             tracing::warn!(workdir = %ctx.workdir.display(), error = %e, "cannot create the working directory");
         }
-        tokio::fs::write(&path, format!("{plan}\n"))
-            .await
-            .map_err(|e| ToolError::model(format!("cannot save the plan as {file_name}: {e}")))?;
+        file::save(ctx, &path, &format!("{plan}\n")).await?;
         if plan.chars().count() > LONG_PLAN_CHARS {
             turn.sink.event(TurnEvent::Attachment {
                 call_id: turn.call_id.to_owned(),
@@ -226,7 +223,8 @@ impl Tool for Plan {
         if answer == ReviewAnswer::Cancelled {
             return Err(ToolError::Cancelled);
         }
-        let (text, is_error) = result_text(&answer, plan, &file_name);
+        let saved = format!("The plan is saved as {file_name} in the working directory.");
+        let (text, is_error) = result_text(&answer, plan, &saved);
         Ok(ToolOutput {
             text,
             images: Vec::new(),
@@ -263,12 +261,16 @@ mod tests {
 
     #[test]
     fn a_long_plan_is_named_on_the_card_and_a_short_one_shown_whole() {
-        assert_eq!(card_preview("1. a\n2. b", "p.md"), "1. a\n2. b");
+        assert_eq!(
+            card_preview("1. a\n2. b", "p.md"),
+            "💾 Saved as p.md in the working directory before this review.\n\n1. a\n2. b"
+        );
         let long = "step\n".repeat(400);
         let preview = card_preview(&long, ".plan-x.md");
         assert!(
             preview.starts_with(
-                "📎 The whole plan (400 lines) is attached above as .plan-x.md and saved"
+                "💾 Saved as .plan-x.md in the working directory before this review. 📎 The \
+                 whole plan (400 lines) is attached above as .plan-x.md. It begins:"
             ),
             "{preview}"
         );
@@ -283,7 +285,7 @@ mod tests {
                 note: "use --no-owner".into(),
             },
             plan,
-            "p.md",
+            "The plan is saved as p.md in the working directory.",
         );
         assert!(!err);
         assert_eq!(
@@ -297,13 +299,13 @@ mod tests {
                 note: None,
             },
             plan,
-            "p.md",
+            "The plan is saved as p.md in the working directory.",
         );
         assert!(
             err && text.starts_with("The plan was rejected by alice."),
             "{text}"
         );
-        let (text, _) = result_text(&ReviewAnswer::Accepted { by: None }, plan, "p.md");
+        let (text, _) = result_text(&ReviewAnswer::Accepted { by: None }, plan, "saved");
         assert!(
             text.starts_with("The plan was accepted by the user."),
             "{text}"

@@ -1,6 +1,7 @@
 //! The `watch` tool: create, list and cancel this workstream's watches (see
 //! [`crate::watch`]). `create` asks a person, like bash, since the command runs unattended
-//! every interval; `list` and `cancel` do not. Every limit is checked in `prepare`, so a bad
+//! every interval; `list` does not; `cancel` asks unless the thread's owner asked for it (the
+//! rule of `/watch cancel`). Every limit is checked in `prepare`, so a bad
 //! watch is refused with a clear error before anyone is asked: an empty or blocklisted
 //! command, a name that cannot be typed in `/watch cancel`, an interval outside 10 s – 24 h,
 //! a `stop_on` outside the language (with its position), a `max_polls` out of range. The name
@@ -68,17 +69,28 @@ fn parse(args: &Args) -> Result<Action, ToolError> {
     }
 }
 
+/// Whether the message being answered is the thread owner's: only then does cancelling a
+/// watch go ahead unasked. Anyone else's message (a participant, a stranger, a watch or a
+/// notification with no person behind it) asks, and the card is decided by the owner or an
+/// approver, as `/watch cancel` is the owner's or an admin's. The agent cannot tell an admin
+/// from anyone else, so an admin's request asks too (the admin may approve it).
+fn asked_by_owner(ctx: &ToolContext) -> bool {
+    ctx.user_id.is_some() && ctx.user_id == ctx.thread_owner
+}
+
 #[async_trait::async_trait]
 impl Tool for WatchTool {
     type Args = Args;
     const USAGE: &'static str = "send {\"action\": \"create\", \"name\": \"ci\", \"command\": \"gh run list -L1 --json status\", \"stop_on\": \"data[0][\\\"status\\\"] == \\\"completed\\\"\"}";
-    const ASKS_FOR: Option<&'static str> = Some("create (its command runs unattended, like bash)");
+    const ASKS_FOR: Option<&'static str> = Some(
+        "create (its command runs unattended, like bash); cancel, unless the thread's owner asked",
+    );
 
     fn name(&self) -> &'static str {
         "watch"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
         Ok(match parse(args)? {
             Action::Create(spec) => Prepared {
                 header: format!("watch: {}", spec.summary()),
@@ -93,7 +105,7 @@ impl Tool for WatchTool {
             Action::Cancel(name) => Prepared {
                 header: format!("watch: cancel {name}"),
                 preview: String::new(),
-                ask: false,
+                ask: !asked_by_owner(ctx),
             },
         })
     }

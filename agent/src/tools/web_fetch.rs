@@ -2,11 +2,13 @@
 //!
 //! The fetch is SSRF-safe ([`ssrf`] decides which addresses may be reached, [`fetch`] makes
 //! sure only checked addresses are connected to, on every redirect); HTML becomes plain text
-//! with html2text; then one extra model call answers the question from the page, so the
+//! with html2text, cut at a depth limit, off the async runtime and under the same timeout and
+//! the turn's cancellation ([`html`]); then one extra model call answers the question from the page, so the
 //! conversation receives the answer rather than the whole page. Always asks (its JSON): it
 //! makes requests to the network on the model's say-so.
 
 mod fetch;
+mod html;
 mod ssrf;
 
 #[cfg(test)]
@@ -87,9 +89,11 @@ impl Tool for WebFetch {
         let limits = FetchLimits {
             max_bytes: web.max_fetch_bytes,
         };
+        // One deadline for fetching the page and converting it to text.
+        let deadline = tokio::time::Instant::now() + web.fetch_timeout;
         let fetched = tokio::select! {
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            result = tokio::time::timeout(web.fetch_timeout, fetch::fetch(url.clone(), &policy, limits)) => match result {
+            result = tokio::time::timeout_at(deadline, fetch::fetch(url.clone(), &policy, limits)) => match result {
                 Err(_) => return Err(ToolError::model(format!(
                     "fetching {url} took longer than {}s and was stopped",
                     web.fetch_timeout.as_secs()
@@ -101,7 +105,7 @@ impl Tool for WebFetch {
                 Ok(Ok(fetched)) => fetched,
             },
         };
-        let text = page_text(&fetched)?;
+        let text = page_text(&fetched, deadline, &ctx.cancel).await?;
         if !(200..300).contains(&fetched.status) {
             return Err(ToolError::model(format!(
                 "{} answered HTTP {}: {}",
@@ -143,14 +147,26 @@ impl Tool for WebFetch {
     }
 }
 
-/// The page as text: HTML through html2text, text types as they are; other types refused.
-fn page_text(fetched: &Fetched) -> Result<String, ToolError> {
+/// The page as text: HTML through html2text (bounded, off the runtime, until `deadline` or
+/// `cancel`: see [`html`]), text types as they are; other types refused.
+async fn page_text(
+    fetched: &Fetched,
+    deadline: tokio::time::Instant,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<String, ToolError> {
     let kind = fetched.content_type.as_deref().unwrap_or_default();
     let looks_html = kind.is_empty() && fetched.body.trim_ascii_start().starts_with(b"<");
     if kind.contains("html") || looks_html {
-        return html2text::config::plain_no_decorate()
-            .string_from_read(fetched.body.as_slice(), TEXT_WIDTH)
-            .map_err(|e| ToolError::model(format!("cannot read the HTML of the page: {e}")));
+        return html::text_of(fetched.body.clone(), TEXT_WIDTH, deadline, cancel)
+            .await
+            .map_err(|e| match e {
+                html::HtmlError::Cancelled => ToolError::Cancelled,
+                e @ html::HtmlError::TimedOut => ToolError::model(format!(
+                    "{e} (the fetch timeout covers fetching and converting {})",
+                    fetched.final_url
+                )),
+                e => ToolError::model(e.to_string()),
+            });
     }
     let textual = kind.is_empty()
         || kind.starts_with("text/")

@@ -265,7 +265,17 @@ impl Condition {
     /// Whether the condition holds for `poll` (its result's truthiness). Errors (a missing
     /// key, a type mismatch, the budget spent) are for the caller to report; they never hang.
     pub fn holds(&self, poll: &Poll<'_>) -> Result<bool, EvalError> {
-        eval::evaluate(&self.root, poll).map(|v| v.truthy())
+        eval::evaluate(&self.root, poll, None).map(|v| v.truthy())
+    }
+
+    /// [`Condition::holds`], giving up with [`EvalError::Budget`] once `deadline` has passed
+    /// (besides the step budget): the wall-clock cap of a poll's evaluation.
+    pub fn holds_until(
+        &self,
+        poll: &Poll<'_>,
+        deadline: std::time::Instant,
+    ) -> Result<bool, EvalError> {
+        eval::evaluate(&self.root, poll, Some(deadline)).map(|v| v.truthy())
     }
 }
 

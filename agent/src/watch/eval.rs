@@ -5,6 +5,7 @@
 
 use std::cmp::Ordering;
 use std::rc::Rc;
+use std::time::Instant;
 
 use super::condition::{Arith, Builtin, Cmp, Method, Node, Poll, TypeName, Var};
 use super::value::{Number, Value};
@@ -42,13 +43,19 @@ fn type_err<T>(msg: impl Into<String>) -> Result<T> {
     Err(EvalError::Type(msg.into()))
 }
 
-/// Evaluates `root` for `poll`.
-pub(super) fn evaluate(root: &Node, poll: &Poll<'_>) -> Result<Value> {
+/// How many steps pass between looks at the clock.
+const CLOCK_EVERY: u64 = 1024;
+
+/// Evaluates `root` for `poll`, giving up with [`EvalError::Budget`] once `deadline` has
+/// passed (looked at every [`CLOCK_EVERY`] steps) or the step budget is spent.
+pub(super) fn evaluate(root: &Node, poll: &Poll<'_>, deadline: Option<Instant>) -> Result<Value> {
     let mut ev = Evaluator {
         poll,
         output: Value::str(poll.output),
         data: None,
         steps: 0,
+        next_clock: CLOCK_EVERY,
+        deadline,
     };
     ev.eval(root)
 }
@@ -59,6 +66,9 @@ struct Evaluator<'p> {
     /// `data`, parsed on first use.
     data: Option<Value>,
     steps: u64,
+    /// The step count at which the clock is looked at next.
+    next_clock: u64,
+    deadline: Option<Instant>,
 }
 
 impl Evaluator<'_> {
@@ -68,7 +78,128 @@ impl Evaluator<'_> {
         if self.steps > STEP_BUDGET {
             return Err(EvalError::Budget(format!("more than {STEP_BUDGET} steps")));
         }
+        if self.steps >= self.next_clock {
+            self.next_clock = self.steps.saturating_add(CLOCK_EVERY);
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(EvalError::Budget("it ran out of time".into()));
+            }
+        }
         Ok(())
+    }
+
+    /// Python's `==`, charged one step per element compared (a dict against a dict of `n`
+    /// keys costs up to `n²`).
+    fn eq(&mut self, a: &Value, b: &Value) -> Result<bool> {
+        self.spend(1)?;
+        match (a, b) {
+            (Value::List(x), Value::List(y)) | (Value::Tuple(x), Value::Tuple(y)) => {
+                if x.len() != y.len() {
+                    return Ok(false);
+                }
+                for (i, j) in x.iter().zip(y.iter()) {
+                    if !self.eq(i, j)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            (Value::Dict(x), Value::Dict(y)) => {
+                if x.len() != y.len() {
+                    return Ok(false);
+                }
+                for (k, v) in x.iter() {
+                    match self.lookup(y, k)? {
+                        Some(v2) if self.eq(v, &v2)? => {}
+                        _ => return Ok(false),
+                    }
+                }
+                Ok(true)
+            }
+            (Value::Str(x), Value::Str(y)) => {
+                self.spend(x.len().min(y.len()) / 64)?;
+                Ok(x == y)
+            }
+            _ => Ok(a.py_eq(b)),
+        }
+    }
+
+    /// The value of `key` in `fields`, charged per key compared.
+    fn lookup(&mut self, fields: &[(Value, Value)], key: &Value) -> Result<Option<Value>> {
+        for (k, v) in fields {
+            if self.eq(k, key)? {
+                return Ok(Some(v.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The position of the first of `items` equal to `needle`, charged per comparison.
+    fn find(&mut self, items: &[Value], needle: &Value) -> Result<Option<usize>> {
+        for (i, item) in items.iter().enumerate() {
+            if self.eq(item, needle)? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Python's ordering of `a` and `b`, charged per element compared: `Ok(None)` when they
+    /// are unordered numbers (a NaN: every `<` is false, as in Python), a `TypeError` when
+    /// Python would raise one.
+    fn order(&mut self, a: &Value, b: &Value) -> Result<Option<Ordering>> {
+        self.spend(1)?;
+        if let (Some(x), Some(y)) = (a.number(), b.number()) {
+            return Ok(match (x, y) {
+                (Number::Int(x), Number::Int(y)) => Some(x.cmp(&y)),
+                _ => x.as_f64().partial_cmp(&y.as_f64()),
+            });
+        }
+        match (a, b) {
+            (Value::Str(x), Value::Str(y)) => {
+                self.spend(x.len().min(y.len()) / 64)?;
+                Ok(Some(x.cmp(y)))
+            }
+            (Value::List(x), Value::List(y)) | (Value::Tuple(x), Value::Tuple(y)) => {
+                for (i, j) in x.iter().zip(y.iter()) {
+                    if !self.eq(i, j)? {
+                        return self.order(i, j);
+                    }
+                }
+                Ok(Some(x.len().cmp(&y.len())))
+            }
+            _ => type_err(format!(
+                "'<' not supported between instances of '{}' and '{}'",
+                a.type_name(),
+                b.type_name()
+            )),
+        }
+    }
+
+    /// `a < b`.
+    fn less(&mut self, a: &Value, b: &Value) -> Result<bool> {
+        Ok(self.order(a, b)? == Some(Ordering::Less))
+    }
+
+    /// `sorted()`: a stable merge sort whose every comparison is charged and may fail. It
+    /// cannot panic whatever the comparisons say (NaN, mixed types), unlike `sort_by` with
+    /// an order that is not total.
+    fn sort(&mut self, items: Vec<Value>) -> Result<Vec<Value>> {
+        if items.len() <= 1 {
+            return Ok(items);
+        }
+        let mut right = items;
+        let left: Vec<Value> = right.drain(..right.len() / 2).collect();
+        let (left, right) = (self.sort(left)?, self.sort(right)?);
+        let mut out = Vec::with_capacity(left.len() + right.len());
+        let (mut l, mut r) = (left.into_iter().peekable(), right.into_iter().peekable());
+        while let (Some(a), Some(b)) = (l.peek(), r.peek()) {
+            // Stable: the right one goes first only when it is strictly smaller.
+            let next = if self.less(b, a)? { r.next() } else { l.next() };
+            out.extend(next);
+        }
+        out.extend(l);
+        out.extend(r);
+        Ok(out)
     }
 
     fn string(&mut self, s: String) -> Result<Value> {
@@ -235,8 +366,15 @@ impl Evaluator<'_> {
                     if matches!(k, Value::List(_) | Value::Dict(_)) {
                         return type_err(format!("unhashable type: '{}'", k.type_name()));
                     }
-                    match out.iter_mut().find(|(k2, _)| k2.py_eq(&k)) {
-                        Some(slot) => slot.1 = v,
+                    let mut slot = None;
+                    for (i, (k2, _)) in out.iter().enumerate() {
+                        if self.eq(k2, &k)? {
+                            slot = Some(i);
+                            break;
+                        }
+                    }
+                    match slot {
+                        Some(i) => out[i].1 = v,
                         None => out.push((k, v)),
                     }
                 }
@@ -340,23 +478,13 @@ impl Evaluator<'_> {
     }
 
     fn compare(&mut self, op: Cmp, l: &Value, r: &Value) -> Result<bool> {
-        let ordered = |want: fn(Ordering) -> bool| -> Result<bool> {
-            match l.py_cmp(r) {
-                Some(o) => Ok(want(o)),
-                None => type_err(format!(
-                    "'<' not supported between '{}' and '{}'",
-                    l.type_name(),
-                    r.type_name()
-                )),
-            }
-        };
         match op {
-            Cmp::Eq => Ok(l.py_eq(r)),
-            Cmp::NotEq => Ok(!l.py_eq(r)),
-            Cmp::Lt => ordered(Ordering::is_lt),
-            Cmp::LtE => ordered(Ordering::is_le),
-            Cmp::Gt => ordered(Ordering::is_gt),
-            Cmp::GtE => ordered(Ordering::is_ge),
+            Cmp::Eq => self.eq(l, r),
+            Cmp::NotEq => self.eq(l, r).map(|b| !b),
+            Cmp::Lt => Ok(self.order(l, r)?.is_some_and(Ordering::is_lt)),
+            Cmp::LtE => Ok(self.order(l, r)?.is_some_and(Ordering::is_le)),
+            Cmp::Gt => Ok(self.order(l, r)?.is_some_and(Ordering::is_gt)),
+            Cmp::GtE => Ok(self.order(l, r)?.is_some_and(Ordering::is_ge)),
             Cmp::In => self.contains(r, l),
             Cmp::NotIn => self.contains(r, l).map(|b| !b),
             Cmp::Is => Ok(identical(l, r)),
@@ -375,14 +503,8 @@ impl Evaluator<'_> {
                 "'in <string>' requires string as left operand, not {}",
                 other.type_name()
             )),
-            (Value::List(items) | Value::Tuple(items), n) => {
-                self.spend(items.len())?;
-                Ok(items.iter().any(|i| i.py_eq(n)))
-            }
-            (Value::Dict(fields), n) => {
-                self.spend(fields.len())?;
-                Ok(fields.iter().any(|(k, _)| k.py_eq(n)))
-            }
+            (Value::List(items) | Value::Tuple(items), n) => Ok(self.find(items, n)?.is_some()),
+            (Value::Dict(fields), n) => Ok(self.lookup(fields, n)?.is_some()),
             (other, _) => type_err(format!(
                 "argument of type '{}' is not iterable",
                 other.type_name()
@@ -392,14 +514,9 @@ impl Evaluator<'_> {
 
     fn index(&mut self, value: &Value, index: &Value) -> Result<Value> {
         match value {
-            Value::Dict(fields) => {
-                self.spend(fields.len())?;
-                fields
-                    .iter()
-                    .find(|(k, _)| k.py_eq(index))
-                    .map(|(_, v)| v.clone())
-                    .ok_or_else(|| EvalError::Key(index.py_repr()))
-            }
+            Value::Dict(fields) => self
+                .lookup(fields, index)?
+                .ok_or_else(|| EvalError::Key(index.short_repr())),
             Value::List(items) | Value::Tuple(items) => {
                 let i = position(int_index(index)?, items.len())
                     .ok_or_else(|| EvalError::Index("list index out of range".into()))?;
@@ -588,11 +705,8 @@ impl Evaluator<'_> {
             }
             (Value::Dict(fields), Method::Get) => {
                 arity(1, 2)?;
-                self.spend(fields.len())?;
-                Ok(fields
-                    .iter()
-                    .find(|(k, _)| k.py_eq(&args[0]))
-                    .map(|(_, v)| v.clone())
+                Ok(self
+                    .lookup(fields, &args[0])?
                     .unwrap_or_else(|| args.get(1).cloned().unwrap_or(Value::None)))
             }
             (Value::Dict(fields), Method::Keys) => {
@@ -613,19 +727,20 @@ impl Evaluator<'_> {
             }
             (Value::List(items) | Value::Tuple(items), Method::Index) => {
                 arity(1, 1)?;
-                self.spend(items.len())?;
-                items
-                    .iter()
-                    .position(|i| i.py_eq(&args[0]))
+                self.find(items, &args[0])?
                     .map(|p| Value::Int(i64::try_from(p).unwrap_or(i64::MAX)))
                     .ok_or_else(|| {
-                        EvalError::Value(format!("{} is not in list", args[0].py_repr()))
+                        EvalError::Value(format!("{} is not in list", args[0].short_repr()))
                     })
             }
             (Value::List(items) | Value::Tuple(items), Method::Count) => {
                 arity(1, 1)?;
-                self.spend(items.len())?;
-                let n = items.iter().filter(|i| i.py_eq(&args[0])).count();
+                let mut n = 0usize;
+                for item in items.iter() {
+                    if self.eq(item, &args[0])? {
+                        n += 1;
+                    }
+                }
                 Ok(Value::Int(i64::try_from(n).unwrap_or(i64::MAX)))
             }
             (other, m) => type_err(format!(
@@ -664,8 +779,15 @@ impl Evaluator<'_> {
             }
             Builtin::Str => match args.as_slice() {
                 [] => Ok(Value::str("")),
+                [Value::Str(s)] => Ok(Value::Str(s.clone())),
                 [v] => {
-                    let text = v.py_str();
+                    // Built only up to the cap: a large value is refused, not rendered first.
+                    let mut text = String::new();
+                    if !v.write_repr(&mut text, MAX_STRING) {
+                        return Err(EvalError::Budget(format!(
+                            "a string longer than {MAX_STRING} bytes"
+                        )));
+                    }
                     self.string(text)
                 }
                 _ => type_err("str() takes at most one argument"),
@@ -692,7 +814,7 @@ impl Evaluator<'_> {
                     .map_err(|_| {
                         EvalError::Value(format!(
                             "invalid literal for int(): {}",
-                            Value::Str(s.clone()).py_repr()
+                            Value::Str(s.clone()).short_repr()
                         ))
                     }),
                 other => type_err(format!(
@@ -710,7 +832,7 @@ impl Evaluator<'_> {
                         _ => t.parse::<f64>().map(Value::Float).map_err(|_| {
                             EvalError::Value(format!(
                                 "could not convert string to float: {}",
-                                Value::Str(s.clone()).py_repr()
+                                Value::Str(s.clone()).short_repr()
                             ))
                         }),
                     }
@@ -747,16 +869,9 @@ impl Evaluator<'_> {
                 for item in items {
                     best = Some(match best {
                         None => item,
-                        Some(b) => match item.py_cmp(&b) {
+                        Some(b) => match self.order(&item, &b)? {
                             Some(o) if o == want => item,
-                            Some(_) => b,
-                            None => {
-                                return type_err(format!(
-                                    "'<' not supported between '{}' and '{}'",
-                                    item.type_name(),
-                                    b.type_name()
-                                ));
-                            }
+                            _ => b,
                         },
                     });
                 }
@@ -773,27 +888,12 @@ impl Evaluator<'_> {
                 }))
             }
             Builtin::Sorted => {
-                let mut items = self.iterate(&one(&args, "sorted")?)?;
-                // n log n comparisons, charged up front.
+                let items = self.iterate(&one(&args, "sorted")?)?;
+                // n log n comparisons, charged up front; each comparison costs again.
                 let n = items.len();
                 self.spend(n.saturating_mul(usize::BITS as usize - n.leading_zeros() as usize))?;
-                let mut failed = None;
-                items.sort_by(|a, b| {
-                    a.py_cmp(b).unwrap_or_else(|| {
-                        failed.get_or_insert_with(|| {
-                            format!(
-                                "'<' not supported between '{}' and '{}'",
-                                a.type_name(),
-                                b.type_name()
-                            )
-                        });
-                        Ordering::Equal
-                    })
-                });
-                match failed {
-                    Some(msg) => type_err(msg),
-                    None => self.list(items),
-                }
+                let sorted = self.sort(items)?;
+                Ok(Value::List(Rc::new(sorted)))
             }
             // Compiled into its own node.
             Builtin::IsInstance => type_err("isinstance takes a value and a type"),

@@ -12,17 +12,20 @@
 //! The depth guard: when the workstream's last [`DEPTH_LIMIT`] user messages all came from
 //! watches, the next firing watch is paused instead, and the thread is told.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::Poll;
-use super::verdict::{self, Fired, Verdict};
+use super::verdict::{self, Fired, PollJudged, Verdict};
 use crate::Agent;
 use crate::store::watches::{KeyPattern, WatchRecord, WatchState};
-use crate::store::{StoreError, now_ms};
+use crate::store::{Store, StoreError, now_ms};
 use crate::tools::bash::{self, Ran};
 use crate::tools::{NoOutput, ToolError};
 
@@ -83,6 +86,38 @@ pub struct RunnerConfig {
     pub lease: Duration,
 }
 
+/// Runs `poll`, one poll of `watch`; if it panics, anywhere, the watch ends as failed and its
+/// thread is told, instead of the watch staying active and claimed, never polled again.
+/// Whether the poll ran to its end.
+pub async fn guard_poll(
+    store: &Store,
+    dispatch: &dyn Dispatch,
+    watch: &WatchRecord,
+    poll: impl Future<Output = ()>,
+) -> bool {
+    if AssertUnwindSafe(poll).catch_unwind().await.is_ok() {
+        return true;
+    }
+    tracing::error!(watch = %watch.id, "a watch's poll panicked; the watch is marked failed");
+    match store.finish_watch(&watch.id, WatchState::Failed).await {
+        Ok(true) => {
+            let notice = format!(
+                "⚠️ watch `{}` stopped: an internal error ended its poll; it is marked failed \
+                 and polls no more",
+                watch.watch.name
+            );
+            if let Err(e) = dispatch.deliver(&watch.watch.workstream, Delivery::Notice(notice)) {
+                tracing::warn!(watch = %watch.id, error = %e, "cannot tell the thread a watch failed");
+            }
+        }
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(watch = %watch.id, error = %e, "cannot mark a panicked watch failed")
+        }
+    }
+    false
+}
+
 /// Polls the watches of one process's workstreams until shut down.
 pub struct WatchRunner {
     agent: Agent,
@@ -135,7 +170,7 @@ impl WatchRunner {
                         for watch in due {
                             let r = runner.clone();
                             let cancel = shutdown.child_token();
-                            polls.spawn(async move { r.poll(watch, cancel).await });
+                            polls.spawn(async move { r.poll_guarded(watch, cancel).await });
                         }
                     }
                     // The database is away for a moment: the next tick tries again.
@@ -171,6 +206,19 @@ impl WatchRunner {
             .await
     }
 
+    /// [`WatchRunner::poll`] under [`guard_poll`].
+    async fn poll_guarded(&self, watch: WatchRecord, cancel: CancellationToken) {
+        let store = self.agent.store().clone();
+        let copy = watch.clone();
+        guard_poll(
+            &store,
+            self.dispatch.as_ref(),
+            &copy,
+            self.poll(watch, cancel),
+        )
+        .await;
+    }
+
     /// One poll of a claimed watch, and what follows from it.
     async fn poll(&self, watch: WatchRecord, cancel: CancellationToken) {
         let Some(ran) = self.run_command(&watch, cancel).await else {
@@ -182,12 +230,18 @@ impl WatchRunner {
             exit_code: ran.exit.code(),
             prev_output: watch.last_output.as_deref(),
         };
-        let verdict = verdict::judge(
-            watch.watch.stop_on.as_deref(),
-            &poll,
-            polls,
-            watch.watch.max_polls,
-        );
+        let verdict = verdict::judge_off_runtime(
+            PollJudged {
+                stop_on: watch.watch.stop_on.clone(),
+                output: ran.output.clone(),
+                exit_code: poll.exit_code,
+                prev_output: watch.last_output.clone(),
+                polls,
+                max_polls: watch.watch.max_polls,
+            },
+            verdict::EVAL_TIME_CAP,
+        )
+        .await;
         tracing::debug!(watch = %watch.id, polls, exit_code = poll.exit_code, ?verdict, "watch polled");
         let store = self.agent.store();
         let next = now_ms().saturating_add(watch.watch.poll_every_ms);

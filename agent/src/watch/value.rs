@@ -150,56 +150,105 @@ impl Value {
 
     /// Python's `repr()`.
     pub fn py_repr(&self) -> String {
+        let mut out = String::new();
+        self.write_repr(&mut out, usize::MAX);
+        out
+    }
+
+    /// `repr()` for an error message: at most about 200 bytes, cut with `…`.
+    pub(super) fn short_repr(&self) -> String {
+        const SHORT: usize = 200;
+        let mut out = String::new();
+        if !self.write_repr(&mut out, SHORT) {
+            out.push('…');
+        }
+        out
+    }
+
+    /// Appends `repr(self)` to `out` as long as `out` stays within `limit` bytes. Returns
+    /// `false` as soon as it would not (`out` then holds a cut prefix): the size of a result
+    /// is known before the whole of it is built, whatever the value.
+    pub(super) fn write_repr(&self, out: &mut String, limit: usize) -> bool {
+        let push = |out: &mut String, s: &str| -> bool {
+            if out.len().saturating_add(s.len()) > limit {
+                return false;
+            }
+            out.push_str(s);
+            true
+        };
         match self {
-            Value::None => "None".into(),
-            Value::Bool(true) => "True".into(),
-            Value::Bool(false) => "False".into(),
-            Value::Int(i) => i.to_string(),
-            Value::Float(f) => float_repr(*f),
+            Value::None => push(out, "None"),
+            Value::Bool(true) => push(out, "True"),
+            Value::Bool(false) => push(out, "False"),
+            Value::Int(i) => push(out, &i.to_string()),
+            Value::Float(f) => push(out, &float_repr(*f)),
             Value::Str(s) => {
                 let quote = if s.contains('\'') && !s.contains('"') {
                     '"'
                 } else {
                     '\''
                 };
-                let mut out = String::with_capacity(s.len() + 2);
-                out.push(quote);
+                let mut buf = [0u8; 4];
+                if !push(out, quote.encode_utf8(&mut buf)) {
+                    return false;
+                }
                 for c in s.chars() {
-                    match c {
-                        '\\' => out.push_str("\\\\"),
-                        '\n' => out.push_str("\\n"),
-                        '\r' => out.push_str("\\r"),
-                        '\t' => out.push_str("\\t"),
-                        c if c == quote => {
-                            out.push('\\');
-                            out.push(c);
-                        }
-                        c => out.push(c),
+                    let ok = match c {
+                        '\\' => push(out, "\\\\"),
+                        '\n' => push(out, "\\n"),
+                        '\r' => push(out, "\\r"),
+                        '\t' => push(out, "\\t"),
+                        c if c == quote => push(out, "\\") && push(out, c.encode_utf8(&mut buf)),
+                        c => push(out, c.encode_utf8(&mut buf)),
+                    };
+                    if !ok {
+                        return false;
                     }
                 }
-                out.push(quote);
-                out
+                push(out, quote.encode_utf8(&mut buf))
             }
-            Value::List(items) => format!("[{}]", join_repr(items)),
-            Value::Tuple(items) if items.len() == 1 => format!("({},)", items[0].py_repr()),
-            Value::Tuple(items) => format!("({})", join_repr(items)),
+            Value::List(items) => {
+                push(out, "[") && write_items(items, out, limit) && push(out, "]")
+            }
+            Value::Tuple(items) if items.len() == 1 => {
+                push(out, "(") && items[0].write_repr(out, limit) && push(out, ",)")
+            }
+            Value::Tuple(items) => {
+                push(out, "(") && write_items(items, out, limit) && push(out, ")")
+            }
             Value::Dict(fields) => {
-                let parts: Vec<String> = fields
-                    .iter()
-                    .map(|(k, v)| format!("{}: {}", k.py_repr(), v.py_repr()))
-                    .collect();
-                format!("{{{}}}", parts.join(", "))
+                if !push(out, "{") {
+                    return false;
+                }
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    if (i > 0 && !push(out, ", "))
+                        || !k.write_repr(out, limit)
+                        || !push(out, ": ")
+                        || !v.write_repr(out, limit)
+                    {
+                        return false;
+                    }
+                }
+                push(out, "}")
             }
         }
     }
 }
 
-fn join_repr(items: &[Value]) -> String {
-    items
-        .iter()
-        .map(Value::py_repr)
-        .collect::<Vec<_>>()
-        .join(", ")
+/// The reprs of `items`, separated by `, `, within `limit` (see [`Value::write_repr`]).
+fn write_items(items: &[Value], out: &mut String, limit: usize) -> bool {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            if out.len().saturating_add(2) > limit {
+                return false;
+            }
+            out.push_str(", ");
+        }
+        if !item.write_repr(out, limit) {
+            return false;
+        }
+    }
+    true
 }
 
 /// `repr(float)`: the shortest text that reads back, with `.0` on whole numbers.

@@ -2,6 +2,8 @@
 //! condition held, the output changed, or this was the last poll), or stop because the
 //! condition raised. Also the message a firing watch writes into its workstream.
 
+use std::time::{Duration, Instant};
+
 use super::{Condition, Poll};
 use crate::output::truncate_output;
 use crate::store::watches::{WATCH_MESSAGE_PREFIX, WatchRecord, WatchState};
@@ -41,15 +43,85 @@ pub enum Verdict {
     Fail(String),
 }
 
+/// Longest a condition's evaluation may take on the clock, besides its step budget.
+pub const EVAL_TIME_CAP: Duration = Duration::from_secs(2);
+
 /// Judges poll number `polls` (1-based) of a watch with `max_polls`, whose condition is
 /// `stop_on` (the stored source; `None` fires on a changed output).
 pub fn judge(stop_on: Option<&str>, poll: &Poll<'_>, polls: i64, max_polls: i64) -> Verdict {
+    judge_until(stop_on, poll, polls, max_polls, None)
+}
+
+/// What [`judge_off_runtime`] judges: one poll of one watch, owned so it can cross threads.
+#[derive(Debug, Clone)]
+pub struct PollJudged {
+    /// The condition's source (`None` fires on a changed output).
+    pub stop_on: Option<String>,
+    /// The poll's output.
+    pub output: String,
+    /// The poll's exit code.
+    pub exit_code: i64,
+    /// The previous poll's output.
+    pub prev_output: Option<String>,
+    /// This poll's number (1-based).
+    pub polls: i64,
+    /// The watch's `max_polls`.
+    pub max_polls: i64,
+}
+
+/// [`judge`] on a blocking thread, off the async runtime, capped at `cap` on the clock: a
+/// heavy condition never stalls the node's other tasks. A condition that runs out of time,
+/// and an evaluation that panics, fail the watch like a condition that raises.
+pub async fn judge_off_runtime(job: PollJudged, cap: Duration) -> Verdict {
+    let deadline = Instant::now() + cap;
+    let task = tokio::task::spawn_blocking(move || {
+        let poll = Poll {
+            output: &job.output,
+            exit_code: job.exit_code,
+            prev_output: job.prev_output.as_deref(),
+        };
+        judge_until(
+            job.stop_on.as_deref(),
+            &poll,
+            job.polls,
+            job.max_polls,
+            Some(deadline),
+        )
+    });
+    // The evaluator looks at the deadline itself; the extra second covers a thread that
+    // starts late on a busy machine.
+    match tokio::time::timeout(cap + Duration::from_secs(1), task).await {
+        Ok(Ok(verdict)) => verdict,
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "a watch condition's evaluation panicked");
+            Verdict::Fail("the condition could not be evaluated (an internal error)".into())
+        }
+        Err(_) => Verdict::Fail(format!(
+            "the condition did not finish within {} s",
+            cap.as_secs()
+        )),
+    }
+}
+
+fn judge_until(
+    stop_on: Option<&str>,
+    poll: &Poll<'_>,
+    polls: i64,
+    max_polls: i64,
+    deadline: Option<Instant>,
+) -> Verdict {
     let last = polls >= max_polls;
     let fired = match stop_on {
         Some(source) => {
             let holds = Condition::compile(source)
                 .map_err(|e| e.to_string())
-                .and_then(|c| c.holds(poll).map_err(|e| e.to_string()));
+                .and_then(|c| {
+                    match deadline {
+                        Some(d) => c.holds_until(poll, d),
+                        None => c.holds(poll),
+                    }
+                    .map_err(|e| e.to_string())
+                });
             match holds {
                 Ok(true) => Some(Fired::Condition),
                 Ok(false) => None,
@@ -141,6 +213,53 @@ mod tests {
             panic!("a condition that raises fails the watch");
         };
         assert!(e.contains("None"), "{e}");
+    }
+
+    fn heavy(cap_output_keys: usize) -> PollJudged {
+        let fields: Vec<String> = (0..cap_output_keys)
+            .map(|i| format!("\"k{i}\": {i}"))
+            .collect();
+        PollJudged {
+            stop_on: Some("data == data".into()),
+            output: format!("{{{}}}", fields.join(", ")),
+            exit_code: 0,
+            prev_output: None,
+            polls: 1,
+            max_polls: 100,
+        }
+    }
+
+    /// On a runtime with one thread, a task spawned before a heavy condition runs while the
+    /// condition is evaluated: evaluation happens elsewhere. (Inline, the task could only run
+    /// after `judge_off_runtime` returned.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_heavy_condition_does_not_block_other_tasks_and_fails_its_watch() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let ran = Arc::new(AtomicBool::new(false));
+        let other = tokio::spawn({
+            let ran = ran.clone();
+            async move { ran.store(true, Ordering::SeqCst) }
+        });
+        let verdict = judge_off_runtime(heavy(6_000), EVAL_TIME_CAP).await;
+        assert!(
+            ran.load(Ordering::SeqCst),
+            "another task ran while the condition was evaluated"
+        );
+        let Verdict::Fail(e) = verdict else {
+            panic!("a condition over its budget fails the watch: {verdict:?}");
+        };
+        assert!(e.contains("too much work"), "{e}");
+        other.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_wall_clock_cap_ends_an_evaluation() {
+        let verdict = judge_off_runtime(heavy(6_000), Duration::ZERO).await;
+        assert!(
+            matches!(&verdict, Verdict::Fail(e) if e.contains("ran out of time") || e.contains("did not finish")),
+            "{verdict:?}"
+        );
     }
 
     #[test]

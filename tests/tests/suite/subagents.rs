@@ -294,6 +294,52 @@ both_backends! {
         s.llm.verify();
     }
 
+    async fn a_plan_file_linked_to_the_config_or_out_of_the_workdir_is_refused_and_left_alone(db) {
+        let s = setup(&db, vec![
+            tool_call("p1", "plan", json!({"prompt": "Move the database"})),
+            text("The plan file is in the way."),
+            tool_call("p2", "plan", json!({"prompt": "Move the database"})),
+            text("Still in the way."),
+        ]).await;
+        let config_file = s.work.path().join("sandpiper.toml");
+        std::fs::write(&config_file, "[discord]\ntoken = \"bot-secret\"\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let notes = outside.path().join("notes.md");
+        std::fs::write(&notes, "private notes").unwrap();
+        let agent = harness::agent_protecting(s.config.clone(), vec![config_file.clone()]).await;
+        let dir = s.dir("console:links");
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = dir.join(".plan-console_3alinks.md");
+        std::os::unix::fs::symlink(&config_file, &plan).unwrap();
+
+        let console = ConsoleRun::start(agent.clone(), "links", "alice", false);
+        console.send("plan the move").await;
+        console.wait_for("approve plan: Move the database?", WAIT).await;
+        console.send("y").await;
+        console.wait_for("The plan file is in the way.", WAIT).await;
+        std::fs::remove_file(&plan).unwrap();
+        std::os::unix::fs::symlink(&notes, &plan).unwrap();
+        console.send("again").await;
+        console.wait_for("approve plan: Move the database?", WAIT).await;
+        console.send("y").await;
+        console.wait_for("Still in the way.", WAIT).await;
+        console.finish().await;
+
+        // No sub-agent ran: the model was called only by the top level, and neither the
+        // config nor the notes reached it or the thread.
+        let requests = s.llm.requests();
+        assert_eq!(requests.len(), 4);
+        let first = contents_with_role(&requests[1], "tool").pop().unwrap();
+        assert!(first.contains("refused") && first.contains("sandpiper's own configuration"), "{first}");
+        let second = contents_with_role(&requests[3], "tool").pop().unwrap();
+        assert!(second.contains("refused") && second.contains("leads outside this workstream's directory"), "{second}");
+        let everything = serde_json::to_string(&requests).unwrap();
+        assert!(!everything.contains("bot-secret") && !everything.contains("private notes"));
+        assert_eq!(std::fs::read_to_string(&config_file).unwrap(), "[discord]\ntoken = \"bot-secret\"\n");
+        assert_eq!(std::fs::read_to_string(&notes).unwrap(), "private notes");
+        s.llm.verify();
+    }
+
     async fn ctrl_c_in_the_console_stops_the_sub_agent_and_its_running_command(db) {
         let s = setup(&db, vec![
             tool_call("t1", "task", json!({"prompt": "Wait for the deploy"})),

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use sandpiper_agent::Agent;
 use sandpiper_agent::model::Message;
+use sandpiper_agent::protocol::{ApproveAll, TurnEvent};
 use sandpiper_agent::store::watches::{KeyPattern, NewWatch, WatchRecord, WatchState};
 use sandpiper_agent::watch::WatchRunner;
-use sandpiper_agent::watch::runner::{Delivery, Dispatch, DispatchError, RunnerConfig};
-use sandpiper_channels::thread::Starters;
+use sandpiper_agent::watch::runner::{Delivery, Dispatch, DispatchError, RunnerConfig, guard_poll};
+use sandpiper_channels::thread::{CLOSED, Starters, Work, run_work};
 use sandpiper_tests::both_backends;
 use sandpiper_tests::db::TestDb;
 use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button, response_text};
@@ -20,6 +21,7 @@ use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
 use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::fake_slack::{CHANNEL_ID, TEAM_ID};
 use sandpiper_tests::harness;
+use sandpiper_tests::harness::RecordingSink;
 use sandpiper_tests::slack_harness;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -332,6 +334,98 @@ both_backends! {
         for id in &ids {
             assert_eq!(a.store().watch(id).await.unwrap().unwrap().polls, 1, "polled once");
         }
+    }
+
+    async fn closing_a_thread_ends_its_watches_and_nothing_runs_in_it_after(db) {
+        let s = setup(&db, vec![]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let store = agent.store();
+        let ws = "discord:40";
+        store.ensure_workstream(ws, Some("alice")).await.unwrap();
+        let active = store.create_watch(&new_watch(ws, "ci", "echo done", Some("'done' in output"), 100)).await.unwrap();
+        let paused = store.create_watch(&new_watch(ws, "pr", "echo done", Some("'done' in output"), 100)).await.unwrap();
+        assert!(store.finish_watch(&paused.id, WatchState::Paused).await.unwrap());
+        store.ensure_workstream("discord:41", Some("alice")).await.unwrap();
+        let other = store.create_watch(&new_watch("discord:41", "ci", "echo x", Some("False"), 100)).await.unwrap();
+
+        store.close_workstream(ws).await.unwrap();
+        assert_eq!(wait_state(&agent, &active.id, WatchState::Cancelled).await.polls, 0);
+        wait_state(&agent, &paused.id, WatchState::Cancelled).await;
+        assert!(store.watches_of(ws).await.unwrap().is_empty(), "/watch list shows none");
+        assert_eq!(store.watch(&other.id).await.unwrap().unwrap().state, WatchState::Active, "another thread's watch goes on");
+        // The closed thread's watches are never claimed, and a resume cannot revive them.
+        make_due(&db, &active.id).await;
+        let claimed = store.claim_due_watches("node-x", &[KeyPattern::Exact(ws.into())], sandpiper_agent::store::now_ms(), 60_000, 10).await.unwrap();
+        assert!(claimed.is_empty(), "{claimed:?}");
+        assert!(store.resume_watch(ws, "pr").await.is_err());
+
+        // A fired watch's turn, a notification reply and a resumed approval queued before the
+        // close: none runs a turn; each says once that the thread is closed.
+        for work in [
+            Work::Message { author: None, text: "[watch ci fired after 1 poll(s)] done".into(), shown: Some("⏰ watch `ci` fired".into()) },
+            Work::Message { author: Some("bob".into()), text: "a reply to a notification".into(), shown: Some("↩️ reply from bob".into()) },
+            Work::Resume { author: Some("alice".into()) },
+        ] {
+            let sink = RecordingSink::default();
+            run_work(&agent, ws, work.clone(), &sink, &ApproveAll, CancellationToken::new()).await.unwrap();
+            assert_eq!(sink.events(), vec![TurnEvent::Notice(CLOSED.to_owned())], "{work:?}");
+        }
+        assert!(s.llm.requests().is_empty(), "no model call in a closed thread");
+        assert!(agent.history(ws).await.unwrap().is_empty(), "nothing was added to its history");
+    }
+
+    async fn a_poll_that_panics_marks_its_watch_failed_and_it_polls_no_more(db) {
+        let s = setup(&db, vec![]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let store = agent.store();
+        let ws = "discord:42";
+        store.ensure_workstream(ws, Some("alice")).await.unwrap();
+        let w = store.create_watch(&new_watch(ws, "ci", "echo done", Some("'done' in output"), 100)).await.unwrap();
+        let recorder = Recorder::default();
+        let ran = guard_poll(store, &recorder, &w, async { panic!("a bug in a poll") }).await;
+        assert!(!ran);
+        assert_eq!(wait_state(&agent, &w.id, WatchState::Failed).await.polls, 0);
+        let got = recorder.got();
+        assert_eq!(got.len(), 1, "{got:?}");
+        let Delivery::Notice(notice) = &got[0].1 else { panic!("a notice: {got:?}") };
+        assert_eq!(notice, "⚠️ watch `ci` stopped: an internal error ended its poll; it is marked failed and polls no more");
+        make_due(&db, &w.id).await;
+        let claimed = store.claim_due_watches("node-x", &[KeyPattern::Exact(ws.into())], sandpiper_agent::store::now_ms(), 60_000, 10).await.unwrap();
+        assert!(claimed.is_empty(), "a failed watch is not polled: {claimed:?}");
+        // A poll that ends normally is left alone.
+        let w2 = store.create_watch(&new_watch(ws, "ok", "echo done", None, 100)).await.unwrap();
+        assert!(guard_poll(store, &recorder, &w2, async {}).await);
+        assert_eq!(store.watch(&w2.id).await.unwrap().unwrap().state, WatchState::Active);
+    }
+
+    async fn a_heavy_condition_fails_its_watch_while_other_watches_go_on(db) {
+        let s = setup(&db, vec![]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let store = agent.store();
+        let ws = "discord:43";
+        store.ensure_workstream(ws, Some("alice")).await.unwrap();
+        // 4,000 keys (48 KB, under the 64 KiB a poll keeps): comparing the dict to itself is
+        // eight million key comparisons, far over the step budget.
+        let big = r#"{ printf '{'; seq -f '"k%g": 1,' 0 3998 | tr -d '\n'; printf '"end": 1}'; }"#;
+        let heavy = store.create_watch(&new_watch(ws, "heavy", big, Some("data == data"), 100)).await.unwrap();
+        let nan = store.create_watch(&new_watch(ws, "nan", "echo '[3, 1, 2]'", Some("sorted(data + [float('nan'), 'x']) == []"), 100)).await.unwrap();
+        let light = store.create_watch(&new_watch(ws, "light", "echo done", Some("'done' in output"), 100)).await.unwrap();
+        let recorder = Arc::new(Recorder::default());
+        let runner = Running::start(&agent, recorder.clone(), "node-a");
+        let got = recorder.wait_for(3).await;
+        runner.stop().await;
+        let find = |name: &str| got.iter().find(|(_, d)| match d {
+            Delivery::Notice(t) => t.contains(&format!("`{name}`")),
+            Delivery::Turn { text, .. } => text.contains(&format!("[watch {name} ")),
+        }).map(|(_, d)| d.clone()).unwrap_or_else(|| panic!("{name}: {got:?}"));
+        let Delivery::Notice(n) = find("heavy") else { panic!("heavy: {got:?}") };
+        assert!(n.starts_with("⚠️ watch `heavy` stopped: its condition failed on poll 1: the condition does too much work"), "{n}");
+        let Delivery::Notice(n) = find("nan") else { panic!("nan: {got:?}") };
+        assert!(n.contains("TypeError: '<' not supported between instances of"), "{n}");
+        assert!(turn_text(&find("light")).starts_with("[watch light fired after 1 poll(s)]"));
+        wait_state(&agent, &heavy.id, WatchState::Failed).await;
+        wait_state(&agent, &nan.id, WatchState::Failed).await;
+        wait_state(&agent, &light.id, WatchState::Fired).await;
     }
 }
 

@@ -19,7 +19,7 @@ fn refusal(args: serde_json::Value) -> String {
 }
 
 #[test]
-fn create_asks_list_and_cancel_do_not() {
+fn create_asks_and_list_does_not() {
     let create = prepare(json!({
         "action": "create", "name": "pr-review", "command": "gh pr view 7 --json state",
         "poll_every": "1m", "stop_on": "data[\"state\"] == \"MERGED\""
@@ -33,8 +33,37 @@ fn create_asks_list_and_cancel_do_not() {
     assert!(create.preview.contains("gh pr view 7 --json state"));
     let list = prepare(json!({"action": "list"})).expect("valid");
     assert!(!asks("watch", &list));
+    // Nobody known behind the call (a watch's turn, a notification): cancel asks.
     let cancel = prepare(json!({"action": "cancel", "name": "pr-review"})).expect("valid");
-    assert!(!asks("watch", &cancel));
+    assert!(asks("watch", &cancel));
+}
+
+/// The rule of `/watch cancel` (the owner, or someone allowed to decide): the owner's own
+/// request cancels at once; an approver's, a participant's or a stranger's asks, so the card
+/// goes to the owner or an approver.
+#[test]
+fn cancel_asks_unless_the_thread_owner_asked() {
+    let dir = std::env::temp_dir();
+    let args = json!({"action": "cancel", "name": "pr-review"});
+    for (who, asked) in [
+        ("alice", false),
+        ("oncall-approver", true),
+        ("participant-bob", true),
+        ("stranger-mallory", true),
+    ] {
+        let mut ctx = ToolContext::for_test(&dir);
+        ctx.thread_owner = Some("alice".into());
+        ctx.user_id = Some(who.into());
+        let prepared = prepare_json(WatchTool, args.clone(), &ctx)
+            .expect("valid")
+            .prepared;
+        assert_eq!(asks("watch", &prepared), asked, "{who}");
+    }
+    // A thread with no known owner: nobody matches it.
+    let mut ctx = ToolContext::for_test(&dir);
+    ctx.user_id = Some("alice".into());
+    let prepared = prepare_json(WatchTool, args, &ctx).expect("valid").prepared;
+    assert!(asks("watch", &prepared));
 }
 
 #[test]

@@ -309,3 +309,160 @@ proptest! {
         }
     }
 }
+
+/// A JSON object of `n` keys, as a poll's output.
+fn big_object(n: usize) -> String {
+    let fields: Vec<String> = (0..n).map(|i| format!("\"key{i}\": {i}")).collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
+#[test]
+fn heavy_work_over_large_data_is_charged_and_stops_at_the_budget() {
+    let object = big_object(6_000);
+    let p = poll(&object);
+    let list = format!(
+        "[{}]",
+        (0..6_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let lp = poll(&list);
+    for (condition, p) in [
+        // Comparing a 6,000-key dict to itself is 18 million key comparisons.
+        ("data == data", &p),
+        ("data != data", &p),
+        ("[data, data] == [data, data]", &p),
+        ("(data, 1) < (data, 2)", &p),
+        ("data in [data]", &p),
+        ("[data].count(data) == 1", &p),
+        ("{data['key1']: 1} == {1: 1} and data == data", &p),
+        (
+            "sorted(data) == sorted(data) and sorted(data) == sorted(data) and sorted(data) == sorted(data) and sorted(data) == sorted(data)",
+            &lp,
+        ),
+    ] {
+        let c = Condition::compile(condition).unwrap_or_else(|e| panic!("{condition}: {e}"));
+        let err = c.holds(p).expect_err(condition);
+        assert!(matches!(err, EvalError::Budget(_)), "{condition}: {err}");
+    }
+    // A small dict compares fine, and cheap work on the big one is allowed.
+    assert!(holds("{'a': 1, 'b': [2]} == {'b': [2], 'a': 1}", &p));
+    assert!(holds("len(data) == 6000 and data['key5999'] == 5999", &p));
+}
+
+#[test]
+fn str_of_a_large_value_is_refused_before_it_is_built() {
+    // Three copies of 100 KiB, with its newlines escaped, are more than the cap: refused,
+    // not rendered and then measured.
+    let chunk = "y\n".repeat(50 * 1024);
+    let p = poll(&chunk);
+    let c = Condition::compile("len(str([output, output, output])) > 0").unwrap();
+    let err = c.holds(&p).unwrap_err();
+    assert!(matches!(err, EvalError::Budget(_)), "{err}");
+    assert!(err.to_string().contains("string longer than"), "{err}");
+    // A KeyError quotes a short repr of the key, not the whole value.
+    let object = big_object(2_000);
+    let err = Condition::compile("{1: 2}[str(data)]")
+        .unwrap()
+        .holds(&poll(&object))
+        .unwrap_err();
+    assert!(err.to_string().len() < 400, "{err}");
+}
+
+#[test]
+fn sorting_nan_and_mixed_types_raises_or_sorts_but_never_panics() {
+    for (condition, expected) in [
+        (
+            "sorted([3, float('nan'), 1, float('nan'), 2]) != []",
+            Ok(true),
+        ),
+        (
+            "len(sorted([float('nan'), 1.5, -2, float('nan'), 7])) == 5",
+            Ok(true),
+        ),
+        ("float('nan') < 1 or float('nan') >= 1", Ok(false)),
+        ("max([float('nan'), 1]) != 5", Ok(true)),
+        (
+            "sorted([[1, 'a'], [1, 2]])",
+            Err("'<' not supported between instances of"),
+        ),
+        ("sorted([1, 'a', None, 2.5])", Err("not supported")),
+        ("sorted([(1,), [1]])", Err("not supported")),
+        (
+            "sorted(['b', 'a']) == ['a', 'b'] and sorted([2, 1.5, True]) == [True, 1.5, 2]",
+            Ok(true),
+        ),
+        (
+            "sorted([(2, 'b'), (1, 'z'), (2, 'a')]) == [(1, 'z'), (2, 'a'), (2, 'b')]",
+            Ok(true),
+        ),
+    ] {
+        let c = Condition::compile(condition).unwrap_or_else(|e| panic!("{condition}: {e}"));
+        match (c.holds(&poll("")), expected) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{condition}"),
+            (Err(e), Err(want)) => assert!(e.to_string().contains(want), "{condition}: {e}"),
+            (got, want) => panic!("{condition}: got {got:?}, expected {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_deadline_in_the_past_stops_a_long_evaluation() {
+    let list = format!(
+        "[{}]",
+        (0..15_000)
+            .map(|i| (i % 7).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let c = Condition::compile("sorted(data) == sorted(data)").unwrap();
+    let err = c
+        .holds_until(&poll(&list), std::time::Instant::now())
+        .unwrap_err();
+    assert_eq!(err, EvalError::Budget("it ran out of time".into()));
+}
+
+fn json_values() -> impl Strategy<Value = String> {
+    let atom = prop::sample::select(vec![
+        "1",
+        "-3",
+        "2.5",
+        "1e308",
+        "-0.0",
+        "\"a\"",
+        "\"\"",
+        "null",
+        "true",
+        "false",
+        "[]",
+        "[1, \"x\"]",
+        "[[1], [\"a\"]]",
+        "{}",
+        "{\"k\": 1}",
+    ]);
+    prop::collection::vec(atom, 0..40).prop_map(|items| format!("[{}]", items.join(", ")))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Sorting, ordering and comparing any mix of values (with NaN added) ends in a value or
+    /// an error, never a panic.
+    #[test]
+    fn ordering_any_mix_of_values_never_panics(json in json_values()) {
+        for condition in [
+            "sorted(data)",
+            "sorted(data + [float('nan')])",
+            "sorted([float('nan')] + data + [float('nan')])",
+            "min(data + [float('nan')])",
+            "max(data)",
+            "data < sorted(data)",
+            "data == sorted(data)",
+            "str(data)",
+        ] {
+            let c = Condition::compile(condition).unwrap();
+            let _ = c.holds(&Poll { output: &json, exit_code: 0, prev_output: None });
+        }
+    }
+}
