@@ -341,6 +341,7 @@ impl Agent {
     ) -> Result<bool, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
+        let max_output_bytes = self.output_bytes().await;
         ensure_workdir(&ws.workdir).await;
         let batch = Batch {
             registry: &inner.registry,
@@ -348,7 +349,7 @@ impl Agent {
             tool_ctx: ToolContext {
                 workdir: ws.workdir.clone(),
                 paths: inner.paths.clone(),
-                config: inner.tools_config.clone(),
+                config: self.tools_config_for_window(max_output_bytes),
                 capabilities: config.model.capabilities,
                 files_read: ws.files_read.clone(),
                 cancel: req.cancel.child_token(),
@@ -370,7 +371,7 @@ impl Agent {
             grants: &ws.grants,
             approval_timeout: config.approval.timeout,
             max_parallel: config.tools.max_parallel,
-            max_output_bytes: self.output_bytes().await,
+            max_output_bytes,
             sink: req.sink,
             approver,
             tool_search: tools.client_search(),
@@ -400,6 +401,23 @@ impl Agent {
         let window = self.context_window().await;
         let half = (window.tokens as f64 * self.inner.gauge.bytes_per_token() / 2.0) as usize;
         self.inner.config.tools.max_output_bytes.min(half.max(1024))
+    }
+
+    /// The tools' settings with `max_output_bytes` as the output cap, so a tool cuts its own
+    /// output (and says how large it was in all) to what the window allows, rather than
+    /// having its cut cut again.
+    fn tools_config_for_window(
+        &self,
+        max_output_bytes: usize,
+    ) -> std::sync::Arc<crate::config::ToolsConfig> {
+        let config = &self.inner.tools_config;
+        if config.max_output_bytes <= max_output_bytes {
+            return config.clone();
+        }
+        std::sync::Arc::new(crate::config::ToolsConfig {
+            max_output_bytes,
+            ..(**config).clone()
+        })
     }
 
     /// A new message arrived while tool calls of an interrupted turn still wait: they will not

@@ -18,6 +18,100 @@ pub(super) const MAX_DEPTH: usize = 48;
 /// Deepest nesting of tables inside tables kept.
 pub(super) const MAX_TABLE_DEPTH: usize = 3;
 
+/// Deepest nesting of tags passed to the HTML parser: html5ever's tree builder looks through
+/// the stack of open elements at every tag, so a page nested 100,000 deep took minutes to
+/// parse. Tags deeper than this are dropped before parsing (their text stays).
+pub(super) const MAX_SOURCE_DEPTH: usize = 256;
+
+/// Drops the tags of `html` nested deeper than `max` (and their closing tags), keeping all
+/// text, in one pass over the bytes. Comments, doctypes and the raw text of `script` and
+/// `style` are passed through untouched; void elements and `/>` open nothing. Unclosed
+/// elements (`<p>`, `<li>`) count as open, which only flattens a page sooner.
+pub(super) fn flatten_deep(html: &[u8], max: usize) -> std::borrow::Cow<'_, [u8]> {
+    const VOID: &[&[u8]] = &[
+        b"area", b"base", b"br", b"col", b"embed", b"hr", b"img", b"input", b"link", b"meta",
+        b"source", b"track", b"wbr",
+    ];
+    let find = |from: usize, needle: &[u8]| {
+        html[from..]
+            .windows(needle.len())
+            .position(|w| w.eq_ignore_ascii_case(needle))
+            .map(|p| from + p)
+    };
+    let mut out: Option<Vec<u8>> = None;
+    let mut depth = 0usize;
+    let mut dropped = 0usize;
+    let mut copied = 0usize;
+    let mut i = 0usize;
+    while let Some(p) = html[i..].iter().position(|b| *b == b'<').map(|p| i + p) {
+        let rest = &html[p + 1..];
+        let closing = rest.first() == Some(&b'/');
+        let name_start = p + 1 + usize::from(closing);
+        let name_len = html[name_start..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+        if rest.starts_with(b"!--") {
+            i = find(p + 4, b"-->").map_or(html.len(), |e| e + 3);
+            continue;
+        }
+        if name_len == 0 {
+            i = p + 1;
+            continue;
+        }
+        let end = html[p..]
+            .iter()
+            .position(|b| *b == b'>')
+            .map_or(html.len(), |e| p + e + 1);
+        let name = &html[name_start..name_start + name_len];
+        let self_closing = end >= 2 && html[end - 2] == b'/';
+        let void = VOID.iter().any(|v| v.eq_ignore_ascii_case(name));
+        let keep = if closing {
+            if dropped > 0 && depth > max {
+                dropped -= 1;
+                depth -= 1;
+                false
+            } else {
+                depth = depth.saturating_sub(1);
+                true
+            }
+        } else if void || self_closing {
+            true
+        } else {
+            depth += 1;
+            if depth > max {
+                dropped += 1;
+                false
+            } else {
+                true
+            }
+        };
+        if !keep {
+            let buf = out.get_or_insert_with(|| Vec::with_capacity(html.len()));
+            buf.extend_from_slice(&html[copied..p]);
+            copied = end;
+        }
+        i = end;
+        // Raw text: nothing inside is a tag.
+        if !closing && (name.eq_ignore_ascii_case(b"script") || name.eq_ignore_ascii_case(b"style"))
+        {
+            let close: &[u8] = if name.eq_ignore_ascii_case(b"script") {
+                b"</script"
+            } else {
+                b"</style"
+            };
+            i = find(i, close).unwrap_or(html.len());
+        }
+    }
+    match out {
+        None => std::borrow::Cow::Borrowed(html),
+        Some(mut buf) => {
+            buf.extend_from_slice(&html[copied..]);
+            std::borrow::Cow::Owned(buf)
+        }
+    }
+}
+
 /// Why a page has no text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum HtmlError {
@@ -73,7 +167,8 @@ pub(super) fn convert(body: &[u8], width: usize, stop: &AtomicBool) -> Result<St
     };
     let unreadable = |e: html2text::Error| HtmlError::Unreadable(e.to_string());
     let config = html2text::config::plain_no_decorate();
-    let dom = config.parse_html(body).map_err(unreadable)?;
+    let flat = flatten_deep(body, MAX_SOURCE_DEPTH);
+    let dom = config.parse_html(&flat[..]).map_err(unreadable)?;
     stopped()?;
     let cut = cut_deep(&dom.document);
     stopped()?;
@@ -161,6 +256,28 @@ mod tests {
         // Shallow pages are not touched.
         let text = convert(b"<p>hello <b>world</b></p>", 120, &AtomicBool::new(false)).unwrap();
         assert_eq!(text.trim(), "hello world");
+    }
+
+    #[test]
+    fn tags_nested_too_deep_are_dropped_before_parsing_and_their_text_stays() {
+        let page = format!(
+            "<p>{}deep<br/>text{}</p>",
+            "<div>".repeat(10),
+            "</div>".repeat(10)
+        );
+        let flat = flatten_deep(page.as_bytes(), 4);
+        assert_eq!(
+            String::from_utf8_lossy(&flat),
+            "<p><div><div><div>deep<br/>text</div></div></div></p>"
+        );
+        let script = b"<div><script>if (a<b) {}</script><!-- <div> -->x</div>";
+        assert!(matches!(
+            flatten_deep(script, 5),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        let page = format!("{}{}", "<span>".repeat(200_000), "end");
+        let flat = flatten_deep(page.as_bytes(), MAX_SOURCE_DEPTH);
+        assert_eq!(flat.len(), "<span>".len() * MAX_SOURCE_DEPTH + 3);
     }
 
     #[test]
