@@ -420,6 +420,9 @@ pub struct ToolsConfig {
     pub search: ToolSearchMode,
     /// With `search = "auto"`: the total tool count (built-in + external) that turns it on.
     pub search_threshold: usize,
+    /// With `search = "auto"`: the external tools' schemas, in tokens (about 4 bytes each),
+    /// that turn it on whatever their number. Unset: only the count counts.
+    pub search_threshold_tokens: Option<u64>,
     /// Most tools one search returns (and makes visible).
     pub search_max_results: usize,
 }
@@ -438,6 +441,7 @@ impl Default for ToolsConfig {
             max_parallel: 4,
             search: ToolSearchMode::Auto,
             search_threshold: 20,
+            search_threshold_tokens: Some(8_000),
             search_max_results: 5,
         }
     }

@@ -95,6 +95,8 @@ pub struct ToolCatalog {
     tools: Vec<ToolSchema>,
     builtin: HashSet<String>,
     index: ToolSearchIndex,
+    /// Estimated tokens of the external tools' schemas (4 bytes a token), counted once.
+    external_tokens: u64,
 }
 
 impl ToolCatalog {
@@ -112,10 +114,12 @@ impl ToolCatalog {
             tools.push(tool);
         }
         let index = ToolSearchIndex::build(&tools[builtin.len()..]);
+        let external_tokens = crate::context::estimate::tools_bytes(&tools[builtin.len()..]) / 4;
         Self {
             tools,
             builtin: names,
             index,
+            external_tokens,
         }
     }
 
@@ -130,6 +134,11 @@ impl ToolCatalog {
             .cloned()
             .collect();
         Self::new(builtin, allowed)
+    }
+
+    /// Estimated tokens of the external (deferrable) tools' schemas.
+    pub fn external_tokens(&self) -> u64 {
+        self.external_tokens
     }
 
     /// Every tool, built-ins first.
@@ -251,9 +260,16 @@ impl TurnTools {
             source.clone()
         };
         let total = catalog.tools().len();
+        // In auto mode the schemas' size counts as well as their number: a few MCP servers
+        // with large schemas would otherwise fill a small context window.
+        let by_size = config.search == ToolSearchMode::Auto
+            && config
+                .search_threshold_tokens
+                .is_some_and(|t| catalog.external_tokens() >= t);
         Self {
             supports_tools: caps.supports_tools,
-            active: caps.supports_tools && is_active(config.search, total, config.search_threshold),
+            active: caps.supports_tools
+                && (by_size || is_active(config.search, total, config.search_threshold)),
             native: caps.native_tool_search,
             max_results: config.search_max_results,
             source,

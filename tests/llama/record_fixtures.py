@@ -15,7 +15,7 @@ Starts serve.py (n_ctx 2048, one slot) and writes tests/llama/fixtures/:
   requests.json                     the request bodies used for the above
 
 Run with the venv's python: .ci/llama-venv/bin/python tests/llama/record_fixtures.py
-The Rust tests in tests/tests/suite/llama.rs check that a live server still answers like this.
+The Rust tests in tests/tests/llama/provider.rs check that a live server still answers like this.
 """
 
 import json

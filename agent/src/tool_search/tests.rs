@@ -318,3 +318,45 @@ fn connector_policy_hides_refused_servers_from_offers_and_search() {
         ]
     );
 }
+
+#[test]
+fn in_auto_mode_large_schemas_turn_search_on_whatever_their_number() {
+    // Three external tools (below the count threshold of 20) whose schemas are large.
+    let big = |name: &str| ToolSchema {
+        parameters: json!({"type": "object", "description": "x".repeat(4_000)}),
+        ..schema(name, "A tool with a long schema.")
+    };
+    let catalog = Arc::new(ToolCatalog::new(
+        &builtins(),
+        vec![big("mcp__a__one"), big("mcp__a__two"), big("mcp__a__three")],
+    ));
+    assert!(
+        catalog.external_tokens() >= 3_000,
+        "{}",
+        catalog.external_tokens()
+    );
+    let caps = Capabilities::default();
+    let by_tokens = |limit: Option<u64>| {
+        let config = ToolsConfig {
+            search_threshold_tokens: limit,
+            ..ToolsConfig::default()
+        };
+        TurnTools::new(catalog.clone(), &config, caps, Effective::unrestricted())
+            .client_search()
+            .is_some()
+    };
+    assert!(by_tokens(Some(2_000)), "3,000 tokens of schemas pass 2,000");
+    assert!(!by_tokens(Some(8_000)), "nor the default of 8,000");
+    assert!(!by_tokens(None), "only the count counts when unset");
+    let off = ToolsConfig {
+        search: ToolSearchMode::Off,
+        search_threshold_tokens: Some(1),
+        ..ToolsConfig::default()
+    };
+    assert!(
+        TurnTools::new(catalog.clone(), &off, caps, Effective::unrestricted())
+            .client_search()
+            .is_none(),
+        "off stays off"
+    );
+}

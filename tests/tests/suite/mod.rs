@@ -18,8 +18,6 @@ mod http_hostile;
 mod http_limits;
 mod identity;
 mod intake;
-mod llama;
-mod llama_workstream;
 mod math;
 mod mcp;
 mod mcp_pipeline;
