@@ -171,6 +171,11 @@ async fn compact(agent: &Agent, who: Person<'_>, workstream: &str, at: Where<'_>
     if let Err(refusal) = may_compact(owner.as_deref() == Some(user.as_str()), at) {
         return format!("🚫 {refusal}");
     }
+    compact_now(agent, workstream).await
+}
+
+/// Compacts `workstream` now and says what came of it (the permission is the caller's).
+pub async fn compact_now(agent: &Agent, workstream: &str) -> String {
     let quiet = sandpiper_agent::protocol::NullSink;
     match agent.compact_now(workstream, &quiet).await {
         Ok(None) => "A turn is running in this thread; compact it when the turn has ended.".into(),

@@ -245,14 +245,7 @@ impl Console {
     async fn command(&self, key: &str, text: &str) -> Option<String> {
         match text {
             "/status" => Some(crate::answers::status(&self.agent, key).await),
-            "/compact" => {
-                let quiet = sandpiper_agent::protocol::NullSink;
-                Some(match self.agent.compact_now(key, &quiet).await {
-                    Ok(Some((done, window))) if done.changed() => done.describe(window.tokens),
-                    Ok(_) => "Nothing to compact: this workstream is only its last turn.".into(),
-                    Err(e) => format!("error: compact failed: {e}"),
-                })
-            }
+            "/compact" => Some(crate::answers::compact_now(&self.agent, key).await),
             _ => None,
         }
     }

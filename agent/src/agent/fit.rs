@@ -330,11 +330,27 @@ impl Agent {
         Ok(self.estimate(ws, parts))
     }
 
-    /// The estimated prompt tokens of the request as it would be sent now.
+    /// The estimated prompt tokens of the request as it would be sent now, counted without
+    /// building its system message.
     fn estimate(&self, ws: &Workstream, parts: &Parts<'_>) -> u64 {
-        let full = self.full_system(ws, parts);
-        let bytes = estimate::request_bytes(&full, ws.sent(), parts.tools_bytes);
+        let mut system = parts.system.len();
+        if ws.context.nudge_pending {
+            system += crate::nudge::render(&[NudgeKind::Compaction]).len();
+        }
+        if let Some(summary) = &ws.context.summary {
+            system += compact::checkpoint_section_len(summary);
+        }
+        let bytes = estimate::request_bytes("", ws.sent(), parts.tools_bytes) + system as u64;
         estimate::estimate(bytes, &self.inner.gauge, ws.context.observed)
+    }
+
+    /// Estimated tokens of the request's fixed part: the system message and the tools.
+    fn fixed_tokens(&self, parts: &Parts<'_>) -> u64 {
+        estimate::estimate(
+            estimate::request_bytes(parts.system, &[], parts.tools_bytes),
+            &self.inner.gauge,
+            None,
+        )
     }
 
     /// The system message with the workstream's checkpoint (and the compaction nudge when
@@ -394,11 +410,7 @@ impl Agent {
         // What stays verbatim: half of what the budget leaves beside the fixed part and the
         // checkpoint, so the conversation can grow a while before the next compaction.
         let per_token = self.inner.gauge.bytes_per_token();
-        let fixed = estimate::estimate(
-            estimate::request_bytes(parts.system, &[], parts.tools_bytes),
-            &self.inner.gauge,
-            None,
-        );
+        let fixed = self.fixed_tokens(parts);
         let summary_cap = summary_tokens(window);
         if fixed + summary_cap >= budget.prompt_budget() && depth != Depth::Requested {
             // Nothing the conversation gives up would make room: the caller says so.
@@ -513,11 +525,7 @@ impl Agent {
         parts: &Parts<'_>,
         window: &ContextWindow,
     ) -> AgentError {
-        let fixed = estimate::estimate(
-            estimate::request_bytes(parts.system, &[], parts.tools_bytes),
-            &self.inner.gauge,
-            None,
-        );
+        let fixed = self.fixed_tokens(parts);
         let first = !std::mem::replace(&mut ws.context.told_too_large, true);
         AgentError::ContextTooSmall {
             window: window.clone(),

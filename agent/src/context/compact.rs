@@ -8,6 +8,7 @@
 //! follows the call it answers.
 
 use crate::model::{Message, Role};
+use crate::output::{ceil_char_boundary, floor_char_boundary};
 
 use super::estimate::message_bytes;
 
@@ -39,28 +40,14 @@ pub fn head_and_tail(text: &str, head: usize, tail: usize) -> Option<String> {
     if text.len() <= head + tail + MARKER_ROOM {
         return None;
     }
-    let head_end = floor_boundary(text, head);
-    let tail_start = ceil_boundary(text, text.len() - tail);
+    let head_end = floor_char_boundary(text, head);
+    let tail_start = ceil_char_boundary(text, text.len() - tail);
     let cut = tail_start - head_end;
     Some(format!(
         "{}\n[… {cut} bytes cut here to fit the model's context window; recall finds the full text …]\n{}",
         &text[..head_end],
         &text[tail_start..]
     ))
-}
-
-fn floor_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_boundary(s: &str, mut i: usize) -> usize {
-    while i < s.len() && !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 /// Shortens the tool results in `messages[..before]` that are longer than
@@ -194,7 +181,7 @@ pub fn mechanical_summary(
         .filter(|m| m.role == Role::User)
         .map(|m| {
             let line = m.content.lines().next().unwrap_or_default();
-            let line = &line[..floor_boundary(line, 200)];
+            let line = &line[..floor_char_boundary(line, 200)];
             format!("- asked: {line}")
         })
         .collect();
@@ -227,13 +214,17 @@ pub fn mechanical_summary(
 
 /// The checkpoint as it appears in the system message.
 pub fn checkpoint_section(summary: &str) -> String {
-    format!(
-        "\n\n# Earlier in this conversation\nThe older part of this conversation was compacted \
-         to fit your context window; this is its checkpoint. The recall tool finds the full \
-         text of anything it left out.\n{}\n",
-        summary.trim()
-    )
+    format!("{CHECKPOINT_HEADER}{}\n", summary.trim())
 }
+
+/// The length of [`checkpoint_section`]`(summary)`, without building it.
+pub fn checkpoint_section_len(summary: &str) -> usize {
+    CHECKPOINT_HEADER.len() + summary.trim().len() + 1
+}
+
+const CHECKPOINT_HEADER: &str = "\n\n# Earlier in this conversation\nThe older part of this \
+conversation was compacted to fit your context window; this is its checkpoint. The recall tool \
+finds the full text of anything it left out.\n";
 
 #[cfg(test)]
 mod tests {
@@ -337,6 +328,15 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("- 2 tool calls"), "{s}");
+    }
+
+    #[test]
+    fn the_checkpoint_section_length_is_known_without_building_it() {
+        let summary = "  - decided to pin the toolchain\n";
+        assert_eq!(
+            checkpoint_section_len(summary),
+            checkpoint_section(summary).len()
+        );
     }
 
     #[test]

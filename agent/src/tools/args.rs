@@ -82,11 +82,7 @@ fn excerpt(s: &str) -> String {
     if s.len() <= MAX {
         return s.to_owned();
     }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    format!("{}…", &s[..crate::output::floor_char_boundary(s, MAX)])
 }
 
 fn looks_like_object(s: &str) -> bool {
