@@ -172,3 +172,47 @@ both_backends! {
         assert!(store.named_memories(&vis, "team_rule", None).await.unwrap().is_empty());
     }
 }
+
+both_backends! {
+    async fn compact_is_for_the_owner_and_approvers_on_slack_too(db) {
+        let mut s = setup(&db, vec![
+            text("first answer"),
+            text("answer to bob"),
+            text("- alice and bob asked; both answered"),
+        ]).await;
+        s.config.slack.approver_usergroups = vec![APPROVERS.into()];
+        let run = socket_run(&s).await;
+        run.slack.set_usergroup(APPROVERS, &["U0CAROL"]);
+        let alice = run.slack.user("U0ALICE", "alice");
+        let bob = run.slack.user("U0BOB", "bob");
+        let carol = run.slack.user("U0CAROL", "carol");
+        let dave = run.slack.user("U0DAVE", "dave");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "first question").await;
+        run.wait_message(CHANNEL_ID, &root, "the first answer", |m| m.text == "first answer").await;
+        run.slack.thread_message(CHANNEL_ID, &root, &bob, "a question from bob").await;
+        run.wait_message(CHANNEL_ID, &root, "bob's answer", |m| m.text == "answer to bob").await;
+        let compact = |who: SlackUser| {
+            let run = &run;
+            async move {
+                let before = ephemerals(run, &who.id).len();
+                run.slack.slash_command(CHANNEL_ID, &who, "/sandpiper", "compact").await;
+                run.slack
+                    .wait_until(WAIT, "the compact answer", |_| ephemerals(run, &who.id).get(before).cloned())
+                    .await
+                    .text
+            }
+        };
+        for who in [bob.clone(), dave.clone()] {
+            let told = compact(who).await;
+            assert!(told.contains("only the person who started this thread or an approver can compact it"), "{told}");
+        }
+        let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
+        assert_eq!(run.agent.store().latest_checkpoint(&key).await.unwrap(), None, "refusals change nothing");
+        let told = compact(carol).await;
+        assert!(told.contains("Compacted this conversation to fit the model's context window: 2 older messages summarised"), "{told}");
+        let told = compact(alice).await;
+        assert!(told.contains("Nothing to compact"), "{told}");
+        let checkpoint = run.agent.store().latest_checkpoint(&key).await.unwrap().expect("stored");
+        assert!(checkpoint.summary.contains("alice and bob asked"), "{checkpoint:?}");
+    }
+}
