@@ -33,12 +33,7 @@ impl<'writer> FormatFields<'writer> for EscapedFields {
 
 /// Whether `c` would break a line, or hide or reorder text, in a log viewer.
 fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-        )
+    c.is_control() || sandpiper_channels::visible::acts_unseen(c)
 }
 
 /// `text` with line breaks (`\n`, `\r`, `\t`) and other control, line-separator and bidi

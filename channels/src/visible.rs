@@ -18,22 +18,31 @@ fn escaped(c: char) -> Option<String> {
     match c {
         '\n' | '\t' => None,
         '\0'..='\x1f' | '\x7f' => Some(format!("\\x{code:02x}")),
-        '\u{80}'..='\u{9f}'
-        // Bidi embeddings, overrides and isolates, and the marks.
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{200e}'
-        | '\u{200f}'
-        | '\u{061c}'
-        // Zero-width characters and the byte order mark.
-        | '\u{200b}'..='\u{200d}'
-        | '\u{2060}'
-        | '\u{feff}'
-        // Line and paragraph separators break lines where no newline is seen.
-        | '\u{2028}'
-        | '\u{2029}' => Some(format!("\\u{code:04x}")),
+        '\u{80}'..='\u{9f}' => Some(format!("\\u{code:04x}")),
+        c if acts_unseen(c) => Some(format!("\\u{code:04x}")),
         _ => None,
     }
+}
+
+/// Whether `c` is a formatting character that changes what is seen without being seen:
+/// bidi embeddings, overrides, isolates and marks, zero-width characters and the byte order
+/// mark, and the line and paragraph separators (which break lines where no newline is seen).
+/// The one list every place that shows untrusted text uses (previews here, log lines in the
+/// binary).
+pub fn acts_unseen(c: char) -> bool {
+    matches!(
+        c,
+        '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{061c}'
+            | '\u{200b}'..='\u{200d}'
+            | '\u{2060}'
+            | '\u{feff}'
+            | '\u{2028}'
+            | '\u{2029}'
+    )
 }
 
 /// `text` with control characters (C0 except newline and tab, DEL, C1) and bidi or
