@@ -203,7 +203,8 @@ both_backends! {
         let stranger = FakeUser::new(900_000_000_000_000_004, "dave");
         let thread = rig.mention(&owner, "first question").await;
         rig.wait_text(thread, "first answer").await;
-        rig.fake.user_message(thread, &owner, "second question").await;
+        // bob takes part: he writes in alice's thread.
+        rig.fake.user_message(thread, &participant, "second question").await;
         rig.wait_text(thread, "second answer").await;
         let ask = |who: FakeUser, command: &'static str| {
             let rig = &rig;
