@@ -537,6 +537,61 @@ impl Default for AgentConfig {
     }
 }
 
+/// The database file's name in [`data_dir`].
+pub const DATABASE_FILE: &str = "sandpiper.db";
+
+/// sandpiper's own data directory: `$XDG_DATA_HOME/sandpiper`, else
+/// `~/.local/share/sandpiper` (the default database, console history, the chat platforms'
+/// working directories). `None` without a home directory.
+pub fn data_dir(env: &dyn Env) -> Option<PathBuf> {
+    if let Some(xdg) = env.var("XDG_DATA_HOME").map(PathBuf::from)
+        && xdg.is_absolute()
+    {
+        return Some(xdg.join("sandpiper"));
+    }
+    let home = PathBuf::from(env.var("HOME")?);
+    home.is_absolute()
+        .then(|| home.join(".local/share/sandpiper"))
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Whether a config file sets `[database] url` (else the default database is used).
+fn names_database(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text)
+        .ok()
+        .and_then(|t| t.get("database")?.get("url").cloned())
+        .is_some()
+}
+
+/// What a value of the key a parse error points at should look like.
+fn expected_value(message: &str) -> Option<&'static str> {
+    const EXPECTED: &[(&str, &str)] = &[
+        ("_bytes", "a number of bytes such as 65536"),
+        ("listen", "host:port such as 127.0.0.1:8090"),
+        ("_timeout", "a duration such as \"120s\" or \"5m\""),
+        ("lease", "a duration such as \"30s\""),
+        ("interval", "a duration such as \"30s\""),
+        ("max_tokens", "a number of tokens such as 4096"),
+        ("context_window", "a number of tokens such as 32768"),
+        ("url", "a URL such as http://127.0.0.1:11434/v1"),
+    ];
+    // toml quotes the offending line: `3 | max_output_bytes = "64k"`.
+    let line = message
+        .lines()
+        .find(|l| l.contains(" | ") && l.contains('='))?;
+    let key = line.split(" | ").nth(1)?.split('=').next()?.trim();
+    EXPECTED
+        .iter()
+        .find(|(suffix, _)| key.ends_with(suffix))
+        .map(|(_, expected)| *expected)
+}
+
 /// Where a configuration came from, for messages and `config check`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigSource {
@@ -597,12 +652,22 @@ impl Config {
         env: &dyn Env,
     ) -> Result<(Self, ConfigSource), ConfigError> {
         let source = Self::locate(explicit, env)?;
-        let mut config = match &source {
-            ConfigSource::File(path) => Self::from_file(path)?,
-            ConfigSource::Defaults => Self::default(),
+        let (mut config, file_names_database) = match &source {
+            ConfigSource::File(path) => {
+                let text = read_file(path)?;
+                let config = Self::from_toml(&text, path)?;
+                (config, names_database(&text))
+            }
+            ConfigSource::Defaults => (Self::default(), false),
         };
         config.apply_env(env, &source)?;
-        config.validate(&source)?;
+        if !file_names_database
+            && env.var("SANDPIPER_DATABASE_URL").is_none()
+            && let Some(dir) = data_dir(env)
+        {
+            config.database.url = format!("sqlite://{}", dir.join(DATABASE_FILE).display());
+        }
+        config.validate(&source, env)?;
         Ok((config, source))
     }
 
@@ -628,18 +693,20 @@ impl Config {
 
     /// Parses one TOML file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::from_toml(&text, path)
+        Self::from_toml(&read_file(path)?, path)
     }
 
-    /// Parses TOML text; `path` is named in errors.
+    /// Parses TOML text; `path` is named in errors, with what a bad value should look like.
     pub fn from_toml(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+        toml::from_str(text).map_err(|e| {
+            let mut message = e.to_string().trim_end().to_owned();
+            if let Some(expected) = expected_value(&message) {
+                message.push_str(&format!("\n(expected {expected})"));
+            }
+            ConfigError::Parse {
+                path: path.to_owned(),
+                message,
+            }
         })
     }
 
@@ -679,10 +746,19 @@ impl Config {
         Ok(())
     }
 
-    fn validate(&self, source: &ConfigSource) -> Result<(), ConfigError> {
+    fn validate(&self, source: &ConfigSource, env: &dyn Env) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid {
             key: key.into(),
             source_name: source.to_string(),
+            message,
+        };
+        // A value the environment set is named by its variable, not by the file.
+        let from_env = |key: &str, var: &str, message: String| ConfigError::Invalid {
+            key: key.into(),
+            source_name: match env.var(var) {
+                Some(_) => var.to_owned(),
+                None => source.to_string(),
+            },
             message,
         };
         let url = &self.database.url;
@@ -690,8 +766,9 @@ impl Config {
             || url.starts_with("postgres://")
             || url.starts_with("postgresql://"))
         {
-            return Err(invalid(
+            return Err(from_env(
                 "database.url",
+                "SANDPIPER_DATABASE_URL",
                 format!(
                     "`{}` is neither `sqlite://FILE` nor `postgres://...`",
                     redact_url(url)
@@ -700,9 +777,10 @@ impl Config {
         }
         let base = self.model.effective_base_url();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(invalid(
+            return Err(from_env(
                 "model.base_url",
-                format!("`{base}` is not an http(s) URL"),
+                "SANDPIPER_MODEL_BASE_URL",
+                format!("`{base}` is not an http(s) URL such as http://127.0.0.1:11434/v1"),
             ));
         }
         if self.model.model.trim().is_empty() {
@@ -776,7 +854,7 @@ impl Config {
         if self.tools.max_output_bytes < 1024 {
             return Err(invalid(
                 "tools.max_output_bytes",
-                "must be at least 1024".into(),
+                "must be at least 1024 (a number of bytes such as 65536)".into(),
             ));
         }
         web::validate(&self.web, &self.math, source)?;
@@ -788,10 +866,17 @@ impl Config {
     pub fn to_redacted_toml(&self) -> String {
         let mut shown = self.clone();
         shown.database.url = redact_url(&shown.database.url);
+        // Tools' variables are where tokens for them go.
+        for value in shown.tools.env.values_mut() {
+            *value = "<redacted>".into();
+        }
         for server in shown.mcp.servers.values_mut() {
             let secrets = match server {
                 McpServerConfig::Stdio { env, .. } => env,
-                McpServerConfig::Http { headers, .. } => headers,
+                McpServerConfig::Http { headers, url, .. } => {
+                    *url = redact_url(url);
+                    headers
+                }
             };
             for value in secrets.values_mut() {
                 *value = "<redacted>".into();

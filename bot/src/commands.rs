@@ -46,11 +46,80 @@ pub fn tools_table(registry: &ToolRegistry) -> String {
             .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
-    out.push_str(
-        "\nA tool with auto-approve `no` asks for every call. `--yes` (chat) and an \
-         always-allow grant in a workstream skip asking for that tool.\n",
-    );
+    out.push_str(TOOLS_LEGEND);
     out
+}
+
+/// What the columns of [`tools_table`] mean.
+const TOOLS_LEGEND: &str = "\n\
+auto-approve     runs without asking (else every call asks; `--yes` in chat and an always-allow\n\
+                 grant in a workstream skip asking for that tool)\n\
+agent            offered to a plan sub-agent (the `plan` tool), not whether the main agent may use it\n\
+task_agent       offered to a task sub-agent (the `task` tool)\n\
+primary_key      the argument shown in a call's header\n\
+asks anyway for  calls of an auto-approved tool that still ask\n";
+
+/// `sandpiper tools` with MCP servers: their tools, with the server and whether they run
+/// unasked (`auto_approve` in the server's configuration).
+pub fn mcp_tools_table(mcp: &sandpiper_agent::mcp::McpManager, config: &Config) -> String {
+    let catalog = mcp.catalog();
+    let mut out = String::from("\nMCP tools:\n");
+    if catalog.tools.is_empty() {
+        out.push_str("  (none listed; `sandpiper mcp list` shows each server's state)\n");
+        return out;
+    }
+    let rows: Vec<[String; 3]> = catalog
+        .tools
+        .iter()
+        .map(|t| {
+            let unasked = config
+                .mcp
+                .servers
+                .get(&t.server)
+                .is_some_and(|s| s.auto_approve().iter().any(|n| *n == t.name));
+            let first = t.description.lines().next().unwrap_or_default();
+            [
+                t.full_name.clone(),
+                if unasked { "yes" } else { "no" }.to_owned(),
+                sandpiper_channels::visible::escape_invisible(first).into_owned(),
+            ]
+        })
+        .collect();
+    let header = [
+        "name".to_owned(),
+        "auto-approve".to_owned(),
+        "description".to_owned(),
+    ];
+    let widths: Vec<usize> = (0..2)
+        .map(|c| {
+            rows.iter()
+                .chain([&header])
+                .map(|r| r[c].len())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in [&header].into_iter().chain(&rows) {
+        let line = format!(
+            "{:<w0$}  {:<w1$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            w0 = widths[0],
+            w1 = widths[1]
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+/// The MCP servers that failed to connect, with their error.
+pub fn mcp_failed(mcp: &sandpiper_agent::mcp::McpManager) -> Vec<String> {
+    mcp.status()
+        .into_iter()
+        .filter(|s| !s.connected || s.error.is_some())
+        .map(|s| s.name)
+        .collect()
 }
 
 pub use sandpiper_channels::answers::{mcp_list, mcp_refresh};
@@ -113,6 +182,118 @@ pub fn config_report(
         config.to_redacted_toml(),
         channels.to_redacted_toml()
     )
+}
+
+/// What `config check` learns from where it runs.
+pub struct Facts<'a> {
+    /// Where `sandpiper chat` started here works.
+    pub console_workdir: std::path::PathBuf,
+    /// Where a Discord thread's tools work under `serve` (`discord:ID` standing for one).
+    pub platform_workdirs: std::path::PathBuf,
+    /// The environment (token variables).
+    pub env: &'a dyn sandpiper_agent::config::Env,
+}
+
+/// The part of `config check` that is not in the file: where tools work, which database file,
+/// whether each chat platform will start (and why not), and warnings.
+pub fn config_facts(
+    config: &Config,
+    channels: &sandpiper_channels::config::ChannelsConfig,
+    facts: &Facts<'_>,
+) -> String {
+    let mut out = String::from("\n# what this configuration does here\n");
+    let _ = writeln!(
+        out,
+        "# chat works in: {} (`sandpiper chat --workdir DIR` or [tools] workdir to change)",
+        facts.console_workdir.display()
+    );
+    let _ = writeln!(
+        out,
+        "# serve's threads work in: {}",
+        facts.platform_workdirs.display()
+    );
+    match crate::defaults::database_file(config) {
+        Some(file) if file.exists() => {
+            let _ = writeln!(out, "# database: {} (SQLite)", file.display());
+        }
+        Some(file) => {
+            let _ = writeln!(
+                out,
+                "# database: {} (SQLite; not created yet: the first chat or serve creates it)",
+                file.display()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "# database: {}",
+                sandpiper_agent::config::redact_url(&config.database.url)
+            );
+        }
+    }
+    let discord = &channels.discord;
+    let _ = match &discord.token {
+        Some(_) => writeln!(
+            out,
+            "# discord: starts with serve (token from ${})",
+            discord.token_env
+        ),
+        None => writeln!(
+            out,
+            "# discord: off: ${} is not set ([discord] token_env names the variable)",
+            discord.token_env
+        ),
+    };
+    let slack = &channels.slack;
+    let mode_needs = match slack.mode {
+        sandpiper_channels::config::SlackMode::Socket => (
+            &slack.app_token,
+            &slack.app_token_env,
+            "Socket Mode needs the app-level token",
+        ),
+        sandpiper_channels::config::SlackMode::Events => (
+            &slack.signing_secret,
+            &slack.signing_secret_env,
+            "the Events API needs the signing secret",
+        ),
+    };
+    let _ = match (&slack.bot_token, mode_needs) {
+        (None, _) => writeln!(
+            out,
+            "# slack: off: ${} is not set ([slack] bot_token_env names the variable)",
+            slack.bot_token_env
+        ),
+        (Some(_), (None, var, why)) => writeln!(
+            out,
+            "# slack: will not start: {why} in ${var}, which is not set"
+        ),
+        (Some(_), (Some(_), _, _)) => writeln!(out, "# slack: starts with serve"),
+    };
+    // A variable named on purpose in the file but missing from the environment.
+    let named = [
+        (&discord.token_env, "DISCORD_TOKEN", "[discord] token_env"),
+        (
+            &slack.bot_token_env,
+            "SLACK_BOT_TOKEN",
+            "[slack] bot_token_env",
+        ),
+        (
+            &slack.app_token_env,
+            "SLACK_APP_TOKEN",
+            "[slack] app_token_env",
+        ),
+        (
+            &slack.signing_secret_env,
+            "SLACK_SIGNING_SECRET",
+            "[slack] signing_secret_env",
+        ),
+    ];
+    for (var, default, key) in named {
+        if var.as_str() != default && facts.env.var(var).is_none() {
+            let _ = writeln!(out, "# warning: {key} names ${var}, which is not set");
+        }
+    }
+    out
 }
 
 /// What to set when the configured model cannot work: no API key for a provider's public

@@ -6,6 +6,8 @@
 //! - [`wiring`]: builds the model, the store and the [`Agent`](sandpiper_agent::Agent) from a
 //!   [`Config`](sandpiper_agent::Config).
 //! - [`commands`]: `config check` and `tools` output.
+//! - [`defaults`]: what follows the user when nothing is configured: the data directory, the
+//!   database in it, the console's working directory and user name.
 //! - [`node`]: one running `sandpiper serve` node: platforms, endpoints, registry, shutdown.
 //! - [`serve`]: the HTTP endpoints of `sandpiper serve` (`/health`, `/ready`).
 //! - [`metrics`]: `GET /metrics` in the Prometheus text format.
@@ -28,6 +30,7 @@
 pub mod admin_api;
 pub mod cluster;
 pub mod commands;
+pub mod defaults;
 pub mod http_server;
 pub mod log_format;
 pub mod metrics;

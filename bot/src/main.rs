@@ -6,13 +6,16 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use sandpiper::defaults::{self, Place};
 use sandpiper::{commands, wiring};
 use sandpiper_agent::Config;
+use sandpiper_agent::config::redact_url;
 use sandpiper_agent::config::{ConfigSource, ProcessEnv, ToolSearchMode};
 use sandpiper_agent::tools::ToolRegistry;
 use sandpiper_channels::account;
 use sandpiper_channels::config::ChannelsConfig;
-use sandpiper_channels::console::{Console, ConsoleOptions, Output};
+use sandpiper_channels::console::editor::TerminalLines;
+use sandpiper_channels::console::{Console, ConsoleOptions, Output, command_names};
 
 /// jemalloc instead of glibc's malloc. A turn allocates and frees about 100 KB of short-lived
 /// memory around the few small strings a workstream keeps; glibc let those long-lived strings
@@ -38,6 +41,11 @@ struct Cli {
     /// configured ones.
     #[arg(long, global = true, value_name = "FILE")]
     mcp_config: Option<PathBuf>,
+    /// The database: a SQLite file or a `sqlite:`/`postgres:` URL (else
+    /// $SANDPIPER_DATABASE_URL, `[database] url`, or sandpiper.db in the data directory,
+    /// $XDG_DATA_HOME/sandpiper or ~/.local/share/sandpiper).
+    #[arg(long, global = true, value_name = "FILE|URL")]
+    database: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -59,6 +67,10 @@ enum Command {
         /// Continue (or create) a named workstream.
         #[arg(long, default_value = "default", value_name = "NAME")]
         workstream: String,
+        /// The directory tools work in (default: `[tools] workdir`, else the current
+        /// directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
         /// Dynamic tool search: auto, on or off (overrides `tools.search`).
         #[arg(long, value_name = "auto|on|off")]
         tool_search: Option<ToolSearchMode>,
@@ -74,7 +86,8 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
-    /// List the built-in tools and their approval settings.
+    /// List the tools the agent may call (built-in, and MCP with --mcp-config or
+    /// `[mcp.servers]`) with their approval settings.
     Tools,
     /// Join this terminal account with your Discord or Slack identity (or another terminal
     /// user): without CODE, print a one-time code; with CODE, join the account that made it.
@@ -200,6 +213,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(path) = &cli.mcp_config {
         config.mcp.merge_json_file(path)?;
     }
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    if let Some(database) = &cli.database {
+        config.database.url = defaults::database_url(database, &cwd);
+    }
+    // Where `chat` run here would work and where `serve`'s threads work, for `config check`.
+    let workdirs = [Place::Console, Place::Platforms].map(|place| {
+        let mut config = config.clone();
+        defaults::workdir(&mut config, place, None, &cwd, &ProcessEnv);
+        config
+    });
+    match &cli.command {
+        Command::Chat { workdir, .. } => defaults::workdir(
+            &mut config,
+            Place::Console,
+            workdir.as_deref(),
+            &cwd,
+            &ProcessEnv,
+        ),
+        _ => defaults::workdir(&mut config, Place::Platforms, None, &cwd, &ProcessEnv),
+    }
+    // Only the commands that write create the database; the others say there is none yet.
+    if matches!(
+        cli.command,
+        Command::Serve | Command::Chat { .. } | Command::Link { .. } | Command::Rename { .. }
+    ) {
+        defaults::prepare_database(&config).with_context(|| {
+            format!(
+                "cannot create the database directory for {}",
+                redact_url(&config.database.url)
+            )
+        })?;
+    }
     // Files that may hold tokens: no tool may read them, asked or not.
     let protected: Vec<PathBuf> = match &source {
         ConfigSource::File(path) => Some(path.clone()),
@@ -212,24 +257,48 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config {
             command: ConfigCommand::Check,
         } => {
+            let facts = commands::Facts {
+                console_workdir: defaults::workdir_of(&workdirs[0], "console:default", &cwd),
+                platform_workdirs: defaults::workdir_of(&workdirs[1], "discord:ID", &cwd),
+                env: &ProcessEnv,
+            };
             print!("{}", commands::config_report(&config, &channels, &source));
+            print!("{}", commands::config_facts(&config, &channels, &facts));
             Ok(())
         }
         Command::Serve => serve(config, channels, protected).await,
         Command::Mcp { command } => {
             let mcp = wiring::start_mcp(&config, &protected).await;
-            let text = match command {
-                McpCommand::List => commands::mcp_list(&mcp),
-                McpCommand::Refresh { server } => {
-                    commands::mcp_refresh_cli(&mcp.refresh(server.as_deref()).await)
-                }
+            let (text, failed) = match command {
+                McpCommand::List => (commands::mcp_list(&mcp), commands::mcp_failed(&mcp)),
+                // Its report names each server's error; a refresh that failed is not a
+                // broken installation.
+                McpCommand::Refresh { server } => (
+                    commands::mcp_refresh_cli(&mcp.refresh(server.as_deref()).await),
+                    Vec::new(),
+                ),
             };
             print!("{text}");
             mcp.shutdown().await;
+            if !failed.is_empty() {
+                anyhow::bail!(
+                    "MCP server {} failed (see above; SANDPIPER_LOG=debug shows its stderr)",
+                    failed.join(", ")
+                );
+            }
             Ok(())
         }
         Command::Tools => {
             print!("{}", commands::tools_table(&ToolRegistry::builtin()?));
+            if !config.mcp.servers.is_empty() {
+                let mcp = wiring::start_mcp(&config, &protected).await;
+                print!("{}", commands::mcp_tools_table(&mcp, &config));
+                let failed = commands::mcp_failed(&mcp);
+                mcp.shutdown().await;
+                if !failed.is_empty() {
+                    anyhow::bail!("MCP server {} failed (see above)", failed.join(", "));
+                }
+            }
             Ok(())
         }
         Command::Link { code, unlink } => {
@@ -242,6 +311,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Whoami => {
+            if let Some(none) = defaults::no_database_yet(&config) {
+                println!("{none}");
+                return Ok(());
+            }
             let me = os_user();
             let store = wiring::open_store(&config).await?;
             println!("{}", account::whoami(&store, console_person(&me)).await?);
@@ -260,6 +333,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             command,
             workstream,
         } => {
+            if let Some(none) = defaults::no_database_yet(&config) {
+                println!("{none}");
+                return Ok(());
+            }
             let me = os_user();
             let store = wiring::open_store(&config).await?;
             let workstream = format!("console:{workstream}");
@@ -286,6 +363,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Chat {
             yes,
             workstream,
+            workdir: _,
             tool_search,
             tool_search_threshold,
             tool_search_max_results,
@@ -303,14 +381,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let auto_approve = config.approval.auto_approve;
             let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
             let interactive = std::io::stdin().is_terminal();
+            let user = os_user();
             let options = ConsoleOptions {
                 workstream,
-                user: os_user(),
+                user: user.clone(),
                 auto_approve,
                 interactive,
+                styled: std::io::stdout().is_terminal(),
             };
             let out: Output = Arc::new(Mutex::new(std::io::stdout()));
-            let console = Console::new(agent.clone(), options, stdin_lines(), out);
+            let console = if interactive {
+                let history = defaults::history_file(&ProcessEnv, &user);
+                let lines = TerminalLines::start(history, command_names())
+                    .context("cannot start the line editor")?;
+                Console::with_lines(agent.clone(), options, Arc::new(lines), out)
+            } else {
+                Console::new(agent.clone(), options, stdin_lines(), out)
+            };
             // This workstream's watches, while the console is open.
             let mut starters = sandpiper_channels::thread::Starters::default();
             starters.add(console.starter());
@@ -428,9 +515,7 @@ fn console_person(os_user: &str) -> account::Person<'_> {
 
 /// The person at the terminal: the OS user name.
 fn os_user() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "local".into())
+    defaults::os_user(&ProcessEnv)
 }
 
 /// Reads stdin lines on a blocking thread into a bounded channel.

@@ -57,24 +57,42 @@ async fn chat_runs_a_scripted_session_from_piped_stdin() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("approve bash: "), "{stdout}");
+    assert!(stdout.contains("▸ bash: echo from-binary"), "{stdout}");
     assert!(stdout.contains("  │ from-binary\n"), "{stdout}");
     assert!(stdout.contains("The file says from-binary."), "{stdout}");
     assert!(!stdout.contains("sk-cli-secret") && !stderr.contains("sk-cli-secret"));
-    // The default database was created next to where it ran; the tool ran in the
-    // workstream's own directory under ./workstreams, which does not hold the database.
-    assert!(dir.path().join("sandpiper.db").exists());
-    // Every conversation is in it: readable by its owner only, with its WAL and shared memory.
+    // The default database is in the user's data directory (HOME is the temporary
+    // directory here), not where chat ran; the tool ran where chat was started.
+    let data = dir.path().join(".local/share/sandpiper");
+    assert!(data.join("sandpiper.db").exists());
+    assert!(!dir.path().join("sandpiper.db").exists());
+    // Every conversation is in it: readable by its owner only, with its WAL and shared
+    // memory, in a directory of its owner's only.
+    use std::os::unix::fs::PermissionsExt;
     for file in ["sandpiper.db", "sandpiper.db-wal", "sandpiper.db-shm"] {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(dir.path().join(file)) {
+        if let Ok(meta) = std::fs::metadata(data.join(file)) {
             assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{file}");
         }
     }
-    assert!(!dir.path().join("proof.txt").exists());
+    let dir_mode = std::fs::metadata(&data).unwrap().permissions().mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("workstreams/console_3acli/proof.txt")).unwrap(),
+        std::fs::read_to_string(dir.path().join("proof.txt")).unwrap(),
         "from-binary\n"
+    );
+    assert!(!dir.path().join("workstreams").exists());
+    // Piped input echoes each message it sent, and the approval answer after its question.
+    assert!(stdout.contains("> write the proof\n"), "{stdout}");
+    assert!(
+        stdout.contains("approve bash? [y]es / [n]o / [a]lways: y, thanks\n"),
+        "{stdout}"
+    );
+    // The one-line command is shown once: in the call's header, not again as a preview or
+    // in the question.
+    assert_eq!(
+        stdout.matches("echo from-binary > proof.txt").count(),
+        1,
+        "{stdout}"
     );
     llm.verify();
     let headers = llm.request_headers();
@@ -201,7 +219,10 @@ fn chat_without_a_key_says_what_to_set_before_the_first_turn() {
         "{stderr}"
     );
     assert!(
-        !dir.path().join("sandpiper.db").exists(),
+        !dir.path()
+            .join(".local/share/sandpiper/sandpiper.db")
+            .exists()
+            && !dir.path().join("sandpiper.db").exists(),
         "nothing was started"
     );
 }

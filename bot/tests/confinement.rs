@@ -43,6 +43,11 @@ async fn chat(
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", dir)
         .env("USER", "carol")
+        // The database beside the config file, where the attack looks for it.
+        .env(
+            "SANDPIPER_DATABASE_URL",
+            format!("sqlite://{}/sandpiper.db", dir.display()),
+        )
         .env("SANDPIPER_LOG", "sandpiper_agent::confine=info")
         .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url())
         .env("SANDPIPER_MODEL", "fake")

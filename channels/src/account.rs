@@ -65,8 +65,9 @@ pub async fn link(
             let code = store.create_link_code(&user.id).await?;
             Ok(format!(
                 "Your link code is {code} (valid for 10 minutes, once).\n\
-                 Enter it on your other account: /link {code} in Discord or Slack, or \
-                 `sandpiper link {code}` as another terminal user."
+                 Enter it on your other account: `/link {code}` on Discord, \
+                 `/sandpiper link {code}` on Slack, or `sandpiper link {code}` in a terminal \
+                 (as another user)."
             ))
         }
         Some(code) => {

@@ -127,7 +127,7 @@ pub async fn status(agent: &Agent, workstream: &str) -> String {
         window.source,
         match status.compacted_messages {
             0 => String::new(),
-            n => format!("; {n} older messages compacted"),
+            n => format!("; {} compacted", count(n, "older message")),
         }
     );
     let _ = writeln!(
@@ -201,8 +201,11 @@ pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
         };
         let _ = write!(
             out,
-            "{} ({state}): {} tools, {} resources, {} prompts",
-            s.name, s.tools, s.resources, s.prompts
+            "{} ({state}): {}, {}, {}",
+            s.name,
+            count(s.tools, "tool"),
+            count(s.resources, "resource"),
+            count(s.prompts, "prompt")
         );
         if let Some(e) = &s.error {
             let _ = write!(out, " — {e}");
@@ -242,4 +245,12 @@ pub fn mcp_refresh(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
         out.push_str("no MCP servers configured\n");
     }
     out
+}
+
+/// `1 tool`, `2 tools`.
+fn count(n: usize, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        n => format!("{n} {thing}s"),
+    }
 }

@@ -1,26 +1,39 @@
 //! The console channel: a terminal conversation with one workstream.
 //!
+//! # Layout
+//! - [`editor`]: the line editor at a terminal (history, Ctrl-R, paste as one message, Tab).
+//! - [`input`]: what a prompt reads — the editor, or piped lines for scripts.
+//! - `commands`: the chat commands (`/help`, `/status`, …), which never reach the model.
+//! - `approval`: approval and review questions and their answers.
+//! - `sink` and `markdown`: turn events and the model's text as the terminal shows them.
+//!
 //! Answers stream as they arrive; each tool call shows its header and preview; approvals are
 //! `approve? [y]es / [n]o / [a]lways`, where text after a comma is feedback for the model
 //! (`n, use the staging db`). When input is not a terminal every line is one user message and
 //! approval answers are read from the next line, so a session can be scripted.
 
+mod approval;
+mod commands;
+pub mod editor;
+pub mod input;
+mod markdown;
+mod sink;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::protocol::{
-    ApprovalItem, ApprovalKind, ApproveAll, Approver, Decision, SubAgentStatus, TurnEvent,
-    TurnSink, Verdict,
-};
+use sandpiper_agent::protocol::{ApproveAll, Approver};
 use sandpiper_agent::store::watches::KeyPattern;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::card::header;
+pub use approval::{parse_answer, parse_review};
+pub use commands::command_names;
+use input::{Asking, LineSource, PipedLines, Typed};
+
 use crate::thread::{OutsideTurn, StartError, TurnStarter, Work};
 use crate::turns::{QueueFull, Queued};
-use crate::visible::{cut, escape_invisible, thousands};
 
 /// Where console output goes (stdout, or a buffer in tests).
 pub type Output = Arc<Mutex<dyn Write + Send>>;
@@ -34,8 +47,11 @@ pub struct ConsoleOptions {
     pub user: String,
     /// Approve every tool call (`--yes`).
     pub auto_approve: bool,
-    /// Input is a terminal: show prompts.
+    /// Input is a terminal: show the greeting and a blank line before each prompt.
     pub interactive: bool,
+    /// Output is a terminal: draw the model's Markdown (bold, code, lists). Escaping is
+    /// the same either way.
+    pub styled: bool,
 }
 
 /// The identity platform name of console users (keyed by OS user name).
@@ -92,7 +108,7 @@ impl SessionReport {
 pub struct Console {
     agent: Agent,
     options: ConsoleOptions,
-    input: Arc<tokio::sync::Mutex<mpsc::Receiver<String>>>,
+    lines: Arc<dyn LineSource>,
     out: Output,
     interrupter: Interrupter,
     /// Turns started from outside the terminal ([`Console::starter`]), run between lines.
@@ -102,24 +118,35 @@ pub struct Console {
 
 /// What the console does next.
 enum Next {
-    Line(String),
+    Typed(Typed),
     Outside(Work),
-    End,
 }
 
 impl Console {
-    /// A console reading lines from `input` and writing to `out`.
+    /// A console reading piped lines from `input` (each echoed as it is read) and writing to
+    /// `out`.
     pub fn new(
         agent: Agent,
         options: ConsoleOptions,
         input: mpsc::Receiver<String>,
         out: Output,
     ) -> Self {
+        let lines = Arc::new(PipedLines::new(input, out.clone()));
+        Self::with_lines(agent, options, lines, out)
+    }
+
+    /// A console reading from `lines` (the terminal's editor, [`editor::TerminalLines`]).
+    pub fn with_lines(
+        agent: Agent,
+        options: ConsoleOptions,
+        lines: Arc<dyn LineSource>,
+        out: Output,
+    ) -> Self {
         let (outside, outside_rx) = mpsc::channel(crate::turns::MAX_QUEUED);
         Self {
             agent,
             options,
-            input: Arc::new(tokio::sync::Mutex::new(input)),
+            lines,
             out,
             interrupter: Interrupter::default(),
             outside,
@@ -141,10 +168,7 @@ impl Console {
     async fn next(&self) -> Next {
         let mut outside = self.outside_rx.lock().await;
         tokio::select! {
-            line = async { self.input.lock().await.recv().await } => match line {
-                Some(line) => Next::Line(line),
-                None => Next::End,
-            },
+            typed = self.lines.read("> ", Asking::Message) => Next::Typed(typed),
             Some(work) = outside.recv() => Next::Outside(work),
         }
     }
@@ -178,48 +202,54 @@ impl Console {
                 return report;
             }
         };
-        let sink = ConsoleSink::new(self.out.clone());
-        let approver = ConsoleApprover {
-            input: self.input.clone(),
+        let sink = sink::ConsoleSink::new(self.out.clone(), self.options.styled);
+        let approver = approval::ConsoleApprover {
+            lines: self.lines.clone(),
             out: self.out.clone(),
-            interactive: self.options.interactive,
             user: user.shown_name().to_owned(),
+            interrupter: self.interrupter.clone(),
+            headed: sink.headed.clone(),
         };
         if self.options.interactive {
-            match self.agent.history(&key).await {
-                Ok(h) if !h.is_empty() => say(
-                    &self.out,
-                    &format!("(continuing workstream {key}: {} messages)\n", h.len()),
-                ),
-                Ok(_) => say(
-                    &self.out,
-                    &format!("(new workstream {key}; Ctrl-D to quit)\n"),
-                ),
-                Err(e) => say(&self.out, &format!("error: {e}\n")),
-            }
+            self.greet(&key).await;
         }
+        let commands = commands::ConsoleCommands {
+            agent: &self.agent,
+            key: &key,
+            user_id: &user.id,
+            os_user: &self.options.user,
+        };
         loop {
             if self.options.interactive {
-                say(&self.out, "\n> ");
+                say(&self.out, "\n");
             }
             let work = match self.next().await {
-                Next::End => break,
-                Next::Outside(work) => work,
-                Next::Line(line) => {
-                    let text = line.trim();
-                    if text.is_empty() {
-                        continue;
+                Next::Typed(Typed::End) => {
+                    if self.options.interactive {
+                        say(&self.out, "\n");
                     }
-                    if matches!(text, "/quit" | "/exit") {
-                        break;
-                    }
-                    // The person at the terminal owns its workstream.
-                    if let Some(answer) = self.command(&key, text).await {
-                        say(&self.out, &format!("{answer}\n"));
-                        continue;
-                    }
-                    Work::message(&user.id, text.to_owned())
+                    break;
                 }
+                // Ctrl-C at the prompt: the line is gone, nothing else happens.
+                Next::Typed(Typed::Interrupted) => continue,
+                Next::Outside(work) => work,
+                Next::Typed(Typed::Line(line)) => match commands::entry(&line) {
+                    commands::Entry::Nothing => continue,
+                    commands::Entry::Message(text) => Work::message(&user.id, text),
+                    commands::Entry::Command(text) => match commands.run(text).await {
+                        commands::Done::Answer(answer) => {
+                            sink.show(&answer);
+                            continue;
+                        }
+                        commands::Done::Send(text) => Work::message(&user.id, text),
+                        commands::Done::Leave(farewell) => {
+                            if let Some(text) = farewell {
+                                sink.show(&text);
+                            }
+                            break;
+                        }
+                    },
+                },
             };
             let cancel = CancellationToken::new();
             self.interrupter.set(Some(cancel.clone()));
@@ -241,13 +271,17 @@ impl Console {
         report
     }
 
-    /// The answer to `/status` or `/compact`, which never reach the model.
-    async fn command(&self, key: &str, text: &str) -> Option<String> {
-        match text {
-            "/status" => Some(crate::answers::status(&self.agent, key).await),
-            "/compact" => Some(crate::answers::compact_now(&self.agent, key).await),
-            _ => None,
-        }
+    /// The first lines at a terminal: which workstream, and how to get help or leave.
+    async fn greet(&self, key: &str) {
+        let text = match self.agent.history(key).await {
+            Ok(h) if !h.is_empty() => format!(
+                "(continuing workstream {key}: {}; /help for commands, Ctrl-D to quit)\n",
+                commands::count(h.len(), "message")
+            ),
+            Ok(_) => format!("(new workstream {key}; /help for commands, Ctrl-D to quit)\n"),
+            Err(e) => format!("error: {e}\n"),
+        };
+        say(&self.out, &text);
     }
 }
 
@@ -285,287 +319,5 @@ fn say(out: &Output, text: &str) {
     if let Ok(mut w) = out.lock() {
         let _ = w.write_all(text.as_bytes());
         let _ = w.flush();
-    }
-}
-
-/// Most bytes of one tool call's streamed output printed live; the rest is counted and
-/// named when the call ends (the model gets its own cut of the output either way).
-const LIVE_OUTPUT_BYTES: usize = 256 * 1024;
-
-/// Prints turn events.
-#[derive(Default)]
-struct ConsoleSink {
-    out: Option<Output>,
-    /// Bytes of streamed output per running call: (printed, not printed).
-    streamed: Mutex<std::collections::HashMap<String, (usize, usize)>>,
-    /// The status line last printed per sub-agent call.
-    statuses: Mutex<std::collections::HashMap<String, String>>,
-}
-
-impl ConsoleSink {
-    fn new(out: Output) -> Self {
-        Self {
-            out: Some(out),
-            streamed: Mutex::default(),
-            statuses: Mutex::default(),
-        }
-    }
-
-    /// What to print for an output chunk: everything up to [`LIVE_OUTPUT_BYTES`] per call
-    /// (escaped: a command's output must not steer the terminal that shows the next
-    /// approval prompt), then one line saying the rest is not shown live.
-    fn output_chunk(&self, call_id: String, chunk: &str) -> String {
-        let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
-        let (printed, skipped) = streamed.entry(call_id).or_default();
-        if *printed >= LIVE_OUTPUT_BYTES {
-            *skipped += chunk.len();
-            return String::new();
-        }
-        *printed += chunk.len();
-        let mut text = indent(&escape_invisible(chunk), "  │ ");
-        if *printed >= LIVE_OUTPUT_BYTES {
-            text.push_str("  │ … (more output follows; not shown live)\n");
-        }
-        text
-    }
-
-    /// The note on a finished call whose streamed output was not all printed.
-    fn skipped_note(&self, call_id: &str) -> String {
-        let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
-        match streamed.remove(call_id) {
-            Some((_, skipped)) if skipped > 0 => format!(
-                " ({} more bytes of output not shown)",
-                thousands(skipped as u64)
-            ),
-            _ => String::new(),
-        }
-    }
-
-    /// A sub-agent's status line, printed when it changes (a terminal scrolls; it cannot
-    /// edit a line above a prompt).
-    fn status_line(&self, status: SubAgentStatus) -> String {
-        let line = status.to_string();
-        let mut shown = self.statuses.lock().unwrap_or_else(|e| e.into_inner());
-        if shown.get(&status.call_id) == Some(&line) {
-            return String::new();
-        }
-        shown.insert(status.call_id, line.clone());
-        format!("  ⋯ {}\n", escape_invisible(&line))
-    }
-
-    fn render(&self, event: TurnEvent) -> String {
-        match event {
-            TurnEvent::TextDelta(t) => t,
-            TurnEvent::ToolPending(v) => {
-                let mut s = format!("\n▸ {}\n", header(&v.header));
-                if !v.preview.is_empty() && v.preview != v.header {
-                    s.push_str(&indent(&cut(&v.preview, 20, 4000), "  │ "));
-                }
-                if let Some(e) = v.error {
-                    s.push_str(&format!("  ✗ {}\n", escape_invisible(&e)));
-                }
-                s
-            }
-            TurnEvent::ToolOutputChunk { call_id, chunk } => self.output_chunk(call_id, &chunk),
-            TurnEvent::ToolResult {
-                call_id,
-                name,
-                output,
-                is_error,
-            } => {
-                let note = self.skipped_note(&call_id);
-                self.statuses
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&call_id);
-                let first = output
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(160)
-                    .collect::<String>();
-                if is_error {
-                    format!("  ✗ {name}: {}{note}\n", escape_invisible(&first))
-                } else {
-                    format!("  ✓ {name}{note}\n")
-                }
-            }
-            TurnEvent::SubAgent(status) => self.status_line(status),
-            TurnEvent::Attachment {
-                filename, comment, ..
-            } => format!(
-                "  📎 {}: {}\n",
-                escape_invisible(&comment),
-                escape_invisible(&filename)
-            ),
-            TurnEvent::Waiting(wait) => format!("\n(⏳ {wait})\n"),
-            TurnEvent::Notice(n) => format!("\n({n})\n"),
-            TurnEvent::Error(e) => format!("\nerror: {e}\n"),
-            TurnEvent::TurnComplete { cancelled, .. } => {
-                if cancelled {
-                    "\n(turn cancelled)\n".into()
-                } else {
-                    "\n".into()
-                }
-            }
-        }
-    }
-}
-
-impl TurnSink for ConsoleSink {
-    fn event(&self, event: TurnEvent) {
-        let text = self.render(event);
-        if let Some(out) = &self.out
-            && !text.is_empty()
-        {
-            say(out, &text);
-        }
-    }
-}
-
-fn indent(text: &str, prefix: &str) -> String {
-    let mut s = String::with_capacity(text.len() + 8);
-    for line in text.lines() {
-        s.push_str(prefix);
-        s.push_str(line);
-        s.push('\n');
-    }
-    s
-}
-
-/// Asks `approve? [y]es / [n]o / [a]lways` for each item, reading the next input line.
-struct ConsoleApprover {
-    input: Arc<tokio::sync::Mutex<mpsc::Receiver<String>>>,
-    out: Output,
-    interactive: bool,
-    user: String,
-}
-
-#[async_trait::async_trait]
-impl Approver for ConsoleApprover {
-    async fn approve(&self, items: &[ApprovalItem]) -> Vec<Decision> {
-        let mut decisions = Vec::with_capacity(items.len());
-        let mut input = self.input.lock().await;
-        for item in items {
-            let review = item.kind == ApprovalKind::Review;
-            if review {
-                say(
-                    &self.out,
-                    &format!("\n{}\n", cut(&item.preview, 200, 20_000)),
-                );
-            }
-            loop {
-                let question = if review {
-                    format!(
-                        "review {}: [a]ccept / [r]eject / a[n]notate, <note>: ",
-                        header(&item.header)
-                    )
-                } else {
-                    format!(
-                        "approve {}? [y]es / [n]o / [a]lways: ",
-                        header(&item.header)
-                    )
-                };
-                say(&self.out, &question);
-                let Some(line) = input.recv().await else {
-                    say(&self.out, "\n(no more input: denied)\n");
-                    return decisions;
-                };
-                if !self.interactive {
-                    say(&self.out, &format!("{line}\n"));
-                }
-                let answer = if review {
-                    parse_review(&line)
-                } else {
-                    parse_answer(&line)
-                };
-                match answer {
-                    Some(d) => {
-                        decisions.push(d.by(self.user.clone()));
-                        break;
-                    }
-                    None if review => say(
-                        &self.out,
-                        "please answer a, r, or n followed by a comma and your note\n",
-                    ),
-                    None => say(
-                        &self.out,
-                        "please answer y, n or a (text after a comma is feedback)\n",
-                    ),
-                }
-            }
-        }
-        decisions
-    }
-}
-
-/// Parses `y`, `n`, `a` (or `yes`, `no`, `always`), with optional `, feedback`.
-pub fn parse_answer(line: &str) -> Option<Decision> {
-    let (word, feedback) = match line.split_once(',') {
-        Some((w, f)) => (w, Some(f.trim().to_owned()).filter(|f| !f.is_empty())),
-        None => (line, None),
-    };
-    let verdict = match word.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Verdict::Approve,
-        "n" | "no" => Verdict::Deny,
-        "a" | "always" => Verdict::AlwaysAllow,
-        _ => return None,
-    };
-    Some(Decision::new(verdict, feedback))
-}
-
-/// Parses a review answer: `a` (accept), `r` (reject) or `n, <note>` (annotate; the note is
-/// required), the words spelled out too; text after a comma is the note.
-pub fn parse_review(line: &str) -> Option<Decision> {
-    let (word, note) = match line.split_once(',') {
-        Some((w, f)) => (w, Some(f.trim().to_owned()).filter(|f| !f.is_empty())),
-        None => (line, None),
-    };
-    let verdict = match word.trim().to_ascii_lowercase().as_str() {
-        "a" | "accept" | "y" | "yes" => Verdict::Approve,
-        "r" | "reject" => Verdict::Deny,
-        "n" | "annotate" | "note" if note.is_some() => Verdict::Annotate,
-        _ => return None,
-    };
-    Some(Decision::new(verdict, note))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn answers_parse_with_feedback() {
-        assert_eq!(parse_answer("y"), Some(Decision::approve()));
-        assert_eq!(
-            parse_answer("n, use the staging db"),
-            Some(Decision::deny(Some("use the staging db".into())))
-        );
-        assert_eq!(
-            parse_answer(" Always ").map(|d| d.verdict),
-            Some(Verdict::AlwaysAllow)
-        );
-        assert_eq!(parse_answer("maybe"), None);
-        assert_eq!(parse_answer("yes,").map(|d| d.feedback), Some(None));
-    }
-
-    #[test]
-    fn review_answers_parse_and_an_annotation_needs_its_note() {
-        assert_eq!(parse_review("a"), Some(Decision::approve()));
-        assert_eq!(
-            parse_review("reject, too risky"),
-            Some(Decision::deny(Some("too risky".into())))
-        );
-        assert_eq!(
-            parse_review("n, do step 2 first"),
-            Some(Decision::new(
-                Verdict::Annotate,
-                Some("do step 2 first".into())
-            ))
-        );
-        assert_eq!(parse_review("n"), None);
-        assert_eq!(parse_review("always"), None);
     }
 }

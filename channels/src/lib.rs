@@ -27,7 +27,8 @@
 //! - [`visible`]: model-written text as an approver may safely see it (escapes, cut notes).
 //!
 //! Platforms:
-//! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`).
+//! - [`console`]: a terminal channel for local use, demos and scripts (`sandpiper chat`): a
+//!   line editor, the chat commands, escaped and Markdown-drawn answers.
 //! - [`discord`]: Discord through serenity.
 //! - [`slack`]: Slack through slack-morphism (Socket Mode or the Events API).
 

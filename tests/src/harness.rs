@@ -158,6 +158,7 @@ impl ConsoleRun {
                 user: user.to_owned(),
                 auto_approve,
                 interactive: false,
+                styled: false,
             },
             rx,
             out,

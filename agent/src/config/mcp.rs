@@ -221,7 +221,15 @@ pub fn parse_mcp_json(text: &str) -> Result<BTreeMap<String, McpServerConfig>, S
         servers: Option<BTreeMap<String, serde_json::Value>>,
     }
     let file: File = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let servers = file.servers.ok_or("no `mcpServers` object found")?;
+    const SHAPE: &str = r#"expected {"mcpServers": {"NAME": {"command": "…", "args": […]}}}"#;
+    let servers = file
+        .servers
+        .ok_or_else(|| format!("no `mcpServers` object found ({SHAPE})"))?;
+    if servers.is_empty() {
+        // Most likely a wrong shape, not a wish for no servers: say so rather than run
+        // without the tools the person expected.
+        return Err(format!("the server list is empty ({SHAPE})"));
+    }
     let mut out = BTreeMap::new();
     for (name, value) in servers {
         let raw: RawServer =

@@ -2,8 +2,22 @@
 //! the password of the userinfo (`postgres://bob:hunter2@db/x`) and password-like query
 //! parameters (`?password=…`, `&sslpassword=…`), which libpq and sqlx both accept.
 
-/// Query parameters whose values are secrets.
-const SECRET_PARAMS: &[&str] = &["password", "sslpassword", "pass", "pwd", "passfile_secret"];
+/// Query parameters whose values are secrets: database passwords, and the tokens and keys MCP
+/// and other HTTP endpoints take in their URL.
+const SECRET_PARAMS: &[&str] = &[
+    "password",
+    "sslpassword",
+    "pass",
+    "pwd",
+    "passfile_secret",
+    "token",
+    "access_token",
+    "api_key",
+    "apikey",
+    "key",
+    "secret",
+    "auth",
+];
 
 /// What replaces a secret.
 const REDACTED: &str = "<redacted>";

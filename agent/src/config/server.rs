@@ -83,7 +83,7 @@ fn address(value: &str, key: &str, var: &str) -> Result<SocketAddr, ConfigError>
     value.parse().map_err(|e| ConfigError::Invalid {
         key: key.into(),
         source_name: var.into(),
-        message: format!("`{value}` is not an address like 127.0.0.1:8090 ({e})"),
+        message: format!("`{value}` is not host:port such as 127.0.0.1:8090 ({e})"),
     })
 }
 

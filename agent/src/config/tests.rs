@@ -206,3 +206,77 @@ fn the_example_file_parses_and_says_what_the_defaults_are() {
         defaults.agent.max_turns_per_user
     );
 }
+
+#[test]
+fn the_default_database_is_in_the_data_directory_unless_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.toml");
+    std::fs::write(&empty, "[model]\nmodel = \"m\"\n").unwrap();
+    let url = |env: &dyn Env| Config::load(Some(&empty), env).unwrap().0.database.url;
+    assert_eq!(
+        url(&[("HOME", "/home/ann")]),
+        "sqlite:///home/ann/.local/share/sandpiper/sandpiper.db"
+    );
+    assert_eq!(
+        url(&[("HOME", "/home/ann"), ("XDG_DATA_HOME", "/data")]),
+        "sqlite:///data/sandpiper/sandpiper.db"
+    );
+    // A relative XDG_DATA_HOME is invalid by the spec and ignored.
+    assert_eq!(
+        url(&[("HOME", "/home/ann"), ("XDG_DATA_HOME", "rel")]),
+        "sqlite:///home/ann/.local/share/sandpiper/sandpiper.db"
+    );
+    assert_eq!(
+        url(&[
+            ("HOME", "/home/ann"),
+            ("SANDPIPER_DATABASE_URL", "postgres://h/db")
+        ]),
+        "postgres://h/db"
+    );
+    // Without a home there is no data directory: the old relative default.
+    let none: [(&str, &str); 0] = [];
+    assert_eq!(url(&none), "sqlite://sandpiper.db");
+    let named = dir.path().join("named.toml");
+    std::fs::write(&named, "[database]\nurl = \"sqlite://here.db\"\n").unwrap();
+    let (c, _) = Config::load(Some(&named), &[("HOME", "/home/ann")]).unwrap();
+    assert_eq!(c.database.url, "sqlite://here.db");
+}
+
+#[test]
+fn a_bad_value_names_its_source_and_what_was_expected() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, "[model]\nmodel = \"m\"\n").unwrap();
+    let err = Config::load(Some(&file), &[("SANDPIPER_MODEL_BASE_URL", "ftp://x")])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "invalid config value `model.base_url` (from SANDPIPER_MODEL_BASE_URL): `ftp://x` is not \
+         an http(s) URL such as http://127.0.0.1:11434/v1"
+    );
+    std::fs::write(&file, "[server]\nlisten = 8090\n").unwrap();
+    let none: [(&str, &str); 0] = [];
+    let err = Config::load(Some(&file), &none).unwrap_err().to_string();
+    assert!(
+        err.contains("s.toml") && err.ends_with("(expected host:port such as 127.0.0.1:8090)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn redaction_covers_tool_variables_and_mcp_url_credentials() {
+    let text = "[tools.env]\nGITHUB_TOKEN = \"ghp-1\"\n\
+                [mcp.servers.r]\nurl = \"https://u:pw@h/mcp?api_key=k1\"\n";
+    let c = Config::from_toml(text, Path::new("x.toml")).unwrap();
+    let shown = c.to_redacted_toml();
+    assert!(shown.contains("GITHUB_TOKEN = \"<redacted>\""), "{shown}");
+    assert!(
+        shown.contains("url = \"https://u:<redacted>@h/mcp?api_key=<redacted>\""),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("ghp-1") && !shown.contains("pw@") && !shown.contains("k1"),
+        "{shown}"
+    );
+}

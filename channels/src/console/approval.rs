@@ -1,0 +1,216 @@
+//! Approval questions at the console. A tool call is `[y]es / [n]o / [a]lways`; a plan review
+//! is `[y]es, accept / [n]o, reject / [c]hange, <note>` — `y` and `n` mean the same on both,
+//! and no key means one thing on a tool call and another on a review (`a` is only *always*,
+//! `c` only *change*). Text after a comma is feedback for the model (`n, use the staging
+//! db`). A bad answer is asked again; `/stop` or Ctrl-C stops the turn.
+
+use std::sync::Arc;
+
+use sandpiper_agent::protocol::{ApprovalItem, ApprovalKind, Approver, Decision, Verdict};
+
+use super::input::{Asking, LineSource, Typed};
+use super::sink::{Headed, locked};
+use super::{Interrupter, Output, say};
+use crate::card::header;
+use crate::visible::cut;
+
+/// Asks the person at the terminal about each item.
+pub(super) struct ConsoleApprover {
+    pub(super) lines: Arc<dyn LineSource>,
+    pub(super) out: Output,
+    /// Who decides (shown with the decision).
+    pub(super) user: String,
+    /// Stops the turn on `/stop` or Ctrl-C.
+    pub(super) interrupter: Interrupter,
+    /// The calls whose header is on screen.
+    pub(super) headed: Headed,
+}
+
+/// The question for item `index` of `count`: only the tool's name when its header is on
+/// screen just above (`headed`), the header when it is not (a sub-agent's call, a review)
+/// or when several calls wait at once.
+fn question(item: &ApprovalItem, index: usize, count: usize, headed: bool) -> String {
+    let what = match (count, headed) {
+        (1, true) => header(&item.name),
+        (1, false) => header(&item.header),
+        _ => format!("{} ({} of {count})", header(&item.header), index + 1),
+    };
+    match item.kind {
+        ApprovalKind::Review => {
+            format!("review {what}: [y]es, accept / [n]o, reject / [c]hange, <note>: ")
+        }
+        _ => format!("approve {what}? [y]es / [n]o / [a]lways: "),
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for ConsoleApprover {
+    async fn approve(&self, items: &[ApprovalItem]) -> Vec<Decision> {
+        let mut decisions = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let review = item.kind == ApprovalKind::Review;
+            if review {
+                say(
+                    &self.out,
+                    &format!("\n{}\n", cut(&item.preview, 200, 20_000)),
+                );
+            }
+            let headed = locked(&self.headed).contains(&item.call_id);
+            let question = question(item, index, items.len(), headed && !review);
+            loop {
+                let line = match self.lines.read(&question, Asking::Answer).await {
+                    Typed::Line(line) => line,
+                    Typed::End => {
+                        say(&self.out, "\n(no more input: denied)\n");
+                        return decisions;
+                    }
+                    Typed::Interrupted => {
+                        self.interrupter.interrupt();
+                        return decisions;
+                    }
+                };
+                if line.trim() == "/stop" {
+                    self.interrupter.interrupt();
+                    return decisions;
+                }
+                let answer = if review {
+                    parse_review(&line)
+                } else {
+                    parse_answer(&line)
+                };
+                match answer {
+                    Ok(d) => {
+                        decisions.push(d.by(self.user.clone()));
+                        break;
+                    }
+                    Err(hint) => say(&self.out, &format!("{hint}\n")),
+                }
+            }
+        }
+        decisions
+    }
+}
+
+/// The word and the feedback after the first comma.
+fn split(line: &str) -> (String, Option<String>) {
+    let (word, feedback) = match line.split_once(',') {
+        Some((w, f)) => (w, Some(f.trim().to_owned()).filter(|f| !f.is_empty())),
+        None => (line, None),
+    };
+    (word.trim().to_ascii_lowercase(), feedback)
+}
+
+/// Parses `y`, `n`, `a` (or `yes`, `no`, `always`), with optional `, feedback`; the error is
+/// what to tell the person.
+pub fn parse_answer(line: &str) -> Result<Decision, &'static str> {
+    let (word, feedback) = split(line);
+    let verdict = match word.as_str() {
+        "y" | "yes" => Verdict::Approve,
+        "n" | "no" => Verdict::Deny,
+        "a" | "always" => Verdict::AlwaysAllow,
+        "c" | "change" => {
+            return Err(
+                "`c` (change) is for plan reviews; answer y, n or a (text after a comma \
+                        is feedback), or /stop to stop the turn",
+            );
+        }
+        _ => {
+            return Err(
+                "please answer y, n or a (text after a comma is feedback), or /stop to \
+                        stop the turn",
+            );
+        }
+    };
+    Ok(Decision::new(verdict, feedback))
+}
+
+/// Parses a review answer: `y` (accept), `n` (reject) or `c, <note>` (change: annotate the
+/// plan; the note is required), the words spelled out too; text after a comma is the note.
+pub fn parse_review(line: &str) -> Result<Decision, &'static str> {
+    let (word, note) = split(line);
+    let verdict = match word.as_str() {
+        "y" | "yes" | "accept" => Verdict::Approve,
+        "n" | "no" | "reject" => Verdict::Deny,
+        "c" | "change" | "annotate" | "note" if note.is_some() => Verdict::Annotate,
+        "c" | "change" | "annotate" | "note" => {
+            return Err("a change needs its note after a comma: c, do step 2 first");
+        }
+        "a" | "always" => {
+            return Err(
+                "`a` (always) is for tool calls; a review takes y (accept), n (reject) \
+                        or c, <note> (change)",
+            );
+        }
+        _ => return Err("please answer y (accept), n (reject) or c, <note> (change)"),
+    };
+    Ok(Decision::new(verdict, note))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn answers_parse_with_feedback() {
+        assert_eq!(parse_answer("y"), Ok(Decision::approve()));
+        assert_eq!(
+            parse_answer("n, use the staging db"),
+            Ok(Decision::deny(Some("use the staging db".into())))
+        );
+        assert_eq!(
+            parse_answer(" Always ").map(|d| d.verdict),
+            Ok(Verdict::AlwaysAllow)
+        );
+        assert!(parse_answer("maybe").is_err());
+        assert!(
+            parse_answer("c, later")
+                .unwrap_err()
+                .contains("plan reviews")
+        );
+        assert_eq!(parse_answer("yes,").map(|d| d.feedback), Ok(None));
+    }
+
+    #[test]
+    fn review_answers_parse_and_a_change_needs_its_note() {
+        assert_eq!(parse_review("y"), Ok(Decision::approve()));
+        assert_eq!(parse_review("accept"), Ok(Decision::approve()));
+        assert_eq!(
+            parse_review("n, too risky"),
+            Ok(Decision::deny(Some("too risky".into())))
+        );
+        assert_eq!(
+            parse_review("c, do step 2 first"),
+            Ok(Decision::new(
+                Verdict::Annotate,
+                Some("do step 2 first".into())
+            ))
+        );
+        assert!(parse_review("c").unwrap_err().contains("needs its note"));
+        assert!(parse_review("a").unwrap_err().contains("for tool calls"));
+    }
+
+    #[test]
+    fn a_call_on_screen_is_asked_by_name_others_by_header() {
+        let item = |header: &str| ApprovalItem {
+            request_id: "r".into(),
+            kind: ApprovalKind::ToolCall,
+            call_id: "c".into(),
+            name: "bash".into(),
+            header: header.into(),
+            preview: String::new(),
+        };
+        assert_eq!(
+            question(&item("bash: ls"), 0, 1, true),
+            "approve bash? [y]es / [n]o / [a]lways: "
+        );
+        assert_eq!(
+            question(&item("task: x › bash: ls"), 0, 1, false),
+            "approve task: x › bash: ls? [y]es / [n]o / [a]lways: "
+        );
+        assert_eq!(
+            question(&item("bash: ls"), 1, 2, true),
+            "approve bash: ls (2 of 2)? [y]es / [n]o / [a]lways: "
+        );
+    }
+}
