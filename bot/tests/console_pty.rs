@@ -224,10 +224,11 @@ async fn the_console_edits_lines_keeps_history_and_never_sends_commands() {
     // Tab completes a command name.
     term.keys("/sta\t");
     term.keys("\r");
-    term.answered(" yet.");
+    term.answered("Messages: 0");
     let screen = term.screen();
     assert!(
-        screen.contains("No workstream \x1b[36mconsole:pty\x1b[39m yet."),
+        screen.contains("> /status ")
+            && screen.contains("Workstream \x1b[36mconsole:pty\x1b[39m\r\n"),
         "{screen:?}"
     );
     assert_eq!(llm.requests().len(), 0, "a command reached the model");
