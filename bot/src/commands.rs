@@ -369,8 +369,16 @@ mod tests {
              unattended, like bash); cancel, unless the thread's owner asked"
         );
         assert_eq!(lines[18], "");
-        assert!(lines[19].contains("always-allow grant"), "{table}");
-        assert_eq!(lines.len(), 20);
+        assert!(
+            lines[19].starts_with("auto-approve     runs without asking"),
+            "{table}"
+        );
+        assert!(lines[20].contains("grant in a workstream"), "{table}");
+        assert!(
+            lines[21].starts_with("agent            offered to a plan sub-agent"),
+            "{table}"
+        );
+        assert_eq!(lines.len(), 25);
     }
 
     #[tokio::test]

@@ -34,9 +34,9 @@ pub trait LineSource: Send + Sync {
     async fn read(&self, prompt: &str, asking: Asking) -> Typed;
 }
 
-/// Piped input: one line a message. The prompt and the line are printed together once the
-/// line arrived, so the transcript reads like the session (`> list the files`,
-/// `approve bash? … y`) and shows which line answered what.
+/// Piped input: one line a message. A message is echoed with the prompt once it arrived
+/// (`> list the files`); an approval question is printed before its answer is read (a script
+/// may wait for it) and the answer after it, so the transcript shows which line answered what.
 pub struct PipedLines {
     lines: tokio::sync::Mutex<mpsc::Receiver<String>>,
     out: Output,
@@ -55,21 +55,23 @@ impl PipedLines {
 #[async_trait::async_trait]
 impl LineSource for PipedLines {
     async fn read(&self, prompt: &str, asking: Asking) -> Typed {
+        if asking == Asking::Answer {
+            say(&self.out, prompt);
+        }
         let line = self.lines.lock().await.recv().await;
-        match line {
-            Some(line) => {
-                // Blank lines send nothing; they are not echoed as messages either.
-                if asking == Asking::Answer || !line.trim().is_empty() {
+        match (line, asking) {
+            (Some(line), Asking::Answer) => {
+                say(&self.out, &format!("{line}\n"));
+                Typed::Line(line)
+            }
+            (Some(line), Asking::Message) => {
+                // Blank lines send nothing; they are not echoed either.
+                if !line.trim().is_empty() {
                     say(&self.out, &format!("{prompt}{line}\n"));
                 }
                 Typed::Line(line)
             }
-            None => {
-                if asking == Asking::Answer {
-                    say(&self.out, prompt);
-                }
-                Typed::End
-            }
+            (None, _) => Typed::End,
         }
     }
 }

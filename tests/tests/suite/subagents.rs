@@ -207,7 +207,8 @@ both_backends! {
         let agent = harness::agent(s.config.clone()).await;
         let console = ConsoleRun::start(agent.clone(), "sub", "alice", false);
         console.send("check the build").await;
-        console.wait_for("approve task: Check the build?", WAIT).await;
+        console.wait_for("▸ task: Check the build\n", WAIT).await;
+        console.wait_for("approve task? ", WAIT).await;
         console.send("y").await;
         console.wait_for("approve task: Check the build › bash: echo from-the-sub-agent?", WAIT).await;
         console.send("y").await;
@@ -351,7 +352,7 @@ both_backends! {
         let agent = harness::agent(s.config.clone()).await;
         let console = ConsoleRun::start(agent.clone(), "stop", "alice", false);
         console.send("wait for the deploy").await;
-        console.wait_for("approve task: Wait for the deploy?", WAIT).await;
+        console.wait_for("▸ task: Wait for the deploy\napprove task? ", WAIT).await;
         console.send("y").await;
         console.wait_for("approve task: Wait for the deploy › bash:", WAIT).await;
         console.send("y").await;

@@ -618,7 +618,8 @@ both_backends! {
         let stop = CancellationToken::new();
         let runner = sandpiper::wiring::start_watches(&agent, starters, stop.clone());
         console.send("tell me when the build is done").await;
-        console.wait_for("approve watch: build", WAIT).await;
+        console.wait_for("▸ watch: build every 5m", WAIT).await;
+        console.wait_for("approve watch? ", WAIT).await;
         console.send("y").await;
         console.wait_for("The build is done.", WAIT).await;
         stop.cancel();
