@@ -76,7 +76,7 @@ pub fn mcp_tools_table(mcp: &sandpiper_agent::mcp::McpManager, config: &Config) 
                 .mcp
                 .servers
                 .get(&t.server)
-                .is_some_and(|s| s.auto_approve().iter().any(|n| *n == t.name));
+                .is_some_and(|s| s.auto_approve().contains(&t.name));
             let first = t.description.lines().next().unwrap_or_default();
             [
                 t.full_name.clone(),

@@ -45,12 +45,20 @@ fn files_under(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut todo = vec![dir.to_owned()];
     while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().map(Result::unwrap) {
+        for entry in std::fs::read_dir(&d)
+            .expect("the temporary directory is readable")
+            .map(|e| e.expect("a directory entry"))
+        {
             let path = entry.path();
             if path.is_dir() {
                 todo.push(path);
             } else {
-                found.push(path.strip_prefix(dir).unwrap().display().to_string());
+                found.push(
+                    path.strip_prefix(dir)
+                        .expect("the temporary directory is readable")
+                        .display()
+                        .to_string(),
+                );
             }
         }
     }

@@ -57,8 +57,8 @@ impl Terminal {
         // SAFETY: both descriptors were just opened and are owned here alone.
         let (master, slave) =
             unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        cmd.stdin(slave.try_clone().unwrap())
-            .stdout(slave.try_clone().unwrap())
+        cmd.stdin(slave.try_clone().expect("the pseudo-terminal works"))
+            .stdout(slave.try_clone().expect("the pseudo-terminal works"))
             .stderr(slave);
         // SAFETY: between fork and exec, only async-signal-safe calls: a new session whose
         // controlling terminal is the pseudo-terminal on stdin (so Ctrl-C is a signal).
@@ -74,7 +74,7 @@ impl Terminal {
         drop(cmd);
         let master = std::fs::File::from(master);
         let screen = Arc::new(Mutex::new(Vec::new()));
-        let mut reader = master.try_clone().unwrap();
+        let mut reader = master.try_clone().expect("the pseudo-terminal works");
         let sink = screen.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
@@ -83,7 +83,9 @@ impl Terminal {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                sink.lock()
+                    .expect("the pseudo-terminal works")
+                    .extend_from_slice(&buf[..n]);
             }
         });
         Self {
@@ -95,14 +97,17 @@ impl Terminal {
 
     /// Types keys (one write, as a terminal sends a key or a paste).
     fn keys(&mut self, keys: &str) {
-        self.master.write_all(keys.as_bytes()).unwrap();
-        self.master.flush().unwrap();
+        self.master
+            .write_all(keys.as_bytes())
+            .expect("the pseudo-terminal works");
+        self.master.flush().expect("the pseudo-terminal works");
         // Let the editor read this key before the next, as a person types.
         std::thread::sleep(Duration::from_millis(60));
     }
 
     fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+        String::from_utf8_lossy(&self.screen.lock().expect("the pseudo-terminal works"))
+            .into_owned()
     }
 
     /// Waits until the terminal shows `needle` `times` times in all.
@@ -137,7 +142,7 @@ impl Terminal {
     fn exit_status(mut self) -> std::process::ExitStatus {
         let start = Instant::now();
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.child.try_wait().expect("the pseudo-terminal works") {
                 return status;
             }
             assert!(
@@ -179,7 +184,7 @@ fn user_messages(llm: &FakeLlm) -> Vec<String> {
         .map(|r| {
             r["messages"]
                 .as_array()
-                .unwrap()
+                .expect("the pseudo-terminal works")
                 .iter()
                 .rev()
                 .find(|m| m["role"] == "user")
