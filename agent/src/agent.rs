@@ -386,6 +386,9 @@ impl Agent {
         };
         let weak = Arc::downgrade(&self.inner);
         let mut generation = self.inner.mcp.generation();
+        // Servers connect in the background: one may have listed between building the
+        // agent and subscribing here, so look once at the start.
+        generation.mark_changed();
         runtime.spawn(async move {
             while generation.changed().await.is_ok() {
                 let Some(inner) = weak.upgrade() else { break };
@@ -692,6 +695,7 @@ impl Agent {
         ws: tokio::sync::MutexGuard<'_, Workstream>,
     ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
+        inner.metrics.turn_ended(&result);
         match &result {
             Ok(outcome) => {
                 tracing::info!(

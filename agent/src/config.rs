@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+mod log;
 mod mcp;
 mod projects;
 mod redact;
@@ -22,6 +23,7 @@ pub use mcp::{
 };
 pub use projects::{ProjectConfig, project_connectors};
 pub use redact::{redact_url, url_secrets};
+pub use log::{LogConfig, LogFormat};
 pub use server::ServerConfig;
 pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 
@@ -121,6 +123,8 @@ pub struct Config {
     pub watch: WatchConfig,
     /// Several nodes on one database: workstream leases.
     pub cluster: ClusterConfig,
+    /// How the log is written.
+    pub log: LogConfig,
 }
 
 /// `[cluster]`: how nodes sharing one PostgreSQL split the workstreams (see

@@ -97,6 +97,7 @@ both_backends! {
         let agent = wiring::build_agent_in(s.config.core.clone(), host)
             .await
             .expect("agent builds");
+        sandpiper_tests::harness::mcp_attempted(&agent).await;
         let console = ConsoleRun::start(agent.clone(), "env", "alice", true);
         console.send("show me the environment").await;
         let out = console.finish().await;
@@ -139,9 +140,12 @@ async fn start(servers: Vec<(&str, McpServerConfig)>, options: McpOptions) -> Ar
         .into_iter()
         .map(|(n, c)| (n.to_owned(), c))
         .collect();
-    tokio::time::timeout(WAIT, McpManager::start(servers, options))
+    let manager = tokio::time::timeout(WAIT, McpManager::start(servers, options))
         .await
-        .expect("start in time")
+        .expect("start in time");
+    // Servers connect in the background; these tests begin once each has been tried.
+    assert!(manager.first_attempts(WAIT).await, "first attempts in time");
+    manager
 }
 
 fn args(value: Value) -> serde_json::Map<String, Value> {
