@@ -16,6 +16,7 @@ mod projects;
 mod redact;
 mod server;
 mod web;
+pub use log::{LogConfig, LogFormat};
 pub(crate) use mcp::read_mcp_json;
 pub use mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL, McpConfig,
@@ -23,7 +24,6 @@ pub use mcp::{
 };
 pub use projects::{ProjectConfig, project_connectors};
 pub use redact::{redact_url, url_secrets};
-pub use log::{LogConfig, LogFormat};
 pub use server::ServerConfig;
 pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 

@@ -211,7 +211,11 @@ impl Metrics {
     /// auto_approve` / `--yes` (`auto_approve`), else by an always-allow grant (`grant`).
     pub fn approval_unasked(&self, unasked: bool, auto_approve: bool) {
         if unasked {
-            let path = if auto_approve { "auto_approve" } else { "grant" };
+            let path = if auto_approve {
+                "auto_approve"
+            } else {
+                "grant"
+            };
             self.approval(path, "approved");
         }
     }

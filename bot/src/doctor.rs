@@ -109,7 +109,9 @@ fn load(
     let fail = |e: &dyn std::fmt::Display| {
         Check::new(
             "config",
-            Verdict::Fail(format!("{e} — fix it and check with `sandpiper config check`")),
+            Verdict::Fail(format!(
+                "{e} — fix it and check with `sandpiper config check`"
+            )),
         )
     };
     let (mut config, source) = loaded.map_err(|e| fail(&e))?;

@@ -246,7 +246,9 @@ pub fn render(a: &Answers) -> String {
     };
     let base_url = match &a.base_url {
         Some(url) => format!("base_url = {}", quoted(url)),
-        None => "# base_url = \"http://127.0.0.1:11434/v1\"   # a local or self-hosted server".into(),
+        None => {
+            "# base_url = \"http://127.0.0.1:11434/v1\"   # a local or self-hosted server".into()
+        }
     };
     let discord_channels = if a.discord {
         "channels = []          # channel ids the bot answers in; empty: every channel it sees"
@@ -366,9 +368,8 @@ mod tests {
     #[test]
     fn questions_take_answers_and_keep_defaults_on_enter() {
         let defaults = Answers::from_flags(&InitArgs::default());
-        let mut input = std::io::Cursor::new(
-            "postgres://sp@db/sp\nanthropic\n\nhttp://10.0.0.5:8000\ny\n\n",
-        );
+        let mut input =
+            std::io::Cursor::new("postgres://sp@db/sp\nanthropic\n\nhttp://10.0.0.5:8000\ny\n\n");
         let mut out = Vec::new();
         let a = ask(defaults, &mut input, &mut out).unwrap();
         assert_eq!(

@@ -86,14 +86,16 @@ impl LogSettings {
 }
 
 /// The layer that writes every admitted event to `writer` in `settings`' format.
-pub fn layer<W>(settings: &LogSettings, writer: W) -> Result<Box<dyn Layer<Registry> + Send + Sync>, LogError>
+pub fn layer<W>(
+    settings: &LogSettings,
+    writer: W,
+) -> Result<Box<dyn Layer<Registry> + Send + Sync>, LogError>
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
     let filter = settings.env_filter()?;
-    let startup = filter_fn(|meta| {
-        meta.target() == STARTUP_TARGET && *meta.level() <= tracing::Level::INFO
-    });
+    let startup =
+        filter_fn(|meta| meta.target() == STARTUP_TARGET && *meta.level() <= tracing::Level::INFO);
     let admitted = filter.or(startup);
     Ok(match settings.format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
@@ -181,7 +183,10 @@ mod tests {
         )
         .unwrap();
         let err = s.env_filter().unwrap_err().to_string();
-        assert!(err.starts_with("invalid $RUST_LOG `sandpiper=loud`: "), "{err}");
+        assert!(
+            err.starts_with("invalid $RUST_LOG `sandpiper=loud`: "),
+            "{err}"
+        );
         for good in ["info", "sandpiper_agent=debug,warn", "off"] {
             let s = LogSettings {
                 filter: (good.to_owned(), None),
@@ -245,7 +250,10 @@ mod tests {
         assert_eq!(e["span"]["workstream"], "discord:1");
         assert_eq!(e["span"]["turn"], 7);
         assert_eq!(e["spans"][0]["node"], "node-1");
-        assert!(e["timestamp"].as_str().is_some_and(|t| t.contains('T')), "{e}");
+        assert!(
+            e["timestamp"].as_str().is_some_and(|t| t.contains('T')),
+            "{e}"
+        );
     }
 
     #[test]
@@ -259,6 +267,9 @@ mod tests {
             tracing::info!(target: "sandpiper::node", "hidden");
         });
         assert_eq!(text.lines().count(), 1, "{text}");
-        assert!(text.contains("INFO sandpiper: Discord: connecting"), "{text}");
+        assert!(
+            text.contains("INFO sandpiper: Discord: connecting"),
+            "{text}"
+        );
     }
 }

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
-use tracing::Instrument as _;
 use clap::{Parser, Subcommand};
 use sandpiper::{commands, wiring};
 use sandpiper_agent::Config;
@@ -14,6 +13,7 @@ use sandpiper_agent::tools::ToolRegistry;
 use sandpiper_channels::account;
 use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output};
+use tracing::Instrument as _;
 
 /// jemalloc instead of glibc's malloc. A turn allocates and frees about 100 KB of short-lived
 /// memory around the few small strings a workstream keeps; glibc let those long-lived strings

@@ -313,12 +313,7 @@ pub fn render(m: &MetricsSnapshot, g: &Gauges) -> String {
     }
     if !g.mcp.is_empty() {
         let name = "sandpiper_mcp_servers";
-        family(
-            &mut out,
-            name,
-            "gauge",
-            "Configured MCP servers, by state.",
-        );
+        family(&mut out, name, "gauge", "Configured MCP servers, by state.");
         for state in ServerState::ALL {
             let n = g.mcp.iter().filter(|s| s.state == state).count();
             let _ = writeln!(out, "{name}{{state=\"{}\"}} {n}", state.as_str());
@@ -332,7 +327,11 @@ pub fn render(m: &MetricsSnapshot, g: &Gauges) -> String {
         "Whether each configured chat platform is connected (1) or not (0).",
     );
     for (platform, connected) in &g.platforms {
-        let _ = writeln!(out, "{name}{{platform=\"{platform}\"}} {}", u8::from(*connected));
+        let _ = writeln!(
+            out,
+            "{name}{{platform=\"{platform}\"}} {}",
+            u8::from(*connected)
+        );
     }
     let name = "sandpiper_http_requests_total";
     family(

@@ -153,9 +153,13 @@ impl ModelHealth {
         };
         if *state != next {
             match &next.error {
-                None => crate::startup!(model = %model.model, endpoint = %next.endpoint, "model endpoint: ok"),
-                Some(error) => tracing::warn!(model = %model.model, endpoint = %next.endpoint, error = %error,
-                    "model endpoint: degraded (turns will fail until it answers; retrying every 30 s)"),
+                None => {
+                    crate::startup!(model = %model.model, endpoint = %next.endpoint, "model endpoint: ok")
+                }
+                Some(error) => {
+                    tracing::warn!(model = %model.model, endpoint = %next.endpoint, error = %error,
+                    "model endpoint: degraded (turns will fail until it answers; retrying every 30 s)")
+                }
             }
         }
         *state = next;

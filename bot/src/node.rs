@@ -250,9 +250,9 @@ impl Node {
             false => String::new(),
         };
         match ops_addr {
-            Some(ops) => crate::startup!(
-                "serving http://{ops}/ready and /metrics (not on {addr}){token}"
-            ),
+            Some(ops) => {
+                crate::startup!("serving http://{ops}/ready and /metrics (not on {addr}){token}")
+            }
             None if !token.is_empty() => {
                 crate::startup!("/ready and /metrics answer only{token}")
             }

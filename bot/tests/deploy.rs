@@ -37,12 +37,18 @@ fn the_image_installs_what_the_docs_say_and_runs_as_its_own_user() {
     let docs = read("docs/operations.md");
     let declared = listed_after(&dockerfile, "# runtime-packages:");
     let installed = listed_after(&dockerfile, "apt-get install -y --no-install-recommends");
-    let installed: Vec<String> = installed.into_iter().filter(|w| w != "&&" && w != "\\").collect();
+    let installed: Vec<String> = installed
+        .into_iter()
+        .filter(|w| w != "&&" && w != "\\")
+        .collect();
     let installed: Vec<String> = installed
         .into_iter()
         .take_while(|w| !w.starts_with("rm"))
         .collect();
-    assert_eq!(installed, declared, "the install line and its comment differ");
+    assert_eq!(
+        installed, declared,
+        "the install line and its comment differ"
+    );
     assert_eq!(
         listed_after(&docs, "Runtime packages:"),
         declared,
@@ -52,16 +58,25 @@ fn the_image_installs_what_the_docs_say_and_runs_as_its_own_user() {
         assert!(declared.iter().any(|p| p == tool), "{tool} missing");
     }
     // Two stages, a slim Debian runtime, a non-root user, a health check on /health.
-    let froms: Vec<&str> = dockerfile.lines().filter(|l| l.starts_with("FROM ")).collect();
+    let froms: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| l.starts_with("FROM "))
+        .collect();
     assert_eq!(froms.len(), 2, "{froms:?}");
-    assert!(froms[1].starts_with("FROM debian:") && froms[1].contains("-slim"), "{froms:?}");
+    assert!(
+        froms[1].starts_with("FROM debian:") && froms[1].contains("-slim"),
+        "{froms:?}"
+    );
     let user = dockerfile
         .lines()
         .rev()
         .find_map(|l| l.strip_prefix("USER "))
         .expect("a USER line");
     assert_eq!(user, "sandpiper:sandpiper");
-    assert!(docs.contains("runs as the user `sandpiper` (uid 10001)"), "docs name the user");
+    assert!(
+        docs.contains("runs as the user `sandpiper` (uid 10001)"),
+        "docs name the user"
+    );
     assert!(dockerfile.contains("--uid 10001"));
     let health = dockerfile
         .split("HEALTHCHECK")
@@ -85,7 +100,10 @@ fn compose_runs_it_read_only_beside_postgres() {
         "no-new-privileges:true",
         "condition: service_healthy",
     ] {
-        assert!(compose.contains(needle), "{needle} missing from compose.yaml");
+        assert!(
+            compose.contains(needle),
+            "{needle} missing from compose.yaml"
+        );
     }
 }
 
@@ -142,5 +160,8 @@ fn release_builds_strip_debug_symbols() {
         .split("[profile.release]")
         .nth(1)
         .expect("a release profile");
-    assert!(release.lines().any(|l| l.trim() == "strip = true"), "{release}");
+    assert!(
+        release.lines().any(|l| l.trim() == "strip = true"),
+        "{release}"
+    );
 }

@@ -51,7 +51,9 @@ pub(crate) async fn connect_until_listed(
         };
         if first {
             first = false;
-            manager.first_attempts.send_modify(|n| *n = n.saturating_sub(1));
+            manager
+                .first_attempts
+                .send_modify(|n| *n = n.saturating_sub(1));
         }
         let Some(result) = outcome else {
             manager.rebuild_catalog();

@@ -247,7 +247,11 @@ impl WatchRunner {
         )
         .await;
         tracing::debug!(watch = %watch.id, polls, exit_code = poll.exit_code, ?verdict, "watch polled");
-        self.agent.metrics().watch_poll(match verdict { Verdict::Wait => "waiting", Verdict::Fire(_) => "fired", Verdict::Fail(_) => "failed" });
+        self.agent.metrics().watch_poll(match verdict {
+            Verdict::Wait => "waiting",
+            Verdict::Fire(_) => "fired",
+            Verdict::Fail(_) => "failed",
+        });
         let store = self.agent.store();
         let next = now_ms().saturating_add(watch.watch.poll_every_ms);
         match store

@@ -29,14 +29,15 @@ async fn world() -> World {
         discord: FakeDiscord::start().await,
         slack: FakeSlack::start().await,
         db: TestDb::sqlite(),
-        _work: tempfile::tempdir().unwrap(),
+        _work: tempfile::tempdir().expect("a work dir"),
     }
 }
 
 fn configs(w: &World, mcp: McpServerConfig) -> (Config, ChannelsConfig) {
-    let mut config = sandpiper_tests::harness::config(&w.db, &w.llm.openai_base_url(), w._work.path()).core;
+    let mut config =
+        sandpiper_tests::harness::config(&w.db, &w.llm.openai_base_url(), w._work.path()).core;
     config.model.api_key = Some(Secret::new("sk-doctor"));
-    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.listen = "127.0.0.1:0".parse().expect("an address");
     config.mcp.servers = BTreeMap::from([("test".to_owned(), mcp)]);
     config.mcp.connect_timeout = std::time::Duration::from_secs(10);
     let mut channels = ChannelsConfig::default();
@@ -116,13 +117,23 @@ async fn a_working_deployment_passes_every_check() {
         "bot sandpiper in Fake Team, scopes match the manifest, Socket Mode on"
     );
     let mcp = ok_text(&checks, "mcp test");
-    assert!(mcp.starts_with("started, ") && mcp.ends_with(" tools"), "{mcp}");
+    assert!(
+        mcp.starts_with("started, ") && mcp.ends_with(" tools"),
+        "{mcp}"
+    );
     assert!(ok_text(&checks, "http listen").ends_with(" is free"));
     // The sandbox is whatever this machine allows: a verdict either way, never a skip.
-    assert!(!matches!(verdict(&checks, "tool sandbox"), Verdict::Skip(_)));
+    assert!(!matches!(
+        verdict(&checks, "tool sandbox"),
+        Verdict::Skip(_)
+    ));
     let requests = w.discord.requests();
     assert!(requests.iter().any(|r| r.path == "/api/v10/users/@me"));
-    assert!(requests.iter().any(|r| r.path == "/api/v10/oauth2/applications/@me"));
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.path == "/api/v10/oauth2/applications/@me")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,17 +154,29 @@ async fn each_broken_party_fails_its_check_with_what_to_do() {
     // Discord: the Message Content intent is off.
     w.discord.set_application_flags(0);
     // Slack: installed without two of the manifest's scopes, and no app token.
-    w.slack.grant_scopes(&["app_mentions:read", "chat:write", "channels:history", "groups:history",
-        "im:history", "im:write", "files:write", "reactions:write", "commands"]);
+    w.slack.grant_scopes(&[
+        "app_mentions:read",
+        "chat:write",
+        "channels:history",
+        "groups:history",
+        "im:history",
+        "im:write",
+        "files:write",
+        "reactions:write",
+        "commands",
+    ]);
     channels.slack.app_token = None;
     let checks = run(&config, &channels).await;
     assert!(
-        fail_text(&checks, "model").starts_with(&format!("http://127.0.0.1:{port}/v1/models is unreachable")),
+        fail_text(&checks, "model")
+            .starts_with(&format!("http://127.0.0.1:{port}/v1/models is unreachable")),
         "{checks:#?}"
     );
     let discord = fail_text(&checks, "discord");
     assert!(
-        discord.contains("the Message Content intent is off: turn it on under Bot → Privileged Gateway Intents"),
+        discord.contains(
+            "the Message Content intent is off: turn it on under Bot → Privileged Gateway Intents"
+        ),
         "{discord}"
     );
     assert_eq!(
@@ -163,7 +186,10 @@ async fn each_broken_party_fails_its_check_with_what_to_do() {
     );
     let mcp = fail_text(&checks, "mcp test");
     assert!(mcp.contains("its stderr: fatal: no token"), "{mcp}");
-    assert!(mcp.ends_with("— check its command and arguments, or run it by hand"), "{mcp}");
+    assert!(
+        mcp.ends_with("— check its command and arguments, or run it by hand"),
+        "{mcp}"
+    );
     assert!(
         fail_text(&checks, "http listen").contains("stop what holds it or change [server] listen"),
         "{checks:#?}"
@@ -171,8 +197,10 @@ async fn each_broken_party_fails_its_check_with_what_to_do() {
     assert!(matches!(verdict(&checks, "database"), Verdict::Ok(_)));
 
     // A token Discord refuses, a Slack token that is revoked, no model key.
-    w.discord.fail_next("GET", "/users/@me", Failure::Status(401), 1);
-    w.slack.refuse_calls_containing("auth.test", "", "invalid_auth");
+    w.discord
+        .fail_next("GET", "/users/@me", Failure::Status(401), 1);
+    w.slack
+        .refuse_calls_containing("auth.test", "", "invalid_auth");
     config.model.base_url = None;
     config.model.api_key = None;
     channels.slack.app_token = Some(Secret::new("xapp-doctor"));
@@ -201,8 +229,15 @@ async fn unconfigured_platforms_and_servers_are_skipped_not_failed() {
     for (name, text) in [
         ("discord", "not configured (set DISCORD_TOKEN)"),
         ("slack", "not configured (set SLACK_BOT_TOKEN)"),
-        ("mcp", "no servers configured ([mcp.servers.NAME] or --mcp-config)"),
+        (
+            "mcp",
+            "no servers configured ([mcp.servers.NAME] or --mcp-config)",
+        ),
     ] {
-        assert_eq!(verdict(&checks, name), &Verdict::Skip(text.into()), "{name}");
+        assert_eq!(
+            verdict(&checks, name),
+            &Verdict::Skip(text.into()),
+            "{name}"
+        );
     }
 }

@@ -115,10 +115,11 @@ both_backends! {
             "{bash}"
         );
         assert!(bash.contains("GITHUB_TOKEN=ghp-passed-on-purpose\n"), "{bash}");
-        // The server: the allow-list, [tools] env and its own env; never pass_env.
+        // The server: the allow-list, [tools] env and its own env; never pass_env. (And the
+        // marker that finds its processes to end them, like a bash call's.)
         assert_eq!(
             names(&mcp),
-            ["CARGO_TERM_COLOR", "HOME", "LANG", "MCP_TEST_SECURITY_TOOLS", "PATH", "SERVER_KEY"],
+            ["CARGO_TERM_COLOR", "HOME", "LANG", "MCP_TEST_SECURITY_TOOLS", "PATH", "SANDPIPER_CALL_ID", "SERVER_KEY"],
             "{mcp}"
         );
         assert!(mcp.contains("SERVER_KEY=server-own-key"), "{mcp}");
@@ -171,7 +172,14 @@ async fn an_mcp_server_gets_the_allow_list_and_its_own_env_only() {
     assert_no_secret(&out.text);
     assert_eq!(
         names(&out.text),
-        ["API_KEY", "HOME", "LANG", "MCP_TEST_SECURITY_TOOLS", "PATH"],
+        [
+            "API_KEY",
+            "HOME",
+            "LANG",
+            "MCP_TEST_SECURITY_TOOLS",
+            "PATH",
+            "SANDPIPER_CALL_ID"
+        ],
         "{}",
         out.text
     );
