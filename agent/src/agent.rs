@@ -334,6 +334,9 @@ impl Agent {
             });
         let workstreams = Workstreams::new(store.clone(), layout, config.agent.workstream_cache);
         let registry = ToolRegistry::builtin()?;
+        // Subscribed before the first tool list is read: a server that lists meanwhile (they
+        // connect in the background) is seen as a change.
+        let generation = mcp.generation();
         let catalog = ToolCatalog::new(registry.tools(), mcp_tool_schemas(&mcp));
         let limits = TurnLimits::new(
             config.agent.max_concurrent_turns,
@@ -369,7 +372,7 @@ impl Agent {
                 gauge: crate::context::TokenGauge::default(),
             }),
         };
-        agent.follow_mcp_catalog();
+        agent.follow_mcp_catalog(generation);
         Ok(agent)
     }
 
@@ -380,12 +383,11 @@ impl Agent {
 
     /// Offers the MCP catalog's tools again whenever it changes (copy-on-write: a running
     /// turn keeps the tools it started with). The task ends when the agent is dropped.
-    fn follow_mcp_catalog(&self) {
+    fn follow_mcp_catalog(&self, mut generation: tokio::sync::watch::Receiver<u64>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let weak = Arc::downgrade(&self.inner);
-        let mut generation = self.inner.mcp.generation();
         runtime.spawn(async move {
             while generation.changed().await.is_ok() {
                 let Some(inner) = weak.upgrade() else { break };
@@ -642,7 +644,11 @@ impl Agent {
             .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
         let mut ws = handle.lock().await;
         self.mark_turn(req.workstream, true).await;
-        let result = self.turn(&mut ws, &req, None, task_connectors).await;
+        // Every line the turn logs names it: the workstream and the turn's first message.
+        let span = tracing::info_span!("turn", workstream = %req.workstream, turn = ws.next_seq());
+        let result =
+            tracing::Instrument::instrument(self.turn(&mut ws, &req, None, task_connectors), span)
+                .await;
         self.mark_turn(req.workstream, false).await;
         self.report(&req, result, ws)
     }
@@ -692,6 +698,7 @@ impl Agent {
         ws: tokio::sync::MutexGuard<'_, Workstream>,
     ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
+        inner.metrics.turn_ended(&result);
         match &result {
             Ok(outcome) => {
                 tracing::info!(

@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+mod log;
 mod mcp;
 mod projects;
 mod redact;
 mod server;
 mod web;
+pub use log::{LogConfig, LogFormat};
 pub(crate) use mcp::read_mcp_json;
 pub use mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL, McpConfig,
@@ -121,6 +123,8 @@ pub struct Config {
     pub watch: WatchConfig,
     /// Several nodes on one database: workstream leases.
     pub cluster: ClusterConfig,
+    /// How the log is written.
+    pub log: LogConfig,
 }
 
 /// `[cluster]`: how nodes sharing one PostgreSQL split the workstreams (see

@@ -1,5 +1,7 @@
-//! Counters an operator scrapes from `GET /metrics`: turns, model calls and their latency,
-//! tool calls by tool and outcome, notify deliveries by status, and platform API retries.
+//! Counters an operator scrapes from `GET /metrics`: turns (started, and ended by outcome),
+//! model calls by model and outcome with their latency and tokens, tool calls by tool and
+//! outcome, approvals by path and outcome, watch polls by outcome, notify deliveries by
+//! status, and platform API retries.
 //! Plain atomics and small maps behind one [`Metrics`] handle the agent owns and every part
 //! of a node shares (no global registry); the binary renders them as Prometheus text.
 
@@ -75,6 +77,48 @@ impl Histogram {
     }
 }
 
+/// A counter family with two labels, counted by [`Metrics::count`]. The label values are
+/// bounded: outcomes are fixed words and the model is the configured one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// Turns by how they ended: `(outcome, "")`.
+    TurnsEnded,
+    /// Model calls: `(model, outcome)`.
+    ModelCalls,
+    /// Model tokens: `(model, "input" | "output")`.
+    ModelTokens,
+    /// Approvals: `(path, outcome)`.
+    Approvals,
+    /// Watch polls: `(outcome, "")`.
+    WatchPolls,
+}
+
+/// How a turn ended, for [`Family::TurnsEnded`].
+pub fn turn_outcome<E>(result: &Result<crate::agent::TurnOutcome, E>) -> &'static str {
+    match result {
+        Ok(o) if o.cancelled => "stopped",
+        Ok(o) if o.hit_round_limit => "interrupted",
+        Ok(_) => "completed",
+        Err(_) => "failed",
+    }
+}
+
+/// How an asked approval ended, for [`Family::Approvals`].
+pub fn approval_outcome(answer: &crate::approvals::Answer) -> &'static str {
+    use crate::approvals::Answer;
+    use crate::protocol::Verdict;
+    match answer {
+        Answer::Decided(d) => match d.verdict {
+            Verdict::Approve => "approved",
+            Verdict::Deny => "denied",
+            Verdict::AlwaysAllow => "always_allowed",
+            Verdict::Annotate => "annotated",
+        },
+        Answer::TimedOut => "timed_out",
+        Answer::Cancelled => "cancelled",
+    }
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     turns: AtomicU64,
@@ -85,6 +129,7 @@ struct Inner {
     notify_failed: AtomicU64,
     api_retries: Mutex<BTreeMap<&'static str, u64>>,
     compactions: AtomicU64,
+    labelled: Mutex<BTreeMap<(Family, [String; 2]), u64>>,
 }
 
 /// The counters of one node. Cheap to clone; clones count together.
@@ -110,12 +155,76 @@ pub struct MetricsSnapshot {
     pub api_retries: BTreeMap<&'static str, u64>,
     /// Workstreams compacted to fit the model's context window.
     pub compactions: u64,
+    /// The two-label families.
+    pub labelled: BTreeMap<(Family, [String; 2]), u64>,
+}
+
+impl MetricsSnapshot {
+    /// The counts of `family`, by its two label values.
+    pub fn family(&self, family: Family) -> impl Iterator<Item = (&[String; 2], u64)> {
+        self.labelled
+            .iter()
+            .filter(move |((f, _), _)| *f == family)
+            .map(|((_, labels), n)| (labels, *n))
+    }
 }
 
 /// Tool names are the model's choice for unknown tools: cap the label set.
 const MAX_TOOL_LABELS: usize = 512;
 
 impl Metrics {
+    /// Adds `n` to `family` at `labels`.
+    pub fn count(&self, family: Family, labels: [&str; 2], n: u64) {
+        let mut map = self.0.labelled.lock().unwrap_or_else(|e| e.into_inner());
+        *map.entry((family, labels.map(str::to_owned))).or_default() += n;
+    }
+
+    /// A turn ended (`result` is what the turn loop returned).
+    pub fn turn_ended<E>(&self, result: &Result<crate::agent::TurnOutcome, E>) {
+        self.count(Family::TurnsEnded, [turn_outcome(result), ""], 1);
+    }
+
+    /// A model call of `model` ended: `Some(ok)`, or `None` when stopped; with its latency.
+    pub fn model_call_ended(&self, model: &str, ended: Option<bool>, latency: Duration) {
+        let outcome = match ended {
+            Some(true) => "ok",
+            Some(false) => "error",
+            None => "stopped",
+        };
+        self.count(Family::ModelCalls, [model, outcome], 1);
+        self.model_call(latency);
+    }
+
+    /// Tokens a model call of `model` used.
+    pub fn tokens(&self, model: &str, usage: &crate::model::Usage) {
+        self.count(Family::ModelTokens, [model, "input"], usage.input_tokens);
+        self.count(Family::ModelTokens, [model, "output"], usage.output_tokens);
+    }
+
+    /// An approval ended: `path` is `asked` (a person decided or not), `auto_approve`
+    /// (`[approval] auto_approve` / `--yes`) or `grant` (an always-allow grant).
+    pub fn approval(&self, path: &str, outcome: &str) {
+        self.count(Family::Approvals, [path, outcome], 1);
+    }
+
+    /// A call that asks for approval ran without asking (`unasked`): by `[approval]
+    /// auto_approve` / `--yes` (`auto_approve`), else by an always-allow grant (`grant`).
+    pub fn approval_unasked(&self, unasked: bool, auto_approve: bool) {
+        if unasked {
+            let path = if auto_approve {
+                "auto_approve"
+            } else {
+                "grant"
+            };
+            self.approval(path, "approved");
+        }
+    }
+
+    /// A watch poll ended: `fired`, `waiting`, `failed`.
+    pub fn watch_poll(&self, outcome: &str) {
+        self.count(Family::WatchPolls, [outcome, ""], 1);
+    }
+
     /// A turn started.
     pub fn turn(&self) {
         self.0.turns.fetch_add(1, Ordering::Relaxed);
@@ -181,6 +290,7 @@ impl Metrics {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
             compactions: i.compactions.load(Ordering::Relaxed),
+            labelled: i.labelled.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
 }
@@ -218,5 +328,43 @@ mod tests {
         );
         assert_eq!((s.notify_sent, s.notify_failed), (1, 0));
         assert_eq!(s.api_retries, BTreeMap::from([("discord", 1)]));
+    }
+
+    #[test]
+    fn labelled_families_count_by_their_labels() {
+        let m = Metrics::default();
+        m.model_call_ended("gpt", Some(true), Duration::from_millis(5));
+        m.model_call_ended("gpt", Some(false), Duration::from_millis(5));
+        m.model_call_ended("gpt", None, Duration::from_millis(5));
+        let usage = crate::model::Usage {
+            input_tokens: 100,
+            output_tokens: 7,
+        };
+        m.tokens("gpt", &usage);
+        m.tokens("gpt", &usage);
+        let done: Result<crate::agent::TurnOutcome, ()> = Ok(Default::default());
+        m.turn_ended(&done);
+        m.turn_ended(&Err::<crate::agent::TurnOutcome, ()>(()));
+        m.approval("asked", "denied");
+        let s = m.snapshot();
+        let family = |f| {
+            s.family(f)
+                .map(|(l, n)| (l[0].as_str(), l[1].as_str(), n))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            family(Family::ModelCalls),
+            [("gpt", "error", 1), ("gpt", "ok", 1), ("gpt", "stopped", 1)]
+        );
+        assert_eq!(s.model_calls, 3);
+        assert_eq!(
+            family(Family::ModelTokens),
+            [("gpt", "input", 200), ("gpt", "output", 14)]
+        );
+        assert_eq!(
+            family(Family::TurnsEnded),
+            [("completed", "", 1), ("failed", "", 1)]
+        );
+        assert_eq!(family(Family::Approvals), [("asked", "denied", 1)]);
     }
 }

@@ -337,6 +337,10 @@ impl Batch<'_> {
                 let needs_approval = needs_approval(auto_approve, &ready.prepared)
                     && !self.auto_approve
                     && !self.grants.contains(&call.name);
+                self.tool_ctx.metrics.approval_unasked(
+                    !needs_approval && crate::tools::needs_approval(auto_approve, &ready.prepared),
+                    self.auto_approve,
+                );
                 Stage::Ready {
                     ready,
                     needs_approval,
@@ -411,6 +415,9 @@ impl Batch<'_> {
         let mut denied = false;
         for ((i, request), answer) in asked.into_iter().zip(&requests).zip(answers) {
             let item = &mut items[i];
+            self.tool_ctx
+                .metrics
+                .approval("asked", crate::metrics::approval_outcome(&answer));
             let decision = match answer {
                 Answer::Cancelled => {
                     item.stage = Stage::Done {

@@ -113,13 +113,64 @@ pub fn mcp_catalog(catalog: &crate::mcp::McpCatalog) -> String {
         }
         s.push_str("</mcp-prompts>\nUse use_prompt(name='...', arguments={...}) to expand one (* marks required arguments).\n");
     }
+    s.push_str(&mcp_not_ready(&catalog.unavailable));
     s
+}
+
+/// The line naming MCP servers whose tools are missing from this turn (still connecting, or
+/// failing and retried), so the model can tell the person instead of guessing. Empty when
+/// every server is ready. Names and states only: a server's error may quote secrets.
+pub fn mcp_not_ready(unavailable: &[crate::mcp::UnavailableServer]) -> String {
+    if unavailable.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = unavailable
+        .iter()
+        .map(|u| {
+            let why = match u.state {
+                crate::mcp::ServerState::Connecting => "still connecting",
+                crate::mcp::ServerState::Invalid => "misconfigured",
+                _ => "not reachable, retrying",
+            };
+            format!("{} ({why})", u.server)
+        })
+        .collect();
+    format!(
+        "\nMCP servers not ready yet, so their tools are not offered in this turn: {}. If the \
+         person needs one of them, say so.\n",
+        named.join(", ")
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn servers_not_ready_are_named_with_why() {
+        use crate::mcp::{McpCatalog, ServerState, UnavailableServer};
+        assert_eq!(mcp_catalog(&McpCatalog::default()), "");
+        let catalog = McpCatalog {
+            unavailable: vec![
+                UnavailableServer {
+                    server: "github".into(),
+                    state: ServerState::Connecting,
+                },
+                UnavailableServer {
+                    server: "jira".into(),
+                    state: ServerState::Failed,
+                },
+            ],
+            ..McpCatalog::default()
+        };
+        assert_eq!(
+            mcp_catalog(&catalog),
+            "\nMCP servers not ready yet, so their tools are not offered in this turn: github \
+             (still connecting), jira (not reachable, retrying). If the person needs one of them, \
+             say so.\n"
+        );
+    }
 
     #[test]
     fn prompt_names_date_workdir_and_tools() {

@@ -26,14 +26,23 @@
 //! - [`http_server`]: the server under them, with header and body deadlines, connection limits
 //!   (overall and per peer) and a body cap.
 //! - [`log_format`]: log lines whose request-borne fields cannot forge another line.
+//! - [`logging`]: the one log subscriber (`SANDPIPER_LOG` / `RUST_LOG`, text or JSON) and
+//!   the start-up lines.
+//! - [`model_check`]: whether the model endpoint answers (`/ready`, `doctor`).
+//! - [`init`]: `sandpiper init`, a commented starter configuration.
+//! - [`doctor`]: `sandpiper doctor`, one line per check of a deployment.
 
 pub mod admin_api;
 pub mod cluster;
 pub mod commands;
 pub mod defaults;
+pub mod doctor;
 pub mod http_server;
+pub mod init;
 pub mod log_format;
+pub mod logging;
 pub mod metrics;
+pub mod model_check;
 pub mod node;
 pub mod notify_api;
 pub mod ops_api;

@@ -16,6 +16,7 @@ use sandpiper_channels::account;
 use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::console::editor::TerminalLines;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output, command_names};
+use tracing::Instrument as _;
 
 /// jemalloc instead of glibc's malloc. A turn allocates and frees about 100 KB of short-lived
 /// memory around the few small strings a workstream keeps; glibc let those long-lived strings
@@ -100,6 +101,11 @@ enum Command {
     },
     /// Show who you are to sandpiper: username and linked identities.
     Whoami,
+    /// Write a commented starter configuration (asks on a terminal; never overwrites).
+    Init(sandpiper::init::InitArgs),
+    /// Check a deployment: config, database, model, Discord, Slack, MCP servers, the tool
+    /// sandbox and the listen address; one line each, non-zero exit when something fails.
+    Doctor,
     /// Change your username.
     Rename {
         /// The new username (a-z, 0-9, `_`, `.`, `-`; at most 32 characters).
@@ -150,7 +156,17 @@ enum ConfigCommand {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // The config first: its `[log]` section shapes the log. A config that does not load
+    // is reported by the command (`doctor` as one of its checks).
+    let loaded = Config::load(cli.config.as_deref(), &ProcessEnv);
+    let log = loaded
+        .as_ref()
+        .map(|(config, _)| config.log.clone())
+        .unwrap_or_default();
+    if let Err(e) = sandpiper::logging::init(&log, &ProcessEnv) {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
     // Process-wide, set here once: orphans of tool calls (daemons, `setsid` jobs) are
     // reparented to sandpiper instead of init, so a timeout or /stop can kill and reap them.
     // See sandpiper_agent::tools::process_tree.
@@ -167,7 +183,7 @@ fn main() -> std::process::ExitCode {
         .build()
         .context("cannot start the async runtime")
         .and_then(|runtime| {
-            let result = runtime.block_on(run(cli));
+            let result = runtime.block_on(run(cli, loaded));
             // Dropping the runtime would wait for every blocking task without limit; the
             // shutdown deadline must hold.
             runtime.shutdown_timeout(RUNTIME_GRACE);
@@ -195,19 +211,22 @@ fn runtime_for(command: &Command) -> tokio::runtime::Builder {
     }
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SANDPIPER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .fmt_fields(sandpiper::log_format::EscapedFields::default())
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
-}
-
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let (mut config, source) = Config::load(cli.config.as_deref(), &ProcessEnv)?;
+async fn run(
+    cli: Cli,
+    loaded: Result<(Config, ConfigSource), sandpiper_agent::config::ConfigError>,
+) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Init(args) => return sandpiper::init::run(args, cli.config.as_deref()),
+        Command::Doctor => {
+            let failed = sandpiper::doctor::run(loaded, cli.mcp_config.as_deref()).await;
+            if failed > 0 {
+                anyhow::bail!("{failed} check(s) failed");
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    let (mut config, source) = loaded?;
     // `[discord]` and `[slack]` from the same file: the chat channels' own sections.
     let channels = ChannelsConfig::load(&source, &ProcessEnv)?;
     if let Some(path) = &cli.mcp_config {
@@ -267,8 +286,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Serve => serve(config, channels, protected).await,
+        Command::Init(_) | Command::Doctor => {
+            unreachable!("init and doctor are answered before the configuration is required")
+        }
         Command::Mcp { command } => {
-            let mcp = wiring::start_mcp(&config, &protected).await;
+            let mcp = wiring::start_mcp_once(&config, &protected).await;
+            // Servers connect in the background; this command reports their first attempt.
+            mcp.first_attempts(config.mcp.connect_timeout + std::time::Duration::from_secs(1))
+                .await;
             let (text, failed) = match command {
                 McpCommand::List => (commands::mcp_list(&mcp), commands::mcp_failed(&mcp)),
                 // Its report names each server's error; a refresh that failed is not a
@@ -291,7 +316,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tools => {
             print!("{}", commands::tools_table(&ToolRegistry::builtin()?));
             if !config.mcp.servers.is_empty() {
-                let mcp = wiring::start_mcp(&config, &protected).await;
+                let mcp = wiring::start_mcp_once(&config, &protected).await;
+                mcp.first_attempts(config.mcp.connect_timeout + std::time::Duration::from_secs(1))
+                    .await;
                 print!("{}", commands::mcp_tools_table(&mcp, &config));
                 let failed = commands::mcp_failed(&mcp);
                 mcp.shutdown().await;
@@ -414,6 +441,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let report = console.run().await;
             stop_watches.cancel();
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, watches).await;
+            agent.mcp().shutdown().await;
             // A script piping messages in learns of a failed turn from the exit code; at a
             // terminal the person saw the error and the session's end is not a verdict.
             if !interactive && !report.succeeded() {
@@ -441,16 +469,27 @@ async fn serve(
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Held until the process ends: a second node on this SQLite file is refused.
     let _single = sandpiper::single_node::lock(&config.database.url)?;
-    let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
+    // One node id for the whole process: the registry's, the cluster's, the watch runner's,
+    // and the `node` field of every line logged inside this span.
+    let node_id = sandpiper::registry::node_id();
+    let span = tracing::info_span!("node", node = %node_id);
+    let agent = wiring::build_agent_in(config, protected_host(protected))
+        .instrument(span.clone())
+        .await?;
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let node = sandpiper::node::Node::start(agent.clone(), channels, key, shutdown.clone()).await?;
+    // Listening before the node starts: a platform retried at start (Slack unreachable)
+    // still stops on SIGTERM.
     let stop = shutdown.clone();
     let signal_task = tokio::spawn(async move {
         let signal = stop_signal.await;
         tracing::info!(signal, "shutting down");
         stop.cancel();
     });
-    let exit = node.join(SHUTDOWN_GRACE).await;
+    let node =
+        sandpiper::node::Node::start_as(node_id, agent.clone(), channels, key, shutdown.clone())
+            .instrument(span.clone())
+            .await?;
+    let exit = node.join(SHUTDOWN_GRACE).instrument(span).await;
     signal_task.abort();
     if exit.left > 0 {
         tracing::warn!(
@@ -459,8 +498,8 @@ async fn serve(
             "tasks still running at the shutdown deadline; exiting without them (a turn waiting \
              for approval resumes after the restart)"
         );
-        eprintln!(
-            "sandpiper: {} task(s) still running after {} s; exiting without them",
+        sandpiper::startup!(
+            "{} task(s) still running after {} s; exiting without them",
             exit.left,
             SHUTDOWN_GRACE.as_secs()
         );

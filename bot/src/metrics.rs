@@ -1,26 +1,98 @@
-//! `GET /metrics`: the node's counters ([`sandpiper_agent::metrics`]) and a few gauges read at
-//! scrape time (live workstreams, approval requests), in the Prometheus text format (0.0.4),
-//! written by hand: a dozen families do not need a metrics crate.
+//! `GET /metrics`: the node's counters ([`sandpiper_agent::metrics`]), the HTTP server's
+//! requests ([`HttpRequests`]) and gauges read at scrape time (live workstreams, approval
+//! requests, active watches, MCP servers by state, platform connections), in the Prometheus
+//! text format (0.0.4), written by hand: a few dozen families do not need a metrics crate.
+//! Every family is listed in `docs/operations.md`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sandpiper_agent::Agent;
-use sandpiper_agent::metrics::MetricsSnapshot;
+use sandpiper_agent::mcp::{ServerState, ServerStatus};
+use sandpiper_agent::metrics::{Family, MetricsSnapshot};
 use sandpiper_agent::store::health::StoredCounts;
 
-/// The `/metrics` route.
-pub fn router(agent: Agent) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .with_state(agent)
+use crate::serve::PlatformProbe;
+
+/// Requests the HTTP server answered, by route (the matched pattern, never the raw path, so
+/// the label set stays bounded) and status. Cheap to clone; clones count together.
+#[derive(Debug, Clone, Default)]
+pub struct HttpRequests(Arc<Mutex<BTreeMap<(String, u16), u64>>>);
+
+/// Label for requests that matched no route.
+const UNMATCHED: &str = "unmatched";
+
+impl HttpRequests {
+    /// Counts one answered request.
+    pub fn record(&self, route: &str, status: u16) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *map.entry((route.to_owned(), status)).or_default() += 1;
+    }
+
+    /// Every count now.
+    pub fn snapshot(&self) -> BTreeMap<(String, u16), u64> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `router` with every request counted.
+    pub fn layer(&self, router: Router) -> Router {
+        router.layer(axum::middleware::from_fn_with_state(self.clone(), count))
+    }
 }
 
-async fn metrics(State(agent): State<Agent>) -> Response {
+async fn count(State(requests): State<HttpRequests>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| UNMATCHED.to_owned());
+    let response = next.run(request).await;
+    requests.record(&route, response.status().as_u16());
+    response
+}
+
+/// What `/metrics` reads.
+#[derive(Clone)]
+pub struct MetricsSource {
+    /// The agent (counters, store, MCP).
+    pub agent: Agent,
+    /// The configured platforms' connections.
+    pub platforms: Vec<PlatformProbe>,
+    /// The HTTP server's requests.
+    pub http: HttpRequests,
+}
+
+/// What [`render`] writes besides the agent's counters.
+#[derive(Debug, Clone, Default)]
+pub struct Gauges {
+    /// Workstreams in memory.
+    pub live: usize,
+    /// Stored counts (`None`: the database did not answer).
+    pub counts: Option<StoredCounts>,
+    /// Every configured MCP server.
+    pub mcp: Vec<ServerStatus>,
+    /// Each platform and whether it is connected.
+    pub platforms: Vec<(&'static str, bool)>,
+    /// HTTP requests by route and status.
+    pub http: BTreeMap<(String, u16), u64>,
+}
+
+/// The `/metrics` route.
+pub fn router(source: MetricsSource) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(source)
+}
+
+async fn metrics(State(source): State<MetricsSource>) -> Response {
+    let agent = &source.agent;
     let counts = match agent.store().stored_counts().await {
         Ok(c) => Some(c),
         Err(e) => {
@@ -28,11 +100,18 @@ async fn metrics(State(agent): State<Agent>) -> Response {
             None
         }
     };
-    let text = render(
-        &agent.metrics().snapshot(),
-        agent.live_workstreams(),
-        counts.as_ref(),
-    );
+    let gauges = Gauges {
+        live: agent.live_workstreams(),
+        counts,
+        mcp: agent.mcp().status(),
+        platforms: source
+            .platforms
+            .iter()
+            .map(|(name, probe)| (*name, probe().connected))
+            .collect(),
+        http: source.http.snapshot(),
+    };
+    let text = render(&agent.metrics().snapshot(), &gauges);
     (
         StatusCode::OK,
         [(
@@ -57,10 +136,33 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-/// The text exposition of `m`, the live workstreams and the stored counts (left out when
-/// the database did not answer).
-pub fn render(m: &MetricsSnapshot, live: usize, counts: Option<&StoredCounts>) -> String {
+/// One two-label family of the agent's counters, each series `name{a="…",b="…"} n` (a
+/// label whose value is empty is left out).
+fn labelled(
+    out: &mut String,
+    m: &MetricsSnapshot,
+    which: Family,
+    name: &str,
+    help: &str,
+    labels: [&str; 2],
+) {
+    family(out, name, "counter", help);
+    for (values, n) in m.family(which) {
+        let pairs: Vec<String> = labels
+            .iter()
+            .zip(values)
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| format!("{k}=\"{}\"", label(v)))
+            .collect();
+        let _ = writeln!(out, "{name}{{{}}} {n}", pairs.join(","));
+    }
+}
+
+/// The text exposition of `m` and `g` (stored counts left out when the database did not
+/// answer).
+pub fn render(m: &MetricsSnapshot, g: &Gauges) -> String {
     let mut out = String::new();
+    let (live, counts) = (g.live, g.counts.as_ref());
     family(
         &mut out,
         "sandpiper_turns_total",
@@ -68,13 +170,52 @@ pub fn render(m: &MetricsSnapshot, live: usize, counts: Option<&StoredCounts>) -
         "Turns started.",
     );
     let _ = writeln!(out, "sandpiper_turns_total {}", m.turns);
+    labelled(
+        &mut out,
+        m,
+        Family::TurnsEnded,
+        "sandpiper_turns_ended_total",
+        "Turns ended, by outcome: completed, failed, stopped (/stop or shutdown), interrupted (cut off at agent.max_rounds).",
+        ["outcome", ""],
+    );
     family(
         &mut out,
         "sandpiper_model_calls_total",
         "counter",
-        "Model calls made.",
+        "Model calls made, by model and outcome (ok, error, stopped).",
     );
-    let _ = writeln!(out, "sandpiper_model_calls_total {}", m.model_calls);
+    for (values, n) in m.family(Family::ModelCalls) {
+        let _ = writeln!(
+            out,
+            "sandpiper_model_calls_total{{model=\"{}\",outcome=\"{}\"}} {n}",
+            label(&values[0]),
+            label(&values[1])
+        );
+    }
+    labelled(
+        &mut out,
+        m,
+        Family::ModelTokens,
+        "sandpiper_model_tokens_total",
+        "Tokens the model reported, by model and kind (input, output).",
+        ["model", "kind"],
+    );
+    labelled(
+        &mut out,
+        m,
+        Family::Approvals,
+        "sandpiper_approvals_total",
+        "Approvals, by path (asked, auto_approve, grant) and outcome (approved, denied, always_allowed, annotated, timed_out, cancelled).",
+        ["path", "outcome"],
+    );
+    labelled(
+        &mut out,
+        m,
+        Family::WatchPolls,
+        "sandpiper_watch_polls_total",
+        "Watch polls, by outcome (waiting, fired, failed).",
+        ["outcome", ""],
+    );
     family(
         &mut out,
         "sandpiper_compactions_total",
@@ -135,6 +276,13 @@ pub fn render(m: &MetricsSnapshot, live: usize, counts: Option<&StoredCounts>) -
             "Workstreams in the database.",
         );
         let _ = writeln!(out, "sandpiper_workstreams_stored {}", c.workstreams);
+        family(
+            &mut out,
+            "sandpiper_watches_active",
+            "gauge",
+            "Watches still polling.",
+        );
+        let _ = writeln!(out, "sandpiper_watches_active {}", c.watches_active);
     }
     family(
         &mut out,
@@ -163,6 +311,42 @@ pub fn render(m: &MetricsSnapshot, live: usize, counts: Option<&StoredCounts>) -
         let n = m.api_retries.get(platform).copied().unwrap_or(0);
         let _ = writeln!(out, "{name}{{platform=\"{platform}\"}} {n}");
     }
+    if !g.mcp.is_empty() {
+        let name = "sandpiper_mcp_servers";
+        family(&mut out, name, "gauge", "Configured MCP servers, by state.");
+        for state in ServerState::ALL {
+            let n = g.mcp.iter().filter(|s| s.state == state).count();
+            let _ = writeln!(out, "{name}{{state=\"{}\"}} {n}", state.as_str());
+        }
+    }
+    let name = "sandpiper_platform_connected";
+    family(
+        &mut out,
+        name,
+        "gauge",
+        "Whether each configured chat platform is connected (1) or not (0).",
+    );
+    for (platform, connected) in &g.platforms {
+        let _ = writeln!(
+            out,
+            "{name}{{platform=\"{platform}\"}} {}",
+            u8::from(*connected)
+        );
+    }
+    let name = "sandpiper_http_requests_total";
+    family(
+        &mut out,
+        name,
+        "counter",
+        "HTTP requests answered, by route and status.",
+    );
+    for ((route, status), n) in &g.http {
+        let _ = writeln!(
+            out,
+            "{name}{{route=\"{}\",status=\"{status}\"}} {n}",
+            label(route)
+        );
+    }
     out
 }
 
@@ -176,19 +360,69 @@ mod tests {
     fn the_text_format_has_every_family() {
         let m = Metrics::default();
         m.turn();
-        m.model_call(Duration::from_millis(200));
         m.tool_call("we\"ird", ToolOutcome::Error);
         m.notify_delivery(true);
         m.api_retry("slack");
+        m.model_call_ended("gpt-x", Some(true), Duration::from_millis(200));
+        m.tokens(
+            "gpt-x",
+            &sandpiper_agent::model::Usage {
+                input_tokens: 12,
+                output_tokens: 3,
+            },
+        );
+        m.approval("asked", "timed_out");
+        m.watch_poll("fired");
+        let failed: Result<sandpiper_agent::TurnOutcome, ()> = Err(());
+        m.turn_ended(&failed);
         let counts = StoredCounts {
             workstreams: 3,
             approvals_pending: 1,
             approvals_decided: 2,
+            watches_active: 4,
         };
-        let text = render(&m.snapshot(), 2, Some(&counts));
+        let status = |name: &str, state| ServerStatus {
+            name: name.into(),
+            state,
+            connected: state == ServerState::Connected,
+            stderr_tail: Vec::new(),
+            tools: 0,
+            resources: 0,
+            prompts: 0,
+            error: None,
+            cooling_off_until: None,
+        };
+        let http = HttpRequests::default();
+        http.record("/health", 200);
+        http.record("/health", 200);
+        http.record(UNMATCHED, 404);
+        let gauges = Gauges {
+            live: 2,
+            counts: Some(counts),
+            mcp: vec![
+                status("a", ServerState::Connected),
+                status("b", ServerState::Failed),
+            ],
+            platforms: vec![("discord", true), ("slack", false)],
+            http: http.snapshot(),
+        };
+        let text = render(&m.snapshot(), &gauges);
         for line in [
             "sandpiper_turns_total 1",
-            "sandpiper_model_calls_total 1",
+            "sandpiper_turns_ended_total{outcome=\"failed\"} 1",
+            "sandpiper_model_calls_total{model=\"gpt-x\",outcome=\"ok\"} 1",
+            "sandpiper_model_tokens_total{model=\"gpt-x\",kind=\"input\"} 12",
+            "sandpiper_model_tokens_total{model=\"gpt-x\",kind=\"output\"} 3",
+            "sandpiper_approvals_total{path=\"asked\",outcome=\"timed_out\"} 1",
+            "sandpiper_watch_polls_total{outcome=\"fired\"} 1",
+            "sandpiper_watches_active 4",
+            "sandpiper_mcp_servers{state=\"connected\"} 1",
+            "sandpiper_mcp_servers{state=\"failed\"} 1",
+            "sandpiper_mcp_servers{state=\"connecting\"} 0",
+            "sandpiper_platform_connected{platform=\"discord\"} 1",
+            "sandpiper_platform_connected{platform=\"slack\"} 0",
+            "sandpiper_http_requests_total{route=\"/health\",status=\"200\"} 2",
+            "sandpiper_http_requests_total{route=\"unmatched\",status=\"404\"} 1",
             "sandpiper_model_call_duration_seconds_bucket{le=\"0.1\"} 0",
             "sandpiper_model_call_duration_seconds_bucket{le=\"0.25\"} 1",
             "sandpiper_model_call_duration_seconds_bucket{le=\"+Inf\"} 1",

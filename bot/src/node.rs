@@ -91,26 +91,41 @@ impl Node {
         key: Option<ServiceKey>,
         shutdown: CancellationToken,
     ) -> Result<Self, NodeError> {
+        Self::start_as(crate::registry::node_id(), agent, channels, key, shutdown).await
+    }
+
+    /// [`Node::start`] as node `node_id`: the one id of this process, in the registry, the
+    /// cluster's leases, the watch runner's claims and the log's `node` span.
+    pub async fn start_as(
+        node_id: String,
+        agent: Agent,
+        channels: ChannelsConfig,
+        key: Option<ServiceKey>,
+        shutdown: CancellationToken,
+    ) -> Result<Self, NodeError> {
         let config = agent.config().clone();
-        let node_id = crate::registry::node_id();
         let listen_url = join_cluster(&agent, &node_id);
+        let model = crate::model_check::ModelHealth::start(config.model.clone(), shutdown.clone());
         let discord =
             DiscordChannel::start(agent.clone(), channels.discord, shutdown.clone()).await?;
         match &discord {
-            Some(_) => eprintln!("sandpiper: Discord: connecting"),
-            None => eprintln!(
-                "sandpiper: Discord is off (set DISCORD_TOKEN, or the variable named by [discord] token_env)"
+            Some(_) => crate::startup!("Discord: connecting"),
+            None => crate::startup!(
+                "Discord is off (set DISCORD_TOKEN, or the variable named by [discord] token_env)"
             ),
         }
-        let slack = SlackChannel::start(agent.clone(), channels.slack, shutdown.clone()).await?;
+        let slack = start_slack(&agent, channels.slack, &shutdown).await?;
+        let http_requests = crate::metrics::HttpRequests::default();
         let mcp = agent.mcp().clone();
         let health: HealthSource = Arc::new(move || crate::serve::health_of(&mcp));
         let ops = crate::ops_api::router(
             ReadySource {
                 agent: agent.clone(),
                 platforms: probes(discord.as_ref(), slack.as_ref()),
+                model: Some(model),
             },
             agent.clone(),
+            http_requests.clone(),
             config.server.ops_token.clone(),
         );
         let mut router: Router = crate::serve::router(health);
@@ -125,22 +140,22 @@ impl Node {
             Some(key) => {
                 router = router.merge(crate::admin_api::router(agent.clone(), key.clone()));
             }
-            None => eprintln!(
-                "sandpiper: admin API (/v1/api) is off on this node: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
+            None => crate::startup!(
+                "admin API (/v1/api) is off on this node: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
             ),
         }
         match &slack {
             Some(s) => match s.router() {
                 Some(events) => {
                     router = router.merge(events);
-                    eprintln!(
-                        "sandpiper: Slack: Events API on /slack/events, /slack/interactions, /slack/commands"
+                    crate::startup!(
+                        "Slack: Events API on /slack/events, /slack/interactions, /slack/commands"
                     );
                 }
-                None => eprintln!("sandpiper: Slack: connected (Socket Mode)"),
+                None => crate::startup!("Slack: connected (Socket Mode)"),
             },
-            None => eprintln!(
-                "sandpiper: Slack is off (set SLACK_BOT_TOKEN, and SLACK_APP_TOKEN for Socket Mode)"
+            None => crate::startup!(
+                "Slack is off (set SLACK_BOT_TOKEN, and SLACK_APP_TOKEN for Socket Mode)"
             ),
         }
         // Turns started from outside a chat message (a watch firing, a reply to a
@@ -178,8 +193,8 @@ impl Node {
                     agent.metrics().clone(),
                 ));
             }
-            None => eprintln!(
-                "sandpiper: notifications (/v1/api/notify) are off on this node: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
+            None => crate::startup!(
+                "notifications (/v1/api/notify) are off on this node: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
             ),
         }
         let http_stop = shutdown.child_token();
@@ -187,6 +202,7 @@ impl Node {
         let listen = config.server.listen;
         let limits = config.server.clone();
         let server_stop = http_stop.clone();
+        let router = http_requests.layer(router);
         let server = tokio::spawn(async move {
             crate::http_server::run(listen, router, &limits, server_stop, bound_tx).await
         });
@@ -201,9 +217,10 @@ impl Node {
                 return Err(NodeError::Listen(listen, e));
             }
         };
-        eprintln!("sandpiper: serving http://{addr}/health");
+        crate::startup!(node = %node_id, "serving http://{addr}/health");
         let ops_server = match ops {
             Some((ops_listen, ops)) => {
+                let ops = http_requests.layer(ops);
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let limits = config.server.clone();
                 let stop = http_stop.clone();
@@ -233,14 +250,14 @@ impl Node {
             false => String::new(),
         };
         match ops_addr {
-            Some(ops) => eprintln!(
-                "sandpiper: serving http://{ops}/ready and /metrics (not on {addr}){token}"
-            ),
-            None if !token.is_empty() => {
-                eprintln!("sandpiper: /ready and /metrics answer only{token}")
+            Some(ops) => {
+                crate::startup!("serving http://{ops}/ready and /metrics (not on {addr}){token}")
             }
-            None if slack.as_ref().is_some_and(|s| s.router().is_some()) => eprintln!(
-                "sandpiper: /ready and /metrics answer anyone who reaches {addr}: on a public port set [server] ops_listen or {}",
+            None if !token.is_empty() => {
+                crate::startup!("/ready and /metrics answer only{token}")
+            }
+            None if slack.as_ref().is_some_and(|s| s.router().is_some()) => crate::startup!(
+                "/ready and /metrics answer anyone who reaches {addr}: on a public port set [server] ops_listen or {}",
                 config.server.effective_ops_token_env()
             ),
             None => {}
@@ -377,6 +394,39 @@ fn join_cluster(agent: &Agent, node: &str) -> Option<String> {
     let lease = agent.config().cluster.lease;
     agent.join_cluster(Cluster::new(node, store, lease, bus));
     shared.then(|| agent.config().database.url.clone())
+}
+
+/// The first wait before Slack is asked again after an unreachable start; doubled each time.
+const SLACK_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between attempts.
+const SLACK_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Starts Slack, retrying with backoff while its Web API cannot be reached (as Discord's
+/// gateway is retried), until it answers or the node is asked to stop. Configuration errors
+/// (a missing app token) stop start-up at once: waiting would not fix them.
+async fn start_slack(
+    agent: &Agent,
+    config: sandpiper_channels::config::SlackConfig,
+    shutdown: &CancellationToken,
+) -> Result<Option<SlackChannel>, NodeError> {
+    let mut wait = SLACK_RETRY_FIRST;
+    let mut attempt = 1u32;
+    loop {
+        match SlackChannel::start(agent.clone(), config.clone(), shutdown.clone()).await {
+            Ok(slack) => return Ok(slack),
+            Err(sandpiper_channels::slack::SlackError::Connect(error)) => {
+                tracing::warn!(attempt, retry_in_s = wait.as_secs(), error = %error,
+                    "Slack is unreachable; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(None),
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                wait = (wait * 2).min(SLACK_RETRY_MAX);
+                attempt += 1;
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
 }
 
 /// `/ready`'s view of the configured platforms.

@@ -17,9 +17,20 @@ use sandpiper_agent::config::Secret;
 
 use crate::serve::ReadySource;
 
-/// `/ready` and `/metrics`, behind `token` when one is configured.
-pub fn router(ready: ReadySource, agent: Agent, token: Option<Secret>) -> Router {
-    let router = crate::serve::ready_router(ready).merge(crate::metrics::router(agent));
+/// `/ready` and `/metrics`, behind `token` when one is configured; `http` is what the
+/// node's HTTP servers counted.
+pub fn router(
+    ready: ReadySource,
+    agent: Agent,
+    http: crate::metrics::HttpRequests,
+    token: Option<Secret>,
+) -> Router {
+    let metrics = crate::metrics::MetricsSource {
+        agent,
+        platforms: ready.platforms.clone(),
+        http,
+    };
+    let router = crate::serve::ready_router(ready).merge(crate::metrics::router(metrics));
     match token {
         Some(token) => router.route_layer(axum::middleware::from_fn_with_state(
             Arc::new(token),

@@ -1,5 +1,6 @@
 //! `sandpiper serve`: the long-running gateway's HTTP endpoints: `/health` (cheap liveness) and
-//! `/ready` (database, platforms, workstreams, MCP; 503 when not ready). Slack's Events API
+//! `/ready` (database, platforms, workstreams, the model, each MCP server; 503 when not
+//! ready). Slack's Events API
 //! routes, the admin and notify APIs and `/metrics` are merged in by [`crate::node`].
 
 use std::sync::Arc;
@@ -62,7 +63,7 @@ async fn health_handler(State(health): State<HealthSource>) -> Json<Health> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Readiness {
     /// `ready`, or `not ready` (answered with 503) when the database or a configured
-    /// platform is down.
+    /// platform is down (or an MCP server, with `[mcp] required_for_ready`).
     pub status: &'static str,
     /// sandpiper's version.
     pub version: &'static str,
@@ -72,9 +73,60 @@ pub struct Readiness {
     pub platforms: std::collections::BTreeMap<&'static str, sandpiper_channels::status::Connection>,
     /// Workstreams in memory and in the database (`null` when the database is down).
     pub workstreams: WorkstreamCounts,
-    /// MCP counts, when MCP servers are configured.
+    /// The model endpoint (`ok` or `degraded`; a degraded model does not make the node not
+    /// ready: nothing else a node does needs it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mcp: Option<McpHealth>,
+    pub model: Option<crate::model_check::ModelState>,
+    /// Every configured MCP server, when some are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpReadiness>,
+}
+
+/// The MCP servers as `/ready` reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct McpReadiness {
+    /// Connected servers.
+    pub connected: usize,
+    /// Whether a server that is not connected makes the node not ready
+    /// (`[mcp] required_for_ready`).
+    pub required_for_ready: bool,
+    /// Each configured server, by name.
+    pub servers: Vec<McpServerReadiness>,
+}
+
+/// One MCP server in `/ready`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct McpServerReadiness {
+    /// Its configured name.
+    pub name: String,
+    /// `connecting`, `connected`, `failed`, `cooling_off`, `disconnected` or `invalid`.
+    pub state: &'static str,
+    /// Tools it lists.
+    pub tools: usize,
+    /// Its last error, cleared by success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// `/ready`'s view of `mcp`, `None` when no server is configured.
+pub fn mcp_readiness(
+    mcp: &sandpiper_agent::mcp::McpManager,
+    required_for_ready: bool,
+) -> Option<McpReadiness> {
+    let status = mcp.status();
+    (!status.is_empty()).then(|| McpReadiness {
+        connected: status.iter().filter(|s| s.connected).count(),
+        required_for_ready,
+        servers: status
+            .into_iter()
+            .map(|s| McpServerReadiness {
+                name: s.name,
+                state: s.state.as_str(),
+                tools: s.tools,
+                last_error: s.error,
+            })
+            .collect(),
+    })
 }
 
 /// The database as `/ready` sees it.
@@ -106,6 +158,8 @@ pub struct ReadySource {
     pub agent: sandpiper_agent::Agent,
     /// The configured platforms.
     pub platforms: Vec<PlatformProbe>,
+    /// The model endpoint's last check, when the node checks it.
+    pub model: Option<crate::model_check::ModelHealth>,
 }
 
 /// How this node stands now.
@@ -135,7 +189,14 @@ pub async fn readiness(source: &ReadySource) -> Readiness {
         .iter()
         .map(|(name, probe)| (*name, probe()))
         .collect();
-    let ready = database.ok && platforms.values().all(|c| c.connected);
+    let mcp = mcp_readiness(
+        source.agent.mcp(),
+        source.agent.config().mcp.required_for_ready,
+    );
+    let mcp_ok = mcp
+        .as_ref()
+        .is_none_or(|m| !m.required_for_ready || m.connected == m.servers.len());
+    let ready = database.ok && platforms.values().all(|c| c.connected) && mcp_ok;
     Readiness {
         status: if ready { "ready" } else { "not ready" },
         version: crate::registry::VERSION,
@@ -145,7 +206,8 @@ pub async fn readiness(source: &ReadySource) -> Readiness {
             live: source.agent.live_workstreams(),
             stored,
         },
-        mcp: health_of(source.agent.mcp()).mcp,
+        model: source.model.as_ref().map(|m| m.state()),
+        mcp,
     }
 }
 

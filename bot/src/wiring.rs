@@ -63,11 +63,26 @@ pub async fn start_mcp(config: &Config, protected: &[PathBuf]) -> Arc<McpManager
     start_mcp_with_env(config, &ProcessEnv, protected).await
 }
 
+/// [`start_mcp`] for a one-shot command that reports what the servers did (`mcp list`,
+/// `doctor`): each server is tried once, and [`McpManager::first_attempts`] waits for that.
+pub async fn start_mcp_once(config: &Config, protected: &[PathBuf]) -> Arc<McpManager> {
+    start_mcp_with(config, &ProcessEnv, protected, false).await
+}
+
 /// [`start_mcp`] with stdio servers' environment built from `env` (a seam for tests).
 pub async fn start_mcp_with_env(
     config: &Config,
     env: &dyn Env,
     protected: &[PathBuf],
+) -> Arc<McpManager> {
+    start_mcp_with(config, env, protected, true).await
+}
+
+async fn start_mcp_with(
+    config: &Config,
+    env: &dyn Env,
+    protected: &[PathBuf],
+    retry_connects: bool,
 ) -> Arc<McpManager> {
     install_crypto_provider();
     if config.mcp.servers.is_empty() {
@@ -79,6 +94,7 @@ pub async fn start_mcp_with_env(
     let options = McpOptions {
         child_env: ChildEnv::for_mcp_servers(env, &config.tools).confined(confinement),
         max_output_bytes: config.tools.max_output_bytes,
+        retry_connects,
         ..McpOptions::from(&config.mcp)
     };
     McpManager::start(config.mcp.servers.clone(), options).await

@@ -185,7 +185,11 @@ pub async fn compact_now(agent: &Agent, workstream: &str) -> String {
     }
 }
 
-/// `mcp list`: each server with its state and tools.
+/// The stderr lines `mcp list` shows of a server that is not connected.
+const MCP_STDERR_SHOWN: usize = 10;
+
+/// `mcp list`: each server with its state and tools (and, when it is down, its last stderr
+/// lines).
 pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
     let status = mcp.status();
     if status.is_empty() {
@@ -194,11 +198,7 @@ pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
     let catalog = mcp.catalog();
     let mut out = String::new();
     for s in &status {
-        let state = if s.connected {
-            "connected"
-        } else {
-            "disconnected"
-        };
+        let state = s.state.as_str().replace('_', " ");
         let _ = write!(
             out,
             "{} ({state}): {}, {}, {}",
@@ -211,6 +211,13 @@ pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
             let _ = write!(out, " — {e}");
         }
         out.push('\n');
+        // Why a server is down is usually in what it last wrote to stderr.
+        if !s.connected && !s.stderr_tail.is_empty() {
+            let _ = writeln!(out, "  last stderr lines:");
+            for line in s.stderr_tail.iter().rev().take(MCP_STDERR_SHOWN).rev() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
         for t in catalog.tools.iter().filter(|t| t.server == s.name) {
             let first = t.description.lines().next().unwrap_or_default();
             let _ = writeln!(out, "  {}  {first}", t.full_name);

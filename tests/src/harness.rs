@@ -76,9 +76,18 @@ pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> TestConfig {
 
 /// Builds the agent through the binary's wiring.
 pub async fn agent(config: impl Into<Config>) -> Agent {
-    wiring::build_agent(config.into())
+    let agent = wiring::build_agent(config.into())
         .await
-        .expect("agent builds")
+        .expect("agent builds");
+    mcp_attempted(&agent).await;
+    agent
+}
+
+/// Waits until every configured MCP server's first connection attempt has ended: servers
+/// connect in the background, and a test's first turn expects the tools of those that can.
+pub async fn mcp_attempted(agent: &Agent) {
+    let limit = agent.config().mcp.connect_timeout + Duration::from_secs(5);
+    agent.mcp().first_attempts(limit).await;
 }
 
 /// Builds the agent as the binary does when it was started with a config file (`protected`):
@@ -88,9 +97,11 @@ pub async fn agent_protecting(config: impl Into<Config>, protected: Vec<PathBuf>
         protected_files: protected,
         ..Default::default()
     };
-    wiring::build_agent_in(config.into(), host)
+    let agent = wiring::build_agent_in(config.into(), host)
         .await
-        .expect("agent builds")
+        .expect("agent builds");
+    mcp_attempted(&agent).await;
+    agent
 }
 
 /// The working directory of workstream `key` under `config` (per workstream by default),

@@ -506,7 +506,11 @@ impl Agent {
             text = collect_text(self.inner.model.as_ref(), request) => text,
             () = req.cancel.cancelled() => Err(crate::model::ModelError::Provider("stopped".into())),
         };
-        self.inner.metrics.model_call(started.elapsed());
+        self.inner.metrics.model_call_ended(
+            &self.inner.config.model.model,
+            Some(written.is_ok()),
+            started.elapsed(),
+        );
         match written {
             Ok(text) if !text.trim().is_empty() => text.trim().to_owned(),
             Ok(_) | Err(_) => {

@@ -293,7 +293,11 @@ impl Agent {
             r = stream_into(self.inner.model.as_ref(), request, &mut assembler, req.sink) => Some(r),
             () = req.cancel.cancelled() => None,
         };
-        self.inner.metrics.model_call(started.elapsed());
+        self.inner.metrics.model_call_ended(
+            &self.inner.config.model.model,
+            streamed.as_ref().map(Result::is_ok),
+            started.elapsed(),
+        );
         match streamed {
             Some(Ok(())) => Ok(Some(assembler.finish())),
             Some(Err(e)) => {
@@ -324,6 +328,9 @@ impl Agent {
             .store
             .append_answer(&ws.key, ws.next_seq(), &message, response.usage)
             .await?;
+        self.inner
+            .metrics
+            .tokens(&self.inner.config.model.model, &response.usage);
         ws.history.push(message);
         outcome.text = response.text;
         Ok(calls)

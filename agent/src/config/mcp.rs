@@ -29,9 +29,13 @@ pub struct McpConfig {
     /// How long one MCP tool call, resource read or prompt may take.
     #[serde(with = "duration")]
     pub call_timeout: Duration,
-    /// How long connecting to one server may take at start-up.
+    /// How long one attempt to connect to a server may take (servers connect in the
+    /// background; a failed or timed-out one is retried with backoff).
     #[serde(with = "duration")]
     pub connect_timeout: Duration,
+    /// Whether a configured server that is not connected makes `/ready` answer 503. Off by
+    /// default, so one broken server does not take a node out of its load balancer.
+    pub required_for_ready: bool,
 }
 
 impl Default for McpConfig {
@@ -41,6 +45,7 @@ impl Default for McpConfig {
             refresh_interval: DEFAULT_REFRESH_INTERVAL,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            required_for_ready: false,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use rmcp::model::{ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RunningService};
@@ -10,9 +11,12 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::child_env::ChildEnv;
+use crate::tools::process_tree::{Containment, ProcessTree};
+
+use super::slot::StderrTail;
 
 use super::{
     McpError, McpPrompt, McpPromptArgument, McpResource, McpResourceTemplate, McpServerConfig,
@@ -24,10 +28,17 @@ pub(crate) type Client = RunningService<RoleClient, Handler>;
 
 /// Receives server notifications. List changes only signal the server's watcher task, which
 /// debounces them and re-lists; the handler itself never blocks the connection.
+///
+/// It also holds a stdio server's [`ProcessTree`]: the handler lives exactly as long as the
+/// connection (inside the handshake future, then inside the running service), so however
+/// the connection ends — a handshake that timed out, a failed listing, a crash, shutdown, or
+/// the process exiting its runtime — the server and everything it started are killed with
+/// it, never left as orphans.
 #[derive(Debug, Clone)]
 pub(crate) struct Handler {
     server: String,
     list_changed: mpsc::Sender<()>,
+    _processes: Option<Arc<ProcessTree>>,
 }
 
 impl Handler {
@@ -70,17 +81,26 @@ pub(crate) struct Listing {
     pub pushes_tools: bool,
 }
 
+/// Where a connection's stderr goes: its lines into `tail`; `done` is dropped when the
+/// process's stderr closes (so a failed start can wait for its last words).
+pub(crate) struct StderrSink {
+    pub tail: Arc<StderrTail>,
+    pub done: oneshot::Sender<()>,
+}
+
 /// Spawns or dials the server and completes the MCP handshake (not bounded here: the caller
-/// applies the connect timeout).
+/// applies the connect timeout; dropping the future kills a stdio server's processes).
 pub(crate) async fn connect(
     server: &str,
     config: &McpServerConfig,
     base_env: &ChildEnv,
     list_changed: mpsc::Sender<()>,
+    stderr_sink: StderrSink,
 ) -> Result<Client, McpError> {
-    let handler = Handler {
+    let mut handler = Handler {
         server: server.to_owned(),
         list_changed,
+        _processes: None,
     };
     let fail = |message: String| McpError::Connect {
         server: server.to_owned(),
@@ -93,17 +113,25 @@ pub(crate) async fn connect(
             // Only the allow-list and the server's own `env`: not the bot's tokens.
             let mut cmd = base_env.clone().with_vars(env).command(command);
             cmd.args(args);
+            // Its own process group, a cgroup where possible, and a marker every descendant
+            // inherits: ending the connection ends all of it.
+            let mut tree = ProcessTree::prepare(&mut cmd, Containment::Auto);
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| fail(format!("cannot start `{command}`: {e}")))?;
+            tree.started(transport.id());
+            handler._processes = Some(Arc::new(tree));
             if let Some(stderr) = stderr {
                 let server = server.to_owned();
                 tokio::spawn(async move {
+                    let StderrSink { tail, done } = stderr_sink;
                     let mut lines = tokio::io::BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         tracing::debug!(server = %server, line = %line, "MCP server stderr");
+                        tail.push(&line);
                     }
+                    drop(done);
                 });
             }
             handler

@@ -10,6 +10,8 @@ use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use super::connection::Client;
 use super::slot::{Slot, classify, millis};
@@ -27,6 +29,10 @@ pub struct McpManager {
     pub(crate) catalog: Mutex<Arc<McpCatalog>>,
     pub(crate) generation: watch::Sender<u64>,
     pub(crate) shutdown: CancellationToken,
+    /// Servers whose first connection attempt has not ended yet.
+    pub(crate) first_attempts: watch::Sender<usize>,
+    /// The background connects, waited for at shutdown (so their processes are ended).
+    pub(crate) connects: TaskTracker,
 }
 
 impl std::fmt::Debug for McpManager {
@@ -38,9 +44,12 @@ impl std::fmt::Debug for McpManager {
 }
 
 impl McpManager {
-    /// Connects every server concurrently, each bounded by `connect_timeout`. A server that
-    /// fails, hangs or has a bad name is recorded (see [`McpManager::status`]) and retried on
-    /// refresh; it never blocks the others or start-up.
+    /// Starts connecting every server in the background, each attempt bounded by
+    /// `connect_timeout`, and returns at once: start-up (the chat prompt, `/health`) never
+    /// waits for a server. A server's tools join the catalog when it has listed them; one
+    /// that fails or hangs is recorded (see [`McpManager::status`]) and retried with backoff
+    /// and the breaker; one with a bad name never connects. [`McpManager::first_attempts`]
+    /// waits for the first round when a caller needs it (`mcp list`).
     pub async fn start(
         servers: BTreeMap<String, McpServerConfig>,
         options: McpOptions,
@@ -65,16 +74,26 @@ impl McpManager {
             receivers.push((name, receiver));
         }
         let manager = Arc::new(Self::new(slots, options));
-        let connects = manager
+        let valid: Vec<String> = manager
             .slots
             .values()
             .filter(|slot| slot.invalid.is_none())
-            .map(|slot| async {
-                let _guard = slot.connect_lock.lock().await;
-                let _ = manager.connect_slot(slot).await;
-            });
-        futures::future::join_all(connects).await;
+            .map(|slot| slot.name.clone())
+            .collect();
+        manager.first_attempts.send_replace(valid.len());
         manager.rebuild_catalog();
+        for name in valid {
+            // In the caller's span (a node's), so its lines carry the node's id.
+            manager.connects.spawn(
+                tasks::connect_until_listed(
+                    Arc::downgrade(&manager),
+                    name,
+                    manager.shutdown.clone(),
+                )
+                .in_current_span(),
+            );
+        }
+        manager.connects.close();
         for (name, receiver) in receivers {
             tokio::spawn(tasks::watch_list_changes(
                 Arc::downgrade(&manager),
@@ -105,7 +124,19 @@ impl McpManager {
             catalog: Mutex::new(Arc::new(McpCatalog::default())),
             generation: watch::channel(0).0,
             shutdown: CancellationToken::new(),
+            first_attempts: watch::channel(0).0,
+            connects: TaskTracker::new(),
         }
+    }
+
+    /// Waits (at most `limit`) until every server's first connection attempt has ended,
+    /// connected or not; true if they all did. For one-shot commands (`mcp list`, `doctor`)
+    /// that report what the servers did; a long-running process never needs to wait.
+    pub async fn first_attempts(&self, limit: Duration) -> bool {
+        let mut pending = self.first_attempts.subscribe();
+        tokio::time::timeout(limit, pending.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// The current snapshot of tools, resources and prompts (tools sorted by server, name).
@@ -276,9 +307,17 @@ impl McpManager {
         self.slots.values().map(|slot| slot.status()).collect()
     }
 
-    /// Stops background tasks and closes every connection (child processes are ended).
+    /// Stops background tasks and closes every connection; every server's processes (and
+    /// what they started) are ended, including those of attempts still connecting.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
+        self.connects.close();
+        if tokio::time::timeout(Duration::from_secs(3), self.connects.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("MCP connection attempts did not stop within 3 s");
+        }
         let closes = self
             .slots
             .values()

@@ -132,6 +132,60 @@ pub struct McpCatalog {
     pub templates: Vec<McpResourceTemplate>,
     /// Prompts, sorted by server then name.
     pub prompts: Vec<McpPrompt>,
+    /// Configured servers that have not listed anything yet (still connecting, or failing
+    /// and being retried), sorted by name: a turn says their tools are missing.
+    pub unavailable: Vec<UnavailableServer>,
+}
+
+/// A configured server whose tools are not offered yet, as the system message names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnavailableServer {
+    /// The server's configured name.
+    pub server: String,
+    /// Why: connecting, failed (retrying), cooling off, misconfigured.
+    pub state: ServerState,
+}
+
+/// Where one configured server stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// A connection attempt is under way (at start, or reconnecting).
+    Connecting,
+    /// Connected and listed.
+    Connected,
+    /// The last attempt failed; it is retried with backoff.
+    Failed,
+    /// Failed repeatedly: the breaker keeps calls and reconnects off for a while.
+    CoolingOff,
+    /// Not connected and not failing (closed, or lost and not yet retried).
+    Disconnected,
+    /// Misconfigured (a bad name): never connects.
+    Invalid,
+}
+
+impl ServerState {
+    /// The word `/ready`, `/mcp list` and the logs use.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Connecting => "connecting",
+            ServerState::Connected => "connected",
+            ServerState::Failed => "failed",
+            ServerState::CoolingOff => "cooling_off",
+            ServerState::Disconnected => "disconnected",
+            ServerState::Invalid => "invalid",
+        }
+    }
+
+    /// Every state, for metrics that list each one.
+    pub const ALL: [ServerState; 6] = [
+        ServerState::Connecting,
+        ServerState::Connected,
+        ServerState::Failed,
+        ServerState::CoolingOff,
+        ServerState::Disconnected,
+        ServerState::Invalid,
+    ];
 }
 
 impl McpCatalog {
@@ -197,6 +251,12 @@ impl McpCatalog {
                 .filter(|p| policy.allows_server(&p.server))
                 .cloned()
                 .collect(),
+            unavailable: self
+                .unavailable
+                .iter()
+                .filter(|u| policy.allows_server(&u.server))
+                .cloned()
+                .collect(),
         }
     }
 }
@@ -224,6 +284,10 @@ pub struct McpOptions {
     pub max_output_bytes: usize,
     /// Largest image (decoded bytes) passed on; a larger one is replaced by a note.
     pub max_image_bytes: usize,
+    /// Whether a server whose connection attempt failed is tried again in the background
+    /// (long-running processes); one-shot commands that report the first attempt turn it
+    /// off.
+    pub retry_connects: bool,
 }
 
 /// Largest image an MCP result may carry to the model.
@@ -241,6 +305,7 @@ impl Default for McpOptions {
             child_env: ChildEnv::allow_listed(&crate::config::ProcessEnv),
             max_output_bytes: crate::config::ToolsConfig::default().max_output_bytes,
             max_image_bytes: MAX_IMAGE_BYTES,
+            retry_connects: true,
         }
     }
 }
@@ -281,13 +346,17 @@ pub struct RefreshReport {
     pub error: Option<String>,
 }
 
-/// One server's health, for `/mcp` and logs.
+/// One server's health, for `/mcp`, `/ready` and logs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerStatus {
     /// The server's configured name.
     pub name: String,
-    /// Whether a live connection exists.
+    /// Where it stands.
+    pub state: ServerState,
+    /// Whether a live connection exists (`state == Connected`).
     pub connected: bool,
+    /// The last lines its process wrote to stderr (stdio servers), oldest first.
+    pub stderr_tail: Vec<String>,
     /// Number of tools listed.
     pub tools: usize,
     /// Number of resources and templates listed.
@@ -350,6 +419,10 @@ mod tests {
                 prompt("b", "greet"),
                 prompt("b", "only_b"),
             ],
+            unavailable: vec![UnavailableServer {
+                server: "a".into(),
+                state: ServerState::Connecting,
+            }],
         }
     }
 
@@ -384,6 +457,7 @@ mod tests {
         assert!(r.resources.is_empty());
         assert_eq!(r.templates.len(), 1);
         assert!(r.prompts.iter().all(|p| p.server == "b") && r.prompts.len() == 2);
+        assert!(r.unavailable.is_empty());
         let all = catalog().restricted(&crate::connectors::Effective::unrestricted());
         assert_eq!(all, catalog());
     }

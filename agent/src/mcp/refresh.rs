@@ -2,24 +2,50 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rmcp::ServiceError;
 
-use super::connection::{self, Client};
+use super::connection::{self, Client, StderrSink};
 use super::slot::{Slot, classify, millis};
-use super::{McpCatalog, McpError, McpManager, RefreshReport};
+use super::{McpCatalog, McpError, McpManager, RefreshReport, ServerState, UnavailableServer};
+
+/// How long a failed start waits for the server's last stderr lines.
+const STDERR_GRACE: Duration = Duration::from_millis(500);
+
+/// Marks a slot as connecting while alive; cleared however the attempt ends (cancelled too).
+struct Connecting<'a>(&'a Slot);
+
+impl<'a> Connecting<'a> {
+    fn start(slot: &'a Slot) -> Self {
+        slot.state().connecting = true;
+        Self(slot)
+    }
+}
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        self.0.state().connecting = false;
+    }
+}
 
 impl McpManager {
     /// Connects and lists, bounded by `connect_timeout`. The caller holds `connect_lock`.
     pub(crate) async fn connect_slot(&self, slot: &Slot) -> Result<Arc<Client>, McpError> {
+        let _connecting = Connecting::start(slot);
         let started = Instant::now();
+        let (done, stderr_closed) = tokio::sync::oneshot::channel();
+        let sink = StderrSink {
+            tail: slot.stderr.clone(),
+            done,
+        };
         let attempt = async {
             let client = connection::connect(
                 &slot.name,
                 &slot.config,
                 &self.options.child_env,
                 slot.signal.clone(),
+                sink,
             )
             .await?;
             let listing =
@@ -52,7 +78,12 @@ impl McpManager {
                 Ok(client)
             }
             Err(error) => {
-                tracing::warn!(server = %slot.name, elapsed_ms, error = %error, "MCP server connection failed");
+                // The attempt is dropped by now, and with it the server's processes: wait a
+                // moment for what they last wrote, which usually says why.
+                let _ = tokio::time::timeout(STDERR_GRACE, stderr_closed).await;
+                let stderr = slot.stderr.lines().join("\n");
+                tracing::warn!(server = %slot.name, elapsed_ms, error = %error, stderr = %stderr,
+                    "MCP server connection failed");
                 let old = {
                     let mut state = slot.state();
                     state.error = Some(error.to_string());
@@ -156,6 +187,15 @@ impl McpManager {
             next.prompts.extend(state.listing.prompts.iter().cloned());
             if !refused.is_empty() {
                 state.error = Some(refused.join("; "));
+            }
+            if !state.listed {
+                next.unavailable.push(UnavailableServer {
+                    server: slot.name.clone(),
+                    state: match slot.server_state(&state) {
+                        ServerState::Connected => ServerState::Connecting,
+                        other => other,
+                    },
+                });
             }
         }
         if **current != next {

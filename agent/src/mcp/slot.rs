@@ -1,6 +1,7 @@
 //! One configured server inside the manager: its live client (if any), last listing, last
 //! error and circuit breaker, behind a std mutex that is never held across `.await`.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::breaker::Breaker;
 use super::connection::{Client, Listing};
-use super::{McpError, McpOptions, McpServerConfig, ServerStatus};
+use super::{McpError, McpOptions, McpServerConfig, ServerState, ServerStatus};
 
 /// One configured server.
 pub(crate) struct Slot {
@@ -21,7 +22,43 @@ pub(crate) struct Slot {
     pub signal: mpsc::Sender<()>,
     /// Serializes connecting and re-listing this server.
     pub connect_lock: tokio::sync::Mutex<()>,
+    /// The last lines the server's process wrote to stderr (stdio servers).
+    pub stderr: Arc<StderrTail>,
     state: Mutex<SlotState>,
+}
+
+/// The last [`StderrTail::LINES`] lines a server wrote to stderr, each cut to
+/// [`StderrTail::LINE_BYTES`]: what an operator needs to see why it failed, bounded whatever
+/// the server writes.
+#[derive(Debug, Default)]
+pub(crate) struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+}
+
+impl StderrTail {
+    /// Lines kept.
+    pub(crate) const LINES: usize = 20;
+    /// Longest line kept (longer ones are cut at a character boundary).
+    pub(crate) const LINE_BYTES: usize = 500;
+
+    /// Records one line.
+    pub(crate) fn push(&self, line: &str) {
+        let mut end = line.len().min(Self::LINE_BYTES);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == Self::LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line[..end].to_owned());
+    }
+
+    /// The lines kept, oldest first.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().cloned().collect()
+    }
 }
 
 #[derive(Default)]
@@ -32,6 +69,8 @@ pub(crate) struct SlotState {
     pub listed: bool,
     pub error: Option<String>,
     pub breaker: Breaker,
+    /// A connection attempt is under way (or about to start, before the first one).
+    pub connecting: bool,
 }
 
 impl Slot {
@@ -44,6 +83,7 @@ impl Slot {
         Self {
             state: Mutex::new(SlotState {
                 error: invalid.clone(),
+                connecting: invalid.is_none(),
                 ..SlotState::default()
             }),
             name,
@@ -51,6 +91,7 @@ impl Slot {
             invalid,
             signal,
             connect_lock: tokio::sync::Mutex::new(()),
+            stderr: Arc::default(),
         }
     }
 
@@ -162,15 +203,36 @@ impl Slot {
         self.state().client.take()
     }
 
+    /// Where the server stands now.
+    pub(crate) fn server_state(&self, state: &SlotState) -> ServerState {
+        let connected = state
+            .client
+            .as_ref()
+            .is_some_and(|c| !c.is_transport_closed());
+        if self.invalid.is_some() {
+            ServerState::Invalid
+        } else if connected {
+            ServerState::Connected
+        } else if state.connecting {
+            ServerState::Connecting
+        } else if state.breaker.open_until(Instant::now()).is_some() {
+            ServerState::CoolingOff
+        } else if state.error.is_some() {
+            ServerState::Failed
+        } else {
+            ServerState::Disconnected
+        }
+    }
+
     /// This server's health.
     pub(crate) fn status(&self) -> ServerStatus {
         let state = self.state();
+        let server_state = self.server_state(&state);
         ServerStatus {
             name: self.name.clone(),
-            connected: state
-                .client
-                .as_ref()
-                .is_some_and(|c| !c.is_transport_closed()),
+            state: server_state,
+            connected: server_state == ServerState::Connected,
+            stderr_tail: self.stderr.lines(),
             tools: state.listing.tools.len(),
             resources: state.listing.resources.len() + state.listing.templates.len(),
             prompts: state.listing.prompts.len(),
@@ -207,4 +269,24 @@ pub(crate) fn classify(server: &str, error: ServiceError, after: Duration) -> Mc
 /// Milliseconds for log fields.
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines_each_bounded() {
+        let tail = StderrTail::default();
+        for n in 0..30 {
+            tail.push(&format!("line {n}"));
+        }
+        tail.push(&"é".repeat(StderrTail::LINE_BYTES));
+        let lines = tail.lines();
+        assert_eq!(lines.len(), StderrTail::LINES);
+        assert_eq!(lines[0], "line 11");
+        assert_eq!(lines[18], "line 29");
+        let last = &lines[19];
+        assert!(last.len() <= StderrTail::LINE_BYTES && last.chars().all(|c| c == 'é'));
+    }
 }

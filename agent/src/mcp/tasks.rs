@@ -10,6 +10,87 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpManager;
 
+/// The first retry of a failed connect waits this long; each further one twice as long, up
+/// to the breaker's longest cool-off.
+pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// How long to wait before connection attempt number `failures + 1`.
+pub(crate) fn retry_delay(failures: u32, max: Duration) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
+        .min(max.max(RETRY_FIRST))
+}
+
+/// Connects `server` in the background until it has listed once (later losses are handled
+/// by calls and the periodic refresh): each failed attempt counts towards the breaker, and
+/// the next waits for the backoff or the breaker's cool-off, whichever is longer. Shutdown
+/// cancels an attempt mid-way, which kills the server's processes.
+pub(crate) async fn connect_until_listed(
+    manager: Weak<McpManager>,
+    server: String,
+    shutdown: CancellationToken,
+) {
+    let mut failures = 0u32;
+    let mut first = true;
+    loop {
+        let Some(manager) = manager.upgrade() else {
+            return;
+        };
+        let Some(slot) = manager.slots.get(&server).cloned() else {
+            return;
+        };
+        let outcome = tokio::select! {
+            _ = shutdown.cancelled() => None,
+            result = async {
+                let _guard = slot.connect_lock.lock().await;
+                match slot.live_client() {
+                    Some(_) => Ok(()),
+                    None => manager.connect_slot(&slot).await.map(drop),
+                }
+            } => Some(result),
+        };
+        if first {
+            first = false;
+            manager
+                .first_attempts
+                .send_modify(|n| *n = n.saturating_sub(1));
+        }
+        let Some(result) = outcome else {
+            manager.rebuild_catalog();
+            return;
+        };
+        let wait = match result {
+            Ok(()) => {
+                slot.record_success();
+                manager.rebuild_catalog();
+                return;
+            }
+            Err(error) => {
+                failures += 1;
+                slot.record_failure(&error, None, &manager.options);
+                manager.rebuild_catalog();
+                if !manager.options.retry_connects {
+                    return;
+                }
+                let cooling = slot.check_breaker().err().map(|e| match e {
+                    super::McpError::CoolingOff { retry_in, .. } => retry_in,
+                    _ => Duration::ZERO,
+                });
+                let wait = retry_delay(failures, manager.options.cooldown_max)
+                    .max(cooling.unwrap_or_default());
+                tracing::info!(server = %server, failures, retry_in_ms = super::slot::millis(wait),
+                    "MCP server not connected; retrying");
+                wait
+            }
+        };
+        drop(manager);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
 /// Notifications arriving within this window cause one refresh.
 pub(crate) const DEBOUNCE: Duration = Duration::from_millis(250);
 
@@ -95,6 +176,14 @@ fn stagger(interval: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_back_off_doubling_up_to_the_longest_cool_off() {
+        let max = Duration::from_secs(10);
+        let delays: Vec<u64> = (1..=6).map(|n| retry_delay(n, max).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(retry_delay(0, max), RETRY_FIRST);
+    }
 
     #[test]
     fn stagger_is_within_interval() {

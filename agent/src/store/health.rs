@@ -1,5 +1,5 @@
 //! Read-only queries across tables for a node's `/ready` and `/metrics`: whether the database
-//! answers, and counts of stored workstreams and approval requests.
+//! answers, and counts of stored workstreams, approval requests and active watches.
 
 use super::{Store, StoreError};
 
@@ -12,6 +12,8 @@ pub struct StoredCounts {
     pub approvals_pending: i64,
     /// Approval requests decided (approved, denied, timed out, …).
     pub approvals_decided: i64,
+    /// Watches still polling.
+    pub watches_active: i64,
 }
 
 impl Store {
@@ -33,10 +35,15 @@ impl Store {
         let (all,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM tool_approvals")
             .fetch_one(self.pool())
             .await?;
+        let (watches_active,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM watches WHERE state = 'active'")
+                .fetch_one(self.pool())
+                .await?;
         Ok(StoredCounts {
             workstreams,
             approvals_pending: pending,
             approvals_decided: all - pending,
+            watches_active,
         })
     }
 }

@@ -135,11 +135,15 @@ impl std::fmt::Debug for WatchRunner {
 
 impl WatchRunner {
     /// A runner for `agent`'s watches, delivering through `dispatch`, configured by the
-    /// agent's `[watch]` section (a new node name each time).
+    /// agent's `[watch]` section, named by the agent's cluster node (else a new name).
     pub fn new(agent: Agent, dispatch: Arc<dyn Dispatch>) -> Self {
         let watch = &agent.config().watch;
         let config = RunnerConfig {
-            node: format!("node-{}", uuid::Uuid::new_v4().simple()),
+            // The node's one id (the registry's) when it has joined a cluster.
+            node: agent.cluster().map_or_else(
+                || format!("node-{}", uuid::Uuid::new_v4().simple()),
+                |c| c.node().to_owned(),
+            ),
             tick: watch.tick,
             max_parallel: watch.max_parallel.max(1),
             lease: agent.config().tools.bash_timeout + Duration::from_secs(60),
@@ -243,6 +247,11 @@ impl WatchRunner {
         )
         .await;
         tracing::debug!(watch = %watch.id, polls, exit_code = poll.exit_code, ?verdict, "watch polled");
+        self.agent.metrics().watch_poll(match verdict {
+            Verdict::Wait => "waiting",
+            Verdict::Fire(_) => "fired",
+            Verdict::Fail(_) => "failed",
+        });
         let store = self.agent.store();
         let next = now_ms().saturating_add(watch.watch.poll_every_ms);
         match store

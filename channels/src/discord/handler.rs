@@ -24,7 +24,7 @@ impl EventHandler for Handler {
         let _ = self.bot.me.set(ready.user.id);
         *self.bot.stage.lock().unwrap_or_else(|e| e.into_inner()) =
             serenity::gateway::ConnectionStage::Connected;
-        tracing::info!(user = %ready.user.name, guilds = ready.guilds.len(), "connected to Discord");
+        tracing::info!(target: "sandpiper", user = %ready.user.name, guilds = ready.guilds.len(), "Discord: connected");
         super::commands::register(&self.bot, &ctx).await;
     }
 

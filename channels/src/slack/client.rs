@@ -38,6 +38,25 @@ pub(crate) struct ApiError {
     message: String,
 }
 
+/// What went wrong, in words: a transport failure's causes, one after the other
+/// (`cannot reach Slack: client error (Connect): tcp connect error: Connection refused`),
+/// instead of slack-morphism's debug dump of them.
+fn describe(e: &SlackClientError) -> String {
+    let SlackClientError::HttpProtocolError(protocol) = e else {
+        return e.to_string();
+    };
+    let Some(cause) = &protocol.cause else {
+        return "cannot reach Slack".into();
+    };
+    let mut text = format!("cannot reach Slack: {cause}");
+    let mut source = cause.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
 /// A message's content: the fallback/notification `text` (mrkdwn) and optional blocks.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Content {
@@ -116,7 +135,7 @@ macro_rules! retrying {
                 other => {
                     break other.map_err(|e| ApiError {
                         method: $method,
-                        message: e.to_string(),
+                        message: describe(&e),
                     });
                 }
             }

@@ -159,7 +159,7 @@ impl SlackChannel {
             .whoami()
             .await
             .map_err(|e| SlackError::Connect(e.to_string()))?;
-        tracing::info!(bot_user, team = team.as_deref().unwrap_or("?"), mode = ?config.mode, "slack connected");
+        tracing::info!(target: "sandpiper", bot_user, team = team.as_deref().unwrap_or("?"), mode = ?config.mode, "Slack: connected");
         let tasks = Tasks::new(shutdown);
         let ctx = Arc::new(Ctx {
             queue: TurnQueue::new(tasks.clone()),

@@ -50,6 +50,8 @@ use state::{InteractionKind, PendingFailure, State, StoredInteraction};
 
 /// The bot's user id.
 pub const BOT_ID: u64 = 810_000_000_000_000_100;
+/// The application flag of the Message Content intent (`GATEWAY_MESSAGE_CONTENT`, 1 << 19).
+pub const GATEWAY_MESSAGE_CONTENT: u64 = 1 << 19;
 /// The bot's application id (distinct from [`BOT_ID`], so code mixing them up fails).
 pub const APP_ID: u64 = 810_000_000_000_000_200;
 /// The one guild; also the id of its @everyone role.
@@ -410,6 +412,12 @@ impl FakeDiscord {
     /// How many typing indicators the bot started in a channel.
     pub fn typing_count(&self, channel_id: u64) -> usize {
         self.lock().typing.get(&channel_id).copied().unwrap_or(0)
+    }
+
+    /// The application's flags from now on (e.g. `0`: the Message Content intent is off in
+    /// the developer portal).
+    pub fn set_application_flags(&self, flags: u64) {
+        self.shared.lock().application_flags = flags;
     }
 
     /// Fails the next `times` requests whose method is `method` and whose path contains

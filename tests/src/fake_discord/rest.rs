@@ -40,10 +40,7 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
     let api = Router::new()
         .route("/users/@me", get(current_user))
         .route("/users/@me/channels", post(open_dm))
-        .route(
-            "/oauth2/applications/@me",
-            get(|| async { json(objects::application()) }),
-        )
+        .route("/oauth2/applications/@me", get(application))
         .route("/gateway", get(gateway_url))
         .route("/gateway/bot", get(gateway_bot))
         .route("/channels/{c}", get(get_channel).patch(patch_channel))
@@ -215,6 +212,14 @@ async fn unknown_route(request: Request) -> Response {
 
 async fn current_user() -> Answer {
     json(objects::current_user())
+}
+
+/// `GET /oauth2/applications/@me`: the bot's application, with its flags (the privileged
+/// intents enabled in the developer portal).
+async fn application(State(shared): State<Arc<Shared>>) -> Answer {
+    let mut app = objects::application();
+    app["flags"] = json!(shared.lock().application_flags);
+    json(app)
 }
 
 /// `POST /users/@me/channels` `{"recipient_id"}`: the DM channel with that user, opened on

@@ -135,6 +135,9 @@ pub(super) struct State {
     /// Guilds and their one text channel each: guild id → channel id ([`GUILD_ID`] →
     /// [`CHANNEL_ID`] always).
     pub guilds: BTreeMap<u64, u64>,
+    /// The application's `flags` (`GET /oauth2/applications/@me`): the Message Content
+    /// intent's bit is on unless a test turns it off.
+    pub application_flags: u64,
 }
 
 impl State {
@@ -155,6 +158,7 @@ impl State {
             joined_at: timestamp(now_millis().saturating_sub(86_400_000)),
             dm_channels: BTreeMap::new(),
             guilds: BTreeMap::from([(GUILD_ID, CHANNEL_ID)]),
+            application_flags: super::GATEWAY_MESSAGE_CONTENT,
         }
     }
 

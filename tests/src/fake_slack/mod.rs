@@ -42,6 +42,22 @@ use state::{Failure, Shared};
 
 /// The fake workspace's team id.
 pub const TEAM_ID: &str = "T0FAKE";
+/// The bot scopes of the README's app manifest: what the fake's token has unless a test
+/// grants fewer ([`FakeSlack::grant_scopes`]).
+pub const MANIFEST_SCOPES: [&str; 11] = [
+    "app_mentions:read",
+    "chat:write",
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "im:write",
+    "files:write",
+    "reactions:write",
+    "users:read",
+    "usergroups:read",
+    "commands",
+];
+
 /// The bot user the client authenticates as (`auth.test`); mentions look like `<@U0BOT>`.
 pub const BOT_USER_ID: &str = "U0BOT";
 /// A public channel that always exists (`#general`).
@@ -285,6 +301,12 @@ impl FakeSlack {
             .ledger()
             .failures
             .insert(method.to_owned(), failure);
+    }
+
+    /// The bot scopes every answer's `x-oauth-scopes` header names from now on (by default
+    /// [`MANIFEST_SCOPES`], what the README's manifest asks for).
+    pub fn grant_scopes(&self, scopes: &[&str]) {
+        self.shared.ledger().scopes = Some(scopes.iter().map(|s| (*s).to_owned()).collect());
     }
 
     /// From now on `method` answers `missing_scope`, as for an app installed without the

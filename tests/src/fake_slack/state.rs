@@ -97,6 +97,8 @@ pub(super) struct Ledger {
     pub(super) failures: HashMap<String, Failure>,
     /// Methods the app has no scope for: they answer `missing_scope`.
     pub(super) unscoped: HashSet<String>,
+    /// The bot token's scopes as `x-oauth-scopes` names them; `None`: the manifest's.
+    pub(super) scopes: Option<Vec<String>>,
     /// `(method, needle, error)`: a call of `method` whose arguments contain `needle` answers
     /// `error` (Slack's answer to blocks it will not show).
     pub(super) refused: Vec<(String, String, String)>,

@@ -72,7 +72,15 @@ async fn api(
             json!({"ok": false, "error": error})
         }
     };
-    axum::Json(answer).into_response()
+    let scopes = match &ledger.scopes {
+        Some(scopes) => scopes.join(","),
+        None => super::MANIFEST_SCOPES.join(","),
+    };
+    let mut response = axum::Json(answer).into_response();
+    if let Ok(value) = HeaderValue::from_str(&scopes) {
+        response.headers_mut().insert("x-oauth-scopes", value);
+    }
+    response
 }
 
 /// The arguments of a call as one JSON object: query parameters, then the form or JSON body.

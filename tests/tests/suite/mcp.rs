@@ -43,9 +43,12 @@ async fn start(servers: Vec<(&str, McpServerConfig)>, options: McpOptions) -> Ar
         .into_iter()
         .map(|(n, c)| (n.to_owned(), c))
         .collect();
-    tokio::time::timeout(WAIT, McpManager::start(servers, options))
+    let manager = tokio::time::timeout(WAIT, McpManager::start(servers, options))
         .await
-        .expect("start in time")
+        .expect("start in time");
+    // Servers connect in the background; these tests begin once each has been tried.
+    assert!(manager.first_attempts(WAIT).await, "first attempts in time");
+    manager
 }
 
 fn args(value: Value) -> serde_json::Map<String, Value> {

@@ -10,6 +10,7 @@ mod console;
 mod context;
 mod discord;
 mod discord_commands;
+mod doctor;
 mod failures;
 mod fake_discord;
 mod fake_slack;

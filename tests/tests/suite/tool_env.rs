@@ -97,6 +97,7 @@ both_backends! {
         let agent = wiring::build_agent_in(s.config.core.clone(), host)
             .await
             .expect("agent builds");
+        sandpiper_tests::harness::mcp_attempted(&agent).await;
         let console = ConsoleRun::start(agent.clone(), "env", "alice", true);
         console.send("show me the environment").await;
         let out = console.finish().await;
@@ -114,10 +115,11 @@ both_backends! {
             "{bash}"
         );
         assert!(bash.contains("GITHUB_TOKEN=ghp-passed-on-purpose\n"), "{bash}");
-        // The server: the allow-list, [tools] env and its own env; never pass_env.
+        // The server: the allow-list, [tools] env and its own env; never pass_env. (And the
+        // marker that finds its processes to end them, like a bash call's.)
         assert_eq!(
             names(&mcp),
-            ["CARGO_TERM_COLOR", "HOME", "LANG", "MCP_TEST_SECURITY_TOOLS", "PATH", "SERVER_KEY"],
+            ["CARGO_TERM_COLOR", "HOME", "LANG", "MCP_TEST_SECURITY_TOOLS", "PATH", "SANDPIPER_CALL_ID", "SERVER_KEY"],
             "{mcp}"
         );
         assert!(mcp.contains("SERVER_KEY=server-own-key"), "{mcp}");
@@ -139,9 +141,12 @@ async fn start(servers: Vec<(&str, McpServerConfig)>, options: McpOptions) -> Ar
         .into_iter()
         .map(|(n, c)| (n.to_owned(), c))
         .collect();
-    tokio::time::timeout(WAIT, McpManager::start(servers, options))
+    let manager = tokio::time::timeout(WAIT, McpManager::start(servers, options))
         .await
-        .expect("start in time")
+        .expect("start in time");
+    // Servers connect in the background; these tests begin once each has been tried.
+    assert!(manager.first_attempts(WAIT).await, "first attempts in time");
+    manager
 }
 
 fn args(value: Value) -> serde_json::Map<String, Value> {
@@ -167,7 +172,14 @@ async fn an_mcp_server_gets_the_allow_list_and_its_own_env_only() {
     assert_no_secret(&out.text);
     assert_eq!(
         names(&out.text),
-        ["API_KEY", "HOME", "LANG", "MCP_TEST_SECURITY_TOOLS", "PATH"],
+        [
+            "API_KEY",
+            "HOME",
+            "LANG",
+            "MCP_TEST_SECURITY_TOOLS",
+            "PATH",
+            "SANDPIPER_CALL_ID"
+        ],
         "{}",
         out.text
     );
