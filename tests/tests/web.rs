@@ -118,14 +118,20 @@ async fn until(client: &Client, what: &str, script: &str) {
     }
 }
 
+/// The rendered text of the element `css` names, read in one script (the live part is
+/// replaced as updates arrive, so a found element can go stale before it is read).
 async fn text_of(client: &Client, css: &str) -> String {
-    client
-        .find(Locator::Css(css))
+    let got = client
+        .execute(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;",
+            vec![json!(css)],
+        )
         .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .text()
-        .await
-        .expect("text")
+        .expect("script runs");
+    match got {
+        Value::String(s) => s.trim().to_owned(),
+        _ => panic!("no element {css}"),
+    }
 }
 
 /// The model: a mention with `run` asks for the hostile echo (approval needed), then answers.
@@ -379,7 +385,7 @@ async fn the_status_page_in_a_real_browser() {
     assert_eq!(
         client
             .execute(
-                "return window.pwned === undefined && !document.querySelector('#conversation b')",
+                "return window.pwned === undefined && ![...document.querySelectorAll('#conversation b')].some(b => b.textContent === 'bold')",
                 vec![]
             )
             .await
