@@ -189,6 +189,20 @@ mod tests {
     }
 
     #[test]
+    fn sign_in_links_start_at_the_public_url_else_the_advertised_one_else_listen() {
+        let mut server = ServerConfig::default();
+        assert_eq!(server.page_url(), "http://127.0.0.1:8090");
+        server.advertise_url = Some("http://gw-1.internal:8090/".into());
+        assert_eq!(server.page_url(), "http://gw-1.internal:8090");
+        apply_env(
+            &mut server,
+            &[("SANDPIPER_PUBLIC_URL", "https://status.example.com/")],
+        )
+        .unwrap();
+        assert_eq!(server.page_url(), "https://status.example.com");
+    }
+
+    #[test]
     fn limits_of_zero_and_a_shared_ops_address_are_refused() {
         let source = ConfigSource::Defaults;
         let listen: SocketAddr = "0.0.0.0:8090".parse().unwrap();
