@@ -241,6 +241,8 @@ struct Inner {
     projects: Arc<Vec<crate::config::ProjectConfig>>,
     /// Counters for `GET /metrics`.
     metrics: crate::metrics::Metrics,
+    /// What running turns are doing now (the status page).
+    activity: crate::activity::Activity,
     /// Membership of a cluster of nodes, once `serve` joined one (see [`crate::cluster`]).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
     /// The model's context window, found on first use (see [`Agent::context_window`]).
@@ -366,6 +368,7 @@ impl Agent {
                 limits,
                 live: crate::approvals::LiveApprovals::default(),
                 metrics: crate::metrics::Metrics::default(),
+                activity: crate::activity::Activity::default(),
                 cluster: std::sync::OnceLock::new(),
                 window: tokio::sync::OnceCell::new(),
                 learned_window: std::sync::atomic::AtomicU64::new(0),
@@ -403,6 +406,11 @@ impl Agent {
     /// This node's counters (`GET /metrics`); the channels add their API retries.
     pub fn metrics(&self) -> &crate::metrics::Metrics {
         &self.inner.metrics
+    }
+
+    /// What this node's running turns are doing now (the status page watches it).
+    pub fn activity(&self) -> &crate::activity::Activity {
+        &self.inner.activity
     }
 
     /// Workstreams held in memory now.
@@ -561,6 +569,11 @@ impl Agent {
         &self,
         req: ResumeRequest<'_>,
     ) -> Result<Option<TurnOutcome>, AgentError> {
+        let observed = self.inner.activity.observe(req.workstream, req.sink);
+        let req = ResumeRequest {
+            sink: &observed,
+            ..req
+        };
         let handle = self
             .inner
             .workstreams
@@ -618,6 +631,11 @@ impl Agent {
         task_connectors: Option<Vec<String>>,
     ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
+        let observed = inner.activity.observe(req.workstream, req.sink);
+        let req = TurnRequest {
+            sink: &observed,
+            ..req
+        };
         let limit = inner.config.agent.max_message_bytes;
         if req.text.len() > limit {
             let e = AgentError::MessageTooLarge {

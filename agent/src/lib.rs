@@ -17,6 +17,7 @@
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
 //! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
 //! - [`turn_limits`]: how many turns run at once, overall and per person.
+//! - [`activity`]: what running turns are doing now, for the status page.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
 //! - [`prompt`]: the system message.
 //! - [`resume`]: turns interrupted by a restart while waiting for approval.
@@ -33,12 +34,14 @@
 //! - [`confine`]: what tool processes may see of the bot (Landlock, namespaces, seccomp).
 //! - [`output`]: cutting long output for the model (tools and MCP alike).
 //! - [`watch`]: watches' `stop_on` conditions: a whitelisted Python subset, bounded.
+//! - [`sign_in`]: one-time sign-in links to the status page (`/console`).
 //! - [`service_jwt`]: HS256 service tokens between nodes (issuer, audience, short expiry).
 //! - [`subagent`]: sub-agents (`task`, `plan`): their kinds, tool sets, limits and status
 //!   line; the loop is [`Agent::run_subagent`].
 //! - [`tool_search`]: dynamic tool search: which tools each model call is offered, and the
 //!   client-side `tool_search` tool.
 
+pub mod activity;
 pub mod agent;
 pub mod approval_policy;
 pub mod approvals;
@@ -61,6 +64,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod resume;
 pub mod service_jwt;
+pub mod sign_in;
 pub mod store;
 pub mod subagent;
 pub mod tool_search;

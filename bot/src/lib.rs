@@ -25,6 +25,8 @@
 //!   audience.
 //! - [`http_server`]: the server under them, with header and body deadlines, connection limits
 //!   (overall and per peer) and a body cap.
+//! - [`web`]: the status page (`GET /`): cluster, workstreams, approvals, watches, live;
+//!   sign-in with a one-time link from `/console`.
 //! - [`log_format`]: log lines whose request-borne fields cannot forge another line.
 //! - [`logging`]: the one log subscriber (`SANDPIPER_LOG` / `RUST_LOG`, text or JSON) and
 //!   the start-up lines.
@@ -50,4 +52,5 @@ pub mod registry;
 pub mod serve;
 pub mod service_jwt;
 pub mod single_node;
+pub mod web;
 pub mod wiring;

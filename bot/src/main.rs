@@ -99,6 +99,13 @@ enum Command {
         #[arg(long, conflicts_with = "code")]
         unlink: bool,
     },
+    /// Print a one-time link (10 minutes, used once) that signs your browser in to the status
+    /// page as this terminal user; `--admin` signs in as an admin (who sees everything).
+    ConsoleLink {
+        /// Sign in as an admin.
+        #[arg(long)]
+        admin: bool,
+    },
     /// Show who you are to sandpiper: username and linked identities.
     Whoami,
     /// Write a commented starter configuration (asks on a terminal; never overwrites).
@@ -335,6 +342,17 @@ async fn run(
                 "{}",
                 account::link(&store, console_person(&me), code.as_deref(), unlink).await?
             );
+            Ok(())
+        }
+        Command::ConsoleLink { admin } => {
+            let me = os_user();
+            let store = wiring::open_store(&config).await?;
+            let who = sandpiper_agent::store::web_access::WebIdentity {
+                user_id: Some(account::user_id(&store, console_person(&me)).await?),
+                admin,
+            };
+            let link = sandpiper_agent::sign_in::make_link(&store, &config.server, &who).await?;
+            println!("{}", link.message());
             Ok(())
         }
         Command::Whoami => {

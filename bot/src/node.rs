@@ -106,6 +106,7 @@ impl Node {
         let config = agent.config().clone();
         let listen_url = join_cluster(&agent, &node_id);
         let model = crate::model_check::ModelHealth::start(config.model.clone(), shutdown.clone());
+        let guild = channels.discord.guild.map(std::num::NonZeroU64::get);
         let discord =
             DiscordChannel::start(agent.clone(), channels.discord, shutdown.clone()).await?;
         match &discord {
@@ -143,6 +144,17 @@ impl Node {
             None => crate::startup!(
                 "admin API (/v1/api) is off on this node: set SANDPIPER_JWT_SECRET (or the variable named by [auth] jwt_secret_env)"
             ),
+        }
+        let web = crate::web::WebSource {
+            agent: agent.clone(),
+            node_id: node_id.clone(),
+            platforms: probes(discord.as_ref(), slack.as_ref()),
+            service_key: key.clone(),
+            discord_guild: guild,
+        };
+        match crate::web::router(web, shutdown.clone()).await {
+            Ok(web) => router = router.merge(web),
+            Err(e) => crate::startup!("the status page (/) is off: {e}"),
         }
         match &slack {
             Some(s) => match s.router() {

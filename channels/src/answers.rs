@@ -51,6 +51,7 @@ pub async fn answer(
             crate::watches::answer(agent, action, at).await
         }
         Command::Help => help(at.prefix),
+        Command::Console => crate::console_link::answer(agent, who, at.admin).await,
         Command::Compact => match at.workstream {
             None => format!("Use {}compact inside a thread I answer in.", at.prefix),
             Some(ws) => compact(agent, who, ws, at).await,

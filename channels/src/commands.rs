@@ -73,6 +73,8 @@ pub enum Command {
         /// `list`, `cancel NAME` or `resume NAME`.
         action: WatchAction,
     },
+    /// A one-time sign-in link to the status page, sent to the person alone.
+    Console,
     /// What the commands are.
     Help,
 }
@@ -348,6 +350,12 @@ pub const COMMANDS: &[CommandSpec] = &[
             };
             Ok(Command::Watch { action })
         },
+    },
+    CommandSpec {
+        name: "console",
+        description: "A one-time link that signs you in to the status page",
+        options: &[],
+        parse: |_| Ok(Command::Console),
     },
     CommandSpec {
         name: "help",

@@ -9,6 +9,7 @@
 //! - [`config`]: `[discord]` and `[slack]`, read from the agent's configuration file.
 //! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing.
 //! - [`answers`]: the text answers of the informational commands.
+//! - [`console_link`]: `/console`, a one-time sign-in link to the status page.
 //! - [`connectors`]: `/connectors`: show or change a thread's or channel's MCP servers.
 //! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
 //! - [`turns`]: one lane per workstream: queued messages, `/stop`.
@@ -40,6 +41,7 @@ pub mod commands;
 pub mod config;
 pub mod connectors;
 pub mod console;
+pub mod console_link;
 pub mod discord;
 pub mod intake;
 pub mod notify;

@@ -51,6 +51,11 @@ pub struct ServerConfig {
     /// wildcard bind), which only serves nodes on the same machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub advertise_url: Option<String>,
+    /// The URL people open the status page at (behind a reverse proxy, its `https://`
+    /// address); sign-in links start with it. Env `SANDPIPER_PUBLIC_URL`. Unset: the
+    /// advertised URL, else `http://` + `listen`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +71,7 @@ impl Default for ServerConfig {
             ops_token_env: None,
             ops_token: None,
             advertise_url: None,
+            public_url: None,
         }
     }
 }
@@ -76,6 +82,20 @@ impl ServerConfig {
         self.ops_token_env
             .as_deref()
             .unwrap_or(DEFAULT_OPS_TOKEN_ENV)
+    }
+
+    /// Where people open the status page: `public_url`, else `advertise_url`, else
+    /// `http://` + `listen`; without a trailing slash.
+    pub fn page_url(&self) -> String {
+        let configured = [&self.public_url, &self.advertise_url]
+            .into_iter()
+            .flatten()
+            .map(|u| u.trim().trim_end_matches('/'))
+            .find(|u| !u.is_empty());
+        match configured {
+            Some(url) => url.to_owned(),
+            None => format!("http://{}", self.listen),
+        }
     }
 }
 
@@ -101,6 +121,9 @@ pub(super) fn apply_env(server: &mut ServerConfig, env: &dyn Env) -> Result<(), 
     }
     if let Some(url) = env.var("SANDPIPER_ADVERTISE_URL").filter(|u| !u.is_empty()) {
         server.advertise_url = Some(url);
+    }
+    if let Some(url) = env.var("SANDPIPER_PUBLIC_URL").filter(|u| !u.is_empty()) {
+        server.public_url = Some(url);
     }
     server.ops_token = env
         .var(server.effective_ops_token_env())
@@ -163,6 +186,20 @@ mod tests {
             matches!(&bad, Err(ConfigError::Invalid { key, .. }) if key == "server.ops_listen"),
             "{bad:?}"
         );
+    }
+
+    #[test]
+    fn sign_in_links_start_at_the_public_url_else_the_advertised_one_else_listen() {
+        let mut server = ServerConfig::default();
+        assert_eq!(server.page_url(), "http://127.0.0.1:8090");
+        server.advertise_url = Some("http://gw-1.internal:8090/".into());
+        assert_eq!(server.page_url(), "http://gw-1.internal:8090");
+        apply_env(
+            &mut server,
+            &[("SANDPIPER_PUBLIC_URL", "https://status.example.com/")],
+        )
+        .unwrap();
+        assert_eq!(server.page_url(), "https://status.example.com");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! always-allow grants), [`connectors`] (connector policy tiers), [`memories`] (scoped memories), [`users`] (users, their platform
 //! identities and linking), [`services`] (the registry of running nodes), [`notifications`]
 //! (which workstream sent a delivered notification), [`platform_events`] (events a platform
-//! delivered, so each is handled once across nodes); [`recall`] is full-text search over the messages. Migrations are
+//! delivered, so each is handled once across nodes), [`web_access`] and [`status_view`] (the
+//! status page's sign-in and what it reads); [`recall`] is full-text search over the messages. Migrations are
 //! embedded and run at connect time.
 
 pub mod approvals;
@@ -20,8 +21,10 @@ pub mod platform_events;
 pub mod prompt_templates;
 pub mod recall;
 pub mod services;
+pub mod status_view;
 pub mod users;
 pub mod watches;
+pub mod web_access;
 pub mod workstreams;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,0 +1,297 @@
+//! The status page (issue 28): `GET /` on `sandpiper serve`'s HTTP server. Server-rendered
+//! HTML (maud), one small script, live through server-sent events; every node shows the
+//! whole cluster from the shared database and what each node writes about itself.
+//!
+//! # Layout
+//! - `auth`: sign-in links, the operator token, the session cookie, sign-out, rate limits.
+//! - `read_model`: what the page shows, cut to what the viewer may see.
+//! - `snapshot`: this node's own status (channels, MCP, model, running turns), written for
+//!   the other nodes.
+//! - `pages`: the HTML; `style.css` and `app.js` beside it, compiled in.
+//! - `events`: the event streams that keep the page current.
+//!
+//! Routes: `/` (the cluster), `/w/{key}` (one workstream), `/events` and `/w/{key}/events`
+//! (their live parts), `/api/status` (the cluster as JSON), `/sign-in/{token}`,
+//! `POST /sign-in` (operator token), `POST /sign-out`, and `/assets/*` (the stylesheet and
+//! script, the only things served without a session: they hold no data).
+
+mod auth;
+mod events;
+mod pages;
+mod read_model;
+mod snapshot;
+#[cfg(test)]
+mod tests;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use axum_extra::extract::cookie::Key;
+use sandpiper_agent::Agent;
+use sandpiper_agent::service_jwt::ServiceKey;
+use sandpiper_agent::store::StoreError;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::PlatformProbe;
+use read_model::{ClusterView, Sources, Viewer};
+use snapshot::LocalStatus;
+
+/// What the page is built from.
+pub struct WebSource {
+    /// This node's agent.
+    pub agent: Agent,
+    /// This node's registry id.
+    pub node_id: String,
+    /// This node's chat connections.
+    pub platforms: Vec<PlatformProbe>,
+    /// The service secret: a JWT for `sandpiper-admin` signs in as an admin.
+    pub service_key: Option<ServiceKey>,
+    /// The Discord server, for links to threads.
+    pub discord_guild: Option<u64>,
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+struct WebState {
+    sources: Sources,
+    key: Key,
+    /// Whether the page's public URL is `https://` (cookies are then Secure).
+    https: bool,
+    operator_token: Option<String>,
+    service_key: Option<ServiceKey>,
+    failures: auth::FailureLimit,
+}
+
+/// The status page's routes, and the task that writes this node's status until `shutdown`.
+/// Fails only when the database does not answer for the cookie key.
+pub async fn router(source: WebSource, shutdown: CancellationToken) -> Result<Router, StoreError> {
+    let secret = source.agent.store().web_cookie_secret().await?;
+    let config = source.agent.config();
+    let local = LocalStatus::new(source.agent.clone(), source.platforms);
+    tokio::spawn(
+        local
+            .clone()
+            .write_until(source.node_id.clone(), shutdown.clone()),
+    );
+    let state = WebState {
+        https: config.server.page_url().starts_with("https://"),
+        operator_token: config
+            .server
+            .ops_token
+            .as_ref()
+            .map(|t| t.expose().to_owned()),
+        service_key: source.service_key,
+        key: auth::key_from(&secret),
+        failures: auth::FailureLimit::default(),
+        sources: Sources {
+            local,
+            node_id: source.node_id,
+            discord_guild: source.discord_guild,
+        },
+    };
+    Ok(routes(state))
+}
+
+fn routes(state: WebState) -> Router {
+    let private = Router::new()
+        .route("/", get(index))
+        .route("/api/status", get(status_json))
+        .route("/events", get(events::cluster))
+        .route("/w/{key}", get(detail))
+        .route("/w/{key}/events", get(events::workstream))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require,
+        ));
+    Router::new()
+        .merge(private)
+        .route("/sign-in/{token}", get(auth::link))
+        .route("/sign-in", post(auth::token))
+        .route("/sign-out", post(auth::sign_out))
+        .route("/assets/style.css", get(style))
+        .route("/assets/app.js", get(script))
+        .layer(axum::middleware::map_response(harden))
+        .with_state(state)
+}
+
+/// Every answer: no caching, no framing, no inline or foreign scripts (escaping is the first
+/// guard against injected markup; this is the second), no referrer (sign-in links carry a
+/// token).
+async fn harden(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
+             frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        ),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    res
+}
+
+async fn style() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        pages::STYLE,
+    )
+}
+
+async fn script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        pages::SCRIPT,
+    )
+}
+
+/// The page could not be read: the database is away.
+fn unavailable(e: StoreError) -> Response {
+    tracing::warn!(error = %e, "status page: cannot read the cluster");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Html(pages::problem(
+            "Not available",
+            "The database did not answer; the page tries again by itself.",
+        )),
+    )
+        .into_response()
+}
+
+async fn index(State(state): State<WebState>, Extension(viewer): Extension<Viewer>) -> Response {
+    match read_model::cluster(&state.sources, &viewer).await {
+        Ok(view) => Html(pages::index(&viewer, &view)).into_response(),
+        Err(e) => unavailable(e),
+    }
+}
+
+async fn detail(
+    State(state): State<WebState>,
+    Extension(viewer): Extension<Viewer>,
+    Path(key): Path<String>,
+) -> Response {
+    match read_model::workstream(&state.sources, &viewer, &key).await {
+        Ok(Some(d)) => Html(pages::detail(&viewer, &d)).into_response(),
+        Ok(None) => (
+            StatusCode::NOT_FOUND,
+            Html(pages::problem(
+                "No such workstream",
+                "There is no workstream here that you take part in.",
+            )),
+        )
+            .into_response(),
+        Err(e) => unavailable(e),
+    }
+}
+
+/// `/api/status`: the cluster as the viewer may see it.
+#[derive(Debug, Serialize)]
+struct StatusJson {
+    viewer: String,
+    admin: bool,
+    nodes: Vec<NodeJson>,
+    live_workstreams: usize,
+    stored_workstreams: usize,
+    turns_last_hour: i64,
+    mcp: McpJson,
+    workstreams: Vec<WorkstreamJson>,
+    approvals: Vec<ApprovalJson>,
+    watches: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct NodeJson {
+    id: String,
+    role: String,
+    version: String,
+    healthy: bool,
+    reachable: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct McpJson {
+    servers: usize,
+    resources: usize,
+    prompts: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct WorkstreamJson {
+    key: String,
+    owner: String,
+    state: String,
+    tokens: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ApprovalJson {
+    workstream: String,
+    tool: String,
+    requester: String,
+}
+
+fn status_of(viewer: &Viewer, v: ClusterView) -> StatusJson {
+    StatusJson {
+        viewer: viewer.name.clone(),
+        admin: viewer.admin,
+        nodes: v
+            .nodes
+            .into_iter()
+            .map(|n| NodeJson {
+                reachable: n.status.is_some(),
+                id: n.id,
+                role: n.role,
+                version: n.version,
+                healthy: n.healthy,
+            })
+            .collect(),
+        live_workstreams: v.live_workstreams,
+        stored_workstreams: v.stored_workstreams,
+        turns_last_hour: v.turns_last_hour,
+        mcp: McpJson {
+            servers: v.mcp.servers,
+            resources: v.mcp.resources,
+            prompts: v.mcp.prompts,
+        },
+        workstreams: v
+            .workstreams
+            .into_iter()
+            .map(|w| WorkstreamJson {
+                key: w.key,
+                owner: w.owner,
+                state: w.state,
+                tokens: w.tokens,
+            })
+            .collect(),
+        approvals: v
+            .approvals
+            .into_iter()
+            .map(|a| ApprovalJson {
+                workstream: a.workstream,
+                tool: a.tool,
+                requester: a.requester,
+            })
+            .collect(),
+        watches: v.watches.into_iter().map(|w| w.name).collect(),
+    }
+}
+
+async fn status_json(
+    State(state): State<WebState>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
+    match read_model::cluster(&state.sources, &viewer).await {
+        Ok(view) => Json(status_of(&viewer, view)).into_response(),
+        Err(e) => unavailable(e),
+    }
+}

@@ -1,0 +1,378 @@
+//! The page's HTML, written with maud: compiled into the binary, and every value spliced in
+//! with `(…)` is escaped, so a tool's output or a thread's text can never become markup. The
+//! live part of each page (`#live`) is rendered by the same functions for the first answer
+//! and for every server-sent update.
+
+use maud::{DOCTYPE, Markup, html};
+use sandpiper_agent::model::Role;
+
+use super::read_model::{ClusterView, NodeView, Viewer, WorkstreamDetail, WorkstreamView};
+
+/// The stylesheet: light and dark follow the system setting; narrow screens stack.
+pub(super) const STYLE: &str = include_str!("style.css");
+/// The script: follows `/events`, and keeps ages current.
+pub(super) const SCRIPT: &str = include_str!("app.js");
+
+fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { (title) " · sandpiper" }
+                link rel="stylesheet" href="/assets/style.css";
+                script src="/assets/app.js" defer {}
+            }
+            body {
+                header.top {
+                    a.brand href="/" { "sandpiper" }
+                    @if let Some(v) = viewer {
+                        span.who {
+                            "signed in as " strong #viewer { (v.name) }
+                            @if v.admin { " " span.badge.admin { "admin" } }
+                        }
+                        span #conn .conn { "connecting…" }
+                        form.signout method="post" action="/sign-out" {
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+/// The sign-in page: how to get a link, and the operator token form. `problem` says why the
+/// last attempt failed.
+pub(super) fn sign_in(problem: Option<&str>) -> String {
+    layout(
+        "Sign in",
+        None,
+        html! {
+            section.card.signin {
+                h1 { "Sign in to the status page" }
+                @if let Some(p) = problem { p.problem #problem { (p) } }
+                p { "Type " code { "/console" } " in Discord or Slack (or run "
+                    code { "sandpiper console-link" } " on the server): you get a link that signs you in once, within 10 minutes." }
+                form method="post" action="/sign-in" {
+                    label for="token" { "Operator token" }
+                    input #token type="password" name="token" autocomplete="off";
+                    button type="submit" { "Sign in as admin" }
+                }
+            }
+        },
+    )
+    .into_string()
+}
+
+/// The cluster page.
+pub(super) fn index(viewer: &Viewer, view: &ClusterView) -> String {
+    layout(
+        "Status",
+        Some(viewer),
+        html! { div #live data-events="/events" { (cluster_live(view)) } },
+    )
+    .into_string()
+}
+
+/// The live part of the cluster page.
+pub(super) fn cluster_live(view: &ClusterView) -> Markup {
+    html! {
+        section.bar #cluster-bar {
+            span.metric { span.led.ok {} b #nodes-count { (view.nodes.len()) } " nodes" }
+            span.metric { b #live-count { (view.live_workstreams) } " live" }
+            span.metric { b #stored-count { (view.stored_workstreams) } " stored workstreams" }
+            span.metric { b #turns-count { (view.turns_last_hour) } " turns in the last hour" }
+            span.divider {}
+            span.metric.mcp title={ (view.mcp.resources) " resources, " (view.mcp.prompts) " prompts" } {
+                span.led.mcp {}
+                "MCP " b #mcp-servers { (view.mcp.servers) } " servers · "
+                b #mcp-resources { (view.mcp.resources) } " resources · "
+                b #mcp-prompts { (view.mcp.prompts) } " prompts"
+            }
+        }
+        section.card #nodes {
+            h2 { "Nodes" }
+            @for node in &view.nodes { (node_card(node, view.at)) }
+        }
+        section.card #approvals {
+            h2 { "Pending approvals" }
+            @if view.approvals.is_empty() { p.empty { "Nothing waits for a decision." } }
+            @for a in &view.approvals {
+                div.approval data-workstream=(a.workstream) {
+                    div.row {
+                        b.tool { (a.tool) } " " span.header { (a.header) }
+                        span.age data-ts=(a.created_at) { (age(view.at - a.created_at)) }
+                    }
+                    pre.preview { (a.preview) }
+                    div.meta {
+                        "asked by " (a.requester) " · decided by " (a.deciders) " · "
+                        @match &a.thread_url {
+                            Some(url) => a href=(url) target="_blank" rel="noopener" { "open the card's thread" },
+                            None => code { (a.workstream) },
+                        }
+                    }
+                }
+            }
+        }
+        section.card #workstreams {
+            h2 { "Workstreams" }
+            @if view.workstreams.is_empty() { p.empty { "No workstreams you take part in yet." } }
+            div.table {
+                table {
+                    thead { tr { th { "thread" } th { "platform" } th { "owner" } th { "state" } th { "last activity" } th { "tokens" } } }
+                    tbody {
+                        @for w in &view.workstreams { (workstream_row(w, view.at)) }
+                    }
+                }
+            }
+        }
+        section.card #watches {
+            h2 { "Watches" }
+            @if view.watches.is_empty() { p.empty { "No watches." } }
+            div.table {
+                table {
+                    thead { tr { th { "name" } th { "thread" } th { "command" } th { "every" } th { "polls" } th { "next poll" } th { "condition" } th { "last result" } } }
+                    tbody {
+                        @for w in &view.watches {
+                            tr.watch {
+                                td { (w.name) br; span.state { (w.state) } }
+                                td { a href=(detail_href(&w.workstream)) { code { (w.workstream) } } }
+                                td { code { (w.command) } }
+                                td { (age(w.poll_every_ms)) }
+                                td { (w.polls) " / " (w.max_polls) }
+                                td { @if w.state == "active" { span data-ts=(w.next_poll_at) data-future="1" { (until(w.next_poll_at - view.at)) } } @else { "–" } }
+                                td { code { (w.stop_on.as_deref().unwrap_or("output changes")) } }
+                                td {
+                                    @if let Some(code) = w.last_exit_code { "exit " (code) " " }
+                                    @if let Some(out) = &w.last_output { pre.out { (clip(out, 400)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn node_card(node: &NodeView, now: i64) -> Markup {
+    html! {
+        div.node data-node=(node.id) {
+            div.row {
+                span class={ "led " (if node.healthy { "ok" } else { "bad" }) } {}
+                b { (node.id) } " "
+                span.badge { (node.role) }
+                @if node.this_node { " " span.badge { "this node" } }
+                " v" (node.version) " · " code { (node.url) }
+                " · heartbeat " span.age data-ts=(node.heartbeat_at) { (age(now - node.heartbeat_at)) }
+                " · " @if node.healthy { span.good { "healthy" } } @else { span.bad { "stale" } }
+            }
+            @match &node.status {
+                None => p.bad.unreachable { "Could not be reached: this node has not reported its channels, MCP servers and turns for a while." },
+                Some(s) => {
+                    div.grid {
+                        div {
+                            h3 { "Channels" }
+                            @if s.channels.is_empty() { p.empty { "none" } }
+                            ul { @for c in &s.channels {
+                                li { span class={ "led " (if c.connected { "ok" } else { "bad" }) } {} (c.platform) ": " (c.state) }
+                            } }
+                            h3 { "Model" }
+                            p {
+                                code { (s.model.endpoint) } " "
+                                @match s.model.reachable {
+                                    Some(true) => span.good { "reachable" },
+                                    Some(false) => span.bad { "unreachable" },
+                                    None => span { "not probed" },
+                                }
+                                @if let Some(e) = &s.model.error { " (" (e) ")" }
+                            }
+                            h3 { "Running turns" }
+                            @if s.live.is_empty() { p.empty { "none" } }
+                            ul { @for l in &s.live {
+                                li { a href=(detail_href(&l.workstream)) { code { (l.workstream) } } " " (l.state) @if let Some(t) = &l.tool { " " code { (t) } } }
+                            } }
+                        }
+                        div.mcp-detail {
+                            h3 { span.led.mcp {} "MCP servers" }
+                            @if s.mcp.is_empty() { p.empty { "none configured" } }
+                            ul { @for m in &s.mcp {
+                                li.mcp-server {
+                                    b { (m.name) } " " span class={ "state " (m.state.replace(' ', "-")) } { (m.state) }
+                                    " · " (m.tools) " tools · " (m.resources) " resources · " (m.prompts) " prompts"
+                                    @if let Some(e) = &m.error { div.bad { (e) } }
+                                }
+                            } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn workstream_row(w: &WorkstreamView, now: i64) -> Markup {
+    html! {
+        tr.workstream data-key=(w.key) {
+            td {
+                a href=(detail_href(&w.key)) { code { (w.key) } }
+                @if let Some(url) = &w.thread_url { " " a.open href=(url) target="_blank" rel="noopener" { "open ↗" } }
+            }
+            td { (w.platform) }
+            td { (w.owner) }
+            td { span class={ "state " (w.state.replace(' ', "-")) } { (w.state) } @if let Some(t) = &w.tool { " " code { (t) } } }
+            td { span.age data-ts=(w.last_activity) { (age(now - w.last_activity)) } }
+            td { (w.tokens) }
+        }
+    }
+}
+
+/// A workstream's own page.
+pub(super) fn detail(viewer: &Viewer, d: &WorkstreamDetail) -> String {
+    let events = format!("{}/events", detail_href(&d.key));
+    layout(
+        &d.key,
+        Some(viewer),
+        html! {
+            p { a href="/" { "← all workstreams" } }
+            div #live data-events=(events) { (detail_live(d)) }
+        },
+    )
+    .into_string()
+}
+
+/// The live part of a workstream's page: its conversation, and the running turn.
+pub(super) fn detail_live(d: &WorkstreamDetail) -> Markup {
+    html! {
+        section.card {
+            h1 { code { (d.key) } }
+            p.meta {
+                "owner " (d.owner) " · " (d.tokens) " tokens"
+                @if d.closed { " · closed" }
+                @if let Some(url) = &d.thread_url { " · " a href=(url) target="_blank" rel="noopener" { "open the thread ↗" } }
+            }
+        }
+        section.card.conversation #conversation {
+            @for m in &d.messages {
+                @match m.role {
+                    Role::User => div.msg.user { div.role { "person" } pre { (m.content) } },
+                    Role::Assistant => div.msg.assistant {
+                        div.role { "sandpiper" }
+                        @if !m.content.is_empty() { pre { (m.content) } }
+                        @for c in &m.tool_calls {
+                            div.call { b { (c.name) } pre.args { (clip(&c.arguments, 4000)) } }
+                        }
+                    },
+                    Role::Tool => div.msg.tool {
+                        div.role { "tool result " @if let Some(n) = &m.name { code { (n) } } }
+                        pre.tool-output { (clip(&m.content, 8000)) }
+                    },
+                }
+            }
+            @if let Some(t) = &d.live {
+                div.msg.assistant.streaming #streaming {
+                    div.role { "sandpiper · " (phase(&t.phase)) }
+                    @for c in &t.calls {
+                        div.call {
+                            b { (c.name) } " " (c.header)
+                            @if c.needs_approval { " " span.state.waiting-for-approval { "waiting for approval" } }
+                            @if !c.preview.is_empty() { pre.args { (c.preview) } }
+                            @if !c.output.is_empty() { pre.tool-output { (c.output) } }
+                        }
+                    }
+                    @if !t.text.is_empty() { pre { (t.text) } }
+                }
+            }
+        }
+    }
+}
+
+fn phase(p: &sandpiper_agent::activity::TurnPhase) -> String {
+    use sandpiper_agent::activity::TurnPhase;
+    match p {
+        TurnPhase::Thinking => "thinking".into(),
+        TurnPhase::RunningTool(t) => format!("running {t}"),
+        TurnPhase::WaitingForApproval(t) => format!("waiting for approval of {t}"),
+    }
+}
+
+/// The page of workstream `key`.
+pub(super) fn detail_href(key: &str) -> String {
+    let encoded: String = url::form_urlencoded::byte_serialize(key.as_bytes()).collect();
+    format!("/w/{encoded}")
+}
+
+/// A page saying what went wrong (a refused link, a missing workstream).
+pub(super) fn problem(title: &str, text: &str) -> String {
+    layout(
+        title,
+        None,
+        html! {
+            section.card {
+                h1 { (title) }
+                p.problem #problem { (text) }
+                p { a href="/" { "Back to the status page" } }
+            }
+        },
+    )
+    .into_string()
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes more)", &s[..end], s.len() - end)
+}
+
+/// `5s`, `3m`, `2h`, `4d` for a span of milliseconds.
+fn age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+fn until(ms: i64) -> String {
+    if ms <= 0 {
+        return "due".into();
+    }
+    format!("in {}", age(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn ages_and_links_read_well() {
+        assert_eq!(age(5_000), "5s");
+        assert_eq!(age(180_000), "3m");
+        assert_eq!(age(-1), "0s");
+        assert_eq!(until(-5), "due");
+        assert_eq!(detail_href("slack:T:C:1.2"), "/w/slack%3AT%3AC%3A1.2");
+        assert_eq!(clip("ab", 1), "a… (1 bytes more)");
+    }
+
+    #[test]
+    fn a_problem_is_text_not_markup() {
+        let page = problem("No", "<script>alert(1)</script>");
+        assert!(
+            page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{page}"
+        );
+        assert!(!page.contains("<script>alert"));
+    }
+}
