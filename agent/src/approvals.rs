@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ApprovalItem, Approver, Decision};
 use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
-use crate::store::{Store, StoreError, now_ms};
+use crate::store::{Store, StoreError};
 
 pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
 pub use fingerprint::{fingerprint, fingerprint_raw};
@@ -99,12 +99,7 @@ pub async fn ask(
             .decide_approval(&request.id, status, by, note)
             .await?
         {
-            let mut record = request.clone();
-            record.status = status;
-            record.decided_by = by.map(str::to_owned);
-            record.feedback = note.map(str::to_owned);
-            record.decided_at = Some(now_ms());
-            closed.push(record);
+            closed.push(request.id.clone());
             out.push(answer);
         } else {
             // A click decided it just as the wait ended: what is stored is what happened.

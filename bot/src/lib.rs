@@ -18,6 +18,7 @@
 //! - [`registry`]: this node in the `services` registry (register, heartbeat, leave).
 //! - [`admin_api`]: `/v1/api/…`: connector policy of threads and channels, behind a service
 //!   JWT.
+//! - [`api_error`]: the error every HTTP API route answers with (status and JSON body).
 //! - [`single_node`]: the lock that keeps a second `serve` off a SQLite file.
 //! - [`service_jwt`]: HS256 service tokens (issuer, audience, short expiry), checked per
 //!   audience.
@@ -26,6 +27,7 @@
 //! - [`log_format`]: log lines whose request-borne fields cannot forge another line.
 
 pub mod admin_api;
+pub mod api_error;
 pub mod cluster;
 pub mod commands;
 pub mod http_server;

@@ -156,7 +156,7 @@ impl Console {
 
     /// The workstream key.
     pub fn workstream_key(&self) -> String {
-        format!("console:{}", self.options.workstream)
+        sandpiper_agent::workstream::WorkstreamKey::console(&self.options.workstream).to_string()
     }
 
     /// Reads messages until input ends (or `/quit`), answering each; says how many turns
@@ -372,6 +372,7 @@ impl ConsoleSink {
                 name,
                 output,
                 is_error,
+                ..
             } => {
                 let note = self.skipped_note(&call_id);
                 self.statuses
