@@ -177,7 +177,7 @@ pub fn refusal(server: &str) -> String {
 /// (`slack:<team>:<channel>:<thread_ts>` → `slack:<team>:<channel>`); Discord thread keys do
 /// not (the adapter records the parent when it opens the thread).
 pub fn channel_from_key(key: &str) -> Option<String> {
-    let key: crate::workstream::WorkstreamKey = key.parse().ok()?;
+    let key: crate::workstream::key::WorkstreamKey = key.parse().ok()?;
     key.channel().map(|c| c.to_string())
 }
 

@@ -298,9 +298,6 @@ pub struct Decision {
     pub feedback: Option<String>,
     /// Who decided (a username), when known.
     pub decided_by: Option<String>,
-    /// Already stored by the agent's decision engine ([`crate::Agent::decide`], a click);
-    /// the pipeline stores the others. Only the engine sets it, so a decision has one writer.
-    pub(crate) recorded: bool,
 }
 
 impl Decision {
@@ -310,7 +307,6 @@ impl Decision {
             verdict,
             feedback,
             decided_by: None,
-            recorded: false,
         }
     }
 
@@ -322,11 +318,6 @@ impl Decision {
     /// A denial with an optional reason.
     pub fn deny(feedback: Option<String>) -> Self {
         Self::new(Verdict::Deny, feedback)
-    }
-
-    /// Whether the decision engine already stored it.
-    pub fn is_recorded(&self) -> bool {
-        self.recorded
     }
 
     /// Names who decided.

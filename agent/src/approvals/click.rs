@@ -167,12 +167,11 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
         return Ok(ClickOutcome::Gone(record));
     }
-    let mut decision = Decision::new(
+    let decision = Decision::new(
         click.action.verdict(),
         click.note.filter(|n| !n.trim().is_empty()),
     )
     .by(click.username);
-    decision.recorded = true;
     let first = store
         .decide_approval(
             &record.id,
