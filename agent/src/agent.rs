@@ -28,6 +28,7 @@ use crate::tools::{PathPolicy, RegistryError, ToolRegistry};
 use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
+mod facts;
 mod fit;
 mod subagent;
 mod turn;

@@ -1,5 +1,4 @@
-//! Who may decide an approval, as a chain of small pure rules (one per concern), and the
-//! button id format that names a stored request. Chat channels (Discord, Slack) check every
+//! Who may decide an approval, as a chain of small pure rules (one per concern). Chat channels (Discord, Slack) check every
 //! click against the *stored* request with [`rule_on_click`]; nothing carried in a button is
 //! trusted beyond the request id it names. Who may decide is the one stored with the request
 //! when it was asked ([`AllowedApprovers`]), so every node judges a click alike whatever its
@@ -8,9 +7,6 @@
 
 use crate::protocol::{ApprovalKind, Verdict};
 use crate::store::approvals::{AllowedApprovers, ApprovalRecord};
-
-/// Longest button id a platform accepts (Discord: 100).
-pub const MAX_BUTTON_ID: usize = 100;
 
 /// What a button does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +41,8 @@ impl ClickAction {
         ClickAction::Annotate,
     ];
 
-    fn code(self) -> &'static str {
+    /// A short stable code for the action (channels write it into button ids).
+    pub fn code(self) -> &'static str {
         match self {
             ClickAction::Approve => "a",
             ClickAction::Deny => "d",
@@ -58,7 +55,8 @@ impl ClickAction {
         }
     }
 
-    fn from_code(code: &str) -> Option<Self> {
+    /// The action a [`ClickAction::code`] names.
+    pub fn from_code(code: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|a| a.code() == code)
     }
 
@@ -123,59 +121,6 @@ impl ClickAction {
             ClickAction::Annotate => "Annotate",
         }
     }
-}
-
-/// Why a button id was rejected (forged, truncated or from another program).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ButtonIdError {
-    /// Not `ap:<request id>:<action>`.
-    #[error("not an approval button")]
-    Malformed,
-    /// The action code is unknown.
-    #[error("unknown approval action `{0}`")]
-    UnknownAction(String),
-}
-
-/// `ap:<request id>:<action>`.
-pub fn button_id(request_id: &str, action: ClickAction) -> String {
-    format!("ap:{request_id}:{}", action.code())
-}
-
-/// The Resume button of a card whose turn stopped running: `rs:<request id>`, naming one
-/// request of that turn (the card's first).
-pub fn resume_button_id(request_id: &str) -> String {
-    format!("rs:{request_id}")
-}
-
-/// The request a Resume button names; `None` for anything else (the id is not trusted beyond
-/// naming a request, which is then checked against the store).
-pub fn parse_resume_button_id(id: &str) -> Option<&str> {
-    let request = id.strip_prefix("rs:")?;
-    let valid = !request.is_empty()
-        && id.len() <= MAX_BUTTON_ID
-        && request
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    valid.then_some(request)
-}
-
-/// Parses a button id into the request id and action.
-pub fn parse_button_id(id: &str) -> Result<(&str, ClickAction), ButtonIdError> {
-    if id.len() > MAX_BUTTON_ID {
-        return Err(ButtonIdError::Malformed);
-    }
-    let rest = id.strip_prefix("ap:").ok_or(ButtonIdError::Malformed)?;
-    let (request, code) = rest.rsplit_once(':').ok_or(ButtonIdError::Malformed)?;
-    let valid_request = !request.is_empty()
-        && request
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !valid_request {
-        return Err(ButtonIdError::Malformed);
-    }
-    let action =
-        ClickAction::from_code(code).ok_or_else(|| ButtonIdError::UnknownAction(code.into()))?;
-    Ok((request, action))
 }
 
 /// The person who clicked.
@@ -369,29 +314,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn button_ids_round_trip_and_forgeries_are_rejected() {
-        let id = button_id("ap_1f2e", ClickAction::AlwaysAllow);
-        assert_eq!(id, "ap:ap_1f2e:aa");
-        assert_eq!(
-            parse_button_id(&id),
-            Ok(("ap_1f2e", ClickAction::AlwaysAllow))
-        );
-        assert_eq!(
-            parse_button_id("ap:ap_1:zz"),
-            Err(ButtonIdError::UnknownAction("zz".into()))
-        );
-        for forged in ["", "ap:", "ap::a", "xx:ap_1:a", "ap:ap 1:a", "ap:ap_1"] {
-            assert_eq!(
-                parse_button_id(forged),
-                Err(ButtonIdError::Malformed),
-                "{forged}"
-            );
-        }
-        let long = format!("ap:{}:a", "x".repeat(200));
-        assert_eq!(parse_button_id(&long), Err(ButtonIdError::Malformed));
-    }
-
     /// Who may do what, as one table: each person against each action, for a request that
     /// bob's message caused in alice's thread, where `ops` is the approver role.
     fn table(require_approver_for: &[String]) -> Vec<(&'static str, ClickAction, bool)> {
@@ -547,11 +469,6 @@ mod tests {
                     ("stranger", refused),
                 ]
             );
-        }
-        assert_eq!(resume_button_id("ap_1f2e"), "rs:ap_1f2e");
-        assert_eq!(parse_resume_button_id("rs:ap_1f2e"), Some("ap_1f2e"));
-        for forged in ["rs:", "rs:a b", "ap:ap_1:a", "rs:ap_1:x"] {
-            assert_eq!(parse_resume_button_id(forged), None, "{forged}");
         }
     }
 
@@ -733,8 +650,7 @@ mod tests {
         assert_eq!(ClickAction::Annotate.verdict(), Verdict::Annotate);
         assert!(ClickAction::Annotate.needs_note() && !ClickAction::Reject.needs_note());
         for action in ClickAction::ALL {
-            let id = button_id("ap_1", action);
-            assert_eq!(parse_button_id(&id), Ok(("ap_1", action)));
+            assert_eq!(ClickAction::from_code(action.code()), Some(action));
         }
     }
 

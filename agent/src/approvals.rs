@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ApprovalItem, Approver, Decision};
 use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
-use crate::store::{Store, StoreError, now_ms};
+use crate::store::{Store, StoreError};
 
 pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
 pub use fingerprint::{fingerprint, fingerprint_raw};
@@ -79,12 +79,9 @@ pub async fn ask(
     let mut out = Vec::with_capacity(requests.len());
     let mut closed = Vec::new();
     for (request, answer) in requests.iter().zip(answers) {
-        if let Answer::Decided(d) = &answer
-            && d.recorded
-        {
-            out.push(answer);
-            continue;
-        }
+        // The store's conditional update is the one arbiter: a click stored its decision
+        // first (then this finds the request decided and reads what is stored), or this
+        // stores the approver's answer, the timeout or the stop.
         let (status, by, note) = match &answer {
             Answer::Decided(d) => (
                 ApprovalStatus::from(d.verdict),
@@ -99,12 +96,7 @@ pub async fn ask(
             .decide_approval(&request.id, status, by, note)
             .await?
         {
-            let mut record = request.clone();
-            record.status = status;
-            record.decided_by = by.map(str::to_owned);
-            record.feedback = note.map(str::to_owned);
-            record.decided_at = Some(now_ms());
-            closed.push(record);
+            closed.push(request.id.clone());
             out.push(answer);
         } else {
             // A click decided it just as the wait ended: what is stored is what happened.
@@ -157,19 +149,12 @@ pub fn new_request_id() -> String {
 
 /// The answer a stored, decided request gives.
 fn stored_answer(r: &ApprovalRecord) -> Answer {
-    let verdict = match r.status {
-        ApprovalStatus::Pending => return Answer::Cancelled,
-        ApprovalStatus::TimedOut => return Answer::TimedOut,
-        ApprovalStatus::Cancelled => return Answer::Cancelled,
-        ApprovalStatus::Approved => crate::protocol::Verdict::Approve,
-        ApprovalStatus::AlwaysAllowed => crate::protocol::Verdict::AlwaysAllow,
-        ApprovalStatus::Annotated => crate::protocol::Verdict::Annotate,
-        ApprovalStatus::Denied => crate::protocol::Verdict::Deny,
-    };
-    let mut d = Decision::new(verdict, r.feedback.clone());
-    d.decided_by = r.decided_by.clone();
-    d.recorded = true;
-    Answer::Decided(d)
+    match (r.decision(), r.status) {
+        (Some(d), _) => Answer::Decided(d),
+        (None, ApprovalStatus::TimedOut) => Answer::TimedOut,
+        // Cancelled, or still pending though the wait ended: the call does not run.
+        (None, _) => Answer::Cancelled,
+    }
 }
 
 /// One round-trip to the approver, bounded by the timeout and the turn's cancellation.

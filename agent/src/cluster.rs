@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::protocol::{Decision, Verdict};
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::protocol::Decision;
+use crate::store::approvals::ApprovalRecord;
 use crate::store::leases::{Claim, Liveness};
 use crate::store::{Backend, Store, StoreError, now_ms};
 use crate::{Agent, AgentError};
@@ -377,18 +377,5 @@ impl Agent {
 /// The decision a click stored on another node, as the waiting turn takes it; `None` while
 /// the request is undecided (or was closed without a person's decision).
 fn stored_decision(record: ApprovalRecord) -> Option<Decision> {
-    let verdict = match record.status {
-        ApprovalStatus::Approved => Verdict::Approve,
-        ApprovalStatus::Denied => Verdict::Deny,
-        ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
-        ApprovalStatus::Annotated => Verdict::Annotate,
-        ApprovalStatus::Pending | ApprovalStatus::TimedOut | ApprovalStatus::Cancelled => {
-            return None;
-        }
-    };
-    let mut decision = Decision::new(verdict, record.feedback);
-    decision.decided_by = record.decided_by;
-    // The clicking node stored it: the turn must not store it again.
-    decision.recorded = true;
-    Some(decision)
+    record.decision()
 }

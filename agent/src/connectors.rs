@@ -160,6 +160,14 @@ pub fn is_tool_allowed(tool_name: &str, effective: &Effective) -> bool {
     server_of(tool_name).is_none_or(|server| effective.allows_server(server))
 }
 
+impl Effective {
+    /// The MCP catalog as a turn under this policy sees it: only allowed servers' tools,
+    /// resources, templates and prompts.
+    pub fn restrict(&self, catalog: &crate::mcp::McpCatalog) -> crate::mcp::McpCatalog {
+        catalog.only(|server| self.allows_server(server))
+    }
+}
+
 /// The tool result a refused call gets.
 pub fn refusal(server: &str) -> String {
     format!("Connector {server} is not enabled for this task")
@@ -169,15 +177,8 @@ pub fn refusal(server: &str) -> String {
 /// (`slack:<team>:<channel>:<thread_ts>` → `slack:<team>:<channel>`); Discord thread keys do
 /// not (the adapter records the parent when it opens the thread).
 pub fn channel_from_key(key: &str) -> Option<String> {
-    let mut parts = key.split(':');
-    match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some("slack"), Some(team), Some(channel), Some(ts))
-            if !team.is_empty() && !channel.is_empty() && !ts.is_empty() =>
-        {
-            Some(format!("slack:{team}:{channel}"))
-        }
-        _ => None,
-    }
+    let key: crate::workstream::key::WorkstreamKey = key.parse().ok()?;
+    key.channel().map(|c| c.to_string())
 }
 
 /// Parses a user's list (`github, jira` or `github jira`): trimmed, deduplicated, sorted.

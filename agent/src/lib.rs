@@ -8,14 +8,16 @@
 //! - [`store`]: persistence of workstreams, messages, approvals and grants (sqlx: SQLite and
 //!   PostgreSQL).
 //! - [`protocol`]: what a channel sees and answers: turn events, approval items, decisions.
-//! - [`approval_policy`]: who may decide a click on an approval button, and button ids.
+//! - [`approval_policy`]: who may decide a click on an approval button (the button ids are
+//!   the channels' own).
 //! - [`approvals`]: the approval engine: asking, deciding clicks, closing requests, review
 //!   gates; one writer per decision.
 //! - [`context`]: the model's context window: its size, request sizes, output limits and
 //!   compaction of long workstreams.
 //! - [`connectors`]: connector policy: which MCP servers a turn may use, from its tiers.
 //! - [`pipeline`]: prepare → approve → execute for one batch of tool calls.
-//! - [`workstream`]: one conversation in memory, and the LRU cache of live ones.
+//! - [`workstream`]: one conversation in memory, the LRU cache of live ones, and what a
+//!   workstream key names ([`workstream::WorkstreamKey`]).
 //! - [`turn_limits`]: how many turns run at once, overall and per person.
 //! - [`activity`]: what running turns are doing now, for the status page.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.

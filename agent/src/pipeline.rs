@@ -41,7 +41,7 @@ use crate::approvals::{self, Answer, AskContext};
 use crate::connectors;
 use crate::model::{Message, ToolCall};
 use crate::protocol::{
-    ApprovalKind, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
+    ApprovalKind, ApprovalOutcome, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
 };
 use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::store::{Store, StoreError};
@@ -159,6 +159,8 @@ enum Stage {
 struct Item<'c> {
     call: &'c ToolCall,
     stage: Stage,
+    /// What became of its approval, once it asked.
+    approval: Option<ApprovalOutcome>,
 }
 
 impl Batch<'_> {
@@ -170,7 +172,11 @@ impl Batch<'_> {
                 Some(text) => Stage::Done { text },
                 None => self.prepare(call),
             };
-            items.push(Item { call, stage });
+            items.push(Item {
+                call,
+                stage,
+                approval: None,
+            });
         }
         for item in &items {
             self.sink.event(TurnEvent::ToolPending(view(item)));
@@ -420,6 +426,7 @@ impl Batch<'_> {
                 .approval("asked", crate::metrics::approval_outcome(&answer));
             let decision = match answer {
                 Answer::Cancelled => {
+                    item.approval = Some(ApprovalOutcome::Cancelled);
                     item.stage = Stage::Done {
                         text: "cancelled: the turn was stopped before this call was approved"
                             .into(),
@@ -428,6 +435,7 @@ impl Batch<'_> {
                 }
                 Answer::TimedOut => {
                     denied = true;
+                    item.approval = Some(ApprovalOutcome::TimedOut);
                     item.stage = Stage::Done {
                         text: format!(
                             "denied: no decision within {}; the call did not run",
@@ -438,6 +446,7 @@ impl Batch<'_> {
                 }
                 Answer::Decided(d) => d,
             };
+            item.approval = Some(ApprovalOutcome::of(decision.verdict));
             if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.tool) {
                 self.store
                     .add_grant(self.thread(), &request.tool, decision.decided_by.as_deref())
@@ -461,17 +470,22 @@ impl Batch<'_> {
 
     async fn execute(&self, items: Vec<Item<'_>>) -> Result<Vec<Message>, StoreError> {
         let mut results: Vec<Option<Message>> = vec![None; items.len()];
+        let approvals: Vec<Option<ApprovalOutcome>> = items.iter().map(|i| i.approval).collect();
+        let commit = |i: usize| Committed {
+            index: i,
+            approval: approvals[i],
+        };
         let mut running = FuturesUnordered::new();
         let mut queue = Vec::new();
         for (i, item) in items.into_iter().enumerate() {
             match item.stage {
                 Stage::Done { text } => {
                     let msg = Message::tool_result(&item.call.id, &item.call.name, text);
-                    self.commit(i, msg, true, &mut results).await?;
+                    self.commit(commit(i), msg, true, &mut results).await?;
                 }
                 Stage::Answered { text, is_error, .. } => {
                     let msg = Message::tool_result(&item.call.id, &item.call.name, text);
-                    self.commit(i, msg, is_error, &mut results).await?;
+                    self.commit(commit(i), msg, is_error, &mut results).await?;
                 }
                 Stage::Ready {
                     ready,
@@ -481,7 +495,7 @@ impl Batch<'_> {
                     // A wait for approval can be long: the policy is asked again before running.
                     if needs_approval && let Some(text) = self.connector_refusal(item.call).await {
                         let msg = Message::tool_result(&item.call.id, &item.call.name, text);
-                        self.commit(i, msg, true, &mut results).await?;
+                        self.commit(commit(i), msg, true, &mut results).await?;
                         continue;
                     }
                     queue.push((i, item.call, ready, note));
@@ -496,10 +510,11 @@ impl Batch<'_> {
                 };
                 running.push(self.run_one(i, call, ready, note));
             }
-            let Some((i, msg, is_error)) = running.next().await else {
+            let Some(ran) = running.next().await else {
                 break;
             };
-            self.commit(i, msg, is_error, &mut results).await?;
+            let (i, msg, is_error) = ran?;
+            self.commit(commit(i), msg, is_error, &mut results).await?;
         }
         Ok(results.into_iter().flatten().collect())
     }
@@ -510,7 +525,7 @@ impl Batch<'_> {
         call: &ToolCall,
         ready: ReadyCall,
         note: Option<String>,
-    ) -> (usize, Message, bool) {
+    ) -> Result<(usize, Message, bool), StoreError> {
         let chunks = ChunkSink {
             call_id: &call.id,
             sink: self.sink,
@@ -536,6 +551,10 @@ impl Batch<'_> {
                 true,
             ),
             Err(ToolError::Model(m)) => (ToolOutput::text(format!("error: {m}")), true),
+            Err(ToolError::Fatal(why)) => {
+                tracing::warn!(tool = %call.name, error = %why, "a tool met a fatal error; the turn ends");
+                return Err(StoreError::DuringTool(why));
+            }
         };
         let mut text = truncate_output(&output.text, self.max_output_bytes);
         if let Some(note) = note {
@@ -543,7 +562,7 @@ impl Batch<'_> {
         }
         let mut msg = Message::tool_result(&call.id, &call.name, text);
         msg.images = output.images;
-        (index, msg, is_error)
+        Ok((index, msg, is_error))
     }
 
     /// Runs a tool that acts in the turn (a sub-agent). Stopped, it winds itself down: its
@@ -585,11 +604,12 @@ impl Batch<'_> {
 
     async fn commit(
         &self,
-        index: usize,
+        at: Committed,
         msg: Message,
         is_error: bool,
         results: &mut [Option<Message>],
     ) -> Result<(), StoreError> {
+        let Committed { index, approval } = at;
         let seq = self.first_seq + i64::try_from(index).unwrap_or(i64::MAX);
         self.store
             .append_message(self.workstream, seq, &msg, None)
@@ -606,10 +626,18 @@ impl Batch<'_> {
             name: msg.name.clone().unwrap_or_default(),
             output: msg.content.clone(),
             is_error,
+            approval,
         });
         results[index] = Some(msg);
         Ok(())
     }
+}
+
+/// Which result is committed, and what became of its approval.
+#[derive(Debug, Clone, Copy)]
+struct Committed {
+    index: usize,
+    approval: Option<ApprovalOutcome>,
 }
 
 /// How long a stopped tool that acts in the turn may take to wind down (see
@@ -685,12 +713,6 @@ fn denial_text(d: &Decision) -> String {
         (None, Some(f)) => format!("denied: {f}"),
         (None, None) => "denied by the user; the call did not run".into(),
     }
-}
-
-/// Whether a tool result says its call was denied (or not decided in time), as the texts
-/// [`Batch::run`] gives such calls begin.
-pub(crate) fn is_denial(result: &str) -> bool {
-    result.starts_with("denied")
 }
 
 fn human(d: Duration) -> String {

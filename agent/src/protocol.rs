@@ -44,6 +44,8 @@ pub enum TurnEvent {
         output: String,
         /// Whether it failed or was denied.
         is_error: bool,
+        /// What became of the call's approval, when it asked for one.
+        approval: Option<ApprovalOutcome>,
     },
     /// The turn cannot start yet because too many turns run (`agent.max_concurrent_turns`,
     /// `agent.max_turns_per_user`); sent at most once, before anything else of the turn. The
@@ -245,6 +247,41 @@ pub enum Verdict {
     Annotate,
 }
 
+/// What became of a call that asked for approval: what the tool result carries, so nobody
+/// reads it back from the result's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalOutcome {
+    /// Approved: it ran.
+    Approved,
+    /// Approved for the rest of the workstream (Always allow): it ran.
+    AlwaysAllowed,
+    /// (A review) accepted with a note.
+    Annotated,
+    /// Denied by a person (or because nobody could be asked): it did not run.
+    Denied,
+    /// Nobody decided in time: it did not run.
+    TimedOut,
+    /// The turn was stopped before it was decided: it did not run.
+    Cancelled,
+}
+
+impl ApprovalOutcome {
+    /// The outcome of a person's verdict.
+    pub fn of(verdict: Verdict) -> Self {
+        match verdict {
+            Verdict::Approve => ApprovalOutcome::Approved,
+            Verdict::AlwaysAllow => ApprovalOutcome::AlwaysAllowed,
+            Verdict::Annotate => ApprovalOutcome::Annotated,
+            Verdict::Deny => ApprovalOutcome::Denied,
+        }
+    }
+
+    /// Whether the call was refused: denied, or not decided in time.
+    pub fn refused(self) -> bool {
+        matches!(self, ApprovalOutcome::Denied | ApprovalOutcome::TimedOut)
+    }
+}
+
 impl Verdict {
     /// Whether the call runs (a review: whether what it reviews stands).
     pub fn runs(self) -> bool {
@@ -261,9 +298,6 @@ pub struct Decision {
     pub feedback: Option<String>,
     /// Who decided (a username), when known.
     pub decided_by: Option<String>,
-    /// Already stored by the agent's decision engine ([`crate::Agent::decide`], a click);
-    /// the pipeline stores the others. Only the engine sets it, so a decision has one writer.
-    pub(crate) recorded: bool,
 }
 
 impl Decision {
@@ -273,7 +307,6 @@ impl Decision {
             verdict,
             feedback,
             decided_by: None,
-            recorded: false,
         }
     }
 
@@ -285,11 +318,6 @@ impl Decision {
     /// A denial with an optional reason.
     pub fn deny(feedback: Option<String>) -> Self {
         Self::new(Verdict::Deny, feedback)
-    }
-
-    /// Whether the decision engine already stored it.
-    pub fn is_recorded(&self) -> bool {
-        self.recorded
     }
 
     /// Names who decided.
@@ -308,9 +336,10 @@ pub trait Approver: Send + Sync {
     async fn approve(&self, items: &[ApprovalItem]) -> Vec<Decision>;
 
     /// The agent closed these requests itself (a timeout, a stop, or an answer it stored for
-    /// this approver) and stored why: whatever shows them should say so now. Requests decided
-    /// by a click are not repeated here; the click already answered.
-    async fn closed(&self, _records: &[crate::store::approvals::ApprovalRecord]) {}
+    /// this approver) and stored why, before this call: whatever shows them should say so
+    /// now (reading them back through the agent). Requests decided by a click are not
+    /// repeated here; the click already answered.
+    async fn closed(&self, _request_ids: &[String]) {}
 
     /// Platform roles or user groups whose members may decide what this approver asks
     /// (`approver_roles`, `approver_usergroups`); stored with each request so that a click is

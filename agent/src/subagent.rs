@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use crate::protocol::{SubAgentPhase, SubAgentStatus, TurnEvent, TurnSink};
+use crate::protocol::{ApprovalOutcome, SubAgentPhase, SubAgentStatus, TurnEvent, TurnSink};
 use crate::tools::{InTurn, ToolContext, ToolRegistry};
 
 /// Which sub-agent runs.
@@ -248,8 +248,8 @@ impl TurnSink for StatusSink<'_> {
                 };
                 s.current = Some(view.header);
             }),
-            TurnEvent::ToolResult { output, .. } => self.update(|s| {
-                if crate::pipeline::is_denial(&output) {
+            TurnEvent::ToolResult { approval, .. } => self.update(|s| {
+                if approval.is_some_and(ApprovalOutcome::refused) {
                     s.denied += 1;
                 }
                 s.phase = SubAgentPhase::Running;
@@ -345,6 +345,7 @@ mod tests {
             name: "bash".into(),
             output: "denied by alice; the call did not run".into(),
             is_error: true,
+            approval: Some(ApprovalOutcome::Denied),
         });
         sink.step(2);
         sink.end(SubAgentPhase::Done);

@@ -3,6 +3,7 @@
 //! - [`condition`]: the `stop_on` language: a Python expression parsed by a real Python
 //!   parser (`ruff_python_parser`) and compiled into a small whitelisted tree; anything
 //!   outside the whitelist is refused when the watch is created, with its position.
+//! - `ast`: the tree a condition compiles into, which `eval` evaluates.
 //! - [`value`]: the values a condition computes with, with Python's semantics.
 //! - `eval`: evaluation under a step budget and size caps, so no condition can hang or
 //!   exhaust memory.
@@ -14,6 +15,7 @@
 //!
 //! The `watches` table is [`crate::store::watches`]; the tool is `tools/watch.json`.
 
+mod ast;
 pub mod condition;
 mod eval;
 pub mod runner;

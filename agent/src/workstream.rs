@@ -2,8 +2,9 @@
 //! ([`Workstreams`]). A workstream is loaded from the store once, then appended to in memory
 //! and in the database together, so a turn never re-reads the history.
 //!
-//! [`workdir`] says where each workstream's tools work.
+//! [`workdir`] says where each workstream's tools work; [`key`] what a workstream key names.
 
+pub mod key;
 pub mod workdir;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use crate::model::Message;
 use crate::store::{Store, StoreError};
 use crate::tools::FilesRead;
+pub use key::WorkstreamKey;
 pub use workdir::{WorkdirLayout, safe_name};
 
 /// Fewest messages the history grows by at once (see [`Workstream::append`]).

@@ -15,57 +15,19 @@
 use std::sync::Arc;
 
 use axum::extract::{Extension, Path, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use sandpiper_agent::Agent;
 use sandpiper_agent::connectors::ConnectorView;
 use serde_json::{Value, json};
 
+pub use crate::api_error::ApiError;
 use crate::service_jwt::{ADMIN_AUDIENCE, Claims, Required, ServiceKey};
 
 /// What the handlers share.
 #[derive(Clone)]
 struct AdminState {
     agent: Agent,
-}
-
-/// An API error: a status and a JSON `{"error": …}` body.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// No or a bad token: 401.
-    #[error("{0}")]
-    Unauthorized(String),
-    /// A malformed body: 400.
-    #[error("{0}")]
-    BadRequest(String),
-    /// No such workstream: 404.
-    #[error("{0}")]
-    NotFound(String),
-    /// The database failed: 500 (retry later).
-    #[error("database error; try again later")]
-    Store(#[from] sandpiper_agent::store::StoreError),
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = match &self {
-            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Store(e) => {
-                tracing::warn!(error = %e, "admin API: database error");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        };
-        let body = Json(json!({ "error": self.to_string() }));
-        if status == StatusCode::UNAUTHORIZED {
-            (status, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
-        } else {
-            (status, body).into_response()
-        }
-    }
 }
 
 /// The admin routes, for tokens signed with `key`.

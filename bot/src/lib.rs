@@ -20,6 +20,7 @@
 //! - [`registry`]: this node in the `services` registry (register, heartbeat, leave).
 //! - [`admin_api`]: `/v1/api/…`: connector policy of threads and channels, behind a service
 //!   JWT.
+//! - [`api_error`]: the error every HTTP API route answers with (status and JSON body).
 //! - [`single_node`]: the lock that keeps a second `serve` off a SQLite file.
 //! - [`service_jwt`]: HS256 service tokens (issuer, audience, short expiry), checked per
 //!   audience.
@@ -35,6 +36,7 @@
 //! - [`doctor`]: `sandpiper doctor`, one line per check of a deployment.
 
 pub mod admin_api;
+pub mod api_error;
 pub mod cluster;
 pub mod commands;
 pub mod defaults;

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 
 pub use sandpiper_agent::service_jwt::*;
 
-use crate::admin_api::ApiError;
+use crate::api_error::ApiError;
 
 /// What a route layer of [`require`] checks tokens with.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 //!
 //! - A click redraws its own card when it answers; the approver redraws a card only when the
 //!   agent closes requests itself (a timeout, a stop) and says so through
-//!   [`Approver::closed`]. Nothing polls the store.
+//!   [`Approver::closed`]. Nothing polls.
 //! - One rule when a card cannot be posted: the requests are denied at once, and the thread is
 //!   told why.
 
@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 
 use sandpiper_agent::Agent;
 use sandpiper_agent::protocol::{ApprovalItem, Approver, Decision, TurnEvent, TurnSink as _};
-use sandpiper_agent::store::approvals::ApprovalRecord;
 
 use crate::card::{ApprovalCard, MAX_ROWS};
 use crate::stream::{StreamSink, SurfaceError};
@@ -124,8 +123,8 @@ impl Approver for CardApprover {
         self.cards.approver_roles()
     }
 
-    async fn closed(&self, records: &[ApprovalRecord]) {
-        let closed: HashSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
+    async fn closed(&self, request_ids: &[String]) {
+        let closed: HashSet<&str> = request_ids.iter().map(String::as_str).collect();
         let affected: Vec<Posted> = self
             .posted()
             .iter()
@@ -133,13 +132,10 @@ impl Approver for CardApprover {
             .cloned()
             .collect();
         for card in affected {
-            // Rows clicked earlier come from the store; the closed ones were just written.
-            let Some(mut shown) = ApprovalCard::load(&self.agent, &card.requests).await else {
+            // The agent stored the closed rows before saying so; the card is read back whole.
+            let Some(shown) = ApprovalCard::load(&self.agent, &card.requests).await else {
                 continue;
             };
-            for r in records {
-                shown.update(r);
-            }
             if let Err(e) = self.cards.replace_card(&card.message, &shown).await {
                 tracing::warn!(error = %e, workstream = %self.workstream, "could not update an approval card");
             }

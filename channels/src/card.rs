@@ -150,7 +150,7 @@ impl ApprovalCard {
     pub async fn load(agent: &Agent, ids: &[String]) -> Option<ApprovalCard> {
         let mut rows = Vec::with_capacity(ids.len());
         for id in ids {
-            match agent.store().get_approval(id).await {
+            match agent.approval(id).await {
                 Ok(Some(record)) => rows.push(record),
                 Ok(None) => {}
                 Err(e) => {

@@ -180,7 +180,7 @@ impl Console {
 
     /// The workstream key.
     pub fn workstream_key(&self) -> String {
-        format!("console:{}", self.options.workstream)
+        sandpiper_agent::workstream::WorkstreamKey::console(&self.options.workstream).to_string()
     }
 
     /// Reads messages until input ends (or `/quit`), answering each; says how many turns

@@ -18,11 +18,16 @@
 //!   sub-agent's status line on its call's line, attachments).
 //! - [`card`]: the approval card, platform-neutral.
 //! - [`approver`]: the card approver every platform uses over its [`approver::CardSurface`].
+//! - [`button`]: the ids of the bot's buttons and dialogs ([`button::CardButton`]), one format.
+//! - [`click`]: the one click router: every button and dialog on every platform, over a
+//!   platform's [`click::ClickPlace`].
 //! - [`thread`]: a turn in a thread, the same on every platform, and turns started from
 //!   outside a chat message ([`thread::TurnStarter`]).
 //! - [`notify`]: notifications on a gateway: delivery to DMs and channels, and replies that
 //!   continue the workstream that sent them (platforms implement [`notify::NotifyPlatform`]).
 //! - [`intake`]: which ways in are open (`channels`, `dms`), the same rule on every platform.
+//! - [`permissions`]: who may stop, close and talk in a thread, what a closed thread and an
+//!   empty mention answer, and the one wording of a refusal.
 //! - [`status`]: a platform connection's state, for `/ready`.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
 //! - [`visible`]: model-written text as an approver may safely see it (escapes, cut notes).
@@ -36,7 +41,9 @@
 pub mod account;
 pub mod answers;
 pub mod approver;
+pub mod button;
 pub mod card;
+pub mod click;
 pub mod commands;
 pub mod config;
 pub mod connectors;
@@ -45,6 +52,7 @@ pub mod console_link;
 pub mod discord;
 pub mod intake;
 pub mod notify;
+pub mod permissions;
 pub mod slack;
 pub mod split;
 pub mod status;

@@ -195,7 +195,10 @@ impl Notifier {
         if platform != ChannelType::Discord {
             return Ok(None);
         }
-        let key = format!("discord:{channel}");
+        let Ok(channel) = channel.parse::<u64>() else {
+            return Ok(None);
+        };
+        let key = sandpiper_agent::workstream::WorkstreamKey::Discord { channel }.to_string();
         if request.workstream.as_deref() == Some(key.as_str()) {
             return Ok(None);
         }

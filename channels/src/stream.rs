@@ -61,6 +61,14 @@ pub struct ToolLine {
     pub attached: bool,
 }
 
+impl ToolLine {
+    /// Whether the call still runs or waits for approval: its line is the turn's live
+    /// message then, and carries Stop.
+    pub fn is_live(&self) -> bool {
+        matches!(self.state, ToolState::AwaitingApproval | ToolState::Running)
+    }
+}
+
 /// What the renderer shows; the platform turns it into its own message format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Post {
@@ -380,6 +388,7 @@ impl<S: Surface> Renderer<S> {
                 name,
                 output,
                 is_error,
+                ..
             } => self.finish_tool(&call_id, &name, &output, is_error).await,
             TurnEvent::SubAgent(status) => {
                 // The sub-agent's status line is its call's line, redrawn (throttled).

@@ -264,7 +264,7 @@ impl Agent {
         let catalog = self.inner.mcp.catalog();
         let policy = tools.policy();
         if policy.is_restricted() {
-            base.push_str(&crate::prompt::mcp_catalog(&catalog.restricted(policy)));
+            base.push_str(&crate::prompt::mcp_catalog(&policy.restrict(&catalog)));
         } else {
             base.push_str(&crate::prompt::mcp_catalog(&catalog));
         }

@@ -79,6 +79,25 @@ impl Agent {
     pub async fn decide_all(&self, batch: BatchClick<'_>) -> BatchOutcome {
         decide_all(self, batch).await
     }
+
+    /// The approver roles or user groups stored with `requests` (as they were when each was
+    /// asked, maybe on another node), for a platform that must look up a clicker's membership
+    /// in them; unknown requests, and a store that does not answer, add none.
+    pub async fn approver_groups_of(&self, requests: &[String]) -> Vec<String> {
+        let mut groups: Vec<String> = Vec::new();
+        for id in requests {
+            if let Ok(Some(r)) = self.store().get_approval(id).await
+                && let Some(approvers) = r.approvers
+            {
+                for group in approvers.roles {
+                    if !groups.contains(&group) {
+                        groups.push(group);
+                    }
+                }
+            }
+        }
+        groups
+    }
 }
 
 async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
@@ -148,12 +167,11 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
         return Ok(ClickOutcome::Gone(record));
     }
-    let mut decision = Decision::new(
+    let decision = Decision::new(
         click.action.verdict(),
         click.note.filter(|n| !n.trim().is_empty()),
     )
     .by(click.username);
-    decision.recorded = true;
     let first = store
         .decide_approval(
             &record.id,

@@ -188,6 +188,15 @@ impl ServerState {
     ];
 }
 
+/// A server filter, named like the policy it stands for.
+struct Allows<F>(F);
+
+impl<F: Fn(&str) -> bool> Allows<F> {
+    fn allows_server(&self, server: &str) -> bool {
+        (self.0)(server)
+    }
+}
+
 impl McpCatalog {
     /// The tool the model calls `full_name`, if any.
     pub fn tool(&self, full_name: &str) -> Option<&McpTool> {
@@ -223,9 +232,10 @@ impl McpCatalog {
         }
     }
 
-    /// The catalog as a turn restricted by connector policy sees it: only allowed servers'
-    /// tools, resources, templates and prompts.
-    pub fn restricted(&self, policy: &crate::connectors::Effective) -> McpCatalog {
+    /// Only the tools, resources, templates and prompts of the servers `allows` lets through
+    /// (connector policy restricts a turn's catalog with it: `connectors::Effective::restrict`).
+    pub fn only(&self, allows: impl Fn(&str) -> bool) -> McpCatalog {
+        let policy = Allows(allows);
         McpCatalog {
             tools: self
                 .tools
@@ -442,11 +452,7 @@ mod tests {
 
     #[test]
     fn a_restricted_catalog_keeps_only_allowed_servers() {
-        let policy = crate::connectors::resolve(&crate::connectors::Tiers {
-            channel: Some(vec!["b".into()]),
-            ..Default::default()
-        });
-        let r = catalog().restricted(&policy);
+        let r = catalog().only(|server| server == "b");
         assert_eq!(
             r.tools
                 .iter()
@@ -458,7 +464,7 @@ mod tests {
         assert_eq!(r.templates.len(), 1);
         assert!(r.prompts.iter().all(|p| p.server == "b") && r.prompts.len() == 2);
         assert!(r.unavailable.is_empty());
-        let all = catalog().restricted(&crate::connectors::Effective::unrestricted());
+        let all = catalog().only(|_| true);
         assert_eq!(all, catalog());
     }
 }

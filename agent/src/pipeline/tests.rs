@@ -120,6 +120,48 @@ async fn a_tool_that_acts_in_the_turn_does_not_run_without_one() {
     );
 }
 
+#[tokio::test]
+async fn a_store_gone_during_a_tool_ends_the_turn_instead_of_telling_the_model() {
+    let store = Store::memory().await.unwrap();
+    store.ensure_workstream("w", Some("alice")).await.unwrap();
+    // The memory tool's store is gone (a closed pool fails every query at once).
+    let gone = Store::memory().await.unwrap();
+    gone.close().await;
+    let mut tool_ctx = ToolContext::for_test(std::path::Path::new("/tmp"));
+    tool_ctx.store = Some(gone);
+    let registry = ToolRegistry::builtin().unwrap();
+    let batch = Batch {
+        registry: &registry,
+        store: &store,
+        tool_ctx,
+        workstream: "w",
+        first_seq: 0,
+        requested_by: None,
+        auto_approve: true,
+        grants: &HashSet::new(),
+        approval_timeout: Duration::from_secs(10),
+        max_parallel: 1,
+        max_output_bytes: 4096,
+        sink: &NullSink,
+        approver: &DenyAll::default(),
+        tool_search: None,
+        turn: None,
+        nested: None,
+    };
+    let ended = batch
+        .run(&[call("m1", "memory", r#"{"action": "list"}"#)])
+        .await;
+    match ended {
+        Err(StoreError::DuringTool(why)) => assert!(why.starts_with("memory: "), "{why}"),
+        Err(other) => panic!("another error: {other}"),
+        Ok(done) => panic!("the model was told: {:?}", done.results),
+    }
+    assert!(
+        store.load_messages("w").await.unwrap().is_empty(),
+        "no tool result was stored for the model"
+    );
+}
+
 #[test]
 fn denial_texts() {
     assert_eq!(

@@ -138,6 +138,26 @@ pub struct ApprovalRecord {
     pub approvers: Option<AllowedApprovers>,
 }
 
+impl ApprovalRecord {
+    /// The person's decision this row holds; `None` while it is pending, and for a row the
+    /// engine closed without one (timed out, cancelled). The one reading of a stored state,
+    /// for a waiting turn on another node and for a resumed one alike.
+    pub fn decision(&self) -> Option<crate::protocol::Decision> {
+        let verdict = match self.status {
+            ApprovalStatus::Approved => Verdict::Approve,
+            ApprovalStatus::Denied => Verdict::Deny,
+            ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
+            ApprovalStatus::Annotated => Verdict::Annotate,
+            ApprovalStatus::Pending | ApprovalStatus::TimedOut | ApprovalStatus::Cancelled => {
+                return None;
+            }
+        };
+        let mut decision = crate::protocol::Decision::new(verdict, self.feedback.clone());
+        decision.decided_by = self.decided_by.clone();
+        Some(decision)
+    }
+}
+
 type Row = (
     String,
     String,

@@ -63,6 +63,10 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// A tool met a store error it cannot go on from (the database away mid-call,
+    /// [`crate::tools::ToolError::Fatal`]): the turn ends with it, shown to the person.
+    #[error("{0}")]
+    DuringTool(String),
 }
 
 /// Which database a [`Store`] talks to.

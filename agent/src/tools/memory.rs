@@ -208,7 +208,7 @@ impl Tool for MemoryTool {
             workstream: ctx.workstream.clone(),
             user_id: ctx.user_id.clone(),
         };
-        let failed = |e: crate::store::StoreError| ToolError::model(format!("memory: {e}"));
+        let failed = |e| ToolError::store("memory", e);
         let text = match parse(args)? {
             Action::Save {
                 name,

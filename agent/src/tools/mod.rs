@@ -108,12 +108,25 @@ pub enum ToolError {
     /// The call was cancelled (`/stop`, Ctrl-C, shutdown).
     #[error("cancelled")]
     Cancelled,
+    /// The turn cannot go on (the store is gone): it ends with this error, which the person
+    /// sees; the model never does (it could not recover, and would only retry).
+    #[error("{0}")]
+    Fatal(String),
 }
 
 impl ToolError {
     /// A model-visible error.
     pub fn model(msg: impl Into<String>) -> Self {
         Self::Model(msg.into())
+    }
+
+    /// A store error met while the tool `what` worked: an empty search query is the model's
+    /// to fix; anything else (the database away, a corrupt row) ends the turn.
+    pub fn store(what: &str, e: crate::store::StoreError) -> Self {
+        match e {
+            crate::store::StoreError::EmptyQuery(_) => Self::Model(e.to_string()),
+            other => Self::Fatal(format!("{what}: {other}")),
+        }
     }
 }
 

@@ -212,7 +212,7 @@ async fn requester(
     let user = store
         .user(id)
         .await
-        .map_err(|e| ToolError::model(format!("cannot look up who asked: {e}")))?;
+        .map_err(|e| ToolError::store("cannot look up who asked", e))?;
     Ok(user.map(|u| u.username))
 }
 

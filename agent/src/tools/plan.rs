@@ -218,7 +218,7 @@ impl Tool for Plan {
             },
         )
         .await
-        .map_err(|e| ToolError::model(format!("the plan's review could not be stored: {e}")))?;
+        .map_err(|e| ToolError::Fatal(format!("the plan's review could not be stored: {e}")))?;
         tracing::info!(workstream = %ctx.workstream, answer = ?answer, "plan reviewed");
         if answer == ReviewAnswer::Cancelled {
             return Err(ToolError::Cancelled);

@@ -7,7 +7,6 @@
 use serde::Deserialize;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
-use crate::store::StoreError;
 use crate::store::recall::{MAX_LIMIT, RecallHit, search_terms};
 
 /// The `recall` tool.
@@ -92,10 +91,7 @@ impl Tool for Recall {
         );
         let hits = tokio::select! {
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            hits = search => hits.map_err(|e| match e {
-                StoreError::EmptyQuery(_) => ToolError::model(e.to_string()),
-                other => ToolError::model(format!("cannot search conversation history: {other}")),
-            })?,
+            hits = search => hits.map_err(|e| ToolError::store("cannot search conversation history", e))?,
         };
         Ok(ToolOutput::text(truncate_output(
             &render(&request, &hits),

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::condition::{Arith, Builtin, Cmp, Method, Node, Poll, TypeName, Var};
+use super::ast::{Arith, Builtin, Cmp, Method, Node, Poll, TypeName, Var};
 use super::value::{Number, Value};
 
 /// Work one evaluation may do: nodes visited plus elements produced or scanned.

@@ -312,7 +312,7 @@ impl WatchRunner {
         match bash::run_command(command, &ctx, &NoOutput, MAX_OUTPUT_BYTES).await {
             Ok(ran) => Some(ran),
             Err(ToolError::Cancelled) => None,
-            Err(ToolError::Model(e)) => Some(Ran {
+            Err(ToolError::Model(e) | ToolError::Fatal(e)) => Some(Ran {
                 output: e,
                 exit: bash::Exit::Abnormal,
             }),

@@ -133,6 +133,7 @@ impl ConsoleSink {
                 name,
                 output,
                 is_error,
+                ..
             } => {
                 let note = self.skipped_note(&call_id);
                 locked(&self.statuses).remove(&call_id);

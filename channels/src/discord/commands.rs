@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use serenity::all::{
     CommandInteraction, CommandOptionType, Context, CreateCommand, CreateCommandOption, EditThread,
-    Member, Permissions,
 };
 
 use super::respond::{Error, Reply, Responder};
-use super::workstreams::{self, start_workstream, thread_name};
+use super::workstreams::{self, is_bot_admin, start_workstream, thread_name};
 use super::{Bot, PLATFORM, render, workstream_key};
 use crate::account::Person;
 use crate::answers::{Where, answer};
@@ -71,23 +70,6 @@ fn command_place(c: &CommandInteraction, ours: bool) -> Place<u64> {
     }
 }
 
-/// An administrator of the bot here: Discord's Administrator permission or a role in
-/// `[discord] admin_roles` (deleting global memories, which every thread's prompt sees).
-fn is_bot_admin(member: Option<&Member>, admin_roles: &[String]) -> bool {
-    member.is_some_and(|m| {
-        m.permissions
-            .is_some_and(|p| p.contains(Permissions::ADMINISTRATOR))
-            || m.roles.iter().any(|r| admin_roles.contains(&r.to_string()))
-    })
-}
-
-/// May close any thread: Administrator or Manage Threads.
-fn is_admin(member: Option<&Member>) -> bool {
-    member.and_then(|m| m.permissions).is_some_and(|p| {
-        p.contains(Permissions::ADMINISTRATOR) || p.contains(Permissions::MANAGE_THREADS)
-    })
-}
-
 pub(super) async fn on_command(
     bot: &Arc<Bot>,
     c: &CommandInteraction,
@@ -105,7 +87,7 @@ pub(super) async fn on_command(
         Err(e) => return reply.send(Reply::Private(e.to_string())).await,
     };
     let key = workstream_key(c.channel_id);
-    let ws = bot.agent.store().workstream(&key).await?;
+    let ws = bot.agent.workstream(&key).await?;
     if let Err(closed) = bot.admits(command_place(c, ws.is_some())) {
         tracing::info!(command = %c.data.name, channel = %c.channel_id, user = %c.user.id, %closed, "command refused");
         return reply.send(Reply::Private(format!("🚫 {closed}"))).await;
@@ -113,7 +95,7 @@ pub(super) async fn on_command(
     match cmd {
         Command::Ask { prompt } => ask(bot, c, reply, prompt, ws.is_some()).await,
         Command::Stop => {
-            let text = workstreams::stop(bot, c.channel_id, &c.user).await?;
+            let text = workstreams::stop(bot, c.channel_id, &c.user, c.member.as_deref()).await?;
             reply.send(Reply::Private(text)).await
         }
         Command::Close => {
@@ -123,14 +105,17 @@ pub(super) async fn on_command(
                     .await;
             };
             let person = bot.person(&c.user).await?;
-            if ws.row.owner.as_deref() != Some(person.id.as_str()) && !is_admin(c.member.as_deref())
-            {
-                let text = "🚫 Only the person who started this thread, or an admin, can close it.";
-                return reply.send(Reply::Private(text.into())).await;
+            let who = workstreams::standing(
+                bot,
+                ws.row.owner.as_deref(),
+                &person.id,
+                c.member.as_deref(),
+            );
+            if let Err(refusal) = crate::permissions::may_close(who) {
+                return reply.send(Reply::Private(refusal.to_string())).await;
             }
             crate::thread::stop_anywhere(&bot.agent, &key, |k| bot.turns.stop(k)).await;
-            bot.agent.store().close_workstream(&key).await?;
-            bot.agent.forget(&key);
+            bot.agent.close_workstream(&key).await?;
             let text = format!(
                 "🔒 Closed by {}. This workstream has ended.",
                 person.username
@@ -157,8 +142,7 @@ pub(super) async fn on_command(
                     (Some(known), _) => Some(known),
                     (None, Some(p)) => {
                         bot.agent
-                            .store()
-                            .ensure_workstream_in(&key, None, Some(&workstream_key(p)))
+                            .open_workstream(&key, None, Some(&workstream_key(p)))
                             .await?;
                         Some(workstream_key(p))
                     }

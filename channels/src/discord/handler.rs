@@ -12,6 +12,7 @@ use super::surface::ThreadSurface;
 use super::workstreams::{start_workstream, thread_name};
 use super::{Bot, workstream_key};
 use crate::intake::Place;
+use crate::permissions::{Refusal, Standing, heard, may_talk};
 
 /// serenity's event handler.
 pub struct Handler {
@@ -100,9 +101,8 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
         tracing::debug!(user = %msg.author.id, %closed, "direct message ignored");
         return Ok(());
     }
-    let store = bot.agent.store();
     let key = workstream_key(msg.channel_id);
-    if let Some(ws) = store.workstream(&key).await? {
+    if let Some(ws) = bot.agent.workstream(&key).await? {
         return in_thread(bot, msg, ws).await;
     }
     let Some(me) = bot.me.get().copied() else {
@@ -123,10 +123,14 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
         }
         return Ok(());
     }
-    let prompt = strip_mention(&msg.content, me.get());
-    if prompt.is_empty() {
-        return Ok(());
-    }
+    let prompt = match heard(&strip_mention(&msg.content, me.get()), true) {
+        Ok(Some(prompt)) => prompt.to_owned(),
+        Ok(None) => return Ok(()),
+        Err(hint) => {
+            notice(bot, msg.channel_id, &hint.to_string()).await;
+            return Ok(());
+        }
+    };
     let author = bot.person(&msg.author).await?;
     let channel = if direct {
         // A DM is its own workstream; no threads there.
@@ -161,56 +165,59 @@ async fn in_thread(
     msg: Message,
     ws: sandpiper_agent::store::workstreams::WorkstreamInfo,
 ) -> Result<(), sandpiper_agent::AgentError> {
-    let me = bot.me.get().map(|u| u.get()).unwrap_or_default();
-    let text = strip_mention(&msg.content, me);
-    if text.is_empty() {
+    let me = bot.me.get().copied();
+    let mentioned = msg.mentions.iter().any(|u| Some(u.id) == me);
+    let stripped = strip_mention(&msg.content, me.map(|u| u.get()).unwrap_or_default());
+    if stripped.is_empty() && !mentioned {
+        // Nothing addressed to anyone (an attachment, a sticker): nothing to answer.
         return Ok(());
     }
     let author = bot.person(&msg.author).await?;
     if ws.closed_at.is_some() {
-        tell_once(
-            bot,
-            msg.channel_id,
-            msg.author.id.get(),
-            "🔒 This thread is closed. Mention me in a channel to start a new one.",
-        )
-        .await;
+        let text = Refusal::ThreadClosed.to_string();
+        tell_once(bot, msg.channel_id, msg.author.id.get(), &text).await;
         return Ok(());
     }
     let owner = ws.row.owner.as_deref();
-    if bot.config.thread_access == ThreadAccess::Owner && owner != Some(author.id.as_str()) {
-        let owner_name = match owner {
-            Some(id) => bot
-                .agent
-                .store()
+    let who = Standing {
+        owner: owner == Some(author.id.as_str()),
+        ..Standing::default()
+    };
+    let owner_name = match owner {
+        Some(id) if bot.config.thread_access == ThreadAccess::Owner && !who.owner => Some(
+            bot.agent
                 .user(id)
                 .await?
                 .map(|u| u.shown_name().to_owned())
                 .unwrap_or_else(|| id.to_owned()),
-            None => "its owner".into(),
-        };
-        let note = format!(
-            "Only {owner_name} can talk to me in this thread, {}. Mention me in a channel to start your own.",
-            author.shown_name()
-        );
-        tell_once(bot, msg.channel_id, msg.author.id.get(), &note).await;
+        ),
+        _ => None,
+    };
+    if let Err(refusal) = may_talk(bot.config.thread_access, who, owner_name.as_deref()) {
+        tell_once(
+            bot,
+            msg.channel_id,
+            msg.author.id.get(),
+            &refusal.to_string(),
+        )
+        .await;
         return Ok(());
     }
+    let text = match heard(&stripped, mentioned) {
+        Ok(Some(text)) => text.to_owned(),
+        Ok(None) => return Ok(()),
+        Err(hint) => {
+            notice(bot, msg.channel_id, &hint.to_string()).await;
+            return Ok(());
+        }
+    };
     let _ = bot.submit(msg.channel_id, Work::message(&author.id, text));
     Ok(())
 }
 
 /// Posts a notice to a user in a thread, once per thread and user.
 async fn tell_once(bot: &Arc<Bot>, channel: ChannelId, user: u64, text: &str) {
-    let first = {
-        let mut told = bot.told.lock().unwrap_or_else(|e| e.into_inner());
-        // Bounded: forgetting only means someone may be told twice.
-        if told.len() >= 10_000 {
-            told.clear();
-        }
-        told.insert((channel.get(), user))
-    };
-    if first {
+    if bot.told.first((channel.get(), user)) {
         notice(bot, channel, text).await;
     }
 }

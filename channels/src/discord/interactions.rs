@@ -1,23 +1,26 @@
-//! Buttons (approval cards, Stop), the note dialog, and the routing of slash commands to
-//! [`super::commands`]. Every interaction is answered within Discord's 3 seconds (see [`super::respond`]):
-//! decisions are single store updates, slow commands are answered first and worked on after,
-//! and a handler held up anyway (the database away) has its response deferred. A card whose
-//! turn stopped running offers Resume, which queues the turn in the thread
-//! ([`sandpiper_agent::Agent::resume_click`]).
+//! Discord's interactions: buttons and the note dialog are translated into the one click
+//! router ([`crate::click`]) over a [`ClickPlace`]; slash commands go to [`super::commands`].
+//! Every interaction is answered within Discord's 3 seconds (see [`super::respond`]): decisions
+//! are single store updates, slow commands are answered first and worked on after, and a
+//! handler held up anyway (the database away) has its response deferred.
 
 use std::sync::Arc;
 
-use sandpiper_agent::approval_policy::{ClickAction, parse_button_id, parse_resume_button_id};
+use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::workstream::WorkstreamKey;
 use serenity::all::{
     ActionRowComponent, ChannelId, ComponentInteraction, CreateActionRow, CreateInputText,
-    CreateModal, InputTextStyle, Interaction, Member, ModalInteraction,
+    CreateModal, InputTextStyle, Interaction, Member, ModalInteraction, User,
 };
 
 use super::respond::{Error, Reply, Responder, Source};
-use super::{Bot, commands, render, workstreams};
-use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome, ResumeClick, ResumeOutcome};
+use super::{Bot, commands, render, workstream_key, workstreams};
 
-use crate::card::{ApprovalCard, TurnNote};
+use crate::button::CardButton;
+use crate::card::ApprovalCard;
+use crate::click::{self, ClickPlace, Clicker};
+use crate::config::ThreadAccess;
+use crate::permissions::{Refusal, Standing};
 use crate::thread::Work;
 
 /// Routes an interaction. Each is answered through a [`Responder`], within Discord's 3 s
@@ -57,177 +60,148 @@ fn roles(member: Option<&Member>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'_>) -> Result {
-    let id = c.data.custom_id.as_str();
-    if let Some(channel) = render::parse_stop_id(id) {
-        let text = workstreams::stop(bot, channel, &c.user).await?;
-        return reply.send(Reply::Private(text)).await;
+/// A button or a submitted dialog, as the click router sees it.
+struct DiscordClick<'a> {
+    bot: &'a Arc<Bot>,
+    reply: &'a Responder<'a>,
+    user: &'a User,
+    member: Option<&'a Member>,
+    channel: ChannelId,
+    /// The request ids on the clicked card.
+    card: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl ClickPlace for DiscordClick<'_> {
+    fn workstream(&self) -> Option<String> {
+        Some(workstream_key(self.channel))
     }
-    if let Some(approve) = render::parse_all_id(id) {
-        return on_all(bot, c, reply, approve).await;
+
+    fn card(&self) -> Vec<String> {
+        self.card.clone()
     }
-    if let Some(request) = parse_resume_button_id(id) {
-        return on_resume(bot, c, reply, request).await;
+
+    fn approver_roles(&self) -> &[String] {
+        &self.bot.config.approver_roles
     }
-    let (request, action) = match parse_button_id(id) {
-        Ok(parsed) => parsed,
-        Err(e) => {
-            tracing::warn!(custom_id = id, error = %e, user = %c.user.id, "unknown or forged button");
-            let text = format!("That button is not one I know ({e}); nothing changed.");
-            return reply.send(Reply::Private(text)).await;
-        }
-    };
-    let person = bot.person(&c.user).await?;
-    let roles = roles(c.member.as_ref());
-    let outcome = bot
-        .agent
-        .decide(Click {
-            request_id: request,
-            action,
-            user_id: &person.id,
-            username: person.shown_name(),
-            roles: &roles,
-            approver_roles: &bot.config.approver_roles,
-            note: None,
+
+    fn thread_access(&self) -> ThreadAccess {
+        self.bot.config.thread_access
+    }
+
+    async fn clicker(&self, _requests: &[String]) -> std::result::Result<Clicker, String> {
+        let person = self
+            .bot
+            .person(self.user)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Clicker {
+            name: person.shown_name().to_owned(),
+            user_id: person.id,
+            roles: roles(self.member),
         })
-        .await?;
-    if outcome == ClickOutcome::NeedsNote {
+    }
+
+    async fn standing(&self, workstream: &str) -> std::result::Result<Standing, String> {
+        let person = self
+            .bot
+            .person(self.user)
+            .await
+            .map_err(|e| e.to_string())?;
+        let owner = self
+            .bot
+            .agent
+            .workstream(workstream)
+            .await
+            .map_err(|e| e.to_string())?
+            .and_then(|w| w.row.owner);
+        Ok(workstreams::standing(
+            self.bot,
+            owner.as_deref(),
+            &person.id,
+            self.member,
+        ))
+    }
+
+    async fn stop(&self, workstream: &str) -> bool {
+        let bot = self.bot;
+        crate::thread::stop_anywhere(&bot.agent, workstream, |k| bot.turns.stop(k)).await
+    }
+
+    fn resume(&self, workstream: &str, author: Option<String>) {
+        let channel = match workstream.parse() {
+            Ok(WorkstreamKey::Discord { channel }) => ChannelId::new(channel),
+            _ => self.channel,
+        };
+        if let Err(e) = self.bot.submit(channel, Work::Resume { author }) {
+            tracing::warn!(error = %e, %channel, "could not queue the resumed turn");
+        }
+    }
+
+    fn quote(&self, header: &str) -> String {
+        format!("`{}`", header.replace('`', "'"))
+    }
+
+    async fn tell(&self, text: &str) {
+        self.send(Reply::Private(text.to_owned())).await;
+    }
+
+    async fn redraw(&self, card: &ApprovalCard) {
+        let body = render::card(card, &self.bot.timeout_words());
+        self.send(Reply::Update(body)).await;
+    }
+
+    async fn open_note(
+        &self,
+        button: &CardButton,
+        _header: &str,
+    ) -> std::result::Result<(), String> {
+        let CardButton::Note { action, .. } = button else {
+            return Err("not a note dialog".into());
+        };
         let title = match action {
             ClickAction::ApproveWithNote => "Approve with a note",
             ClickAction::Annotate => "Annotate",
             _ => "Deny with a note",
         };
-        let modal =
-            CreateModal::new(render::note_modal_id(request, action), title).components(vec![
-                CreateActionRow::InputText(
-                    CreateInputText::new(InputTextStyle::Paragraph, "Note for the agent", "note")
-                        .required(true)
-                        .max_length(1000),
-                ),
-            ]);
-        return reply.send(Reply::Modal(modal)).await;
-    }
-    let requests = render::card_requests(&c.message);
-    let response = after_decision(&requests, bot, outcome).await;
-    reply.send(response).await
-}
-
-/// Answers a decided click: redraws the card (or tells the clicker why nothing changed); a
-/// card whose turn stopped running says so, and offers Resume once its turn is decided.
-async fn after_decision(requests: &[String], bot: &Arc<Bot>, outcome: ClickOutcome) -> Reply {
-    match outcome {
-        ClickOutcome::Unknown => {
-            Reply::Private("I have no record of this approval request; nothing changed.".into())
-        }
-        ClickOutcome::Refused(reason) => Reply::Private(format!("🚫 {reason}")),
-        ClickOutcome::NeedsNote => Reply::Private("A note is needed.".into()),
-        ClickOutcome::Decided { turn, .. } => redraw(bot, requests, TurnNote::after(turn)).await,
-        ClickOutcome::Gone(_) => redraw(bot, requests, None).await,
+        let modal = CreateModal::new(button.to_string(), title).components(vec![
+            CreateActionRow::InputText(
+                CreateInputText::new(InputTextStyle::Paragraph, "Note for the agent", "note")
+                    .required(true)
+                    .max_length(1000),
+            ),
+        ]);
+        self.reply
+            .send(Reply::Modal(modal))
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
-/// Resume on a card whose turn stopped running: the owner or an approver queues the turn in
-/// the thread's lane; anyone else is told privately why not.
-async fn on_resume(
-    bot: &Arc<Bot>,
-    c: &ComponentInteraction,
-    reply: &Responder<'_>,
-    request: &str,
-) -> Result {
-    let person = bot.person(&c.user).await?;
-    let roles = roles(c.member.as_ref());
-    let outcome = bot
-        .agent
-        .resume_click(ResumeClick {
-            request_id: request,
-            user_id: &person.id,
-            username: person.shown_name(),
-            roles: &roles,
-            approver_roles: &bot.config.approver_roles,
-        })
-        .await?;
-    let response = match outcome {
-        ResumeOutcome::Unknown => {
-            Reply::Private("I have no record of this approval request; nothing changed.".into())
+impl DiscordClick<'_> {
+    async fn send(&self, reply: Reply) {
+        if let Err(e) = self.reply.send(reply).await {
+            tracing::warn!(error = %e, "could not answer a Discord click");
         }
-        ResumeOutcome::Refused(reason) => Reply::Private(format!("🚫 {reason}")),
-        ResumeOutcome::NothingToResume => Reply::Private(
-            "There is nothing left to resume: that turn was resumed already or the thread moved \
-             on."
-            .into(),
-        ),
-        ResumeOutcome::Resume { author, .. } => {
-            resume_turn(bot, c.channel_id, author);
-            let requests = render::card_requests(&c.message);
-            let note = TurnNote::Resumed {
-                by: person.shown_name().to_owned(),
-            };
-            redraw(bot, &requests, Some(note)).await
-        }
+    }
+}
+
+async fn on_button(bot: &Arc<Bot>, c: &ComponentInteraction, reply: &Responder<'_>) -> Result {
+    let place = DiscordClick {
+        bot,
+        reply,
+        user: &c.user,
+        member: c.member.as_ref(),
+        channel: c.channel_id,
+        card: render::card_requests(&c.message),
     };
-    reply.send(response).await
+    click::on_click(&bot.agent, &place, &c.data.custom_id, None).await;
+    // A click that changed nothing visible still answers Discord.
+    reply.send(Reply::Nothing).await
 }
 
-/// Resumes the turn that stopped running, in its thread's lane.
-fn resume_turn(bot: &Arc<Bot>, channel: ChannelId, author: Option<String>) {
-    if let Err(e) = bot.submit(channel, Work::Resume { author }) {
-        tracing::warn!(error = %e, %channel, "could not queue the resumed turn");
-    }
-}
-
-async fn redraw(bot: &Bot, requests: &[String], note: Option<TurnNote>) -> Reply {
-    match ApprovalCard::load(&bot.agent, requests).await {
-        Some(card) => Reply::Update(render::card(&card.with_turn(note), &bot.timeout_words())),
-        None => Reply::Nothing,
-    }
-}
-
-/// Approve all / Deny all: each pending request on the card, each checked on its own; the
-/// card is redrawn when anything was decided and the clicker is told privately which requests
-/// they could not decide, and why.
-async fn on_all(
-    bot: &Arc<Bot>,
-    c: &ComponentInteraction,
-    reply: &Responder<'_>,
-    approve: bool,
-) -> Result {
-    let person = bot.person(&c.user).await?;
-    let roles = roles(c.member.as_ref());
-    let requests = render::card_requests(&c.message);
-    let action = if approve {
-        ClickAction::Approve
-    } else {
-        ClickAction::Deny
-    };
-    let outcome = bot
-        .agent
-        .decide_all(BatchClick {
-            request_ids: &requests,
-            action,
-            user_id: &person.id,
-            username: person.shown_name(),
-            roles: &roles,
-            approver_roles: &bot.config.approver_roles,
-        })
-        .await;
-    let refusal = outcome.refusal_text(|h| format!("`{}`", h.replace('`', "'")));
-    if outcome.changed || refusal.is_none() {
-        let note = outcome.turn.and_then(TurnNote::after);
-        reply.send(redraw(bot, &requests, note).await).await?;
-    }
-    match refusal {
-        Some(text) => reply.send(Reply::Private(text)).await,
-        None => Ok(()),
-    }
-}
-
-/// The note dialog was submitted.
+/// The note dialog was submitted: routed like the button it came from, with its note.
 async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction, reply: &Responder<'_>) -> Result {
-    let Some((request, action)) = render::parse_note_modal_id(&m.data.custom_id) else {
-        return reply
-            .send(Reply::Private("Unknown dialog; nothing changed.".into()))
-            .await;
-    };
     let note = m
         .data
         .components
@@ -237,25 +211,25 @@ async fn on_note(bot: &Arc<Bot>, m: &ModalInteraction, reply: &Responder<'_>) ->
             ActionRowComponent::InputText(t) if t.custom_id == "note" => t.value.clone(),
             _ => None,
         });
-    let person = bot.person(&m.user).await?;
-    let roles = roles(m.member.as_ref());
-    let outcome = bot
-        .agent
-        .decide(Click {
-            request_id: &request,
-            action,
-            user_id: &person.id,
-            username: person.shown_name(),
-            roles: &roles,
-            approver_roles: &bot.config.approver_roles,
-            note,
-        })
-        .await?;
-    let requests = match &m.message {
-        Some(msg) => render::card_requests(msg),
-        None => vec![request.clone()],
+    let id = m.data.custom_id.as_str();
+    let card = match (&m.message, id.parse::<CardButton>()) {
+        (Some(msg), _) => render::card_requests(msg),
+        (None, Ok(button)) => button.request().map(str::to_owned).into_iter().collect(),
+        (None, Err(_)) => Vec::new(),
     };
-    // A dialog opened from a message updates that message like a button.
-    let response = after_decision(&requests, bot, outcome).await;
-    reply.send(response).await
+    let place = DiscordClick {
+        bot,
+        reply,
+        user: &m.user,
+        member: m.member.as_ref(),
+        channel: m.channel_id,
+        card,
+    };
+    // Only a dialog's id may carry a note: a note on a plain button id is a forgery.
+    if matches!(id.parse(), Ok(CardButton::Note { .. })) {
+        click::on_click(&bot.agent, &place, id, Some(note.unwrap_or_default())).await;
+    } else {
+        place.tell(&Refusal::UnknownButton.to_string()).await;
+    }
+    reply.send(Reply::Nothing).await
 }

@@ -24,13 +24,13 @@ pub mod respond;
 pub mod surface;
 pub mod workstreams;
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::config::{DiscordConfig, ShardRange};
 use sandpiper_agent::Agent;
 use sandpiper_agent::store::users::User;
 use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::workstream::WorkstreamKey;
 use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
 use tokio_util::sync::CancellationToken;
 
@@ -46,7 +46,10 @@ pub const PLATFORM: &str = "discord";
 
 /// The workstream of a thread.
 pub fn workstream_key(channel: ChannelId) -> String {
-    format!("{PLATFORM}:{channel}")
+    WorkstreamKey::Discord {
+        channel: channel.get(),
+    }
+    .to_string()
 }
 
 /// Why Discord could not start.
@@ -68,8 +71,8 @@ pub struct Bot {
     /// Every task of the connection (lanes, renderers, notices, card updates, the gateway,
     /// serenity's event tasks), drained by [`DiscordChannel::join`].
     tasks: Tasks,
-    /// (thread, user) pairs already told they cannot talk in an owner-only thread.
-    told: Mutex<HashSet<(u64, u64)>>,
+    /// (thread, user) pairs already told the thread is closed or not theirs.
+    told: crate::permissions::TellOnce<(u64, u64)>,
     /// Where a reply to a notification is continued (set once the node's platforms run).
     starters: OnceLock<thread::Starters>,
     /// The gateway connection's stage (`/ready`), as serenity last reported it.
@@ -119,8 +122,7 @@ impl Bot {
             .clone()
             .unwrap_or_else(|| user.name.clone());
         self.agent
-            .store()
-            .user_for_identity(PLATFORM, &user.id.to_string(), &name)
+            .person(PLATFORM, &user.id.to_string(), &name)
             .await
     }
 
@@ -252,7 +254,7 @@ impl DiscordChannel {
             pace: pace::Pacer::new(config.requests_per_second).counting(agent.metrics().clone()),
             turns: TurnQueue::new(tasks.clone()),
             tasks: tasks.clone(),
-            told: Mutex::default(),
+            told: Default::default(),
             starters: OnceLock::new(),
             stage: Mutex::new(serenity::gateway::ConnectionStage::Connecting),
             http: OnceLock::new(),

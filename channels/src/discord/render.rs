@@ -2,12 +2,16 @@
 //! (content, embeds, buttons). Nothing the bot posts can ping anyone: allowed mentions are
 //! empty on every body.
 
-use sandpiper_agent::approval_policy::{ClickAction, button_id, parse_button_id, resume_button_id};
+use sandpiper_agent::approval_policy::ClickAction;
 use sandpiper_agent::store::approvals::ApprovalStatus;
+
+use sandpiper_agent::workstream::WorkstreamKey;
+
+use crate::button::CardButton;
 use serenity::all::{
-    ActionRowComponent, ButtonStyle, ChannelId, CreateActionRow, CreateAllowedMentions,
-    CreateButton, CreateEmbed, CreateInteractionResponseMessage, CreateMessage,
-    EditInteractionResponse, EditMessage, Message,
+    ActionRowComponent, ButtonStyle, CreateActionRow, CreateAllowedMentions, CreateButton,
+    CreateEmbed, CreateInteractionResponseMessage, CreateMessage, EditInteractionResponse,
+    EditMessage, Message,
 };
 
 use crate::card::{ApprovalCard, RESUME_LABEL, header, outcome_line, preview};
@@ -80,46 +84,6 @@ pub fn ephemeral(text: &str) -> CreateInteractionResponseMessage {
         .allowed_mentions(CreateAllowedMentions::new())
 }
 
-/// Custom id of the Stop button on a running turn's message.
-pub fn stop_id(channel: u64) -> String {
-    format!("stop:{channel}")
-}
-
-/// The channel a Stop button names; `None` for anything else, including channel 0, which no
-/// Discord channel has (the id is not trusted: it comes back from the client).
-pub fn parse_stop_id(id: &str) -> Option<ChannelId> {
-    let channel: std::num::NonZeroU64 = id.strip_prefix("stop:")?.parse().ok()?;
-    Some(ChannelId::from(channel))
-}
-
-/// Custom id of Approve all (`approve = true`) / Deny all on a card whose first request is
-/// `first`. The click handler reads the card's other requests from the message and checks
-/// each against the store.
-pub fn all_id(first: &str, approve: bool) -> String {
-    format!("apall:{first}:{}", if approve { "a" } else { "d" })
-}
-
-/// Parses an Approve all / Deny all id: whether it approves.
-pub fn parse_all_id(id: &str) -> Option<bool> {
-    let (_, code) = id.strip_prefix("apall:")?.rsplit_once(':')?;
-    match code {
-        "a" => Some(true),
-        "d" => Some(false),
-        _ => None,
-    }
-}
-
-/// Custom id of the note dialog for a with-note click.
-pub fn note_modal_id(request: &str, action: ClickAction) -> String {
-    format!("n{}", button_id(request, action))
-}
-
-/// Parses a note dialog id.
-pub fn parse_note_modal_id(id: &str) -> Option<(String, ClickAction)> {
-    let (request, action) = parse_button_id(id.strip_prefix('n')?).ok()?;
-    Some((request.to_owned(), action))
-}
-
 /// The request ids named by a card's buttons, in order.
 pub fn card_requests(message: &Message) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
@@ -127,35 +91,45 @@ pub fn card_requests(message: &Message) -> Vec<String> {
         for c in &row.components {
             if let ActionRowComponent::Button(b) = c
                 && let serenity::all::ButtonKind::NonLink { custom_id, .. } = &b.data
-                && let Ok((request, _)) = parse_button_id(custom_id)
-                && !ids.iter().any(|i| i == request)
+                && let Ok(CardButton::Decide { request, .. }) = custom_id.parse()
+                && !ids.contains(&request)
             {
-                ids.push(request.to_owned());
+                ids.push(request);
             }
         }
     }
     ids
 }
 
-/// A stream post.
-pub fn post(post: &Post, channel: u64) -> Body {
-    match post {
-        Post::Answer { text, live } => {
-            let mut body = Body::text(text.clone());
-            if *live {
-                body.components = vec![CreateActionRow::Buttons(vec![
-                    CreateButton::new(stop_id(channel))
-                        .label("Stop")
-                        .style(ButtonStyle::Secondary),
-                ])];
-            }
-            body
-        }
-        Post::Tool(line) => Body::text(tool_line(line)),
-        Post::Notice(text) => Body::text(format!("ℹ️ {text}")),
-        Post::Waiting(text) => Body::text(format!("⏳ {text}")),
-        Post::Error(text) => Body::text(format!("⚠️ {text}")),
+/// Approve all (`approve`) or Deny all on a card whose first request is `first`.
+fn all_id(first: &str, approve: bool) -> CardButton {
+    CardButton::DecideAll {
+        first: first.to_owned(),
+        approve,
     }
+}
+
+/// A stream post. The turn's live message (its answer while it streams, a tool call while it
+/// runs or waits for approval) carries **Stop**, so Stop is there for the whole turn.
+pub fn post(post: &Post, channel: u64) -> Body {
+    let (mut body, live) = match post {
+        Post::Answer { text, live } => (Body::text(text.clone()), *live),
+        Post::Tool(line) => (Body::text(tool_line(line)), line.is_live()),
+        Post::Notice(text) => (Body::text(format!("ℹ️ {text}")), false),
+        Post::Waiting(text) => (Body::text(format!("⏳ {text}")), false),
+        Post::Error(text) => (Body::text(format!("⚠️ {text}")), false),
+    };
+    if live {
+        let stop = CardButton::Stop {
+            workstream: WorkstreamKey::Discord { channel }.to_string(),
+        };
+        body.components = vec![CreateActionRow::Buttons(vec![
+            CreateButton::new(stop.to_string())
+                .label("Stop")
+                .style(ButtonStyle::Secondary),
+        ])];
+    }
+    body
 }
 
 fn tool_line(line: &ToolLine) -> String {
@@ -232,7 +206,11 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         let buttons = ClickAction::for_kind(row.kind)
             .iter()
             .map(|&action| {
-                CreateButton::new(button_id(&row.id, action))
+                let id = CardButton::Decide {
+                    request: row.id.clone(),
+                    action,
+                };
+                CreateButton::new(id.to_string())
                     .label(label(action.label()))
                     .style(style(action))
                     .disabled(done)
@@ -245,13 +223,13 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         && let Some(first) = card.rows.first()
     {
         last_row.push(
-            CreateButton::new(all_id(&first.id, true))
+            CreateButton::new(all_id(&first.id, true).to_string())
                 .label("Approve all")
                 .style(ButtonStyle::Success)
                 .disabled(pending == 0),
         );
         last_row.push(
-            CreateButton::new(all_id(&first.id, false))
+            CreateButton::new(all_id(&first.id, false).to_string())
                 .label("Deny all")
                 .style(ButtonStyle::Danger)
                 .disabled(pending == 0),
@@ -265,9 +243,14 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
             && let Some(first) = card.rows.first()
         {
             last_row.push(
-                CreateButton::new(resume_button_id(&first.id))
-                    .label(RESUME_LABEL)
-                    .style(ButtonStyle::Primary),
+                CreateButton::new(
+                    CardButton::Resume {
+                        request: first.id.clone(),
+                    }
+                    .to_string(),
+                )
+                .label(RESUME_LABEL)
+                .style(ButtonStyle::Primary),
             );
         }
     }

@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use serenity::all::{ChannelId, User};
+use serenity::all::{ChannelId, Member, Permissions, User};
 
 use super::respond::Error;
 use super::{Bot, workstream_key};
+use crate::permissions::{Standing, may_stop};
 
 /// A thread name from the first words of the prompt.
 pub(super) fn thread_name(prompt: &str) -> String {
@@ -42,23 +43,58 @@ pub(super) async fn start_workstream(
 ) -> Result<(), sandpiper_agent::store::StoreError> {
     let parent = parent.map(workstream_key);
     bot.agent
-        .store()
-        .ensure_workstream_in(&workstream_key(channel), Some(owner), parent.as_deref())
+        .open_workstream(&workstream_key(channel), Some(owner), parent.as_deref())
         .await
         .map(|_| ())
 }
 
-/// `/stop` or the Stop button: cancels the running turn, if the person may talk here.
-pub(super) async fn stop(bot: &Arc<Bot>, channel: ChannelId, user: &User) -> Result<String, Error> {
+/// An administrator of the bot here: Discord's Administrator permission or a role in
+/// `[discord] admin_roles` (deleting global memories, which every thread's prompt sees).
+pub(super) fn is_bot_admin(member: Option<&Member>, admin_roles: &[String]) -> bool {
+    member.is_some_and(|m| {
+        m.permissions
+            .is_some_and(|p| p.contains(Permissions::ADMINISTRATOR))
+            || m.roles.iter().any(|r| admin_roles.contains(&r.to_string()))
+    })
+}
+
+/// Where `person` stands in a thread owned by `owner`: an approver by an `approver_roles`
+/// role; an admin by Administrator, Manage Threads or an `admin_roles` role.
+pub(super) fn standing(
+    bot: &Bot,
+    owner: Option<&str>,
+    person: &str,
+    member: Option<&Member>,
+) -> Standing {
+    let roles = |list: &[String]| {
+        member.is_some_and(|m| m.roles.iter().any(|r| list.contains(&r.to_string())))
+    };
+    let manages = member.and_then(|m| m.permissions).is_some_and(|p| {
+        p.contains(Permissions::ADMINISTRATOR) || p.contains(Permissions::MANAGE_THREADS)
+    });
+    Standing {
+        owner: owner == Some(person),
+        approver: roles(&bot.config.approver_roles),
+        admin: manages || is_bot_admin(member, &bot.config.admin_roles),
+    }
+}
+
+/// `/stop` or the Stop button: cancels the running turn, if the person may stop it
+/// ([`may_stop`]).
+pub(super) async fn stop(
+    bot: &Arc<Bot>,
+    channel: ChannelId,
+    user: &User,
+    member: Option<&Member>,
+) -> Result<String, Error> {
     let key = workstream_key(channel);
-    let Some(ws) = bot.agent.store().workstream(&key).await? else {
+    let Some(ws) = bot.agent.workstream(&key).await? else {
         return Ok("There is no workstream in this channel.".into());
     };
     let person = bot.person(user).await?;
-    if bot.config.thread_access == crate::config::ThreadAccess::Owner
-        && ws.row.owner.as_deref() != Some(person.id.as_str())
-    {
-        return Ok("Only the thread's owner can stop it.".into());
+    let who = standing(bot, ws.row.owner.as_deref(), &person.id, member);
+    if let Err(refusal) = may_stop(bot.config.thread_access, who) {
+        return Ok(refusal.to_string());
     }
     let stopped = crate::thread::stop_anywhere(&bot.agent, &key, |k| bot.turns.stop(k)).await;
     Ok(if stopped {

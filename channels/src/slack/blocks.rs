@@ -3,25 +3,21 @@
 //! [`ApprovalCard`](crate::card::ApprovalCard).
 //!
 //! The card names its requests in block ids (`ap_row:<request id>`) and button action ids
-//! (`ap:<request id>:<action>`, see `approval_policy::button_id`), so it can be re-rendered
-//! from the store after any click, also after a restart.
+//! (the [`CardButton`] format every platform shares), so it can be re-rendered from the store
+//! after any click, also after a restart.
 
-use sandpiper_agent::approval_policy::{ClickAction, button_id, resume_button_id};
+use sandpiper_agent::approval_policy::ClickAction;
 use serde_json::{Value, json};
 
 use super::client::Content;
 use super::mrkdwn::{escape, from_markdown};
+use crate::button::CardButton;
 use crate::card::{ApprovalCard, RESUME_LABEL, header, outcome_line, preview};
 use crate::split::split_message;
 use crate::stream::{Post, ToolLine, ToolState};
 
 /// Most characters in one section's text.
 pub(super) const SECTION_LIMIT: usize = 3000;
-/// Action id of the Stop button on a live answer (its value is the workstream key).
-pub(super) const STOP_ACTION: &str = "stop";
-/// Prefix of the Approve all / Deny all action ids (`ap_all:a:<first id>`); the value lists
-/// the card's request ids.
-pub(super) const ALL_PREFIX: &str = "ap_all:";
 /// Prefix of a card row's block id.
 pub(super) const ROW_PREFIX: &str = "ap_row:";
 /// Longest header shown on a card row.
@@ -52,35 +48,54 @@ fn sections(mrkdwn: &str) -> Vec<Value> {
         .collect()
 }
 
-/// What a [`Post`] looks like in Slack.
+/// What a [`Post`] looks like in Slack. The turn's live message (its answer while it streams,
+/// a tool call while it runs or waits for approval) carries **Stop**, so Stop is there for the
+/// whole turn.
 pub(super) fn post(post: &Post, workstream: &str) -> Content {
-    match post {
+    let (mut content, live) = match post {
         Post::Answer { text, live } => {
             let mrkdwn = from_markdown(text);
-            let mut blocks = sections(&mrkdwn);
-            if *live {
-                blocks.push(json!({
-                    "type": "actions",
-                    "block_id": "live",
-                    "elements": [button("Stop", STOP_ACTION, workstream, Some("danger"))],
-                }));
-            }
-            Content {
-                text: mrkdwn,
-                blocks: Some(Value::Array(blocks)),
-            }
+            let blocks = sections(&mrkdwn);
+            (
+                Content {
+                    text: mrkdwn,
+                    blocks: Some(Value::Array(blocks)),
+                },
+                *live,
+            )
         }
         Post::Tool(line) => {
             let text = tool_line(line);
-            Content {
+            let content = Content {
                 blocks: Some(Value::Array(sections(&text))),
                 text,
-            }
+            };
+            (content, line.is_live())
         }
-        Post::Notice(text) => Content::text(format!(":information_source: _{}_", escape(text))),
-        Post::Waiting(text) => Content::text(format!(":hourglass: _{}_", escape(text))),
-        Post::Error(text) => Content::text(format!(":warning: {}", escape(text))),
+        Post::Notice(text) => (
+            Content::text(format!(":information_source: _{}_", escape(text))),
+            false,
+        ),
+        Post::Waiting(text) => (
+            Content::text(format!(":hourglass: _{}_", escape(text))),
+            false,
+        ),
+        Post::Error(text) => (Content::text(format!(":warning: {}", escape(text))), false),
+    };
+    if live {
+        let stop = CardButton::stop(workstream).to_string();
+        let mut blocks = match content.blocks.take() {
+            Some(Value::Array(blocks)) => blocks,
+            _ => Vec::new(),
+        };
+        blocks.push(json!({
+            "type": "actions",
+            "block_id": "live",
+            "elements": [button("Stop", &stop, workstream, Some("danger"))],
+        }));
+        content.blocks = Some(Value::Array(blocks));
     }
+    content
 }
 
 fn tool_line(line: &ToolLine) -> String {
@@ -145,7 +160,13 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
                 let id = &row.id;
                 let elements: Vec<Value> = ClickAction::for_kind(row.kind)
                     .iter()
-                    .map(|&a| button(a.label(), &button_id(id, a), id, style(a)))
+                    .map(|&action| {
+                        let b = CardButton::Decide {
+                            request: id.clone(),
+                            action,
+                        };
+                        button(action.label(), &b.to_string(), id, style(action))
+                    })
                     .collect();
                 blocks.push(json!({
                     "type": "actions",
@@ -171,8 +192,8 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
             "type": "actions",
             "block_id": "ap_all",
             "elements": [
-                button("Approve all", &format!("{ALL_PREFIX}a:{first}"), &value, Some("primary")),
-                button("Deny all", &format!("{ALL_PREFIX}d:{first}"), &value, Some("danger")),
+                button("Approve all", &all_id(first, true), &value, Some("primary")),
+                button("Deny all", &all_id(first, false), &value, Some("danger")),
             ],
         }));
     }
@@ -191,7 +212,10 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
                 "block_id": "ap_resume",
                 "elements": [button(
                     RESUME_LABEL,
-                    &resume_button_id(&first.id),
+                    &CardButton::Resume {
+                        request: first.id.clone(),
+                    }
+                    .to_string(),
                     &first.id,
                     Some("primary"),
                 )],
@@ -202,6 +226,15 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
         text: fallback.join("\n"),
         blocks: Some(Value::Array(blocks)),
     }
+}
+
+/// Approve all (`approve`) or Deny all on a card whose first request is `first`.
+fn all_id(first: &str, approve: bool) -> String {
+    CardButton::DecideAll {
+        first: first.to_owned(),
+        approve,
+    }
+    .to_string()
 }
 
 /// A button's style: the yes primary, the no danger, the rest plain.
@@ -370,7 +403,7 @@ mod tests {
             "slack:T:C:1.2",
         );
         let blocks = live.blocks.unwrap();
-        assert_eq!(blocks[1]["elements"][0]["action_id"], STOP_ACTION);
+        assert_eq!(blocks[1]["elements"][0]["action_id"], "stop:slack:T:C:1.2");
         assert_eq!(blocks[1]["elements"][0]["value"], "slack:T:C:1.2");
         let long = "word ".repeat(1000);
         let done = post(
@@ -382,5 +415,25 @@ mod tests {
         );
         let blocks = done.blocks.unwrap();
         assert_eq!(blocks.as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_running_or_waiting_tool_line_carries_stop_and_a_finished_one_does_not() {
+        let stop_of = |state| {
+            let line = ToolLine {
+                name: "bash".into(),
+                header: "sleep 60".into(),
+                state,
+                output: String::new(),
+                attached: false,
+            };
+            let blocks = post(&Post::Tool(line), "slack:T:C:1.2").blocks.unwrap();
+            let last = blocks.as_array().unwrap().last().unwrap().clone();
+            last["elements"][0]["action_id"].clone()
+        };
+        assert_eq!(stop_of(ToolState::Running), "stop:slack:T:C:1.2");
+        assert_eq!(stop_of(ToolState::AwaitingApproval), "stop:slack:T:C:1.2");
+        assert_eq!(stop_of(ToolState::Done), Value::Null);
+        assert_eq!(stop_of(ToolState::Failed), Value::Null);
     }
 }

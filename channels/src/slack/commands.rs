@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use sandpiper_agent::workstream::WorkstreamKey;
 use slack_morphism::prelude::*;
 
-use super::events::{converse, person};
-use super::interactions::may_manage;
+use super::events::converse;
 use super::mrkdwn::{escape, from_markdown, unescape};
 use super::turn::Thread;
 use super::{Ctx, spawn};
@@ -26,7 +26,7 @@ pub(crate) fn ack(ctx: &Arc<Ctx>, event: SlackCommandEvent) -> Option<String> {
     if let Err(closed) = ctx.admits(&event.channel_id.0) {
         // The acknowledgement's text is shown only to the person who typed the command.
         tracing::info!(channel = %event.channel_id.0, user = %event.user_id.0, %closed, "command refused");
-        return Some(escape(&closed.to_string()));
+        return Some(escape(&format!("🚫 {closed}")));
     }
     let text = event.text.clone().unwrap_or_default();
     let command = match Command::from_text(&text) {
@@ -141,7 +141,7 @@ async fn connectors(
     action: &ConnectorsAction,
     scope: PolicyScope,
 ) -> String {
-    let Some(me) = person(ctx, user).await else {
+    let Some(me) = ctx.person(user).await else {
         return "connectors: cannot look up who you are right now; try again.".into();
     };
     let workstream = latest(ctx, team, channel).await;
@@ -150,7 +150,11 @@ async fn connectors(
         .groups_of(user, &ctx.config.admin_usergroups)
         .await
         .is_empty();
-    let channel_key = format!("slack:{team}:{channel}");
+    let channel_key = WorkstreamKey::SlackChannel {
+        team: team.to_owned(),
+        channel: channel.to_owned(),
+    }
+    .to_string();
     let at = crate::connectors::At {
         workstream: workstream.as_deref(),
         channel: Some(&channel_key),
@@ -169,9 +173,10 @@ async fn stop(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String {
         if !ctx.queue.is_busy(&key) && !ctx.agent.runs_elsewhere(&key).await {
             continue;
         }
-        if may_manage(ctx, user, &key).await
-            && crate::thread::stop_anywhere(&ctx.agent, &key, |k| ctx.queue.stop(k)).await
-        {
+        let allowed = ctx.standing(user, &key).await.is_some_and(|(_, who)| {
+            crate::permissions::may_stop(ctx.config.thread_access, who).is_ok()
+        });
+        if allowed && crate::thread::stop_anywhere(&ctx.agent, &key, |k| ctx.queue.stop(k)).await {
             stopped += 1;
         }
     }
@@ -182,23 +187,22 @@ async fn stop(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String {
     }
 }
 
-/// `close`: ends the channel's most recent open thread (owner or approver).
+/// `close`: ends the channel's most recent open thread (its owner or an admin).
 async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String {
     let Some(key) = latest(ctx, team, channel).await else {
         return "There is no open thread of mine in this channel.".into();
     };
-    if !may_manage(ctx, user, &key).await {
-        return "Only the person who started the thread (or an approver) can close it.".into();
+    let Some((me, who)) = ctx.standing(user, &key).await else {
+        return "close: cannot look up who you are right now; try again.".into();
+    };
+    if let Err(refusal) = crate::permissions::may_close(who) {
+        return escape(&refusal.to_string());
     }
     crate::thread::stop_anywhere(&ctx.agent, &key, |k| ctx.queue.stop(k)).await;
-    if let Err(e) = ctx.agent.store().close_workstream(&key).await {
+    if let Err(e) = ctx.agent.close_workstream(&key).await {
         return format!("Could not close it: {e}");
     }
-    ctx.agent.forget(&key);
-    let name = person(ctx, user)
-        .await
-        .map(|u| u.shown_name().to_owned())
-        .unwrap_or_else(|| user.to_owned());
+    let name = me.shown_name().to_owned();
     if let Some(thread) = Thread::parse(&key) {
         let note = format!(
             ":lock: Closed by {}. Mention me in the channel to start a new thread.",
@@ -218,19 +222,26 @@ async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String 
 
 /// The workstreams of a channel, oldest thread first.
 async fn channel_workstreams(ctx: &Ctx, team: &str, channel: &str) -> Vec<String> {
-    let prefix = format!("slack:{team}:{channel}:");
-    let mut keys: Vec<String> = match ctx.agent.store().list_workstreams().await {
-        Ok(keys) => keys
-            .into_iter()
-            .filter(|k| k.starts_with(&prefix))
-            .collect(),
+    let keys = match ctx.agent.workstream_keys().await {
+        Ok(keys) => keys,
         Err(e) => {
             tracing::warn!(error = %e, "listing workstreams failed");
             Vec::new()
         }
     };
-    keys.sort_by_key(|k| ts_order(&k[prefix.len()..]));
-    keys
+    let mut threads: Vec<(String, (u64, u64))> = keys
+        .into_iter()
+        .filter_map(|key| match key.parse().ok()? {
+            WorkstreamKey::Slack {
+                team: t,
+                channel: c,
+                thread_ts,
+            } if t == team && c == channel => Some((key, ts_order(&thread_ts))),
+            _ => None,
+        })
+        .collect();
+    threads.sort_by_key(|(_, order)| *order);
+    threads.into_iter().map(|(key, _)| key).collect()
 }
 
 /// The channel's most recent thread whose workstream is still open.
@@ -240,7 +251,7 @@ async fn latest(ctx: &Ctx, team: &str, channel: &str) -> Option<String> {
         .into_iter()
         .rev()
     {
-        if let Ok(Some(info)) = ctx.agent.store().workstream(&key).await
+        if let Ok(Some(info)) = ctx.agent.workstream(&key).await
             && info.closed_at.is_none()
         {
             return Some(key);

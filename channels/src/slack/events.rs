@@ -1,101 +1,19 @@
 //! Mentions and messages → turns. A mention in a channel starts (or continues) the workstream
 //! of its thread; later replies in that thread continue it without a mention; a DM starts one
-//! workstream per DM thread.
-//!
-//! Each event, click and slash command is handled once however often, and on however many
-//! nodes, Slack delivers it ([`first_delivery`]): Slack redelivers what was acknowledged late
-//! and spreads envelopes over every Socket Mode connection, so two nodes (or one node's two
-//! connections) can receive the same one.
+//! workstream per DM thread. Who may talk, and what a closed thread or an empty mention
+//! answers, is [`crate::permissions`]'s.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use sandpiper_agent::store::users::User;
 use slack_morphism::prelude::*;
 
+use super::Ctx;
+use super::delivery::{Delivery, first_delivery};
 use super::mrkdwn::unescape;
 use super::turn::{Thread, submit};
-use super::{Ctx, ThreadAccess};
 use crate::intake::Closed;
+use crate::permissions::{Refusal, Standing, heard, may_talk};
 use crate::thread::Work;
-
-/// The most `(workstream, user)` notices remembered.
-const MAX_TOLD: usize = 10_000;
-
-/// How long the delivery check may wait for the database before the event is handled
-/// anyway: a slash command's acknowledgement waits for it, and a click's trigger (to open a
-/// dialog) lives 3 s from the click; a healthy database answers in milliseconds.
-const DELIVERY_CHECK_PATIENCE: Duration = Duration::from_secs(1);
-
-/// Something Slack delivered, by the id that stays the same in every redelivery.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Delivery<'a> {
-    /// An Events API event, by its `event_id`.
-    Event(&'a str),
-    /// A click, form submission or slash command, by its `trigger_id`: Slack makes one per
-    /// user action and a redelivered envelope carries the same payload.
-    Trigger(&'a str),
-}
-
-impl Delivery<'_> {
-    /// The id in the `channel_events` table (trigger ids prefixed: they share the table with
-    /// event ids).
-    fn key(self) -> String {
-        match self {
-            Delivery::Event(id) => id.to_owned(),
-            Delivery::Trigger(id) => format!("trigger:{id}"),
-        }
-    }
-}
-
-/// Whether this node takes `delivery`: true the first time it arrives, on any node sharing
-/// the database. When the database does not answer (in time) it is taken too: a rare
-/// duplicate answer beats a lost message.
-pub(crate) async fn first_delivery(ctx: &Ctx, delivery: Delivery<'_>) -> bool {
-    let key = delivery.key();
-    let check = ctx.agent.store().first_delivery("slack", &key);
-    match tokio::time::timeout(DELIVERY_CHECK_PATIENCE, check).await {
-        Ok(Ok(true)) => true,
-        Ok(Ok(false)) => {
-            tracing::debug!(id = %key, "delivered before: ignored");
-            false
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, id = %key, "cannot check whether Slack delivered this before; handling it");
-            true
-        }
-        Err(_) => {
-            tracing::warn!(id = %key, "the delivery check timed out; handling it");
-            true
-        }
-    }
-}
-
-/// The id that identifies an interaction across redeliveries; `None` for kinds without one
-/// (they are handled every time: nothing sandpiper does with them has effects).
-pub(crate) fn trigger_of(event: &SlackInteractionEvent) -> Option<&str> {
-    let trigger = match event {
-        SlackInteractionEvent::BlockActions(ev) => Some(&ev.trigger_id),
-        SlackInteractionEvent::MessageAction(ev) => Some(&ev.trigger_id),
-        SlackInteractionEvent::Shortcut(ev) => Some(&ev.trigger_id),
-        SlackInteractionEvent::ViewSubmission(ev) => ev.trigger_id.as_ref(),
-        SlackInteractionEvent::ViewClosed(ev) => ev.trigger_id.as_ref(),
-        SlackInteractionEvent::BlockSuggestion(_) | SlackInteractionEvent::DialogSubmission(_) => {
-            None
-        }
-    };
-    trigger.map(|t| t.0.as_str())
-}
-
-/// Handles one interaction (already acknowledged) unless it was delivered before.
-pub(crate) async fn handle_interaction(ctx: Arc<Ctx>, event: SlackInteractionEvent) {
-    if let Some(trigger) = trigger_of(&event)
-        && !first_delivery(&ctx, Delivery::Trigger(trigger)).await
-    {
-        return;
-    }
-    super::interactions::handle(ctx, event).await;
-}
 
 /// Handles one Events API callback (already acknowledged) unless it was delivered before.
 pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
@@ -190,23 +108,6 @@ pub(crate) async fn handle(ctx: Arc<Ctx>, event: SlackPushEventCallback) {
     }
 }
 
-/// The sandpiper user behind a Slack user.
-pub(crate) async fn person(ctx: &Ctx, slack_user: &str) -> Option<User> {
-    let name = ctx.api.display_name(slack_user).await;
-    match ctx
-        .agent
-        .store()
-        .user_for_identity("slack", slack_user, &name)
-        .await
-    {
-        Ok(user) => Some(user),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot look up the sandpiper user");
-            None
-        }
-    }
-}
-
 /// `slack_user` said `text` in `thread`, in the message `ts`. `may_start`: a mention or DM may
 /// open a new workstream; a plain thread reply only continues one.
 pub(crate) async fn converse(
@@ -218,7 +119,7 @@ pub(crate) async fn converse(
     may_start: bool,
 ) {
     let key = thread.key();
-    let info = match ctx.agent.store().workstream(&key).await {
+    let info = match ctx.agent.workstream(&key).await {
         Ok(info) => info,
         Err(e) => {
             tracing::warn!(error = %e, workstream = %key, "cannot read the workstream");
@@ -233,44 +134,42 @@ pub(crate) async fn converse(
     if info.is_none() && !may_start {
         return;
     }
-    let Some(user) = person(ctx, slack_user).await else {
+    let Some(user) = ctx.person(slack_user).await else {
         not_taken(ctx, &thread, slack_user, "my database did not answer").await;
         return;
     };
+    let addressed = may_start || text.contains(&format!("<@{}>", ctx.bot_user));
     if let Some(info) = &info {
         if info.closed_at.is_some() {
-            let text =
-                "This thread's workstream is closed; mention me in the channel to start a new one.";
-            tell(ctx, &thread, slack_user, text).await;
+            if ctx.told.first((key.clone(), slack_user.to_owned())) {
+                tell(ctx, &thread, slack_user, &Refusal::ThreadClosed.to_string()).await;
+            }
             return;
         }
         let owner = info.row.owner.as_deref();
-        if ctx.config.thread_access == ThreadAccess::Owner && owner.is_some_and(|o| o != user.id) {
-            let first = {
-                let mut told = ctx.told.lock().unwrap_or_else(|e| e.into_inner());
-                if told.len() >= MAX_TOLD {
-                    told.clear();
-                }
-                told.insert((key.clone(), slack_user.to_owned()))
-            };
-            if first {
-                let text = "Only the person who started this thread can talk to me here.";
-                tell(ctx, &thread, slack_user, text).await;
+        let who = Standing {
+            owner: owner.is_none_or(|o| o == user.id),
+            ..Standing::default()
+        };
+        let owner_name = match owner {
+            Some(id) if !who.owner => Some(ctx.shown_name(id).await),
+            _ => None,
+        };
+        if let Err(refusal) = may_talk(ctx.config.thread_access, who, owner_name.as_deref()) {
+            if ctx.told.first((key.clone(), slack_user.to_owned())) {
+                tell(ctx, &thread, slack_user, &refusal.to_string()).await;
             }
             return;
         }
     }
-    let text = strip_mention(&unescape(text), &ctx.bot_user);
-    if text.trim().is_empty() {
-        tell(
-            ctx,
-            &thread,
-            slack_user,
-            "Yes? Ask me something after the mention.",
-        )
-        .await;
-        return;
-    }
+    let text = match heard(&strip_mention(&unescape(text), &ctx.bot_user), addressed) {
+        Ok(Some(text)) => text.to_owned(),
+        Ok(None) => return,
+        Err(hint) => {
+            tell(ctx, &thread, slack_user, &hint.to_string()).await;
+            return;
+        }
+    };
     let work = Work::message(&user.id, text);
     submit(ctx, thread, work, Some(ts.to_owned()), Some(slack_user)).await;
 }

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use slack_morphism::prelude::*;
 use slack_morphism::signature_verifier::SlackEventSignatureVerifier;
 
-use super::events::Delivery;
+use super::delivery::{self, Delivery};
 use super::socket::command_response;
 use super::{Ctx, commands, events, spawn};
 
@@ -178,7 +178,7 @@ async fn on_interactions(
     let event: SlackInteractionEvent =
         serde_json::from_str(&payload).map_err(|e| HttpError::Malformed(e.to_string()))?;
     let ctx = http.ctx.clone();
-    spawn(&http.ctx, events::handle_interaction(ctx, event));
+    spawn(&http.ctx, delivery::handle_interaction(ctx, event));
     Ok(StatusCode::OK.into_response())
 }
 
@@ -195,7 +195,7 @@ async fn on_commands(
     let event: SlackCommandEvent = serde_json::from_value(Value::Object(fields))
         .map_err(|e| HttpError::Malformed(e.to_string()))?;
     // A command delivered before (to this node or another) was answered then.
-    let first = events::first_delivery(&http.ctx, Delivery::Trigger(&event.trigger_id.0)).await;
+    let first = delivery::first_delivery(&http.ctx, Delivery::Trigger(&event.trigger_id.0)).await;
     let reply = if first {
         commands::ack(&http.ctx, event)
     } else {

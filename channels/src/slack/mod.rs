@@ -11,7 +11,8 @@
 //! - `client.rs`: the Web API client (https-or-http connector, 429 retries, small caches).
 //! - `socket.rs`: the Socket Mode listener and its callbacks.
 //! - `http.rs`: the Events API routes and their signature check.
-//! - `events.rs`: mentions and messages → turns (dedupe, who may talk).
+//! - `delivery.rs`: each event, click and command handled once, on one node.
+//! - `events.rs`: mentions and messages → turns (who may talk).
 //! - `turn.rs`: queuing a turn in its thread's lane, the thread as a
 //!   [`Surface`](crate::stream::Surface) and [`CardSurface`](crate::approver::CardSurface), and
 //!   Slack's [`TurnStarter`](crate::thread::TurnStarter).
@@ -24,6 +25,7 @@
 mod blocks;
 mod client;
 mod commands;
+mod delivery;
 mod events;
 mod http;
 mod interactions;
@@ -35,14 +37,16 @@ mod turn;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{SlackConfig, SlackMode, ThreadAccess};
+use crate::config::{SlackConfig, SlackMode};
 use sandpiper_agent::Agent;
 use tokio_util::sync::CancellationToken;
 
 use crate::intake::{Closed, Place};
+use crate::permissions::Standing;
 use crate::tasks::{Drained, Tasks};
 use crate::turns::TurnQueue;
 use client::Api;
+use sandpiper_agent::store::users::User;
 
 /// Why the Slack channel could not start. The operator fixes the configuration or the
 /// network and starts again.
@@ -67,8 +71,8 @@ pub(crate) struct Ctx {
     /// Every job (turns, handlers, renderers, card updates), stopped at shutdown and drained
     /// by `join`.
     tasks: Tasks,
-    /// `(workstream, user)` pairs told they may not talk in an owner-only thread.
-    told: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+    /// `(workstream, user)` pairs told the thread is closed or not theirs.
+    told: crate::permissions::TellOnce<(String, String)>,
     /// Where a reply to a notification is continued (set once the node's platforms run).
     starters: std::sync::OnceLock<crate::thread::Starters>,
 }
@@ -98,6 +102,53 @@ impl Ctx {
     fn prefix(&self) -> String {
         format!("{} ", self.config.command)
     }
+
+    /// The sandpiper user behind a Slack user; `None` (logged) when the store does not answer.
+    async fn person(&self, slack_user: &str) -> Option<User> {
+        let name = self.api.display_name(slack_user).await;
+        match self.agent.person("slack", slack_user, &name).await {
+            Ok(user) => Some(user),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look up the sandpiper user");
+                None
+            }
+        }
+    }
+
+    /// The shown name of the sandpiper user `id` (the id itself when unknown).
+    async fn shown_name(&self, id: &str) -> String {
+        match self.agent.user(id).await {
+            Ok(Some(u)) => u.shown_name().to_owned(),
+            _ => id.to_owned(),
+        }
+    }
+
+    /// Who `slack_user` is and where they stand in `workstream` (owner as stored; approver
+    /// and admin by this node's user groups); `None` when the store does not answer.
+    async fn standing(&self, slack_user: &str, workstream: &str) -> Option<(User, Standing)> {
+        let user = self.person(slack_user).await?;
+        let owner = match self.agent.workstream(workstream).await {
+            Ok(info) => info.and_then(|w| w.row.owner),
+            Err(e) => {
+                tracing::warn!(error = %e, workstream, "cannot read the workstream");
+                return None;
+            }
+        };
+        let approver = self
+            .api
+            .groups_of(slack_user, &self.config.approver_usergroups)
+            .await;
+        let admin = self
+            .api
+            .groups_of(slack_user, &self.config.admin_usergroups)
+            .await;
+        let standing = Standing {
+            owner: owner.as_deref() == Some(user.id.as_str()),
+            approver: !approver.is_empty(),
+            admin: !admin.is_empty(),
+        };
+        Some((user, standing))
+    }
 }
 
 /// Slack's direct-message channels have ids starting with `D`.
@@ -114,12 +165,12 @@ pub(crate) fn spawn(ctx: &Arc<Ctx>, fut: impl std::future::Future<Output = ()> +
 /// table must not grow without bound.
 fn prune_delivered_events(ctx: &Arc<Ctx>) {
     const DAY_MS: i64 = 24 * 60 * 60 * 1000;
-    let store = ctx.agent.store().clone();
+    let agent = ctx.agent.clone();
     spawn(ctx, async move {
         let mut every = tokio::time::interval(Duration::from_secs(3600));
         loop {
             every.tick().await;
-            match store.prune_delivered(DAY_MS).await {
+            match agent.prune_delivered(DAY_MS).await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(pruned = n, "forgot old Slack event ids"),
                 Err(e) => tracing::warn!(error = %e, "pruning Slack event ids failed"),

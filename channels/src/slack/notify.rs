@@ -77,7 +77,7 @@ pub(super) async fn reply_to_notification(
             return None;
         }
     }
-    let user = super::events::person(ctx, slack_user).await?;
+    let user = ctx.person(slack_user).await?;
     let text = super::mrkdwn::unescape(text);
     let reply = Reply {
         platform: ChannelType::Slack,

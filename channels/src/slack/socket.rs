@@ -9,7 +9,7 @@ use std::sync::Arc;
 use slack_morphism::prelude::*;
 
 use super::client::{Client, Connector, token};
-use super::events::Delivery;
+use super::delivery::{self, Delivery};
 use super::{Ctx, SlackError, commands, events, spawn};
 
 /// The running listener.
@@ -66,7 +66,7 @@ async fn on_interaction(
 ) -> UserCallbackResult<()> {
     if let Some(ctx) = ctx_of(&states).await {
         let job = ctx.clone();
-        spawn(&ctx, events::handle_interaction(job, event));
+        spawn(&ctx, delivery::handle_interaction(job, event));
     }
     Ok(())
 }
@@ -80,7 +80,7 @@ async fn on_command(
         return Ok(command_response(None));
     };
     // A command delivered before was answered then: this copy is acknowledged empty.
-    let first = events::first_delivery(&ctx, Delivery::Trigger(&event.trigger_id.0)).await;
+    let first = delivery::first_delivery(&ctx, Delivery::Trigger(&event.trigger_id.0)).await;
     let reply = if first {
         commands::ack(&ctx, event)
     } else {

@@ -3,6 +3,7 @@
 //! approver's [`CardSurface`], and Slack's [`TurnStarter`]. The turn itself runs in
 //! [`thread::run`], the same as on every platform.
 
+use sandpiper_agent::workstream::WorkstreamKey;
 use std::sync::Arc;
 
 use sandpiper_agent::store::watches::KeyPattern;
@@ -31,18 +32,23 @@ pub(crate) struct Thread {
 impl Thread {
     /// The workstream key: `slack:<team>:<channel>:<thread_ts>`.
     pub(super) fn key(&self) -> String {
-        format!("slack:{}:{}:{}", self.team, self.channel, self.thread_ts)
+        WorkstreamKey::slack(&self.team, &self.channel, &self.thread_ts).to_string()
     }
 
     /// The thread a workstream key names.
     pub(super) fn parse(key: &str) -> Option<Thread> {
-        let mut parts = key.strip_prefix("slack:")?.splitn(3, ':');
-        let (team, channel, thread_ts) = (parts.next()?, parts.next()?, parts.next()?);
-        (!team.is_empty() && !channel.is_empty() && !thread_ts.is_empty()).then(|| Thread {
-            team: team.to_owned(),
-            channel: channel.to_owned(),
-            thread_ts: thread_ts.to_owned(),
-        })
+        match key.parse().ok()? {
+            WorkstreamKey::Slack {
+                team,
+                channel,
+                thread_ts,
+            } => Some(Thread {
+                team,
+                channel,
+                thread_ts,
+            }),
+            _ => None,
+        }
     }
 }
 

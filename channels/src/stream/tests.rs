@@ -115,6 +115,7 @@ async fn tools_get_their_own_line_and_long_output_is_attached() {
         name: "bash".into(),
         output: output.clone(),
         is_error: false,
+        approval: None,
     });
     sink.event(TurnEvent::TextDelta("Done.".into()));
     sink.event(TurnEvent::TurnComplete {
@@ -282,6 +283,7 @@ async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_at
         name: "task".into(),
         output: "All green.".into(),
         is_error: false,
+        approval: None,
     });
     sink.event(TurnEvent::TurnComplete {
         text: String::new(),

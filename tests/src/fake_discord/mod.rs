@@ -395,6 +395,15 @@ impl FakeDiscord {
             .collect()
     }
 
+    /// A moderator reopens thread `id` (unarchived and unlocked), as Discord lets them.
+    pub fn unlock_thread(&self, id: u64) {
+        let mut state = self.lock();
+        if let Some(t) = state.threads.iter_mut().find(|t| t.public.id == id) {
+            t.public.archived = false;
+            t.public.locked = false;
+        }
+    }
+
     /// The callback bodies and follow-up bodies the bot sent for an interaction, in order.
     pub fn interaction_responses(&self, interaction_id: u64) -> Vec<Value> {
         self.lock()

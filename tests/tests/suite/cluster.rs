@@ -480,7 +480,7 @@ async fn stop_on_another_node_stops_the_turn_where_it_runs() {
     let other = 1 - owner;
     c.say(&alice, &root, "slow-0-1", owner).await;
     let streaming = |m: &FakeSlackMessage| {
-        m.text.starts_with("word") && m.blocks.to_string().contains("\"stop\"")
+        m.text.starts_with("word") && m.blocks.to_string().contains("\"stop:slack:")
     };
     c.wait_thread(&root, "the live answer", |t| t.iter().any(streaming))
         .await;
@@ -494,7 +494,7 @@ async fn stop_on_another_node_stops_the_turn_where_it_runs() {
         sandpiper_tests::fake_slack::TEAM_ID
     );
     c.slack
-        .click(CHANNEL_ID, &live.ts, &alice, "stop", &key)
+        .click(CHANNEL_ID, &live.ts, &alice, &format!("stop:{key}"), &key)
         .await;
     c.deliver_last(other).await;
     c.wait_thread(&root, "the stopped answer", |t| {

@@ -173,7 +173,7 @@ both_backends! {
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
         let thread = rig.mention(&alice(), "wait for me").await;
         let card = rig.card(thread).await;
-        let stop = rig.fake.click(thread, card.id, &alice(), &format!("stop:{thread}")).await;
+        let stop = rig.fake.click(thread, card.id, &alice(), &format!("stop:discord:{thread}")).await;
         let reply = rig.fake.wait_until(WAIT, "the stop reply", |f| f.interaction_responses(stop).pop()).await;
         assert!(response_text(&[reply]).contains("Stopping"));
         let gone = rig.fake.wait_until(WAIT, "the card to say the turn is gone", |f| {

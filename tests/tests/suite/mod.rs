@@ -27,6 +27,7 @@ mod notify;
 mod outage;
 mod outside_turns;
 mod parallel;
+mod permissions;
 mod providers;
 mod recall;
 mod restart;

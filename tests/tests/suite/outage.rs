@@ -159,7 +159,7 @@ async fn slack_messages_wait_out_a_database_restart_and_a_longer_outage_is_said(
     proxy.restore().await;
     // The turn is over (and everything of it stored) when its answer loses the Stop button.
     run.wait_message(CHANNEL_ID, &root, "the second turn over", |m| {
-        m.text == "second" && !m.blocks.to_string().contains("\"stop\"")
+        m.text == "second" && !m.blocks.to_string().contains("\"stop:slack:")
     })
     .await;
 

@@ -197,7 +197,7 @@ both_backends! {
         assert!(labels.iter().any(|a| a.ends_with(":nt")) && labels.iter().any(|a| a.ends_with(":rj")), "{labels:?}");
         let (accept, value) = slack_harness::button(&card, "Accept");
         run.slack.click(CHANNEL_ID, &card.ts, &bob, &accept, &value).await;
-        run.ephemeral(CHANNEL_ID, "U0BOB", "Not allowed").await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "🚫 only the person").await;
         let (annotate, value) = slack_harness::button(&card, "Annotate");
         run.slack.click(CHANNEL_ID, &card.ts, &carol, &annotate, &value).await;
         let view = run.slack.wait_until(WAIT, "the note modal", |s| s.opened_views().into_iter().next()).await;

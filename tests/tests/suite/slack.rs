@@ -35,7 +35,7 @@ both_backends! {
         let root = run.slack.app_mention(CHANNEL_ID, &alice, "hello <b> & you").await;
         let answer = run
             .wait_message(CHANNEL_ID, &root, "the finished answer", |m| {
-                m.text.ends_with("more.") && !m.blocks.to_string().contains("\"stop\"")
+                m.text.ends_with("more.") && !m.blocks.to_string().contains("\"stop:slack:")
             })
             .await;
         assert_eq!(
@@ -45,7 +45,7 @@ both_backends! {
         assert!(answer.edits >= 1, "streamed by chat.update: {answer:?}");
         let first_post = &run.slack.calls("chat.postMessage")[0];
         assert_eq!(first_post["thread_ts"], root.as_str());
-        assert!(first_post["blocks"].to_string().contains("\"stop\""), "live answers offer Stop");
+        assert!(first_post["blocks"].to_string().contains("\"stop:slack:"), "live answers offer Stop");
         // The model saw the text unescaped and without the bot's mention.
         assert_eq!(contents_with_role(&s.llm.requests()[0], "user"), ["hello <b> & you"]);
         let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
@@ -115,9 +115,11 @@ both_backends! {
     }
 
     async fn slash_stop_cancels_the_running_turn(db) {
-        let s = setup(&db, vec![
+        let mut s = setup(&db, vec![
             Reply::slow_text("word ".repeat(200), Duration::from_millis(50)),
         ]).await;
+        // In an owner-only thread only its owner (or an approver) may stop it.
+        s.config.slack.thread_access = sandpiper_channels::config::ThreadAccess::Owner;
         let run = socket_run(&s).await;
         let alice = run.slack.user("U0ALICE", "alice");
         let root = run.slack.app_mention(CHANNEL_ID, &alice, "talk a lot").await;
@@ -131,7 +133,7 @@ both_backends! {
             .wait_message(CHANNEL_ID, &root, "the stopped answer", |m| m.text.ends_with("_(stopped)_"))
             .await;
         assert!(stopped.text.matches("word").count() < 200, "{}", stopped.text);
-        assert!(!stopped.blocks.to_string().contains("\"stop\""), "no Stop button once stopped");
+        assert!(!stopped.blocks.to_string().contains("\"stop:slack:"), "no Stop button once stopped");
     }
 
     async fn slash_commands_answer_from_the_shared_table(db) {
@@ -249,21 +251,22 @@ both_backends! {
     }
 
     async fn the_stop_button_stops_its_thread_and_rate_limits_are_retried(db) {
-        let s = setup(&db, vec![
+        let mut s = setup(&db, vec![
             Reply::slow_text("word ".repeat(200), Duration::from_millis(50)),
         ]).await;
+        s.config.slack.thread_access = sandpiper_channels::config::ThreadAccess::Owner;
         let run = socket_run(&s).await;
         let alice = run.slack.user("U0ALICE", "alice");
         run.slack.fail_next("chat.postMessage", 1, 1);
         let root = run.slack.app_mention(CHANNEL_ID, &alice, "talk a lot").await;
         let live = run
-            .wait_message(CHANNEL_ID, &root, "the live answer", |m| m.blocks.to_string().contains("\"stop\""))
+            .wait_message(CHANNEL_ID, &root, "the live answer", |m| m.blocks.to_string().contains("\"stop:slack:"))
             .await;
         assert_eq!(run.slack.calls("chat.postMessage").len(), 2, "one 429, one retry");
         let bob = run.slack.user("U0BOB", "bob");
-        run.slack.click(CHANNEL_ID, &live.ts, &bob, "stop", &format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}")).await;
+        run.slack.click(CHANNEL_ID, &live.ts, &bob, &format!("stop:slack:{TEAM_ID}:{CHANNEL_ID}:{root}"), "").await;
         run.ephemeral(CHANNEL_ID, "U0BOB", "Only the person").await;
-        run.slack.click(CHANNEL_ID, &live.ts, &alice, "stop", &format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}")).await;
+        run.slack.click(CHANNEL_ID, &live.ts, &alice, &format!("stop:slack:{TEAM_ID}:{CHANNEL_ID}:{root}"), "").await;
         run.wait_message(CHANNEL_ID, &root, "the stopped answer", |m| m.text.ends_with("_(stopped)_")).await;
     }
 }

@@ -36,7 +36,7 @@ both_backends! {
         assert_eq!(reactions(&run.slack), ["hourglass_flowing_sand"], "the mention shows the agent at work");
 
         run.slack.click(CHANNEL_ID, &card.ts, &bob, &approve, &value).await;
-        run.ephemeral(CHANNEL_ID, "U0BOB", "Not allowed").await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "🚫 only the person").await;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let unchanged = run.card(CHANNEL_ID, &root, 0).await;
         assert_eq!(unchanged.edits, 0, "a refused click changes nothing");
@@ -186,7 +186,7 @@ both_backends! {
         let card = run.card(CHANNEL_ID, &root, 0).await;
         let (always, value) = button(&card, "Always allow");
         run.slack.click(CHANNEL_ID, &card.ts, &bob, &always, &value).await;
-        run.ephemeral(CHANNEL_ID, "U0BOB", "Not allowed").await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "🚫 only the person").await;
         let (approve, value) = button(&card, "Approve");
         run.slack.click(CHANNEL_ID, &card.ts, &bob, &approve, &value).await;
         run.wait_message(CHANNEL_ID, &root, "the card decided by bob", |m| is_card(m) && m.text.contains("Approved by bob")).await;

@@ -396,7 +396,7 @@ both_backends! {
         assert!(sub_card.text.contains("task: Check the build › bash: echo slack-sub"), "{}", sub_card.text);
         let (approve, value) = slack_harness::button(&sub_card, "Approve");
         run.slack.click(CHANNEL_ID, &sub_card.ts, &bob, &approve, &value).await;
-        run.ephemeral(CHANNEL_ID, "U0BOB", "Not allowed").await;
+        run.ephemeral(CHANNEL_ID, "U0BOB", "🚫 only the person").await;
         run.slack.click(CHANNEL_ID, &sub_card.ts, &alice, &approve, &value).await;
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "The sub-agent is done.").await;
         run.wait_message(CHANNEL_ID, &root, "the decided card", |m| {

@@ -72,8 +72,7 @@ pub(super) async fn resolve(store: &Store, target: &Target) -> Result<Resolved, 
         }
         Target::User(name) => name,
     };
-    let fail =
-        |e: crate::store::StoreError| ToolError::model(format!("cannot look up `{name}`: {e}"));
+    let fail = |e| ToolError::store(&format!("cannot look up `{name}`"), e);
     let Some(user) = store.user_by_username(name).await.map_err(fail)? else {
         let showing = store.users_showing_name(name).await.map_err(fail)?;
         return Err(ToolError::model(unknown_user(name, &showing)));

@@ -176,10 +176,10 @@ fn card_requests_of(body: &serde_json::Value) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     for row in buttons(body) {
         for (id, _, _) in row {
-            if let Ok((request, _)) = parse_button_id(&id)
-                && !ids.iter().any(|i| i == request)
+            if let Ok(CardButton::Decide { request, .. }) = id.parse()
+                && !ids.contains(&request)
             {
-                ids.push(request.to_owned());
+                ids.push(request);
             }
         }
     }
@@ -215,15 +215,7 @@ fn a_long_answer_split_at_the_limit_keeps_code_blocks_whole() {
 }
 
 #[test]
-fn ids_round_trip_and_the_live_answer_has_a_stop_button() {
-    assert_eq!(parse_stop_id(&stop_id(42)), Some(ChannelId::new(42)));
-    assert_eq!(parse_stop_id("stop:0"), None);
-    assert_eq!(parse_all_id(&all_id("ap_1", false)), Some(false));
-    assert_eq!(
-        parse_note_modal_id(&note_modal_id("ap_1", ClickAction::DenyWithNote)),
-        Some(("ap_1".into(), ClickAction::DenyWithNote))
-    );
-    assert_eq!(parse_stop_id("stop:x"), None);
+fn the_live_answer_has_a_stop_button_naming_its_workstream() {
     let live = json(&post(
         &Post::Answer {
             text: "working".into(),
@@ -233,10 +225,30 @@ fn ids_round_trip_and_the_live_answer_has_a_stop_button() {
     ));
     assert_eq!(
         live["components"][0]["components"][0]["custom_id"],
-        "stop:42"
+        "stop:discord:42"
     );
     assert_eq!(
         live["allowed_mentions"],
         serde_json::json!({"parse": [], "roles": [], "users": []})
     );
+}
+
+#[test]
+fn a_running_or_waiting_tool_line_carries_stop_and_a_finished_one_does_not() {
+    let line = |state| {
+        Post::Tool(ToolLine {
+            name: "bash".into(),
+            header: "sleep 60".into(),
+            state,
+            output: String::new(),
+            attached: false,
+        })
+    };
+    let stop_of = |state| {
+        json(&post(&line(state), 42))["components"][0]["components"][0]["custom_id"].clone()
+    };
+    assert_eq!(stop_of(ToolState::Running), "stop:discord:42");
+    assert_eq!(stop_of(ToolState::AwaitingApproval), "stop:discord:42");
+    assert_eq!(stop_of(ToolState::Done), serde_json::Value::Null);
+    assert_eq!(stop_of(ToolState::Failed), serde_json::Value::Null);
 }

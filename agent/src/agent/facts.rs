@@ -1,0 +1,80 @@
+//! What a chat channel asks the agent about workstreams, people, approval requests and
+//! deliveries: a narrow set of questions, so a channel talks to the agent and never reaches
+//! into its store.
+
+use crate::Agent;
+use crate::store::StoreError;
+use crate::store::approvals::ApprovalRecord;
+use crate::store::users::User;
+use crate::store::workstreams::WorkstreamInfo;
+
+impl Agent {
+    /// A workstream's stored facts (owner, parent channel, whether closed); `None` when the
+    /// bot has no workstream there.
+    pub async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
+        self.inner.store.workstream(key).await
+    }
+
+    /// Records a workstream opened by `owner` in `parent` (the channel tier of connector
+    /// policy); a workstream that exists keeps its owner, and a parent once recorded is kept.
+    pub async fn open_workstream(
+        &self,
+        key: &str,
+        owner: Option<&str>,
+        parent: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .store
+            .ensure_workstream_in(key, owner, parent)
+            .await
+            .map(|_| ())
+    }
+
+    /// Ends a workstream for good (the caller stopped its turn first): nothing runs in it
+    /// any more, and it is dropped from memory.
+    pub async fn close_workstream(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.store.close_workstream(key).await?;
+        self.forget(key);
+        Ok(())
+    }
+
+    /// Every workstream key, for a channel that looks up its own (a Slack channel's threads).
+    pub async fn workstream_keys(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.store.list_workstreams().await
+    }
+
+    /// The sandpiper user behind a platform identity, made on first sight (`name` is the
+    /// shown name the platform gives).
+    pub async fn person(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+        name: &str,
+    ) -> Result<User, StoreError> {
+        self.inner
+            .store
+            .user_for_identity(platform, platform_user_id, name)
+            .await
+    }
+
+    /// The sandpiper user `id`.
+    pub async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+        self.inner.store.user(id).await
+    }
+
+    /// An approval request as stored (for a card that shows it).
+    pub async fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.inner.store.get_approval(id).await
+    }
+
+    /// Whether `platform` delivers the event `id` for the first time on any node (redeliveries
+    /// and fan-out are handled once).
+    pub async fn first_delivery(&self, platform: &str, id: &str) -> Result<bool, StoreError> {
+        self.inner.store.first_delivery(platform, id).await
+    }
+
+    /// Forgets delivered event ids older than `max_age_ms`; how many went.
+    pub async fn prune_delivered(&self, max_age_ms: i64) -> Result<u64, StoreError> {
+        self.inner.store.prune_delivered(max_age_ms).await
+    }
+}
