@@ -252,6 +252,7 @@ mod tests {
             name: "bash".into(),
             output: "a\nb\n".into(),
             is_error: false,
+            approval: None,
         });
         let live = activity.live();
         assert_eq!(live["w"].phase, TurnPhase::Thinking);
