@@ -313,10 +313,7 @@ async fn run(
             print!("{text}");
             mcp.shutdown().await;
             if !failed.is_empty() {
-                anyhow::bail!(
-                    "MCP server {} failed (see above; SANDPIPER_LOG=debug shows its stderr)",
-                    failed.join(", ")
-                );
+                anyhow::bail!("MCP server {} failed (see above)", failed.join(", "));
             }
             Ok(())
         }

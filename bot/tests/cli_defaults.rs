@@ -359,7 +359,11 @@ fn mcp_test_server() -> Option<std::path::PathBuf> {
 fn mcp_list_fails_naming_a_broken_server_and_a_misshapen_file_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("mcp.json");
-    std::fs::write(&file, r#"{"mcpServers": {"broken": {"command": "false"}}}"#).unwrap();
+    std::fs::write(
+        &file,
+        r#"{"mcpServers": {"broken": {"command": "sh", "args": ["-c", "echo cannot open /var/run/db.sock >&2; exit 3"]}}}"#,
+    )
+    .unwrap();
     let out = sandpiper(dir.path())
         .args(["mcp", "list", "--mcp-config"])
         .arg(&file)
@@ -367,7 +371,12 @@ fn mcp_list_fails_naming_a_broken_server_and_a_misshapen_file_is_an_error() {
         .unwrap();
     let (stdout, stderr) = (text_of(&out.stdout), text_of(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(stdout.starts_with("broken (disconnected): "), "{stdout}");
+    assert!(stdout.starts_with("broken (failed): "), "{stdout}");
+    // Why it failed is in what it last wrote to stderr, shown under it.
+    assert!(
+        stdout.contains("last stderr lines:") && stdout.contains("cannot open /var/run/db.sock"),
+        "{stdout}"
+    );
     assert!(
         stderr.contains("error: MCP server broken failed"),
         "{stderr}"

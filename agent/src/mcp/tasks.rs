@@ -49,26 +49,32 @@ pub(crate) async fn connect_until_listed(
                 }
             } => Some(result),
         };
-        if first {
-            first = false;
-            manager
-                .first_attempts
-                .send_modify(|n| *n = n.saturating_sub(1));
-        }
+        // The first attempt ends once its result is in the catalog, so that a one-shot
+        // command that waited for it (`tools`, `mcp list`) reads the tools it listed.
+        let settle = |first: &mut bool| {
+            if std::mem::take(first) {
+                manager
+                    .first_attempts
+                    .send_modify(|n| *n = n.saturating_sub(1));
+            }
+        };
         let Some(result) = outcome else {
             manager.rebuild_catalog();
+            settle(&mut first);
             return;
         };
         let wait = match result {
             Ok(()) => {
                 slot.record_success();
                 manager.rebuild_catalog();
+                settle(&mut first);
                 return;
             }
             Err(error) => {
                 failures += 1;
                 slot.record_failure(&error, None, &manager.options);
                 manager.rebuild_catalog();
+                settle(&mut first);
                 if !manager.options.retry_connects {
                     return;
                 }
