@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 fn main() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tools");
+    // Read when the script runs, not when it was compiled: a build script shared by two
+    // checkouts through one target directory must read the tools of the checkout it builds.
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = PathBuf::from(manifest).join("../tools");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|rd| {
