@@ -168,10 +168,12 @@ fn mcp_list_reports_the_first_attempts_with_stderr_and_leaves_no_process() {
         .output()
         .expect("mcp list runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // A failed server is a broken installation: the command says so in its exit status.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("error: MCP server broken, hung failed"),
+        "{stderr}"
     );
     assert!(started.elapsed() < Duration::from_secs(10));
     let broken = stdout
