@@ -61,6 +61,7 @@ pub mod model;
 pub mod notify;
 pub mod nudge;
 pub mod output;
+pub mod people;
 pub mod pipeline;
 pub mod prompt;
 pub mod protocol;

@@ -4,11 +4,15 @@
 //! the same way on both sides, and the per-target answer. [`attribution`] is the line every
 //! notification starts with, so the person reading it knows who asked and from which thread.
 
+mod ledger;
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::store::users::is_valid_username;
+
+pub use ledger::Ledger;
 
 /// Longest notification text, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 2000;

@@ -122,7 +122,7 @@ pub fn mcp_failed(mcp: &sandpiper_agent::mcp::McpManager) -> Vec<String> {
         .collect()
 }
 
-pub use sandpiper_channels::answers::{mcp_list, mcp_refresh};
+pub use sandpiper_channels::commands::answers::{mcp_list, mcp_refresh};
 
 /// What `sandpiper mcp refresh` cannot do, said after its report: it is a process of its own,
 /// so it refreshed its own connections and left a running `serve` untouched. Reaching the

@@ -11,8 +11,9 @@ use sandpiper::{commands, wiring};
 use sandpiper_agent::Config;
 use sandpiper_agent::config::redact_url;
 use sandpiper_agent::config::{ConfigSource, ProcessEnv, ToolSearchMode};
+use sandpiper_agent::people::People;
 use sandpiper_agent::tools::ToolRegistry;
-use sandpiper_channels::account;
+use sandpiper_channels::commands::account;
 use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::console::editor::TerminalLines;
 use sandpiper_channels::console::{Console, ConsoleOptions, Output, command_names};
@@ -334,10 +335,10 @@ async fn run(
         }
         Command::Link { code, unlink } => {
             let me = os_user();
-            let store = wiring::open_store(&config).await?;
+            let people = People::new(wiring::open_store(&config).await?);
             println!(
                 "{}",
-                account::link(&store, console_person(&me), code.as_deref(), unlink).await?
+                account::link(&people, console_person(&me), code.as_deref(), unlink).await?
             );
             Ok(())
         }
@@ -345,7 +346,9 @@ async fn run(
             let me = os_user();
             let store = wiring::open_store(&config).await?;
             let who = sandpiper_agent::store::web_access::WebIdentity {
-                user_id: Some(account::user_id(&store, console_person(&me)).await?),
+                user_id: Some(
+                    account::user_id(&People::new(store.clone()), console_person(&me)).await?,
+                ),
                 admin,
             };
             let link = sandpiper_agent::sign_in::make_link(&store, &config.server, &who).await?;
@@ -358,16 +361,16 @@ async fn run(
                 return Ok(());
             }
             let me = os_user();
-            let store = wiring::open_store(&config).await?;
-            println!("{}", account::whoami(&store, console_person(&me)).await?);
+            let people = People::new(wiring::open_store(&config).await?);
+            println!("{}", account::whoami(&people, console_person(&me)).await?);
             Ok(())
         }
         Command::Rename { username } => {
             let me = os_user();
-            let store = wiring::open_store(&config).await?;
+            let people = People::new(wiring::open_store(&config).await?);
             println!(
                 "{}",
-                account::rename(&store, console_person(&me), &username).await?
+                account::rename(&people, console_person(&me), &username).await?
             );
             Ok(())
         }
@@ -380,15 +383,16 @@ async fn run(
                 return Ok(());
             }
             let me = os_user();
-            let store = wiring::open_store(&config).await?;
-            let workstream = format!("console:{workstream}");
+            let people = People::new(wiring::open_store(&config).await?);
+            let workstream =
+                sandpiper_agent::workstream::WorkstreamKey::console(&workstream).to_string();
             let text = match command.unwrap_or(MemoryCommand::List) {
                 MemoryCommand::List => {
-                    account::memory_list(&store, console_person(&me), &workstream).await?
+                    account::memory_list(&people, console_person(&me), &workstream).await?
                 }
                 MemoryCommand::Delete { name, scope } => {
                     account::memory_delete(
-                        &store,
+                        &people,
                         console_person(&me),
                         &workstream,
                         &name,

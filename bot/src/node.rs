@@ -195,7 +195,7 @@ impl Node {
             shutdown.clone(),
         ));
         let watches = crate::wiring::start_watches(&agent, starters, shutdown.clone());
-        let notifier = Notifier::new(agent.store().clone(), platforms);
+        let notifier = Notifier::new(agent.people(), agent.notifications(), platforms);
         let serves_notify = key.is_some();
         match key {
             Some(key) => {

@@ -2,6 +2,12 @@
 //! its options; Slack exposes them as subcommands of one slash command (`/sandpiper ask …`),
 //! filling the options from the words in order. Both parse into the same [`Command`].
 
+pub mod account;
+pub mod answers;
+pub mod connectors;
+pub mod console_link;
+pub mod watches;
+
 use std::collections::HashMap;
 
 /// One option of a command (all options are text).

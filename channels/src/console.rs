@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use sandpiper_agent::Agent;
 use sandpiper_agent::protocol::{ApproveAll, Approver};
 use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::workstream::WorkstreamKey;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -159,6 +160,7 @@ impl Console {
     pub fn starter(&self) -> Arc<dyn TurnStarter> {
         Arc::new(ConsoleStarter {
             key: self.workstream_key(),
+            name: self.options.workstream.clone(),
             queue: self.outside.clone(),
             running: self.interrupter.clone(),
         })
@@ -180,7 +182,7 @@ impl Console {
 
     /// The workstream key.
     pub fn workstream_key(&self) -> String {
-        sandpiper_agent::workstream::WorkstreamKey::console(&self.options.workstream).to_string()
+        WorkstreamKey::console(&self.options.workstream).to_string()
     }
 
     /// Reads messages until input ends (or `/quit`), answering each; says how many turns
@@ -191,8 +193,7 @@ impl Console {
         // The person at the terminal is a sandpiper user like any platform user.
         let user = match self
             .agent
-            .store()
-            .user_for_identity(PLATFORM, &self.options.user, &self.options.user)
+            .person(PLATFORM, &self.options.user, &self.options.user)
             .await
         {
             Ok(user) => user,
@@ -287,7 +288,10 @@ impl Console {
 
 /// [`TurnStarter`] for the console's one workstream.
 struct ConsoleStarter {
+    /// The workstream's key, as stored.
     key: String,
+    /// The console session's name.
+    name: String,
     queue: mpsc::Sender<Work>,
     /// Holds a token while a turn runs.
     running: Interrupter,
@@ -295,7 +299,7 @@ struct ConsoleStarter {
 
 impl TurnStarter for ConsoleStarter {
     fn keys(&self) -> KeyPattern {
-        KeyPattern::Exact(self.key.clone())
+        KeyPattern::Exact(WorkstreamKey::console(&self.name))
     }
 
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {

@@ -7,11 +7,13 @@
 //!
 //! Shared by every platform:
 //! - [`config`]: `[discord]` and `[slack]`, read from the agent's configuration file.
-//! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing.
-//! - [`answers`]: the text answers of the informational commands.
-//! - [`console_link`]: `/console`, a one-time sign-in link to the status page.
-//! - [`connectors`]: `/connectors`: show or change a thread's or channel's MCP servers.
-//! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
+//! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing, and the
+//!   answers every platform gives: [`commands::answers`] (the informational commands),
+//!   [`commands::account`] (`link`, `whoami`, `rename`, `memory` about the person asking),
+//!   [`commands::connectors`] (show or change a thread's or channel's MCP servers),
+//!   [`commands::watches`] (`/watch list|cancel|resume`, and where a fired watch goes) and
+//!   [`commands::console_link`] (`/console`, a one-time sign-in link to the status page).
+//!   A command answer talks to the agent, never to its store (`channels/clippy.toml` says so).
 //! - [`turns`]: one lane per workstream: queued messages, `/stop`.
 //! - [`tasks`]: every background task of a channel, tracked and drained at shutdown.
 //! - [`stream`]: streaming a turn onto a platform (throttled edits, splits, tool lines, a
@@ -38,17 +40,13 @@
 //! - [`discord`]: Discord through serenity.
 //! - [`slack`]: Slack through slack-morphism (Socket Mode or the Events API).
 
-pub mod account;
-pub mod answers;
 pub mod approver;
 pub mod button;
 pub mod card;
 pub mod click;
 pub mod commands;
 pub mod config;
-pub mod connectors;
 pub mod console;
-pub mod console_link;
 pub mod discord;
 pub mod intake;
 pub mod notify;
@@ -61,4 +59,3 @@ pub mod tasks;
 pub mod thread;
 pub mod turns;
 pub mod visible;
-pub mod watches;

@@ -9,12 +9,13 @@
 use std::sync::Arc;
 
 use sandpiper_agent::notify::{
-    ChannelType, MAX_PER_RECIPIENT, NotifyInputError, NotifyRequest, RECIPIENT_WINDOW_MS, Target,
-    TargetStatus, attribution,
+    ChannelType, Ledger, MAX_PER_RECIPIENT, NotifyInputError, NotifyRequest, RECIPIENT_WINDOW_MS,
+    Target, TargetStatus, attribution,
 };
+use sandpiper_agent::people::People;
 use sandpiper_agent::store::notifications::SentNotification;
 use sandpiper_agent::store::users::User;
-use sandpiper_agent::store::{Store, StoreError, now_ms};
+use sandpiper_agent::store::{StoreError, now_ms};
 
 use crate::thread::{OutsideTurn, Starters, Work};
 
@@ -63,7 +64,8 @@ pub enum DeliverError {
 /// Delivers notifications to the platforms this node is connected to. Cheap to clone.
 #[derive(Clone)]
 pub struct Notifier {
-    store: Store,
+    people: People,
+    ledger: Ledger,
     platforms: Vec<Arc<dyn NotifyPlatform>>,
 }
 
@@ -83,9 +85,14 @@ impl std::fmt::Debug for Notifier {
 }
 
 impl Notifier {
-    /// A notifier over `platforms` (the connected ones).
-    pub fn new(store: Store, platforms: Vec<Arc<dyn NotifyPlatform>>) -> Self {
-        Self { store, platforms }
+    /// A notifier over `platforms` (the connected ones), finding recipients among `people`
+    /// and recording what it delivered in `ledger`.
+    pub fn new(people: People, ledger: Ledger, platforms: Vec<Arc<dyn NotifyPlatform>>) -> Self {
+        Self {
+            people,
+            ledger,
+            platforms,
+        }
     }
 
     /// The platforms it can post to.
@@ -138,7 +145,7 @@ impl Notifier {
             }
             Target::User(name) => {
                 let user = self.recipient(&name, request).await?;
-                let identities = self.store.identities_of(&user.id).await?;
+                let identities = self.people.identities(&user.id).await?;
                 let mut results = Vec::new();
                 for (platform_name, platform_user) in &identities {
                     let Some(platform) = ChannelType::parse(platform_name) else {
@@ -178,8 +185,8 @@ impl Notifier {
     /// rename in between cannot redirect it), or the one with exactly that username.
     async fn recipient(&self, name: &str, request: &NotifyRequest) -> Result<User, DeliverError> {
         let found = match &request.user_id {
-            Some(id) => self.store.user(id).await?,
-            None => self.store.user_by_username(name).await?,
+            Some(id) => self.people.user(id).await?,
+            None => self.people.by_username(name).await?,
         };
         found.ok_or_else(|| DeliverError::NotFound(format!("there is no user `{name}`")))
     }
@@ -202,7 +209,7 @@ impl Notifier {
         if request.workstream.as_deref() == Some(key.as_str()) {
             return Ok(None);
         }
-        Ok(self.store.workstream(&key).await?.map(|_| {
+        Ok(self.ledger.is_workstream(&key).await?.then(|| {
             "that channel is another workstream's thread; a notification never posts into \
              another thread (notify the person instead)"
                 .to_owned()
@@ -224,8 +231,8 @@ impl Notifier {
         if let Some(workstream) = &out.request.workstream {
             let since = now_ms() - RECIPIENT_WINDOW_MS;
             let recent = self
-                .store
-                .notifications_to_since(workstream, platform.as_str(), channel, since)
+                .ledger
+                .sent_since(workstream, platform.as_str(), channel, since)
                 .await?;
             if recent >= MAX_PER_RECIPIENT {
                 tracing::info!(target = %label, %workstream, recent, "notification refused: per-recipient limit");
@@ -255,7 +262,7 @@ impl Notifier {
                 recipient: to.as_ref().map(|t| t.user.to_owned()),
                 recipient_account: to.as_ref().map(|t| t.account.to_owned()),
             };
-            if let Err(e) = self.store.record_notification(&sent).await {
+            if let Err(e) = self.ledger.record(&sent).await {
                 tracing::warn!(target = %label, error = %e, "a delivered notification was not recorded; a reply to it will not continue its thread");
             }
         }
@@ -354,12 +361,12 @@ pub fn may_answer(sent: &SentNotification, account: &str, text: &str) -> Result<
 /// what its writer's `recall` or `user` memories reach: the thread does not become one they
 /// took part in, and their memories do not enter it.
 pub async fn continue_from_reply(
-    store: &Store,
+    ledger: &Ledger,
     starters: &Starters,
     reply: Reply<'_>,
 ) -> Result<ReplyOutcome, StoreError> {
-    let Some(sent) = store
-        .notification(reply.platform.as_str(), reply.channel, reply.replied_to)
+    let Some(sent) = ledger
+        .find(reply.platform.as_str(), reply.channel, reply.replied_to)
         .await?
     else {
         return Ok(ReplyOutcome::NotANotification);

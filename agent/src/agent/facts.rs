@@ -3,9 +3,12 @@
 //! into its store.
 
 use crate::Agent;
+use crate::notify::Ledger;
+use crate::people::People;
 use crate::store::StoreError;
 use crate::store::approvals::ApprovalRecord;
 use crate::store::users::User;
+use crate::store::watches::{WatchError, WatchRecord};
 use crate::store::workstreams::WorkstreamInfo;
 
 impl Agent {
@@ -76,5 +79,66 @@ impl Agent {
     /// Forgets delivered event ids older than `max_age_ms`; how many went.
     pub async fn prune_delivered(&self, max_age_ms: i64) -> Result<u64, StoreError> {
         self.inner.store.prune_delivered(max_age_ms).await
+    }
+
+    /// People: identities, links, names and the memories a person can see.
+    pub fn people(&self) -> People {
+        People::new(self.inner.store.clone())
+    }
+
+    /// Delivered notifications (for the notifier and replies to them).
+    pub fn notifications(&self) -> Ledger {
+        Ledger::new(self.inner.store.clone())
+    }
+
+    /// The watches of `workstream`, active and ended.
+    pub async fn watches_of(&self, workstream: &str) -> Result<Vec<WatchRecord>, StoreError> {
+        self.inner.store.watches_of(workstream).await
+    }
+
+    /// Cancels the active watch of `workstream` named `which` (or whose id starts with it).
+    pub async fn cancel_watch(
+        &self,
+        workstream: &str,
+        which: &str,
+    ) -> Result<WatchRecord, WatchError> {
+        self.inner.store.cancel_watch(workstream, which).await
+    }
+
+    /// Resumes the paused watch of `workstream` named `which` (or whose id starts with it);
+    /// it polls at once.
+    pub async fn resume_watch(
+        &self,
+        workstream: &str,
+        which: &str,
+    ) -> Result<WatchRecord, WatchError> {
+        self.inner.store.resume_watch(workstream, which).await
+    }
+
+    /// Sets (or with `None` clears) the connectors a thread may use; `false` when there is
+    /// no such workstream.
+    pub async fn set_thread_connectors(
+        &self,
+        workstream: &str,
+        ids: Option<&[String]>,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .store
+            .set_workstream_connectors(workstream, ids)
+            .await
+    }
+
+    /// Sets (or with `None` clears) the connectors threads of `channel` may use; `by` is the
+    /// admin who changed it.
+    pub async fn set_channel_connectors(
+        &self,
+        channel: &str,
+        ids: Option<&[String]>,
+        by: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .store
+            .set_channel_connectors(channel, ids, by)
+            .await
     }
 }

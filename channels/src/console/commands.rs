@@ -1,12 +1,12 @@
 //! The chat commands at the console: the same table as Discord and Slack
-//! ([`crate::commands::COMMANDS`]) and the same answers ([`crate::answers`],
-//! [`crate::connectors`]), plus `/quit`. A command never reaches the model; an unknown one
+//! ([`crate::commands::COMMANDS`]) and the same answers ([`crate::commands::answers`],
+//! [`crate::commands::connectors`]), plus `/quit`. A command never reaches the model; an unknown one
 //! says so and lists them; `//` starts a message with a literal slash.
 
 use sandpiper_agent::Agent;
 
-use crate::account::Person;
-use crate::answers::Where;
+use crate::commands::account::Person;
+use crate::commands::answers::Where;
 use crate::commands::{COMMANDS, Command, CommandError};
 
 /// How commands are typed here.
@@ -116,16 +116,18 @@ impl ConsoleCommands<'_> {
             ),
             Command::Close => self.close().await,
             Command::Connectors { action, scope } => {
-                let at = crate::connectors::At {
+                let at = crate::commands::connectors::At {
                     workstream: Some(self.key),
                     channel: None,
                     user_id: self.user_id,
                     admin: true,
                     prefix: PREFIX,
                 };
-                Done::Answer(crate::connectors::answer(self.agent, &action, scope, at).await)
+                Done::Answer(
+                    crate::commands::connectors::answer(self.agent, &action, scope, at).await,
+                )
             }
-            cmd => match crate::answers::answer(self.agent, &cmd, person, at).await {
+            cmd => match crate::commands::answers::answer(self.agent, &cmd, person, at).await {
                 Some(text) => Done::Answer(unfence(&text)),
                 None => Done::Answer(unknown(name)),
             },
@@ -134,10 +136,9 @@ impl ConsoleCommands<'_> {
 
     /// `/close`: the workstream ends, and so does the console.
     async fn close(&self) -> Done {
-        if let Err(e) = self.agent.store().close_workstream(self.key).await {
+        if let Err(e) = self.agent.close_workstream(self.key).await {
             return Done::Answer(format!("Could not close it: {e}"));
         }
-        self.agent.forget(self.key);
         tracing::info!(
             workstream = self.key,
             by = self.user_id,

@@ -11,8 +11,8 @@ use serenity::all::{
 use super::respond::{Error, Reply, Responder};
 use super::workstreams::{self, is_bot_admin, start_workstream, thread_name};
 use super::{Bot, PLATFORM, render, workstream_key};
-use crate::account::Person;
-use crate::answers::{Where, answer};
+use crate::commands::account::Person;
+use crate::commands::answers::{Where, answer};
 use crate::commands::{COMMANDS, Command};
 use crate::intake::Place;
 
@@ -153,14 +153,14 @@ pub(super) async fn on_command(
                 }
                 None => None,
             };
-            let at = crate::connectors::At {
+            let at = crate::commands::connectors::At {
                 workstream: ws.as_ref().map(|w| w.row.key.as_str()),
                 channel: channel.as_deref(),
                 user_id: &person.id,
                 admin: is_bot_admin(c.member.as_deref(), &bot.config.admin_roles),
                 prefix: "/",
             };
-            let text = crate::connectors::answer(&bot.agent, &action, scope, at).await;
+            let text = crate::commands::connectors::answer(&bot.agent, &action, scope, at).await;
             reply.send(Reply::Private(text)).await
         }
         other => {

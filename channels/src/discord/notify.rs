@@ -100,11 +100,11 @@ pub(super) async fn reply_to_notification(
     let Some(starters) = bot.starters.get() else {
         return Ok(None);
     };
-    let store = bot.agent.store();
+    let ledger = bot.agent.notifications();
     let channel = msg.channel_id.to_string();
     let replied_to = replied_to.to_string();
-    if store
-        .notification(ChannelType::Discord.as_str(), &channel, &replied_to)
+    if ledger
+        .find(ChannelType::Discord.as_str(), &channel, &replied_to)
         .await?
         .is_none()
     {
@@ -120,7 +120,7 @@ pub(super) async fn reply_to_notification(
         username: &author.username,
         text: &msg.content,
     };
-    let outcome = crate::notify::continue_from_reply(store, starters, reply).await?;
+    let outcome = crate::notify::continue_from_reply(&ledger, starters, reply).await?;
     Ok(Some(outcome))
 }
 

@@ -16,8 +16,8 @@ use super::events::converse;
 use super::mrkdwn::{escape, from_markdown, unescape};
 use super::turn::Thread;
 use super::{Ctx, spawn};
-use crate::account::Person;
-use crate::answers::{self, Where};
+use crate::commands::account::Person;
+use crate::commands::answers::{self, Where};
 use crate::commands::{Command, ConnectorsAction, MemoryAction, PolicyScope, WatchAction, help};
 
 /// Acknowledges a command: `Some(text)` is the immediate (ephemeral) reply; the rest is done in
@@ -155,14 +155,14 @@ async fn connectors(
         channel: channel.to_owned(),
     }
     .to_string();
-    let at = crate::connectors::At {
+    let at = crate::commands::connectors::At {
         workstream: workstream.as_deref(),
         channel: Some(&channel_key),
         user_id: &me.id,
         admin,
         prefix: &ctx.prefix(),
     };
-    from_markdown(&crate::connectors::answer(&ctx.agent, action, scope, at).await)
+    from_markdown(&crate::commands::connectors::answer(&ctx.agent, action, scope, at).await)
 }
 
 /// `stop`: every running turn in the channel the caller may stop.

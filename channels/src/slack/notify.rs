@@ -65,9 +65,9 @@ pub(super) async fn reply_to_notification(
     text: &str,
 ) -> Option<ReplyOutcome> {
     let starters = ctx.starters.get()?;
-    let store = ctx.agent.store();
-    match store
-        .notification(ChannelType::Slack.as_str(), channel, thread_ts)
+    let ledger = ctx.agent.notifications();
+    match ledger
+        .find(ChannelType::Slack.as_str(), channel, thread_ts)
         .await
     {
         Ok(Some(_)) => {}
@@ -87,7 +87,7 @@ pub(super) async fn reply_to_notification(
         username: &user.username,
         text: &text,
     };
-    match crate::notify::continue_from_reply(store, starters, reply).await {
+    match crate::notify::continue_from_reply(&ledger, starters, reply).await {
         Ok(outcome) => Some(outcome),
         Err(e) => Some(ReplyOutcome::Refused(format!(
             "my database did not answer ({e})"

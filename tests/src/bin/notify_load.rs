@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use sandpiper_agent::config::ServerConfig;
 use sandpiper_agent::metrics::Metrics;
-use sandpiper_agent::notify::ChannelType;
+use sandpiper_agent::notify::{ChannelType, Ledger};
+use sandpiper_agent::people::People;
 use sandpiper_agent::service_jwt::{CHANNEL_AUDIENCE, ServiceKey};
 use sandpiper_agent::store::Store;
 use sandpiper_channels::notify::{Notifier, NotifyPlatform, PostError};
@@ -97,7 +98,11 @@ async fn main() -> anyhow::Result<()> {
         .user_for_identity("slack", "U0LOAD", "loaduser")
         .await?;
     let platform = Arc::new(NoLatency::default());
-    let notifier = Notifier::new(store, vec![platform.clone()]);
+    let notifier = Notifier::new(
+        People::new(store.clone()),
+        Ledger::new(store),
+        vec![platform.clone()],
+    );
     let key = ServiceKey::new(SECRET)?;
     let router = sandpiper::notify_api::router(notifier, key.clone(), Metrics::default());
     let limits = ServerConfig {

@@ -4,12 +4,12 @@
 use sandpiper_agent::Agent;
 use sandpiper_agent::store::web_access::WebIdentity;
 
-use crate::account::{self, Person};
+use crate::commands::account::{self, Person};
 
 /// The answer to `/console` for `who`; `admin` as the platform decided it (Discord
 /// Administrator or `admin_roles`, Slack `admin_usergroups`).
 pub async fn answer(agent: &Agent, who: Person<'_>, admin: bool) -> String {
-    let user_id = match account::user_id(agent.store(), who).await {
+    let user_id = match account::user_id(&agent.people(), who).await {
         Ok(id) => id,
         Err(e) => return format!("console: {e}"),
     };

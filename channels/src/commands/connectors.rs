@@ -47,7 +47,6 @@ async fn run(
     scope: PolicyScope,
     at: At<'_>,
 ) -> Result<String, sandpiper_agent::store::StoreError> {
-    let store = agent.store();
     // Typed in a channel rather than a thread: the channel is what there is to change.
     let scope = match (scope, at.workstream, at.channel) {
         (PolicyScope::Thread, None, Some(_)) => PolicyScope::Channel,
@@ -68,7 +67,7 @@ async fn run(
                     p = at.prefix
                 ));
             };
-            let owner = store.workstream(ws).await?.and_then(|w| w.row.owner);
+            let owner = agent.workstream(ws).await?.and_then(|w| w.row.owner);
             if !at.admin && owner.as_deref() != Some(at.user_id) {
                 return Ok(
                     "🚫 Only the person who started this thread, or an admin, can change its \
@@ -76,7 +75,7 @@ async fn run(
                         .into(),
                 );
             }
-            store.set_workstream_connectors(ws, ids.as_deref()).await?;
+            agent.set_thread_connectors(ws, ids.as_deref()).await?;
             tracing::info!(workstream = ws, by = at.user_id, connectors = ?ids, "thread connectors changed");
         }
         PolicyScope::Channel => {
@@ -90,7 +89,7 @@ async fn run(
             if !at.admin {
                 return Ok("🚫 Only an admin can change a channel's connectors.".into());
             }
-            store
+            agent
                 .set_channel_connectors(channel, ids.as_deref(), Some(at.user_id))
                 .await?;
             tracing::info!(channel, by = at.user_id, connectors = ?ids, "channel connectors changed");

@@ -5,20 +5,12 @@
 
 use std::fmt::Write as _;
 
-use sandpiper_agent::store::Store;
+use sandpiper_agent::people::People;
 use sandpiper_agent::store::memories::{Scope, Visibility};
 use sandpiper_agent::store::users::{IdentityError, User};
 
 /// The person a command is about: a platform identity.
-#[derive(Debug, Clone, Copy)]
-pub struct Person<'a> {
-    /// `console`, `discord`, `slack`.
-    pub platform: &'a str,
-    /// The platform's user id.
-    pub platform_user_id: &'a str,
-    /// Name shown on the platform (the first username comes from it).
-    pub display_name: &'a str,
-}
+pub use sandpiper_agent::people::Identity as Person;
 
 /// Why an account command failed; the message is for the user.
 #[derive(Debug, thiserror::Error)]
@@ -34,26 +26,24 @@ pub enum AccountError {
     Usage(String),
 }
 
-async fn me(store: &Store, who: Person<'_>) -> Result<User, AccountError> {
-    Ok(store
-        .user_for_identity(who.platform, who.platform_user_id, who.display_name)
-        .await?)
+async fn me(people: &People, who: Person<'_>) -> Result<User, AccountError> {
+    Ok(people.person(who).await?)
 }
 
 /// The sandpiper user id of the person (created on first sight).
-pub async fn user_id(store: &Store, who: Person<'_>) -> Result<String, AccountError> {
-    Ok(me(store, who).await?.id)
+pub async fn user_id(people: &People, who: Person<'_>) -> Result<String, AccountError> {
+    Ok(me(people, who).await?.id)
 }
 
 /// `link` (new code), `link CODE` (join), `link --unlink`.
 pub async fn link(
-    store: &Store,
+    people: &People,
     who: Person<'_>,
     code: Option<&str>,
     unlink: bool,
 ) -> Result<String, AccountError> {
     if unlink {
-        let user = store.unlink(who.platform, who.platform_user_id).await?;
+        let user = people.unlink(who).await?;
         return Ok(format!(
             "unlinked: this {} account is now its own user, {}",
             who.platform, user.username
@@ -61,8 +51,8 @@ pub async fn link(
     }
     match code {
         None => {
-            let user = me(store, who).await?;
-            let code = store.create_link_code(&user.id).await?;
+            let user = me(people, who).await?;
+            let code = people.new_link_code(&user.id).await?;
             Ok(format!(
                 "Your link code is {code} (valid for 10 minutes, once).\n\
                  Enter it on your other account: `/link {code}` on Discord, \
@@ -71,10 +61,8 @@ pub async fn link(
             ))
         }
         Some(code) => {
-            let user = store
-                .redeem_link_code(who.platform, who.platform_user_id, who.display_name, code)
-                .await?;
-            let ids = store.identities_of(&user.id).await?;
+            let user = people.redeem_link_code(who, code).await?;
+            let ids = people.identities(&user.id).await?;
             let list: Vec<String> = ids.iter().map(|(p, id)| format!("{p}:{id}")).collect();
             Ok(format!(
                 "linked: you are {} on {}",
@@ -86,36 +74,36 @@ pub async fn link(
 }
 
 /// `sandpiper whoami`: username and linked identities.
-pub async fn whoami(store: &Store, who: Person<'_>) -> Result<String, AccountError> {
-    let user = me(store, who).await?;
-    let ids = store.identities_of(&user.id).await?;
+pub async fn whoami(people: &People, who: Person<'_>) -> Result<String, AccountError> {
+    let user = me(people, who).await?;
+    let ids = people.identities(&user.id).await?;
     let list: Vec<String> = ids.iter().map(|(p, id)| format!("{p}:{id}")).collect();
     Ok(format!("{} ({})", user.username, list.join(", ")))
 }
 
 /// `sandpiper rename NAME`.
 pub async fn rename(
-    store: &Store,
+    people: &People,
     who: Person<'_>,
     username: &str,
 ) -> Result<String, AccountError> {
-    let user = me(store, who).await?;
-    let renamed = store.rename_user(&user.id, username).await?;
+    let user = me(people, who).await?;
+    let renamed = people.rename(&user.id, username).await?;
     Ok(format!("you are now {}", renamed.username))
 }
 
 /// `memory list`: what a turn of this user in `workstream` (a full key) could see.
 pub async fn memory_list(
-    store: &Store,
+    people: &People,
     who: Person<'_>,
     workstream: &str,
 ) -> Result<String, AccountError> {
-    let user = me(store, who).await?;
+    let user = me(people, who).await?;
     let vis = Visibility {
         workstream: workstream.to_owned(),
         user_id: Some(user.id),
     };
-    let found = store.visible_memories(&vis, 1000).await?;
+    let found = people.visible_memories(&vis, 1000).await?;
     if found.is_empty() {
         return Ok("no memories\n".into());
     }
@@ -147,7 +135,7 @@ pub fn may_delete(scope: Scope, admin: bool) -> Result<(), AccountError> {
 /// `memory delete NAME [--scope S]` in `workstream` (a full key). `admin`: whether the person
 /// may delete global memories (see [`may_delete`]).
 pub async fn memory_delete(
-    store: &Store,
+    people: &People,
     who: Person<'_>,
     workstream: &str,
     name: &str,
@@ -163,18 +151,18 @@ pub async fn memory_delete(
             })
         })
         .transpose()?;
-    let user = me(store, who).await?;
+    let user = me(people, who).await?;
     let vis = Visibility {
         workstream: workstream.to_owned(),
         user_id: Some(user.id),
     };
-    let found = store.named_memories(&vis, name, scope).await?;
+    let found = people.named_memories(&vis, name, scope).await?;
     let found = match found.as_slice() {
         [one] => {
             may_delete(one.scope, admin)?;
             // Pinned to the scope just checked, so a global memory of the same name saved in
             // the meantime is not what gets deleted.
-            store.delete_memory(&vis, name, Some(one.scope)).await?
+            people.delete_memory(&vis, name, Some(one.scope)).await?
         }
         _ => found,
     };

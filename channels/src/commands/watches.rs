@@ -59,9 +59,8 @@ pub async fn answer(agent: &Agent, action: &WatchAction, at: At<'_>) -> String {
     let Some(ws) = at.workstream else {
         return format!("Use {}watch in a thread I answer in.", at.prefix);
     };
-    let store = agent.store();
     let result = match action {
-        WatchAction::List => store
+        WatchAction::List => agent
             .watches_of(ws)
             .await
             .map(|w| {
@@ -78,12 +77,12 @@ pub async fn answer(agent: &Agent, action: &WatchAction, at: At<'_>) -> String {
                 Err(e) => return format!("watch: {e}"),
             }
             if matches!(action, WatchAction::Cancel(_)) {
-                store.cancel_watch(ws, which).await.map(|w| {
+                agent.cancel_watch(ws, which).await.map(|w| {
                     tracing::info!(workstream = ws, watch = %w.id, by = at.user_id, "watch cancelled");
                     format!("⏹ watch `{}` cancelled after {} poll(s)", w.watch.name, w.polls)
                 })
             } else {
-                store.resume_watch(ws, which).await.map(|w| {
+                agent.resume_watch(ws, which).await.map(|w| {
                     tracing::info!(workstream = ws, watch = %w.id, by = at.user_id, "watch resumed");
                     format!("▶️ watch `{}` resumed; it polls now", w.watch.name)
                 })
@@ -102,11 +101,7 @@ async fn may_change(
     if at.admin {
         return Ok(None);
     }
-    let owner = agent
-        .store()
-        .workstream(ws)
-        .await?
-        .and_then(|w| w.row.owner);
+    let owner = agent.workstream(ws).await?.and_then(|w| w.row.owner);
     Ok((owner.as_deref() != Some(at.user_id)).then(|| {
         "🚫 Only the person who started this thread, or an admin, can cancel or resume its \
          watches."

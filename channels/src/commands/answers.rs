@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use sandpiper_agent::Agent;
 
-use crate::account::{self, Person};
+use crate::commands::account::{self, Person};
 use crate::commands::{Command, McpAction, MemoryAction, help};
 
 /// Where a command was typed.
@@ -32,26 +32,26 @@ pub async fn answer(
     who: Person<'_>,
     at: Where<'_>,
 ) -> Option<String> {
-    let store = agent.store();
+    let people = agent.people();
     let text = match cmd {
         Command::Ask { .. } | Command::Stop | Command::Close | Command::Connectors { .. } => {
             return None;
         }
         Command::Watch { action } => {
-            let user = match account::user_id(store, who).await {
+            let user = match account::user_id(&people, who).await {
                 Ok(id) => id,
                 Err(e) => return Some(format!("watch: {e}")),
             };
-            let at = crate::watches::At {
+            let at = crate::commands::watches::At {
                 workstream: at.workstream,
                 user_id: &user,
                 admin: at.admin,
                 prefix: at.prefix,
             };
-            crate::watches::answer(agent, action, at).await
+            crate::commands::watches::answer(agent, action, at).await
         }
         Command::Help => help(at.prefix),
-        Command::Console => crate::console_link::answer(agent, who, at.admin).await,
+        Command::Console => crate::commands::console_link::answer(agent, who, at.admin).await,
         Command::Compact => match at.workstream {
             None => format!("Use {}compact inside a thread I answer in.", at.prefix),
             Some(ws) => compact(agent, who, ws, at).await,
@@ -60,15 +60,15 @@ pub async fn answer(
             None => format!("Use {}status inside a thread I answer in.", at.prefix),
             Some(ws) => status(agent, ws).await,
         },
-        Command::Link { code } => account::link(store, who, code.as_deref(), false)
+        Command::Link { code } => account::link(&people, who, code.as_deref(), false)
             .await
             .unwrap_or_else(|e| format!("link failed: {e}")),
         Command::Memory { action } => {
             let ws = at.workstream.unwrap_or("none");
             let result = match action {
-                MemoryAction::List => account::memory_list(store, who, ws).await,
+                MemoryAction::List => account::memory_list(&people, who, ws).await,
                 MemoryAction::Delete { name } => {
-                    account::memory_delete(store, who, ws, name, None, at.admin).await
+                    account::memory_delete(&people, who, ws, name, None, at.admin).await
                 }
             };
             match result {
@@ -98,7 +98,7 @@ pub async fn status(agent: &Agent, workstream: &str) -> String {
         Err(e) => return format!("status failed: {e}"),
     };
     let owner = match &status.owner {
-        Some(id) => match agent.store().user(id).await {
+        Some(id) => match agent.user(id).await {
             Ok(Some(u)) => u.shown_name().to_owned(),
             _ => id.clone(),
         },
@@ -159,12 +159,11 @@ pub fn may_compact(is_owner: bool, at: Where<'_>) -> Result<(), CompactRefusal> 
 }
 
 async fn compact(agent: &Agent, who: Person<'_>, workstream: &str, at: Where<'_>) -> String {
-    let store = agent.store();
-    let user = match account::user_id(store, who).await {
+    let user = match account::user_id(&agent.people(), who).await {
         Ok(id) => id,
         Err(e) => return format!("compact: {e}"),
     };
-    let owner = match store.workstream(workstream).await {
+    let owner = match agent.workstream(workstream).await {
         Ok(Some(info)) => info.row.owner,
         Ok(None) => return format!("No workstream `{workstream}` yet."),
         Err(e) => return format!("compact failed: {e}"),

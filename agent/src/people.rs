@@ -1,0 +1,118 @@
+//! People, as a channel sees them: who a platform identity is, the identities a person has
+//! linked, their name, and the memories they can see. A channel's account commands (`link`,
+//! `whoami`, `rename`, `memory`) and the notifier use these and never the store itself.
+//!
+//! [`People`] is a cheap handle: [`Agent::people`](crate::Agent::people) gives one, and a
+//! command-line tool that has a store but no agent makes one with [`People::new`].
+
+use crate::store::memories::{Memory, Scope, Visibility};
+use crate::store::users::{IdentityError, User};
+use crate::store::{Store, StoreError};
+
+/// A platform identity: who typed a command or wrote a message.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity<'a> {
+    /// `console`, `discord`, `slack`.
+    pub platform: &'a str,
+    /// The platform's user id.
+    pub platform_user_id: &'a str,
+    /// The name the platform shows (a new person's first username comes from it).
+    pub display_name: &'a str,
+}
+
+/// People and what is theirs. Cheap to clone.
+#[derive(Clone)]
+pub struct People {
+    store: Store,
+}
+
+impl std::fmt::Debug for People {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("People").finish_non_exhaustive()
+    }
+}
+
+impl People {
+    /// People as `store` records them.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// The sandpiper user behind `who`, made on first sight.
+    pub async fn person(&self, who: Identity<'_>) -> Result<User, StoreError> {
+        self.store
+            .user_for_identity(who.platform, who.platform_user_id, who.display_name)
+            .await
+    }
+
+    /// The sandpiper user `id`.
+    pub async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
+        self.store.user(id).await
+    }
+
+    /// The user called `username` (a leading `@` and case do not matter).
+    pub async fn by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
+        self.store.user_by_username(username).await
+    }
+
+    /// Every `(platform, platform user id)` linked to user `id`, sorted.
+    pub async fn identities(&self, id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.store.identities_of(id).await
+    }
+
+    /// A one-time code that links another identity to user `id`.
+    pub async fn new_link_code(&self, id: &str) -> Result<String, StoreError> {
+        self.store.create_link_code(id).await
+    }
+
+    /// Joins `who` to the user that made `code`.
+    pub async fn redeem_link_code(
+        &self,
+        who: Identity<'_>,
+        code: &str,
+    ) -> Result<User, IdentityError> {
+        self.store
+            .redeem_link_code(who.platform, who.platform_user_id, who.display_name, code)
+            .await
+    }
+
+    /// Makes `who` a user of its own again.
+    pub async fn unlink(&self, who: Identity<'_>) -> Result<User, IdentityError> {
+        self.store.unlink(who.platform, who.platform_user_id).await
+    }
+
+    /// Renames user `id`.
+    pub async fn rename(&self, id: &str, username: &str) -> Result<User, IdentityError> {
+        self.store.rename_user(id, username).await
+    }
+
+    /// What a turn with this visibility could see, at most `limit`.
+    pub async fn visible_memories(
+        &self,
+        vis: &Visibility,
+        limit: usize,
+    ) -> Result<Vec<Memory>, StoreError> {
+        self.store.visible_memories(vis, limit).await
+    }
+
+    /// The visible memories called `name` (of `scope`, when given).
+    pub async fn named_memories(
+        &self,
+        vis: &Visibility,
+        name: &str,
+        scope: Option<Scope>,
+    ) -> Result<Vec<Memory>, StoreError> {
+        self.store.named_memories(vis, name, scope).await
+    }
+
+    /// Deletes the visible memory called `name` when exactly one matches; returns what
+    /// matched (deleted when it was one).
+    pub async fn delete_memory(
+        &self,
+        vis: &Visibility,
+        name: &str,
+        scope: Option<Scope>,
+    ) -> Result<Vec<Memory>, StoreError> {
+        self.store.delete_memory(vis, name, scope).await
+    }
+}
