@@ -7,6 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Backend, Store, StoreError, now_ms};
+use crate::workstream::{KeyPlatform, WorkstreamKey};
 
 /// Most active watches in one workstream.
 pub const MAX_ACTIVE_PER_WORKSTREAM: i64 = 5;
@@ -112,22 +113,22 @@ pub struct WatchRecord {
 /// How a message a watch wrote into its workstream starts; the depth guard counts them.
 pub const WATCH_MESSAGE_PREFIX: &str = "[watch ";
 
-/// Which workstreams a runner polls, by key: every key of a platform (`discord:`), or one
-/// workstream (the console's).
+/// Which workstreams a runner polls, by key: every workstream of a platform (a Discord or
+/// Slack node's), or one workstream (the console's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyPattern {
-    /// Keys starting with this.
-    Prefix(String),
-    /// This key.
-    Exact(String),
+    /// Every workstream on this platform, sub-agents' children included.
+    Platform(KeyPlatform),
+    /// This workstream.
+    Exact(WorkstreamKey),
 }
 
 impl KeyPattern {
     /// Whether `key` is one of these workstreams.
     pub fn matches(&self, key: &str) -> bool {
         match self {
-            KeyPattern::Prefix(p) => key.starts_with(p.as_str()),
-            KeyPattern::Exact(k) => key == k,
+            KeyPattern::Platform(p) => key.starts_with(p.prefix()),
+            KeyPattern::Exact(k) => key.parse::<WorkstreamKey>().is_ok_and(|key| key == *k),
         }
     }
 }
@@ -167,64 +168,50 @@ pub enum WatchError {
     Ambiguous(String),
 }
 
-type Row = (
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<String>,
-    i64,
-    i64,
-    String,
-    Option<String>,
-    i64,
-    i64,
-    Option<String>,
-    Option<i64>,
-);
+/// A `watches` row, column for column ([`COLUMNS`]).
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    workstream: String,
+    name: String,
+    command: String,
+    poll_every_ms: i64,
+    stop_on: Option<String>,
+    max_polls: i64,
+    polls: i64,
+    state: String,
+    created_by: Option<String>,
+    created_at: i64,
+    next_poll_at: i64,
+    last_output: Option<String>,
+    last_exit_code: Option<i64>,
+}
 
 const COLUMNS: &str = "id, workstream, name, command, poll_every_ms, stop_on, max_polls, polls, \
                        state, created_by, created_at, next_poll_at, last_output, last_exit_code";
 
 fn record(row: Row) -> Result<WatchRecord, StoreError> {
-    let (
-        id,
-        workstream,
-        name,
-        command,
-        poll_every_ms,
-        stop_on,
-        max_polls,
-        polls,
-        state,
-        created_by,
-        created_at,
-        next_poll_at,
-        last_output,
-        last_exit_code,
-    ) = row;
-    let state = state.parse().map_err(|message| StoreError::Corrupt {
+    let state = row.state.parse().map_err(|message| StoreError::Corrupt {
         table: "watches",
-        message: format!("watch {id}: {message}"),
+        message: format!("watch {}: {message}", row.id),
     })?;
     Ok(WatchRecord {
-        id,
+        id: row.id,
         watch: NewWatch {
-            workstream,
-            name,
-            command,
-            poll_every_ms,
-            stop_on,
-            max_polls,
-            created_by,
+            workstream: row.workstream,
+            name: row.name,
+            command: row.command,
+            poll_every_ms: row.poll_every_ms,
+            stop_on: row.stop_on,
+            max_polls: row.max_polls,
+            created_by: row.created_by,
         },
-        polls,
+        polls: row.polls,
         state,
-        created_at,
-        next_poll_at,
-        last_output,
-        last_exit_code,
+        created_at: row.created_at,
+        next_poll_at: row.next_poll_at,
+        last_output: row.last_output,
+        last_exit_code: row.last_exit_code,
     })
 }
 
@@ -379,7 +366,7 @@ impl Store {
         let owned = keys
             .iter()
             .map(|key| match key {
-                KeyPattern::Prefix(_) => {
+                KeyPattern::Platform(_) => {
                     let (text, len) = (param(), param());
                     format!("substr(workstream, 1, ${len}) = ${text}")
                 }
@@ -401,10 +388,10 @@ impl Store {
             .bind(limit);
         for key in keys {
             query = match key {
-                KeyPattern::Prefix(p) => query
-                    .bind(p.clone())
-                    .bind(i32::try_from(p.chars().count()).unwrap_or(i32::MAX)),
-                KeyPattern::Exact(k) => query.bind(k.clone()),
+                KeyPattern::Platform(p) => query
+                    .bind(p.prefix())
+                    .bind(i32::try_from(p.prefix().chars().count()).unwrap_or(i32::MAX)),
+                KeyPattern::Exact(k) => query.bind(k.to_string()),
             };
         }
         let rows = query.fetch_all(self.pool()).await?;

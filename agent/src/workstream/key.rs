@@ -47,6 +47,28 @@ pub enum WorkstreamKey {
     },
 }
 
+/// The platform a workstream lives on; a sub-agent's child lives on its parent's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyPlatform {
+    /// `discord:…`
+    Discord,
+    /// `slack:…`
+    Slack,
+    /// `console:…`
+    Console,
+}
+
+impl KeyPlatform {
+    /// How every key of the platform starts, its children's included.
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            KeyPlatform::Discord => "discord:",
+            KeyPlatform::Slack => "slack:",
+            KeyPlatform::Console => "console:",
+        }
+    }
+}
+
 /// A key that names nothing sandpiper makes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a workstream key")]
@@ -89,6 +111,16 @@ impl WorkstreamKey {
             }),
             WorkstreamKey::Child { parent, .. } => parent.channel(),
             _ => None,
+        }
+    }
+
+    /// The platform the workstream lives on.
+    pub fn platform(&self) -> KeyPlatform {
+        match self {
+            WorkstreamKey::Discord { .. } => KeyPlatform::Discord,
+            WorkstreamKey::Slack { .. } | WorkstreamKey::SlackChannel { .. } => KeyPlatform::Slack,
+            WorkstreamKey::Console { .. } => KeyPlatform::Console,
+            WorkstreamKey::Child { parent, .. } => parent.platform(),
         }
     }
 
@@ -182,6 +214,23 @@ impl FromStr for WorkstreamKey {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn every_key_starts_with_its_platforms_prefix() {
+        for key in [
+            "discord:1",
+            "slack:T1:C2:1.5",
+            "slack:T1:C2",
+            "console:default",
+            "discord:1/task:c",
+            "slack:T1:C2:1.5/plan:p/task:c",
+        ] {
+            let parsed: WorkstreamKey = key.parse().unwrap();
+            assert!(key.starts_with(parsed.platform().prefix()), "{key}");
+        }
+        let child: WorkstreamKey = "console:x/task:c".parse().unwrap();
+        assert_eq!(child.platform(), KeyPlatform::Console);
+    }
 
     #[test]
     fn every_stored_format_reads_back_as_written() {

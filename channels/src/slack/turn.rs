@@ -7,6 +7,7 @@ use sandpiper_agent::workstream::WorkstreamKey;
 use std::sync::Arc;
 
 use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::workstream::KeyPlatform;
 
 use super::Ctx;
 use super::blocks;
@@ -111,7 +112,7 @@ pub(crate) struct Starter(pub(crate) Arc<Ctx>);
 
 impl TurnStarter for Starter {
     fn keys(&self) -> KeyPattern {
-        KeyPattern::Prefix("slack:".into())
+        KeyPattern::Platform(KeyPlatform::Slack)
     }
 
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {

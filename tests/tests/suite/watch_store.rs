@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use sandpiper_agent::store::Store;
 use sandpiper_agent::store::watches::{KeyPattern, NewWatch, WatchError, WatchState};
+use sandpiper_agent::workstream::{KeyPlatform, WorkstreamKey};
 use sandpiper_tests::both_backends;
 
 fn watch(workstream: &str, name: &str) -> NewWatch {
@@ -21,7 +22,7 @@ fn watch(workstream: &str, name: &str) -> NewWatch {
 }
 
 fn slack() -> Vec<KeyPattern> {
-    vec![KeyPattern::Prefix("slack:".into())]
+    vec![KeyPattern::Platform(KeyPlatform::Slack)]
 }
 
 both_backends! {
@@ -128,15 +129,15 @@ both_backends! {
             }
         };
         assert!(claim(vec![]).await.is_empty(), "no platform, no watches");
-        assert_eq!(claim(vec![KeyPattern::Exact("console:default".into())]).await, ["console:default"]);
+        assert_eq!(claim(vec![KeyPattern::Exact(WorkstreamKey::console("default"))]).await, ["console:default"]);
         assert_eq!(
-            claim(vec![KeyPattern::Prefix("discord:".into()), KeyPattern::Prefix("slack:".into())]).await,
+            claim(vec![KeyPattern::Platform(KeyPlatform::Discord), KeyPattern::Platform(KeyPlatform::Slack)]).await,
             ["discord:1", "slack:T1:C1:1.0"]
         );
         // Claimed: not again until released (a clean shutdown) or the lease runs out.
-        assert!(claim(vec![KeyPattern::Prefix("discord:".into())]).await.is_empty());
+        assert!(claim(vec![KeyPattern::Platform(KeyPlatform::Discord)]).await.is_empty());
         assert_eq!(store.release_watches("n").await.unwrap(), 3);
-        assert_eq!(claim(vec![KeyPattern::Prefix("discord:".into())]).await, ["discord:1"]);
+        assert_eq!(claim(vec![KeyPattern::Platform(KeyPlatform::Discord)]).await, ["discord:1"]);
     }
 
     async fn a_paused_watch_is_listed_and_resumes(db) {

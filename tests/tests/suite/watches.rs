@@ -37,7 +37,9 @@ struct Recorder {
 
 impl Dispatch for Recorder {
     fn keys(&self) -> Vec<KeyPattern> {
-        vec![KeyPattern::Prefix("discord:".into())]
+        vec![KeyPattern::Platform(
+            sandpiper_agent::workstream::KeyPlatform::Discord,
+        )]
     }
 
     fn deliver(&self, workstream: &str, delivery: Delivery) -> Result<(), DispatchError> {
@@ -355,7 +357,7 @@ both_backends! {
         assert_eq!(store.watch(&other.id).await.unwrap().unwrap().state, WatchState::Active, "another thread's watch goes on");
         // The closed thread's watches are never claimed, and a resume cannot revive them.
         make_due(&db, &active.id).await;
-        let claimed = store.claim_due_watches("node-x", &[KeyPattern::Exact(ws.into())], sandpiper_agent::store::now_ms(), 60_000, 10).await.unwrap();
+        let claimed = store.claim_due_watches("node-x", &[KeyPattern::Exact(ws.parse().unwrap())], sandpiper_agent::store::now_ms(), 60_000, 10).await.unwrap();
         assert!(claimed.is_empty(), "{claimed:?}");
         assert!(store.resume_watch(ws, "pr").await.is_err());
 
@@ -390,7 +392,7 @@ both_backends! {
         let Delivery::Notice(notice) = &got[0].1 else { panic!("a notice: {got:?}") };
         assert_eq!(notice, "⚠️ watch `ci` stopped: an internal error ended its poll; it is marked failed and polls no more");
         make_due(&db, &w.id).await;
-        let claimed = store.claim_due_watches("node-x", &[KeyPattern::Exact(ws.into())], sandpiper_agent::store::now_ms(), 60_000, 10).await.unwrap();
+        let claimed = store.claim_due_watches("node-x", &[KeyPattern::Exact(ws.parse().unwrap())], sandpiper_agent::store::now_ms(), 60_000, 10).await.unwrap();
         assert!(claimed.is_empty(), "a failed watch is not polled: {claimed:?}");
         // A poll that ends normally is left alone.
         let w2 = store.create_watch(&new_watch(ws, "ok", "echo done", None, 100)).await.unwrap();
