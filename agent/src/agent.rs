@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::connectors::{ConnectorScope, ConnectorView};
 use crate::mcp::McpManager;
 use crate::memory::MemoryIndex;
+use crate::metrics::TurnEnd;
 use crate::model::{ChatModel, Message, ModelError, ToolSchema};
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::{Store, StoreError};
@@ -717,7 +718,12 @@ impl Agent {
         ws: tokio::sync::MutexGuard<'_, Workstream>,
     ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
-        inner.metrics.turn_ended(&result);
+        inner.metrics.turn_ended(match &result {
+            Ok(o) if o.cancelled => TurnEnd::Stopped,
+            Ok(o) if o.hit_round_limit => TurnEnd::Interrupted,
+            Ok(_) => TurnEnd::Completed,
+            Err(_) => TurnEnd::Failed,
+        });
         match &result {
             Ok(outcome) => {
                 tracing::info!(

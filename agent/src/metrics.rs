@@ -94,12 +94,27 @@ pub enum Family {
 }
 
 /// How a turn ended, for [`Family::TurnsEnded`].
-pub fn turn_outcome<E>(result: &Result<crate::agent::TurnOutcome, E>) -> &'static str {
-    match result {
-        Ok(o) if o.cancelled => "stopped",
-        Ok(o) if o.hit_round_limit => "interrupted",
-        Ok(_) => "completed",
-        Err(_) => "failed",
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// It answered.
+    Completed,
+    /// Someone stopped it.
+    Stopped,
+    /// It stopped at `agent.max_rounds`.
+    Interrupted,
+    /// The model or the store failed.
+    Failed,
+}
+
+impl TurnEnd {
+    /// The `outcome` label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TurnEnd::Completed => "completed",
+            TurnEnd::Stopped => "stopped",
+            TurnEnd::Interrupted => "interrupted",
+            TurnEnd::Failed => "failed",
+        }
     }
 }
 
@@ -179,9 +194,9 @@ impl Metrics {
         *map.entry((family, labels.map(str::to_owned))).or_default() += n;
     }
 
-    /// A turn ended (`result` is what the turn loop returned).
-    pub fn turn_ended<E>(&self, result: &Result<crate::agent::TurnOutcome, E>) {
-        self.count(Family::TurnsEnded, [turn_outcome(result), ""], 1);
+    /// A turn ended.
+    pub fn turn_ended(&self, end: TurnEnd) {
+        self.count(Family::TurnsEnded, [end.as_str(), ""], 1);
     }
 
     /// A model call of `model` ended: `Some(ok)`, or `None` when stopped; with its latency.
@@ -342,9 +357,8 @@ mod tests {
         };
         m.tokens("gpt", &usage);
         m.tokens("gpt", &usage);
-        let done: Result<crate::agent::TurnOutcome, ()> = Ok(Default::default());
-        m.turn_ended(&done);
-        m.turn_ended(&Err::<crate::agent::TurnOutcome, ()>(()));
+        m.turn_ended(TurnEnd::Completed);
+        m.turn_ended(TurnEnd::Failed);
         m.approval("asked", "denied");
         let s = m.snapshot();
         let family = |f| {

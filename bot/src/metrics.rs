@@ -373,8 +373,7 @@ mod tests {
         );
         m.approval("asked", "timed_out");
         m.watch_poll("fired");
-        let failed: Result<sandpiper_agent::TurnOutcome, ()> = Err(());
-        m.turn_ended(&failed);
+        m.turn_ended(sandpiper_agent::metrics::TurnEnd::Failed);
         let counts = StoredCounts {
             workstreams: 3,
             approvals_pending: 1,

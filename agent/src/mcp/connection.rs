@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::child_env::ChildEnv;
 use crate::tools::process_tree::{Containment, ProcessTree};
 
-use super::slot::StderrTail;
+use super::stderr_tail::StderrTail;
 
 use super::{
     McpError, McpPrompt, McpPromptArgument, McpResource, McpResourceTemplate, McpServerConfig,

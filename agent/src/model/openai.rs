@@ -12,22 +12,20 @@ mod tests;
 
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use tokio::time::Instant;
+use reqwest::header::AUTHORIZATION;
 
-use super::retry::{self, RetryPolicy};
-use super::sse;
+use super::endpoint::Endpoint;
+use super::retry::RetryPolicy;
 use super::{ChatModel, ChatRequest, ModelError, ModelStream};
 use crate::config::{ModelConfig, OutputLimitField};
 
 /// An OpenAI-compatible chat completions endpoint.
 #[derive(Debug)]
 pub struct OpenAiModel {
-    client: reqwest::Client,
-    url: String,
+    /// `{base_url}/chat/completions`, with the key as `Authorization: Bearer …` (none for a
+    /// local server without a key).
+    endpoint: Endpoint,
     model: String,
-    /// `Bearer <key>`, marked sensitive; `None` for local servers without a key.
-    authorization: Option<HeaderValue>,
     temperature: Option<f32>,
     /// Replace `web_search` with `web_search_options` (OpenAI search models).
     native_web_search: bool,
@@ -35,37 +33,27 @@ pub struct OpenAiModel {
     limit_field: OutputLimitField,
     /// `{base_url}` without `/chat/completions`, for `/models` and llama.cpp's `/props`.
     base_url: String,
-    timeout: Duration,
-    retry: RetryPolicy,
 }
 
 impl OpenAiModel {
     /// Builds a client from the model configuration (`{base_url}/chat/completions`).
     pub fn new(config: &ModelConfig) -> Result<Self, ModelError> {
-        let client = retry::http_client(config)?;
-        let url = format!("{}/chat/completions", config.effective_base_url());
-        let authorization = config
-            .api_key
-            .as_ref()
-            .map(|key| retry::secret_header(&format!("Bearer {}", key.expose()), &url))
-            .transpose()?;
+        let endpoint = Endpoint::new(config, "/chat/completions", &[], |key| {
+            (AUTHORIZATION, format!("Bearer {key}"))
+        })?;
         Ok(Self {
-            client,
-            url,
+            endpoint,
             model: config.model.clone(),
-            authorization,
             temperature: config.temperature,
             native_web_search: config.capabilities.native_web_search,
             limit_field: config.effective_output_limit_field(),
             base_url: config.effective_base_url(),
-            timeout: config.timeout,
-            retry: RetryPolicy::from_config(config),
         })
     }
 
     /// Replaces the retry policy (the default comes from [`RetryPolicy::from_config`]).
     pub fn with_retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
+        self.endpoint.retry = policy;
         self
     }
 }
@@ -80,27 +68,9 @@ impl ChatModel for OpenAiModel {
             self.limit_field,
             &request,
         );
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ModelError::Protocol(format!("cannot encode the request: {e}")))?;
-        let deadline = Instant::now() + self.timeout;
-        let response = retry::send(&self.retry, &self.url, deadline, self.timeout, || {
-            let builder = self
-                .client
-                .post(&self.url)
-                .header(CONTENT_TYPE, "application/json")
-                .header(ACCEPT, "text/event-stream")
-                .body(body.clone());
-            match &self.authorization {
-                Some(value) => builder.header(AUTHORIZATION, value.clone()),
-                None => builder,
-            }
-        })
-        .await?;
-        let events = sse::decode(
-            sse::json_events(response, &self.url),
-            decode::ChunkDecoder::default(),
-        );
-        Ok(retry::with_deadline(events, deadline, self.timeout))
+        self.endpoint
+            .stream(&body, decode::ChunkDecoder::default())
+            .await
     }
 
     fn model_name(&self) -> &str {
@@ -147,9 +117,9 @@ impl OpenAiModel {
     /// GETs `url` as JSON with a short timeout; `None` on any failure (the server does not
     /// have the endpoint, or is not up yet).
     async fn get_json(&self, url: &str) -> Option<serde_json::Value> {
-        let mut request = self.client.get(url).timeout(DISCOVERY_TIMEOUT);
-        if let Some(value) = &self.authorization {
-            request = request.header(AUTHORIZATION, value.clone());
+        let mut request = self.endpoint.client.get(url).timeout(DISCOVERY_TIMEOUT);
+        if let Some((name, value)) = &self.endpoint.secret {
+            request = request.header(name, value.clone());
         }
         let response = request.send().await.ok()?;
         if !response.status().is_success() {

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! # Layout
-//! - `mod.rs`: [`FakeSlack`]: starting, configuring and inspecting what the client did.
+//! - this file: [`FakeSlack`]: starting, configuring and inspecting what the client did.
 //! - `drive.rs`: what people do: mentions, messages, clicks, submissions, slash commands, and
 //!   Slack's own redeliveries and disconnects.
 //! - `state.rs`: the ledger behind one lock: workspace, calls, connections, queued envelopes.

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! # Layout
-//! - `mod.rs`: [`FakeLlm`], the running server, and what it recorded.
+//! - this file: [`FakeLlm`], the running server, and what it recorded.
 //! - `script.rs`: [`Reply`] and its builders; format-agnostic.
 //! - `server.rs`: the axum routes; records a request, takes the next reply, streams it.
 //! - `openai.rs` / `anthropic.rs`: render a reply in each provider's SSE format.

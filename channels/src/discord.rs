@@ -30,6 +30,7 @@ use crate::config::{DiscordConfig, ShardRange};
 use sandpiper_agent::Agent;
 use sandpiper_agent::store::users::User;
 use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::workstream::KeyPlatform;
 use sandpiper_agent::workstream::WorkstreamKey;
 use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
 use tokio_util::sync::CancellationToken;
@@ -359,7 +360,7 @@ struct Starter(Arc<Bot>);
 
 impl TurnStarter for Starter {
     fn keys(&self) -> KeyPattern {
-        KeyPattern::Prefix(format!("{PLATFORM}:"))
+        KeyPattern::Platform(KeyPlatform::Discord)
     }
 
     fn start(&self, turn: OutsideTurn) -> Result<Queued, StartError> {

@@ -13,7 +13,8 @@
 //! - `convert`: MCP content into text and images for the model.
 //! - `breaker`: the per-server circuit breaker.
 //! - `refresh`: connecting, re-listing and publishing the catalog.
-//! - `slot`: one server's state inside the manager; `tasks`: background refresh.
+//! - `slot`: one server's state inside the manager; `stderr_tail`: what it last wrote to
+//!   stderr; `tasks`: background refresh.
 //! - `manager`: [`McpManager`].
 
 mod breaker;
@@ -24,6 +25,7 @@ mod error;
 mod manager;
 mod refresh;
 mod slot;
+mod stderr_tail;
 mod tasks;
 
 use std::time::{Duration, Instant};

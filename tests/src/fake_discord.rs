@@ -16,7 +16,7 @@
 //! ```
 //!
 //! # Layout
-//! - `mod.rs`: [`FakeDiscord`], the test's handle: acting as users, and inspection.
+//! - this file: [`FakeDiscord`], the test's handle: acting as users, and inspection.
 //! - `records.rs`: the plain data tests hand in and read back ([`FakeUser`], [`FakeMessage`], …).
 //! - `state.rs`: the world (users, channels, threads, interactions) behind one lock.
 //! - `messages.rs`: creating, editing and deleting messages, with Discord's limits.

@@ -6,6 +6,7 @@
 
 mod anthropic;
 mod assemble;
+mod endpoint;
 mod openai;
 mod retry;
 mod scripted;

@@ -7,7 +7,7 @@
 //! acknowledged at once and handled in the background.
 //!
 //! # Layout
-//! - `mod.rs`: [`SlackChannel`]: start, routes, shutdown; the state every handler shares.
+//! - this file: [`SlackChannel`]: start, routes, shutdown; the state every handler shares.
 //! - `client.rs`: the Web API client (https-or-http connector, 429 retries, small caches).
 //! - `socket.rs`: the Socket Mode listener and its callbacks.
 //! - `http.rs`: the Events API routes and their signature check.
