@@ -336,6 +336,19 @@ impl Agent {
         Ok(adopted)
     }
 
+    /// Leaves `payload` (a channel's waiting work, serialized: this node accepted it but will
+    /// not run it, because it is stopping) for whoever owns `key` next; durable, so another
+    /// node's heartbeat (or this node, restarted) adopts it and runs it in order.
+    pub async fn leave_for_next_owner(&self, key: &str, payload: &str) -> Result<(), StoreError> {
+        let id = self.store().push_handoff(key, payload, now_ms()).await?;
+        tracing::info!(
+            workstream = key,
+            handoff = id,
+            "waiting work left for the next owner"
+        );
+        Ok(())
+    }
+
     /// Whether another live node runs a turn in `key` now (a failed lookup counts as no).
     pub async fn runs_elsewhere(&self, key: &str) -> bool {
         match self.cluster() {

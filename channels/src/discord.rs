@@ -132,12 +132,13 @@ impl Bot {
     fn submit(self: &Arc<Self>, channel: ChannelId, work: Work) -> Result<Queued, QueueFull> {
         let (place, surface) = self.thread(channel);
         let key = place.workstream.clone();
+        let handover = thread::handover(&key, &work);
         let job: crate::turns::Job = Box::new(move |cancel| {
             Box::pin(async move {
                 thread::run(&place, surface, work, cancel).await;
             })
         });
-        self.queue(channel, &key, job)
+        self.queue(channel, &key, job, handover)
     }
 
     /// Where a thread's turns run, and the thread as a surface.
@@ -160,8 +161,9 @@ impl Bot {
         channel: ChannelId,
         key: &str,
         job: crate::turns::Job,
+        handover: Option<String>,
     ) -> Result<Queued, QueueFull> {
-        let queued = self.turns.submit(key, job);
+        let queued = self.turns.submit_handing_over(key, job, handover);
         let notice = match queued {
             Ok(Queued::Now) => return queued,
             Ok(Queued::Behind(n)) => {
@@ -291,6 +293,7 @@ impl DiscordChannel {
     /// keeps its stored requests, and a click after the restart resumes it.
     pub async fn join(self, grace: std::time::Duration) -> Drained {
         self.bot.tasks.shutdown().cancelled().await;
+        thread::leave_waiting(&self.bot.agent, &self.bot.turns).await;
         let drained = self.bot.tasks.drain(grace).await;
         tracing::info!(left = drained.left, "discord channel stopped");
         drained

@@ -300,6 +300,7 @@ impl SlackChannel {
     /// and a click after the restart resumes it.
     pub async fn join(&self, grace: Duration) -> Drained {
         self.ctx.tasks.shutdown().cancelled().await;
+        crate::thread::leave_waiting(&self.ctx.agent, &self.ctx.queue).await;
         let stopping = tokio::time::Instant::now();
         if let Some(listener) = &self.listener {
             let _ = tokio::time::timeout(grace, listener.shutdown()).await;

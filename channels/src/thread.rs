@@ -287,6 +287,27 @@ pub async fn run_work(
     }
 }
 
+/// What a lane hands the next owner of `workstream` if this node stops before `work` runs
+/// there ([`TurnQueue::submit_handing_over`](crate::turns::TurnQueue::submit_handing_over)).
+pub fn handover(workstream: &str, work: &Work) -> Option<String> {
+    let turn = OutsideTurn {
+        workstream: workstream.to_owned(),
+        work: work.clone(),
+    };
+    serde_json::to_string(&turn).ok()
+}
+
+/// At shutdown: the work still waiting in `queue`'s lanes is left in the database for the next
+/// owner of each workstream (another node, or this one restarted), so a message that was
+/// accepted is never lost to a restart. A failure is logged: that work is gone with the node.
+pub async fn leave_waiting(agent: &Agent, queue: &crate::turns::TurnQueue) {
+    for (workstream, payload) in queue.take_waiting() {
+        if let Err(e) = agent.leave_for_next_owner(&workstream, &payload).await {
+            tracing::error!(workstream, error = %e, "waiting work could not be left for the next owner; it is lost");
+        }
+    }
+}
+
 /// A turn to start from outside a chat message (also what one node hands another).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OutsideTurn {

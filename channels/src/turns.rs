@@ -3,7 +3,10 @@
 //!
 //! Shutdown is not `/stop`: a stopped turn records that it was stopped, while shutdown drops
 //! the running turns as a process exit would, so a turn waiting for approval stays pending in
-//! the store and a click after the restart resumes it.
+//! the store and a click after the restart resumes it. Work still waiting in a lane is not
+//! dropped: it was submitted with what to hand over ([`TurnQueue::submit_handing_over`]), and
+//! [`TurnQueue::take_waiting`] gives that back at shutdown so the next owner of the
+//! workstream runs it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -36,8 +39,14 @@ pub struct QueueFull;
 
 #[derive(Default)]
 struct Lane {
-    waiting: VecDeque<Job>,
+    waiting: VecDeque<Waiting>,
     running: Option<CancellationToken>,
+}
+
+/// A job that waits, and what to hand the next owner if this node stops first.
+struct Waiting {
+    job: Job,
+    handover: Option<String>,
 }
 
 /// Per-workstream FIFO lanes. Cheap to clone.
@@ -69,6 +78,17 @@ impl TurnQueue {
 
     /// Runs `job` in `key`'s lane after the jobs already there.
     pub fn submit(&self, key: &str, job: Job) -> Result<Queued, QueueFull> {
+        self.submit_handing_over(key, job, None)
+    }
+
+    /// [`TurnQueue::submit`], with `handover`: what the job does, as a durable handoff, for
+    /// the node that owns the workstream next if this one stops before the job runs.
+    pub fn submit_handing_over(
+        &self,
+        key: &str,
+        job: Job,
+        handover: Option<String>,
+    ) -> Result<Queued, QueueFull> {
         let mut lanes = self.lanes();
         let lane = lanes.entry(key.to_owned()).or_default();
         if lane.running.is_none() {
@@ -81,8 +101,23 @@ impl TurnQueue {
         if lane.waiting.len() >= MAX_QUEUED {
             return Err(QueueFull);
         }
-        lane.waiting.push_back(job);
+        lane.waiting.push_back(Waiting { job, handover });
         Ok(Queued::Behind(lane.waiting.len()))
+    }
+
+    /// At shutdown: takes every waiting job out of its lane (none of them will run here) and
+    /// returns, in each lane's order, `(workstream, handover)` for those that have one.
+    pub fn take_waiting(&self) -> Vec<(String, String)> {
+        let mut lanes = self.lanes();
+        let mut out = Vec::new();
+        for (key, lane) in lanes.iter_mut() {
+            for waiting in lane.waiting.drain(..) {
+                if let Some(handover) = waiting.handover {
+                    out.push((key.clone(), handover));
+                }
+            }
+        }
+        out
     }
 
     fn spawn_worker(&self, key: String, first: Job, token: CancellationToken) {
@@ -101,7 +136,7 @@ impl TurnQueue {
                     Some(next) => {
                         token = CancellationToken::new();
                         lane.running = Some(token.clone());
-                        job = next;
+                        job = next.job;
                     }
                     None => {
                         lanes.remove(&key);
@@ -153,6 +188,31 @@ mod tests {
                 }
             })
         })
+    }
+
+    #[tokio::test]
+    async fn at_shutdown_waiting_work_is_given_back_in_order_and_never_runs_here() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        q.submit("w", job(tx.clone(), "running", 10_000)).unwrap();
+        assert_eq!(rx.recv().await.unwrap(), "start running");
+        q.submit_handing_over("w", job(tx.clone(), "a", 1), Some("first".into()))
+            .unwrap();
+        q.submit("w", job(tx.clone(), "b", 1)).unwrap();
+        q.submit_handing_over("w", job(tx.clone(), "c", 1), Some("second".into()))
+            .unwrap();
+        assert_eq!(
+            q.take_waiting(),
+            [
+                ("w".to_owned(), "first".to_owned()),
+                ("w".to_owned(), "second".to_owned())
+            ]
+        );
+        assert!(q.take_waiting().is_empty(), "given back once");
+        q.stop("w");
+        assert_eq!(rx.recv().await.unwrap(), "cancelled running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err(), "the taken jobs never ran here");
     }
 
     #[tokio::test]

@@ -63,6 +63,7 @@ pub(crate) fn enqueue(
 ) -> Result<Queued, QueueFull> {
     let (place, surface) = ThreadSurface::open(ctx, thread);
     let key = place.workstream.clone();
+    let handover = thread::handover(&key, &work);
     let job: crate::turns::Job = Box::new(move |cancel| {
         // The lane is a tracked task, dropped (not cancelled) at shutdown with the turn it
         // runs: a turn waiting for approval stays resumable.
@@ -78,7 +79,7 @@ pub(crate) fn enqueue(
             }
         })
     });
-    ctx.queue.submit(&key, job)
+    ctx.queue.submit_handing_over(&key, job, handover)
 }
 
 /// Queues a person's message; when it has to wait, `notify` (a Slack user) is told.
