@@ -822,3 +822,38 @@ async fn a_rolling_restart_of_three_serve_processes_under_load_loses_and_duplica
     c.llm.verify();
     c.stop().await;
 }
+
+// Found by this test (issue 27), not fixed yet: a decision clicked on a live node after the
+// owner died but before its lease ran out is stored and shown on the card ("Approved by
+// alice"), and the thread is told its turn was interrupted, but the card never offers Resume:
+// the decision cannot reach the turn. Decided after the takeover, it does (the test above).
+#[ignore = "a decision taken before the takeover is never offered Resume (issue 27)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_clicked_while_the_owner_is_dead_reaches_the_turn_after_the_takeover() {
+    let Some((mut c, alice, roots, mut sent)) = started().await else {
+        return;
+    };
+    let root = roots[0].clone();
+    let token = "run-0-1".to_owned();
+    c.say(&alice, &root, &token).await;
+    let card = c.wait_card(&root, &token).await;
+    let victim = c.owner(&root).await;
+    c.sigkill(victim);
+    let other = c.pick();
+    c.click(&alice, &card, "Approve", other).await;
+    c.wait_thread(&root, "the kept decision and Resume", |_| {
+        c.card(&root, &token)
+            .is_some_and(|m| m.text.contains("Press Resume"))
+    })
+    .await;
+    let card = c.card(&root, &token).expect("the card");
+    let i = c.pick();
+    c.click(&alice, &card, "Resume", i).await;
+    sent.push((0, token));
+    let z = "msg-0-1z".to_owned();
+    c.say(&alice, &root, &z).await;
+    sent.push((0, z));
+    wait_all_answered(&c, &roots, &sent).await;
+    check_all(&c, &roots, &sent, &[]).await;
+    c.stop().await;
+}
