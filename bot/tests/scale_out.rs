@@ -114,6 +114,16 @@ struct Proc {
     log: Arc<Mutex<Vec<String>>>,
 }
 
+impl Drop for Proc {
+    /// A failing test leaves no `serve` behind, nor its database connections.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The three places of the cluster, the fakes, the database and what the test sent.
 struct Cluster {
     nodes: Vec<Option<Proc>>,
