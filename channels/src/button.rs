@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 
 /// Longest id a platform accepts (Discord: 100 characters; Slack allows 255).
 pub const MAX_ID: usize = 100;

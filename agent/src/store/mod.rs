@@ -10,6 +10,7 @@
 //! embedded and run at connect time.
 
 pub mod approvals;
+pub mod audit;
 pub mod checkpoints;
 pub mod connectors;
 pub mod health;

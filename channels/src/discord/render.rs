@@ -2,7 +2,7 @@
 //! (content, embeds, buttons). Nothing the bot posts can ping anyone: allowed mentions are
 //! empty on every body.
 
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 use sandpiper_agent::store::approvals::ApprovalStatus;
 
 use sandpiper_agent::workstream::WorkstreamKey;

@@ -6,7 +6,7 @@
 //! (the [`CardButton`] format every platform shares), so it can be re-rendered from the store
 //! after any click, also after a restart.
 
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 use serde_json::{Value, json};
 
 use super::client::Content;
