@@ -53,7 +53,7 @@ use ledger::Change;
 pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
 pub use fingerprint::{fingerprint, fingerprint_raw};
 pub use grant::Grant;
-pub use grants::{GrantedBy, Grants};
+pub use grants::{GrantedBy, Grants, RevokeTarget};
 pub use live::{LiveApprovals, Waiters};
 pub use policy::ClickAction;
 pub use request::NewRequest;

@@ -37,6 +37,7 @@
 
 pub mod admin_api;
 pub mod api_error;
+pub mod audit;
 pub mod cluster;
 pub mod commands;
 pub mod defaults;

@@ -50,6 +50,7 @@ pub async fn answer(
             };
             crate::watches::answer(agent, action, at).await
         }
+        Command::Grants { action } => crate::grants::answer(agent, action, who, at).await,
         Command::Help => help(at.prefix),
         Command::Console => crate::console_link::answer(agent, who, at.admin).await,
         Command::Compact => match at.workstream {

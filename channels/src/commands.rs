@@ -73,6 +73,11 @@ pub enum Command {
         /// `list`, `cancel NAME` or `resume NAME`.
         action: WatchAction,
     },
+    /// This thread's always-allow grants: list them, or take some back (owner or admin).
+    Grants {
+        /// `list` or `revoke <tool|pattern|all>`.
+        action: crate::grants::GrantsAction,
+    },
     /// A one-time sign-in link to the status page, sent to the person alone.
     Console,
     /// What the commands are.
@@ -350,6 +355,25 @@ pub const COMMANDS: &[CommandSpec] = &[
             };
             Ok(Command::Watch { action })
         },
+    },
+    CommandSpec {
+        name: "grants",
+        description: "What is always allowed in this thread, or take it back (owner or admin)",
+        options: &[
+            OptionSpec {
+                name: "action",
+                description: "list or revoke",
+                required: false,
+                choices: &["list", "revoke"],
+            },
+            OptionSpec {
+                name: "what",
+                description: "for revoke: a tool, a command pattern, or all",
+                required: false,
+                choices: &[],
+            },
+        ],
+        parse: |a| crate::grants::parse(a.get("action"), a.get("what")),
     },
     CommandSpec {
         name: "console",

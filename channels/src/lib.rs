@@ -10,6 +10,7 @@
 //! - [`commands`]: the command table (`ask`, `stop`, `status`, …) and its parsing.
 //! - [`answers`]: the text answers of the informational commands.
 //! - [`console_link`]: `/console`, a one-time sign-in link to the status page.
+//! - [`grants`]: `/grants`: the thread's always-allow grants, and taking them back.
 //! - [`connectors`]: `/connectors`: show or change a thread's or channel's MCP servers.
 //! - [`account`]: `link`, `whoami`, `rename`, `memory` about the person asking.
 //! - [`turns`]: one lane per workstream: queued messages, `/stop`.
@@ -50,6 +51,7 @@ pub mod connectors;
 pub mod console;
 pub mod console_link;
 pub mod discord;
+pub mod grants;
 pub mod intake;
 pub mod notify;
 pub mod permissions;

@@ -3,9 +3,83 @@
 //! and asked which grant, if any, lets a call run unasked and who made it.
 
 use super::grant::Grant;
+use super::ledger::{self, Change};
 use super::pattern;
 use crate::store::approvals::GrantRow;
 use crate::store::{Store, StoreError};
+use crate::{Agent, AgentError};
+
+/// What `/grants revoke` takes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RevokeTarget {
+    /// Every grant of the workstream.
+    All,
+    /// Grants named by this text: a stored grant exactly (`bash:git status`), a tool (its
+    /// grant and its patterns), a pattern's prefix (`git status`), or an MCP server.
+    Named(String),
+}
+
+impl RevokeTarget {
+    /// `all`, or what to match.
+    pub fn parse(text: &str) -> Self {
+        let text = text.trim().trim_matches('`').trim();
+        if text.eq_ignore_ascii_case("all") {
+            RevokeTarget::All
+        } else {
+            RevokeTarget::Named(text.split_whitespace().collect::<Vec<_>>().join(" "))
+        }
+    }
+
+    /// Whether it names the stored grant `stored`.
+    pub fn names(&self, stored: &str) -> bool {
+        let RevokeTarget::Named(name) = self else {
+            return true;
+        };
+        if stored == name || Grant::tool_of(stored) == name {
+            return true;
+        }
+        match stored.parse::<Grant>() {
+            Ok(Grant::Pattern { prefix, .. }) => &prefix == name,
+            Ok(Grant::Server(server)) => &server == name,
+            Ok(Grant::Tool(_)) | Err(_) => false,
+        }
+    }
+}
+
+impl Agent {
+    /// A workstream's grants: what, who granted, when.
+    pub async fn grants_of(&self, workstream: &str) -> Result<Vec<GrantRow>, AgentError> {
+        Ok(self.store().grant_rows(workstream).await?)
+    }
+
+    /// Takes back the grants `target` names (the caller checked who may); returns those taken
+    /// back. Each is recorded in the audit trail; the next call asks again.
+    pub async fn revoke_grants(
+        &self,
+        workstream: &str,
+        target: &RevokeTarget,
+        by: &str,
+        by_id: Option<&str>,
+    ) -> Result<Vec<String>, AgentError> {
+        let named: Vec<String> = self
+            .store()
+            .grant_rows(workstream)
+            .await?
+            .into_iter()
+            .map(|row| row.grant)
+            .filter(|g| target.names(g))
+            .collect();
+        let change = Change::Revoked {
+            workstream,
+            grants: &named,
+            by,
+            by_id,
+        };
+        ledger::record(self.store(), change).await?;
+        tracing::info!(workstream, by, grants = ?named, "grants revoked");
+        Ok(named)
+    }
+}
 
 /// The grant a call ran under, and who made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +204,28 @@ mod tests {
         );
         assert_eq!(by("write_file", None), Some(None));
         assert_eq!(by("edit_file", None), None);
+    }
+
+    #[test]
+    fn a_revoke_names_a_grant_its_tool_its_prefix_or_its_server() {
+        let stored = [
+            "bash",
+            "bash:git status",
+            "bash:ls",
+            "mcp__github__*",
+            "write_file",
+        ];
+        let named = |t: &str| -> Vec<&str> {
+            let target = RevokeTarget::parse(t);
+            stored.iter().copied().filter(|g| target.names(g)).collect()
+        };
+        assert_eq!(named("all"), stored.to_vec());
+        assert_eq!(named("bash"), vec!["bash", "bash:git status", "bash:ls"]);
+        assert_eq!(named("git  status"), vec!["bash:git status"]);
+        assert_eq!(named("`bash:ls`"), vec!["bash:ls"]);
+        assert_eq!(named("github"), vec!["mcp__github__*"]);
+        assert_eq!(named("write_file"), vec!["write_file"]);
+        assert_eq!(named("git"), Vec::<&str>::new());
     }
 
     #[test]

@@ -62,6 +62,13 @@ pub enum Change<'a> {
         /// The grant it ran under, and who made it, for [`AutoReason::Grant`].
         grant: Option<(&'a str, Option<&'a str>)>,
     },
+    /// sandpiper started with every call approved (`--yes`, `[approval] auto_approve`).
+    AutoApproveSession {
+        /// Where the session runs (`console:default`, `*` for a gateway).
+        workstream: &'a str,
+        /// What turned it on (`--yes`, `[approval] auto_approve`).
+        source: &'a str,
+    },
     /// Grants taken back.
     Revoked {
         /// Workstream key.
@@ -206,6 +213,22 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
             };
             audit(store, event).await?;
         }
+        Change::AutoApproveSession { workstream, source } => {
+            let event = AuditEvent {
+                workstream: workstream.to_owned(),
+                request: None,
+                call_id: None,
+                tool: None,
+                actor: None,
+                actor_id: None,
+                at: crate::store::now_ms(),
+                kind: AuditKind::AutoApproveSession {
+                    source: source.to_owned(),
+                },
+            };
+            audit(store, event).await?;
+            done.changed = 1;
+        }
         Change::Revoked {
             workstream,
             grants,
@@ -267,4 +290,50 @@ async fn name_of(store: &Store, id: Option<&str>) -> Option<String> {
 async fn audit(store: &Store, event: AuditEvent) -> Result<(), StoreError> {
     event.log();
     store.append_audit(&event).await
+}
+
+/// The banner `--yes` and `[approval] auto_approve` print at start.
+pub fn auto_approve_banner(source: &str) -> String {
+    format!(
+        "⚠️  AUTO-APPROVE IS ON ({source}): every tool call runs without asking anyone — \
+         commands, file writes, network requests. Each call is recorded in the audit trail \
+         (`sandpiper audit`)."
+    )
+}
+
+/// At start: prunes the audit trail to `[audit] retention_days`, and when every call is
+/// approved (`source` says what turned it on) records that and returns the banner to print.
+pub async fn session_started(
+    store: &Store,
+    config: &crate::Config,
+    workstream: &str,
+    source: Option<&str>,
+) -> Result<Option<String>, StoreError> {
+    prune(store, &config.audit).await?;
+    let Some(source) = source.filter(|_| config.approval.auto_approve) else {
+        return Ok(None);
+    };
+    tracing::warn!(
+        source,
+        workstream,
+        "auto-approve is on: tool calls run without asking"
+    );
+    record(store, Change::AutoApproveSession { workstream, source }).await?;
+    Ok(Some(auto_approve_banner(source)))
+}
+
+/// Removes audit rows older than the retention; how many.
+pub async fn prune(store: &Store, audit: &crate::config::AuditConfig) -> Result<u64, StoreError> {
+    let Some(before) = audit.keep_after(crate::store::now_ms()) else {
+        return Ok(0);
+    };
+    let pruned = store.prune_audit(before).await?;
+    if pruned > 0 {
+        tracing::info!(
+            pruned,
+            retention_days = audit.retention_days,
+            "audit trail pruned"
+        );
+    }
+    Ok(pruned)
 }

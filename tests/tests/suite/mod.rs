@@ -3,6 +3,7 @@
 mod admin_api;
 mod approvals;
 mod approver_view;
+mod audit;
 mod cluster;
 mod connector_commands;
 mod connectors;
