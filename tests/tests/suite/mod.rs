@@ -16,6 +16,7 @@ mod failures;
 mod fake_discord;
 mod fake_slack;
 mod file_access;
+mod grants;
 mod http_hostile;
 mod http_limits;
 mod identity;
