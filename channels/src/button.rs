@@ -70,6 +70,27 @@ impl CardButton {
         }
     }
 
+    /// The **Always allow `git status`** button a pending request about `tool` offers beside
+    /// Always allow (for `bash`: the command's program and subcommand), with its label; `None`
+    /// when no pattern is offered. The pattern is not in the id: the click derives it again
+    /// from the stored request, so a forged id cannot grant another.
+    pub fn always_allow_pattern(
+        request: &str,
+        tool: &str,
+        preview: &str,
+    ) -> Option<(Self, String)> {
+        let pattern = sandpiper_agent::approvals::policy::offered_pattern(tool, preview)?;
+        let label: String = format!("Always allow `{pattern}`")
+            .chars()
+            .take(80)
+            .collect();
+        let button = CardButton::Decide {
+            request: request.to_owned(),
+            action: ClickAction::AlwaysAllowPattern,
+        };
+        Some((button, label))
+    }
+
     /// The request the button names, if it names one.
     pub fn request(&self) -> Option<&str> {
         match self {

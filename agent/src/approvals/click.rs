@@ -144,6 +144,22 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         );
         return Ok(ClickOutcome::Refused(reason));
     }
+    let grant = match click.action {
+        ClickAction::AlwaysAllowPattern => {
+            match super::policy::offered_pattern(&record.tool, &record.preview) {
+                Some(prefix) => Some(super::Grant::Pattern {
+                    tool: record.tool.clone(),
+                    prefix,
+                }),
+                None => {
+                    return Ok(ClickOutcome::Refused(
+                        "this call has no command pattern to allow; use Always allow".into(),
+                    ));
+                }
+            }
+        }
+        _ => click.grant.clone(),
+    };
     if click.action.needs_note() && click.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
         return Ok(ClickOutcome::NeedsNote);
     }
@@ -185,7 +201,7 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         request: &record,
         decision: &decision,
         by_id: Some(click.user_id),
-        grant: click.grant,
+        grant,
     };
     if !ledger::record(store, change).await?.happened() {
         return Ok(ClickOutcome::Refused(

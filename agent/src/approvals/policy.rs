@@ -17,6 +17,9 @@ pub enum ClickAction {
     Deny,
     /// Run it and stop asking for this tool in this workstream.
     AlwaysAllow,
+    /// Run it and stop asking for commands that start like this one (its program and
+    /// subcommand, [`offered_pattern`]) in this workstream.
+    AlwaysAllowPattern,
     /// Run it, with a note for the model (asked in a modal).
     ApproveWithNote,
     /// Do not run it, with a note for the model (asked in a modal).
@@ -30,10 +33,11 @@ pub enum ClickAction {
 }
 
 impl ClickAction {
-    const ALL: [ClickAction; 8] = [
+    const ALL: [ClickAction; 9] = [
         ClickAction::Approve,
         ClickAction::Deny,
         ClickAction::AlwaysAllow,
+        ClickAction::AlwaysAllowPattern,
         ClickAction::ApproveWithNote,
         ClickAction::DenyWithNote,
         ClickAction::Accept,
@@ -47,6 +51,7 @@ impl ClickAction {
             ClickAction::Approve => "a",
             ClickAction::Deny => "d",
             ClickAction::AlwaysAllow => "aa",
+            ClickAction::AlwaysAllowPattern => "ap",
             ClickAction::ApproveWithNote => "an",
             ClickAction::DenyWithNote => "dn",
             ClickAction::Accept => "ok",
@@ -103,7 +108,7 @@ impl ClickAction {
                 Verdict::Approve
             }
             ClickAction::Deny | ClickAction::DenyWithNote | ClickAction::Reject => Verdict::Deny,
-            ClickAction::AlwaysAllow => Verdict::AlwaysAllow,
+            ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern => Verdict::AlwaysAllow,
             ClickAction::Annotate => Verdict::Annotate,
         }
     }
@@ -114,6 +119,7 @@ impl ClickAction {
             ClickAction::Approve => "Approve",
             ClickAction::Deny => "Deny",
             ClickAction::AlwaysAllow => "Always allow",
+            ClickAction::AlwaysAllowPattern => "Always allow this command",
             ClickAction::ApproveWithNote => "Approve with note",
             ClickAction::DenyWithNote => "Deny with note",
             ClickAction::Accept => "Accept",
@@ -121,6 +127,16 @@ impl ClickAction {
             ClickAction::Annotate => "Annotate",
         }
     }
+}
+
+/// The command pattern a card offers to always allow for a request about `tool` previewing
+/// `preview`: for `bash`, the command's program and subcommand (`git status`); `None` for
+/// other tools and for commands no pattern could ever match. The card's button and the click
+/// both ask this, so the pattern granted is the one shown.
+pub fn offered_pattern(tool: &str, preview: &str) -> Option<String> {
+    (tool == "bash")
+        .then(|| super::pattern::suggested(preview))
+        .flatten()
 }
 
 /// The person who clicked.
@@ -262,7 +278,11 @@ fn always_allow_is_the_owners(
     who: &Clicker<'_>,
     action: ClickAction,
 ) -> Ruling {
-    if action != ClickAction::AlwaysAllow || is_owner(ctx, who) {
+    let always = matches!(
+        action,
+        ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern
+    );
+    if !always || is_owner(ctx, who) {
         Ruling::Allow
     } else {
         Ruling::Deny("only the person who started this thread can choose Always allow".into())

@@ -217,6 +217,19 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
             })
             .collect();
         components.push(CreateActionRow::Buttons(buttons));
+        // Its own row (a row holds five buttons): only on a card of one request, so a batch
+        // of four stays within Discord's five rows.
+        if !done
+            && card.rows.len() == 1
+            && let Some((pattern, text)) =
+                CardButton::always_allow_pattern(&row.id, &row.tool, &row.preview)
+        {
+            components.push(CreateActionRow::Buttons(vec![
+                CreateButton::new(pattern.to_string())
+                    .label(label(&text))
+                    .style(ButtonStyle::Primary),
+            ]));
+        }
     }
     let mut last_row = Vec::new();
     if card.offers_all()
@@ -269,7 +282,7 @@ fn style(action: ClickAction) -> ButtonStyle {
     match action {
         ClickAction::Approve | ClickAction::Accept => ButtonStyle::Success,
         ClickAction::Deny | ClickAction::Reject => ButtonStyle::Danger,
-        ClickAction::AlwaysAllow => ButtonStyle::Primary,
+        ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern => ButtonStyle::Primary,
         ClickAction::ApproveWithNote | ClickAction::DenyWithNote | ClickAction::Annotate => {
             ButtonStyle::Secondary
         }

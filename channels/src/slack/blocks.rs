@@ -158,7 +158,7 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
         match outcome_line(row, timeout) {
             None => {
                 let id = &row.id;
-                let elements: Vec<Value> = ClickAction::for_kind(row.kind)
+                let mut elements: Vec<Value> = ClickAction::for_kind(row.kind)
                     .iter()
                     .map(|&action| {
                         let b = CardButton::Decide {
@@ -168,6 +168,11 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
                         button(action.label(), &b.to_string(), id, style(action))
                     })
                     .collect();
+                if let Some((pattern, label)) =
+                    CardButton::always_allow_pattern(id, &row.tool, &row.preview)
+                {
+                    elements.push(button(&label, &pattern.to_string(), id, None));
+                }
                 blocks.push(json!({
                     "type": "actions",
                     "block_id": format!("ap_act:{id}"),

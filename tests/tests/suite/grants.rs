@@ -153,3 +153,74 @@ fn ephemerals(run: &SlackRun, user: &str) -> Vec<FakeSlackMessage> {
         .filter(|m| m.ephemeral_for.as_deref() == Some(user))
         .collect()
 }
+
+/// A pattern grant's thread: `git status` asks and is always allowed as a pattern, `git
+/// status --short` runs under it, `git status && rm -rf x` asks again (one part does not
+/// match) and is denied.
+fn pattern_script() -> Vec<sandpiper_tests::fake_llm::Reply> {
+    vec![
+        tool_call("c1", "bash", json!({"command": "git status"})),
+        text("ran status"),
+        tool_call("c2", "bash", json!({"command": "git status --short"})),
+        text("ran short"),
+        tool_call("c3", "bash", json!({"command": "git status && rm -rf x"})),
+        text("not that one"),
+    ]
+}
+
+const PATTERN_BUTTON: &str = "Always allow `git status`";
+const PATTERN_GRANTED: &str =
+    "bash `git status` is always allowed in this thread, granted by alice";
+
+both_backends! {
+    async fn discord_always_allow_for_a_command_pattern(db) {
+        let s = setup(&db, pattern_script()).await;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let alice = FakeUser::new(900_000_000_000_000_001, "alice");
+        let bob = FakeUser::new(900_000_000_000_000_002, "bob");
+        let thread = rig.mention(&alice, "status please").await;
+        let key = format!("discord:{thread}");
+        let card = rig.card(thread).await;
+        // Always allow, of a pattern too, is the owner's alone.
+        let click = rig.fake.click(thread, card.id, &bob, &button(&card, PATTERN_BUTTON, 0)).await;
+        let reply = rig.fake.wait_until(WAIT, "the refusal", |f| f.interaction_responses(click).pop()).await;
+        assert_eq!(reply["data"]["flags"], json!(64), "{reply}");
+        rig.fake.click(thread, card.id, &alice, &button(&card, PATTERN_BUTTON, 0)).await;
+        rig.wait_text(thread, "ran status").await;
+        rig.wait_text(thread, PATTERN_GRANTED).await;
+        assert_eq!(rig.agent.store().grants(&key).await.unwrap(), ["bash:git status"]);
+        rig.fake.user_message(thread, &alice, "short please").await;
+        rig.wait_text(thread, "ran short").await;
+        rig.wait_text(thread, "always allowed by alice").await;
+        rig.fake.user_message(thread, &alice, "and remove x").await;
+        let again = rig.fake.wait_until(WAIT, "a card for the compound command", |_| {
+            rig.bot_messages(thread).into_iter().rev().find(|m| m.id != card.id && !sandpiper_tests::discord_harness::open_buttons(m).is_empty())
+        }).await;
+        rig.fake.click(thread, again.id, &alice, &button(&again, "Deny", 0)).await;
+        rig.wait_text(thread, "not that one").await;
+        s.llm.verify();
+    }
+
+    async fn slack_always_allow_for_a_command_pattern(db) {
+        let s = setup(&db, pattern_script()).await;
+        let run = socket_run(&s).await;
+        let alice = run.slack.user("U0ALICE", "alice");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "status please").await;
+        let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
+        let card = run.card(CHANNEL_ID, &root, 0).await;
+        let (pattern, value) = slack_button(&card, PATTERN_BUTTON);
+        run.slack.click(CHANNEL_ID, &card.ts, &alice, &pattern, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "the first call", |m| m.text == "ran status").await;
+        run.wait_message(CHANNEL_ID, &root, "the confirmation", |m| m.text.contains(PATTERN_GRANTED)).await;
+        assert_eq!(run.agent.store().grants(&key).await.unwrap(), ["bash:git status"]);
+        run.slack.thread_message(CHANNEL_ID, &root, &alice, "short please").await;
+        run.wait_message(CHANNEL_ID, &root, "the second call", |m| m.text == "ran short").await;
+        run.wait_message(CHANNEL_ID, &root, "its tool line", |m| m.text.contains("always allowed by alice")).await;
+        run.slack.thread_message(CHANNEL_ID, &root, &alice, "and remove x").await;
+        let again = run.card(CHANNEL_ID, &root, 1).await;
+        let (deny, value) = slack_button(&again, "Deny");
+        run.slack.click(CHANNEL_ID, &again.ts, &alice, &deny, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "the denial", |m| m.text == "not that one").await;
+        s.llm.verify();
+    }
+}
