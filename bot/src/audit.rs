@@ -251,7 +251,8 @@ mod tests {
              \"denied: use staging, not prod\"\n"
         );
         let json: serde_json::Value =
-            serde_json::from_str(render(&[row.clone()], AuditFormat::Jsonl).trim()).unwrap();
+            serde_json::from_str(render(std::slice::from_ref(&row), AuditFormat::Jsonl).trim())
+                .unwrap();
         assert_eq!(json["actor"], "alice");
         assert_eq!(json["path"], "note_dialog");
         assert_eq!(json["decision"], "denied");

@@ -20,9 +20,9 @@ use super::{WAIT, setup};
 async fn jsonl(agent: &sandpiper_agent::Agent, filter: &AuditFilter) -> Vec<Value> {
     report(agent.store(), filter, AuditFormat::Jsonl)
         .await
-        .unwrap()
+        .expect("the audit trail reads")
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
         .collect()
 }
 
