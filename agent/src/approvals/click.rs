@@ -145,15 +145,13 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         return Ok(ClickOutcome::Refused(reason));
     }
     let grant = match click.action {
-        ClickAction::AlwaysAllowPattern => {
-            match super::policy::offered_pattern(&record.tool, &record.preview) {
-                Some(prefix) => Some(super::Grant::Pattern {
-                    tool: record.tool.clone(),
-                    prefix,
-                }),
-                None => {
+        ClickAction::AlwaysAllowPattern | ClickAction::AlwaysAllowServer => {
+            match super::policy::offered_grant(&record.tool, &record.preview) {
+                Some((offered, grant)) if offered == click.action => Some(grant),
+                _ => {
                     return Ok(ClickOutcome::Refused(
-                        "this call has no command pattern to allow; use Always allow".into(),
+                        "this call offers no such Always allow; use Always allow for the tool"
+                            .into(),
                     ));
                 }
             }

@@ -20,6 +20,8 @@ pub enum ClickAction {
     /// Run it and stop asking for commands that start like this one (its program and
     /// subcommand, [`offered_pattern`]) in this workstream.
     AlwaysAllowPattern,
+    /// (An MCP tool) run it and stop asking for every tool of its server in this workstream.
+    AlwaysAllowServer,
     /// Run it, with a note for the model (asked in a modal).
     ApproveWithNote,
     /// Do not run it, with a note for the model (asked in a modal).
@@ -33,11 +35,12 @@ pub enum ClickAction {
 }
 
 impl ClickAction {
-    const ALL: [ClickAction; 9] = [
+    const ALL: [ClickAction; 10] = [
         ClickAction::Approve,
         ClickAction::Deny,
         ClickAction::AlwaysAllow,
         ClickAction::AlwaysAllowPattern,
+        ClickAction::AlwaysAllowServer,
         ClickAction::ApproveWithNote,
         ClickAction::DenyWithNote,
         ClickAction::Accept,
@@ -52,6 +55,7 @@ impl ClickAction {
             ClickAction::Deny => "d",
             ClickAction::AlwaysAllow => "aa",
             ClickAction::AlwaysAllowPattern => "ap",
+            ClickAction::AlwaysAllowServer => "as",
             ClickAction::ApproveWithNote => "an",
             ClickAction::DenyWithNote => "dn",
             ClickAction::Accept => "ok",
@@ -108,7 +112,9 @@ impl ClickAction {
                 Verdict::Approve
             }
             ClickAction::Deny | ClickAction::DenyWithNote | ClickAction::Reject => Verdict::Deny,
-            ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern => Verdict::AlwaysAllow,
+            ClickAction::AlwaysAllow
+            | ClickAction::AlwaysAllowPattern
+            | ClickAction::AlwaysAllowServer => Verdict::AlwaysAllow,
             ClickAction::Annotate => Verdict::Annotate,
         }
     }
@@ -120,6 +126,7 @@ impl ClickAction {
             ClickAction::Deny => "Deny",
             ClickAction::AlwaysAllow => "Always allow",
             ClickAction::AlwaysAllowPattern => "Always allow this command",
+            ClickAction::AlwaysAllowServer => "Always allow this MCP server",
             ClickAction::ApproveWithNote => "Approve with note",
             ClickAction::DenyWithNote => "Deny with note",
             ClickAction::Accept => "Accept",
@@ -137,6 +144,25 @@ pub fn offered_pattern(tool: &str, preview: &str) -> Option<String> {
     (tool == "bash")
         .then(|| super::pattern::suggested(preview))
         .flatten()
+}
+
+/// What a card offers to always allow besides the whole tool, for a request about `tool`
+/// previewing `preview`: a command pattern for `bash` ([`offered_pattern`]), the whole MCP
+/// server for an MCP tool (`mcp__<server>__<tool>`). The card's button and the click both ask
+/// this, so what is granted is what was shown.
+pub fn offered_grant(tool: &str, preview: &str) -> Option<(ClickAction, super::Grant)> {
+    if let Some(prefix) = offered_pattern(tool, preview) {
+        let grant = super::Grant::Pattern {
+            tool: tool.to_owned(),
+            prefix,
+        };
+        return Some((ClickAction::AlwaysAllowPattern, grant));
+    }
+    let server = crate::connectors::server_of(tool)?;
+    Some((
+        ClickAction::AlwaysAllowServer,
+        super::Grant::Server(server.to_owned()),
+    ))
 }
 
 /// The person who clicked.
@@ -280,7 +306,7 @@ fn always_allow_is_the_owners(
 ) -> Ruling {
     let always = matches!(
         action,
-        ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern
+        ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern | ClickAction::AlwaysAllowServer
     );
     if !always || is_owner(ctx, who) {
         Ruling::Allow

@@ -282,7 +282,9 @@ fn style(action: ClickAction) -> ButtonStyle {
     match action {
         ClickAction::Approve | ClickAction::Accept => ButtonStyle::Success,
         ClickAction::Deny | ClickAction::Reject => ButtonStyle::Danger,
-        ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern => ButtonStyle::Primary,
+        ClickAction::AlwaysAllow
+        | ClickAction::AlwaysAllowPattern
+        | ClickAction::AlwaysAllowServer => ButtonStyle::Primary,
         ClickAction::ApproveWithNote | ClickAction::DenyWithNote | ClickAction::Annotate => {
             ButtonStyle::Secondary
         }
