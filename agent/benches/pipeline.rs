@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use sandpiper_agent::agent::TurnRequest;
-use std::collections::HashSet;
 
 use sandpiper_agent::model::{Message, ScriptedModel, ToolCall};
 use sandpiper_agent::pipeline::Batch;
@@ -113,7 +112,6 @@ fn pipeline_only(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let registry = ToolRegistry::builtin().expect("registry");
-    let grants = HashSet::new();
     let mut group = c.benchmark_group("tool_round_trip");
     for prior in [10usize, 500] {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -148,7 +146,6 @@ fn pipeline_only(c: &mut Criterion) {
                             first_seq: seq + 1,
                             requested_by: Some("bench"),
                             auto_approve: false,
-                            grants: &grants,
                             approval_timeout: Duration::from_secs(60),
                             max_parallel: 4,
                             max_output_bytes: 64 * 1024,

@@ -156,7 +156,7 @@ pub struct TurnRequest<'a> {
 }
 
 /// Continue a turn that a restart interrupted while it waited for approval (see
-/// [`resume`](crate::resume)).
+/// [`resume`](crate::approvals::resume)).
 pub struct ResumeRequest<'a> {
     /// Workstream key.
     pub workstream: &'a str,
@@ -582,7 +582,7 @@ impl Agent {
             .get(req.workstream, None)
             .await
             .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
-        if crate::resume::unanswered_calls(&handle.lock().await.history).is_empty() {
+        if crate::approvals::resume::unanswered_calls(&handle.lock().await.history).is_empty() {
             return Ok(None);
         }
         // The place is taken without holding the workstream, so `/status` answers meanwhile.
@@ -596,11 +596,14 @@ impl Agent {
             }));
         };
         let mut ws = handle.lock().await;
-        let dangling = crate::resume::unanswered_calls(&ws.history);
+        let dangling = crate::approvals::resume::unanswered_calls(&ws.history);
         if dangling.is_empty() {
             return Ok(None);
         }
-        let stored = crate::resume::StoredDecisions::new(self.inner.store.clone(), req.workstream);
+        let stored = crate::approvals::resume::StoredDecisions::new(
+            self.inner.store.clone(),
+            req.workstream,
+        );
         let turn = TurnRequest {
             workstream: req.workstream,
             author: req.author,

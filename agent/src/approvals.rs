@@ -1,28 +1,41 @@
 //! The approval engine: the one place where approval requests are asked, decided and closed,
 //! whatever the platform.
 //!
+//! - [`policy`]: who may decide a click (small pure rules over the stored request).
+//! - [`NewRequest`] (in `request`): the one builder of a request before it is asked.
 //! - [`ask`]: one round-trip for a batch of requests. It stores them as pending, puts them to
 //!   the channel's [`Approver`], and stores every outcome the approver did not already store
 //!   (a timeout, a stop, an answer typed at the console); then it tells the approver which
 //!   requests it closed ([`Approver::closed`]), so a card can say so without polling.
 //! - [`Agent::decide`] and [`Agent::decide_all`] (in `click`): a click on a card, checked
-//!   against the stored request by [`rule_on_click`](crate::approval_policy::rule_on_click)
-//!   and stored once (the first valid click wins), then handed to the waiting turn through
-//!   [`LiveApprovals`], or, after a restart, resuming the interrupted turn.
+//!   against the stored request by [`policy::rule_on_click`] and stored once (the first valid
+//!   click wins), then handed to the waiting turn through [`LiveApprovals`], or, after a
+//!   restart, resuming the interrupted turn.
 //! - [`review`]: a review gate (Accept / Reject / Annotate) through the same machinery, for
 //!   work the agent produced (a plan).
-//!
-//! - [`Agent::resume_click`]: the **Resume** button a card offers once every request of a turn
-//!   that is no longer running (a restart, or the node running it stopped) is decided.
+//! - [`resume`]: turns interrupted by a restart while they waited; [`Agent::resume_click`]:
+//!   the **Resume** button a card offers once every request of such a turn is decided.
 //! - [`fingerprint`]: what a request is about (tool name and arguments), stored with it so a
 //!   stored decision is never used for a different call; [`allowed_approvers`]: who may decide,
 //!   stored with it so every node judges a click the same.
-//!
-//! A decision therefore has exactly one writer: the engine for clicks, [`ask`] for the rest.
+//! - [`grant`], [`pattern`], [`grants`]: what Always allow allows (a tool, a command
+//!   pattern, an MCP server), the pure command-pattern matcher, and a workstream's grants.
+//! - [`ledger`]: the one writer. Every stored change (a request asked, decided, timed out,
+//!   cancelled; a grant made or taken back) and every call that runs unasked goes through
+//!   [`ledger::record`], which also writes the audit trail.
+//! - [`Answer::of_stored`]: the one reading of a stored state, for a waiting turn on another
+//!   node and for a resumed one alike.
 
 mod click;
 mod fingerprint;
+pub mod grant;
+pub mod grants;
+pub mod ledger;
 mod live;
+pub mod pattern;
+pub mod policy;
+mod request;
+pub mod resume;
 mod resume_click;
 mod review;
 
@@ -32,11 +45,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{ApprovalItem, Approver, Decision};
 use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
+use crate::store::audit::CancelCause;
 use crate::store::{Store, StoreError};
+
+use ledger::Change;
 
 pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
 pub use fingerprint::{fingerprint, fingerprint_raw};
+pub use grant::Grant;
+pub use grants::{GrantedBy, Grants, RevokeTarget};
 pub use live::{LiveApprovals, Waiters};
+pub use policy::ClickAction;
+pub use request::NewRequest;
 pub use resume_click::{ResumeClick, ResumeOutcome};
 pub use review::{ReviewAnswer, ReviewRequest, review};
 
@@ -49,6 +69,29 @@ pub enum Answer {
     TimedOut,
     /// The turn was stopped while waiting.
     Cancelled,
+}
+
+impl Answer {
+    /// What a stored request means to the turn that reads it (a waiting turn on another node,
+    /// a resumed turn): the decision it holds; timed out; or, for one cancelled or still
+    /// pending though the wait ended, cancelled. The call runs only for a decision that runs.
+    /// The one mapping from a stored state to what a turn does.
+    pub fn of_stored(r: &ApprovalRecord) -> Self {
+        match (r.decision(), r.status) {
+            (Some(d), _) => Answer::Decided(d),
+            (None, ApprovalStatus::TimedOut) => Answer::TimedOut,
+            (None, _) => Answer::Cancelled,
+        }
+    }
+
+    /// The decision a resumed call is answered with: a stored decision as it was, anything
+    /// else a denial.
+    pub fn into_decision(self) -> Decision {
+        match self {
+            Answer::Decided(d) => d,
+            Answer::TimedOut | Answer::Cancelled => Decision::deny(None),
+        }
+    }
 }
 
 /// Where an [`ask`] waits.
@@ -71,9 +114,7 @@ pub async fn ask(
     cx: AskContext<'_>,
     requests: &[ApprovalRecord],
 ) -> Result<Vec<Answer>, StoreError> {
-    for r in requests {
-        cx.store.create_approval(r).await?;
-    }
+    ledger::record(cx.store, Change::Asked(requests)).await?;
     let items: Vec<ApprovalItem> = requests.iter().map(item).collect();
     let answers = round_trip(cx, &items).await;
     let mut out = Vec::with_capacity(requests.len());
@@ -82,27 +123,27 @@ pub async fn ask(
         // The store's conditional update is the one arbiter: a click stored its decision
         // first (then this finds the request decided and reads what is stored), or this
         // stores the approver's answer, the timeout or the stop.
-        let (status, by, note) = match &answer {
-            Answer::Decided(d) => (
-                ApprovalStatus::from(d.verdict),
-                d.decided_by.as_deref(),
-                d.feedback.as_deref(),
-            ),
-            Answer::TimedOut => (ApprovalStatus::TimedOut, None, None),
-            Answer::Cancelled => (ApprovalStatus::Cancelled, None, None),
+        let change = match &answer {
+            Answer::Decided(d) => Change::Decided {
+                request,
+                decision: d,
+                by_id: None,
+                grant: None,
+            },
+            Answer::TimedOut => Change::TimedOut(request),
+            Answer::Cancelled => Change::Cancelled {
+                request,
+                cause: CancelCause::Stop,
+            },
         };
-        if cx
-            .store
-            .decide_approval(&request.id, status, by, note)
-            .await?
-        {
+        if ledger::record(cx.store, change).await?.happened() {
             closed.push(request.id.clone());
             out.push(answer);
         } else {
             // A click decided it just as the wait ended: what is stored is what happened.
             let stored = cx.store.get_approval(&request.id).await?;
             out.push(match stored {
-                Some(r) => stored_answer(&r),
+                Some(r) => Answer::of_stored(&r),
                 None => answer,
             });
         }
@@ -145,16 +186,6 @@ pub fn item(r: &ApprovalRecord) -> ApprovalItem {
 /// A new request id (`ap_<uuid>`; button ids name it).
 pub fn new_request_id() -> String {
     format!("ap_{}", uuid::Uuid::new_v4().simple())
-}
-
-/// The answer a stored, decided request gives.
-fn stored_answer(r: &ApprovalRecord) -> Answer {
-    match (r.decision(), r.status) {
-        (Some(d), _) => Answer::Decided(d),
-        (None, ApprovalStatus::TimedOut) => Answer::TimedOut,
-        // Cancelled, or still pending though the wait ended: the call does not run.
-        (None, _) => Answer::Cancelled,
-    }
 }
 
 /// One round-trip to the approver, bounded by the timeout and the turn's cancellation.

@@ -125,6 +125,33 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// How the log is written.
     pub log: LogConfig,
+    /// The audit trail of approval events.
+    pub audit: AuditConfig,
+}
+
+/// `[audit]`: how long the audit trail keeps its rows (see [`crate::store::audit`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Rows older than this many days are pruned at start and then daily; `0` keeps them
+    /// forever. Default 365.
+    pub retention_days: u32,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            retention_days: 365,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// The oldest time (unix ms) a row is kept at `now`; `None` when rows are kept forever.
+    pub fn keep_after(&self, now_ms: i64) -> Option<i64> {
+        (self.retention_days > 0)
+            .then(|| now_ms - i64::from(self.retention_days) * 24 * 60 * 60 * 1000)
+    }
 }
 
 /// `[cluster]`: how nodes sharing one PostgreSQL split the workstreams (see

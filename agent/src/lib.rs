@@ -8,10 +8,10 @@
 //! - [`store`]: persistence of workstreams, messages, approvals and grants (sqlx: SQLite and
 //!   PostgreSQL).
 //! - [`protocol`]: what a channel sees and answers: turn events, approval items, decisions.
-//! - [`approval_policy`]: who may decide a click on an approval button (the button ids are
-//!   the channels' own).
-//! - [`approvals`]: the approval engine: asking, deciding clicks, closing requests, review
-//!   gates; one writer per decision.
+//! - [`approvals`]: the approval engine: who may decide a click (`approvals::policy`), the
+//!   request builder, asking, deciding clicks, closing requests, grants, review gates,
+//!   resuming turns interrupted by a restart; one writer for every stored change
+//!   (`approvals::ledger`), which also keeps the audit trail.
 //! - [`context`]: the model's context window: its size, request sizes, output limits and
 //!   compaction of long workstreams.
 //! - [`connectors`]: connector policy: which MCP servers a turn may use, from its tiers.
@@ -22,7 +22,6 @@
 //! - [`activity`]: what running turns are doing now, for the status page.
 //! - [`agent`]: the turn loop that ties the above together; [`Agent`] is the entry point.
 //! - [`prompt`]: the system message.
-//! - [`resume`]: turns interrupted by a restart while waiting for approval.
 //! - [`cluster`]: several nodes on one database: workstream leases, hand-offs to the owner,
 //!   takeover when a node dies.
 //! - [`mcp`]: the MCP client: external tool servers (stdio, HTTP), their tools, resources and
@@ -45,7 +44,6 @@
 
 pub mod activity;
 pub mod agent;
-pub mod approval_policy;
 pub mod approvals;
 pub mod bm25;
 pub mod child_env;
@@ -65,7 +63,6 @@ pub mod people;
 pub mod pipeline;
 pub mod prompt;
 pub mod protocol;
-pub mod resume;
 pub mod service_jwt;
 pub mod sign_in;
 pub mod store;

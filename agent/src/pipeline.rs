@@ -8,7 +8,10 @@
 //! - **Approve** the calls that need it in one round-trip to the channel, through the
 //!   [approval engine](crate::approvals), which stores every outcome. A call asks when its
 //!   tool's JSON says `auto_approve: false` or the tool raises it for this call
-//!   ([`needs_approval`]); `auto_approve` sessions and always-allow grants never block.
+//!   ([`needs_approval`]); `auto_approve` sessions and always-allow grants never block. A
+//!   call that runs unasked is recorded in the audit trail with why, and a call under a grant
+//!   says so on its tool line. The grants are read fresh for every batch, so a revoke applies
+//!   to the next call.
 //! - **Execute** approved calls, at most `max_parallel` at once. Each result is committed at
 //!   its position in the model's call order (`seq` reserved up front) and only then shown.
 //!
@@ -30,20 +33,21 @@
 //! it found come back in [`BatchOutcome::expanded`].
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use crate::approvals::{self, Answer, AskContext};
+use crate::approvals::ledger::{self, Change};
+use crate::approvals::{self, Answer, AskContext, GrantedBy, Grants, NewRequest};
 use crate::connectors;
 use crate::model::{Message, ToolCall};
 use crate::protocol::{
     ApprovalKind, ApprovalOutcome, Approver, Decision, ToolCallView, TurnEvent, TurnSink, Verdict,
 };
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::store::audit::AutoReason;
 use crate::store::{Store, StoreError};
 use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
@@ -66,10 +70,8 @@ pub struct Batch<'a> {
     pub first_seq: i64,
     /// Who started the turn.
     pub requested_by: Option<&'a str>,
-    /// Approve everything (`--yes`).
+    /// Approve everything (`--yes`, `[approval] auto_approve`).
     pub auto_approve: bool,
-    /// Tools always allowed in this workstream.
-    pub grants: &'a HashSet<String>,
     /// How long to wait for a decision; zero waits forever.
     pub approval_timeout: Duration,
     /// Calls running at once.
@@ -119,8 +121,6 @@ pub struct Nested<'a> {
 pub struct BatchOutcome {
     /// One tool result per call, in the model's call order (already committed).
     pub results: Vec<Message>,
-    /// Tools newly always-allowed (already committed).
-    pub new_grants: Vec<String>,
     /// Whether a person denied a call (or let it time out).
     pub denied: bool,
     /// Tools found by `tool_search` calls, to make visible for good.
@@ -153,7 +153,16 @@ enum Stage {
         ready: ReadyCall,
         needs_approval: bool,
         note: Option<String>,
+        /// Why it runs without asking (`None` when it asks).
+        unasked: Option<Unasked>,
     },
+}
+
+/// Why a call runs without asking anyone, for the audit trail and its tool line.
+#[derive(Debug, Clone)]
+struct Unasked {
+    reason: AutoReason,
+    grant: Option<GrantedBy>,
 }
 
 struct Item<'c> {
@@ -166,11 +175,12 @@ struct Item<'c> {
 impl Batch<'_> {
     /// Runs the batch. A store error is fatal for the turn; everything else becomes a result.
     pub async fn run(&self, calls: &[ToolCall]) -> Result<BatchOutcome, StoreError> {
+        let grants = Grants::load(self.store, self.thread()).await?;
         let mut items: Vec<Item<'_>> = Vec::with_capacity(calls.len());
         for call in calls {
             let stage = match self.connector_refusal(call).await {
                 Some(text) => Stage::Done { text },
-                None => self.prepare(call),
+                None => self.prepare(call, &grants),
             };
             items.push(Item {
                 call,
@@ -179,6 +189,7 @@ impl Batch<'_> {
             });
         }
         for item in &items {
+            self.record_unasked(item).await?;
             self.sink.event(TurnEvent::ToolPending(view(item)));
         }
         let mut expanded = Vec::new();
@@ -187,14 +198,57 @@ impl Batch<'_> {
                 expanded.append(expand);
             }
         }
-        let (new_grants, denied) = self.approve(&mut items).await?;
+        let (always, denied) = self.approve(&mut items).await?;
+        if always {
+            self.confirm_new_grants(&grants).await?;
+        }
         let results = self.execute(items).await?;
         Ok(BatchOutcome {
             results,
-            new_grants,
             denied,
             expanded,
         })
+    }
+
+    /// A call that runs unasked goes in the audit trail, with why.
+    async fn record_unasked(&self, item: &Item<'_>) -> Result<(), StoreError> {
+        let Stage::Ready {
+            unasked: Some(unasked),
+            ..
+        } = &item.stage
+        else {
+            return Ok(());
+        };
+        let grant = unasked.grant.as_ref().map(|g| g.grant.to_string());
+        let change = Change::Unasked {
+            workstream: self.thread(),
+            call_id: &item.call.id,
+            tool: &item.call.name,
+            requested_by: self.requested_by,
+            reason: unasked.reason,
+            grant: grant
+                .as_deref()
+                .map(|g| (g, unasked.grant.as_ref().and_then(|u| u.by.as_deref()))),
+        };
+        ledger::record(self.store, change).await?;
+        Ok(())
+    }
+
+    /// Says in the thread what an Always allow of this batch granted, and who granted it.
+    async fn confirm_new_grants(&self, before: &Grants) -> Result<(), StoreError> {
+        let after = Grants::load(self.store, self.thread()).await?;
+        for new in after
+            .iter()
+            .filter(|g| !before.iter().any(|b| b.grant == g.grant))
+        {
+            let who = new.by.as_deref().unwrap_or("someone");
+            self.sink.event(TurnEvent::Notice(format!(
+                "🔓 {} is always allowed in this thread, granted by {who}. `/grants` lists \
+                 grants; `/grants revoke` takes them back.",
+                new.grant.describe()
+            )));
+        }
+        Ok(())
     }
 
     /// The implementation, argument schema and primary key of a built-in or MCP tool.
@@ -297,7 +351,7 @@ impl Batch<'_> {
         Some(connectors::refusal(&server))
     }
 
-    fn prepare(&self, call: &ToolCall) -> Stage {
+    fn prepare(&self, call: &ToolCall, grants: &Grants) -> Stage {
         if let Some(search) = self.tool_search.filter(|_| call.name == TOOL_SEARCH) {
             let found = run_tool_search(search.index, &call.arguments, search.max_results);
             return Stage::Answered {
@@ -338,19 +392,44 @@ impl Batch<'_> {
                 };
             }
         };
+        let command = args
+            .get("command")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         match tool.prepare_value(args, &self.tool_ctx) {
             Ok(ready) => {
-                let needs_approval = needs_approval(auto_approve, &ready.prepared)
-                    && !self.auto_approve
-                    && !self.grants.contains(&call.name);
-                self.tool_ctx.metrics.approval_unasked(
-                    !needs_approval && crate::tools::needs_approval(auto_approve, &ready.prepared),
-                    self.auto_approve,
-                );
+                let asks = needs_approval(auto_approve, &ready.prepared);
+                let grant = asks
+                    .then(|| grants.covering(&call.name, command.as_deref()))
+                    .flatten();
+                let unasked = match (asks, grant) {
+                    (false, _) => Some(Unasked {
+                        reason: if reads_in_workdir(&call.name) {
+                            AutoReason::ReadInWorkdir
+                        } else {
+                            AutoReason::ToolAutoApprove
+                        },
+                        grant: None,
+                    }),
+                    (true, _) if self.auto_approve => Some(Unasked {
+                        reason: AutoReason::AutoApproveSession,
+                        grant: None,
+                    }),
+                    (true, Some(g)) => Some(Unasked {
+                        reason: AutoReason::Grant,
+                        grant: Some(g.clone()),
+                    }),
+                    (true, None) => None,
+                };
+                let needs_approval = unasked.is_none();
+                self.tool_ctx
+                    .metrics
+                    .approval_unasked(!needs_approval && asks, self.auto_approve);
                 Stage::Ready {
                     ready,
                     needs_approval,
                     note: None,
+                    unasked,
                 }
             }
             Err(e) => Stage::Done {
@@ -360,55 +439,60 @@ impl Batch<'_> {
     }
 
     /// Asks about the calls that need it (through the approval engine, which stores every
-    /// outcome); returns new always-allow grants and whether anything was denied.
-    async fn approve(&self, items: &mut [Item<'_>]) -> Result<(Vec<String>, bool), StoreError> {
-        let mut asked = Vec::new();
-        let mut requests = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            if let Stage::Ready {
-                ready: ReadyCall { prepared, .. },
-                needs_approval: true,
-                ..
-            } = &item.stage
-            {
-                asked.push(i);
-                let (call_id, header) = match self.nested {
-                    Some(n) => (
-                        format!("{}/{}", n.parent_call, item.call.id),
-                        format!("{} › {}", n.label, prepared.header),
-                    ),
-                    None => (item.call.id.clone(), prepared.header.clone()),
-                };
-                requests.push(ApprovalRecord {
-                    id: approvals::new_request_id(),
-                    kind: ApprovalKind::ToolCall,
-                    workstream: self.thread().to_owned(),
-                    call_id,
-                    tool: item.call.name.clone(),
-                    header,
-                    preview: prepared.preview.clone(),
-                    requested_by: self.requested_by.map(str::to_owned),
-                    status: ApprovalStatus::Pending,
-                    decided_by: None,
-                    feedback: None,
-                    decided_at: None,
-                    created_at: 0,
-                    fingerprint: Some(approvals::fingerprint_raw(
-                        &item.call.name,
-                        &item.call.arguments,
-                    )),
-                    approvers: None,
-                });
-            }
-        }
-        if requests.is_empty() {
-            return Ok((Vec::new(), false));
+    /// outcome and any grant an Always allow makes); returns whether an Always allow was
+    /// among the answers and whether anything was denied.
+    async fn approve(&self, items: &mut [Item<'_>]) -> Result<(bool, bool), StoreError> {
+        let asked: Vec<usize> = items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| {
+                matches!(
+                    item.stage,
+                    Stage::Ready {
+                        needs_approval: true,
+                        ..
+                    }
+                )
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if asked.is_empty() {
+            return Ok((false, false));
         }
         // Who may decide, as of now: stored with each request, so any node judges a click alike.
         let approvers =
             approvals::allowed_approvers(self.store, self.approver, self.thread()).await?;
-        for r in &mut requests {
-            r.approvers = Some(approvers.clone());
+        let mut requests = Vec::with_capacity(asked.len());
+        for &i in &asked {
+            let item = &items[i];
+            let Stage::Ready {
+                ready: ReadyCall { prepared, .. },
+                ..
+            } = &item.stage
+            else {
+                continue;
+            };
+            let (call_id, header) = match self.nested {
+                Some(n) => (
+                    format!("{}/{}", n.parent_call, item.call.id),
+                    format!("{} › {}", n.label, prepared.header),
+                ),
+                None => (item.call.id.clone(), prepared.header.clone()),
+            };
+            requests.push(
+                NewRequest {
+                    kind: ApprovalKind::ToolCall,
+                    workstream: self.thread(),
+                    call_id,
+                    tool: &item.call.name,
+                    header,
+                    preview: prepared.preview.clone(),
+                    requested_by: self.requested_by,
+                    fingerprint: approvals::fingerprint_raw(&item.call.name, &item.call.arguments),
+                    approvers: approvers.clone(),
+                }
+                .build(),
+            );
         }
         let cx = AskContext {
             store: self.store,
@@ -417,9 +501,9 @@ impl Batch<'_> {
             cancel: &self.tool_ctx.cancel,
         };
         let answers = approvals::ask(cx, &requests).await?;
-        let mut new_grants = Vec::new();
+        let mut always = false;
         let mut denied = false;
-        for ((i, request), answer) in asked.into_iter().zip(&requests).zip(answers) {
+        for (i, answer) in asked.into_iter().zip(answers) {
             let item = &mut items[i];
             self.tool_ctx
                 .metrics
@@ -447,12 +531,7 @@ impl Batch<'_> {
                 Answer::Decided(d) => d,
             };
             item.approval = Some(ApprovalOutcome::of(decision.verdict));
-            if decision.verdict == Verdict::AlwaysAllow && !new_grants.contains(&request.tool) {
-                self.store
-                    .add_grant(self.thread(), &request.tool, decision.decided_by.as_deref())
-                    .await?;
-                new_grants.push(request.tool.clone());
-            }
+            always |= decision.verdict == Verdict::AlwaysAllow;
             if decision.verdict == Verdict::Deny {
                 denied = true;
                 item.stage = Stage::Done {
@@ -465,7 +544,7 @@ impl Batch<'_> {
                 });
             }
         }
-        Ok((new_grants, denied))
+        Ok((always, denied))
     }
 
     async fn execute(&self, items: Vec<Item<'_>>) -> Result<Vec<Message>, StoreError> {
@@ -491,6 +570,7 @@ impl Batch<'_> {
                     ready,
                     note,
                     needs_approval,
+                    ..
                 } => {
                     // A wait for approval can be long: the policy is asked again before running.
                     if needs_approval && let Some(text) = self.connector_refusal(item.call).await {
@@ -586,7 +666,6 @@ impl Batch<'_> {
             sink: self.sink,
             approver: link.approver,
             requested_by: self.requested_by,
-            grants: self.grants,
         };
         let cancel = &self.tool_ctx.cancel;
         let run = ready.execute_in_turn(&self.tool_ctx, chunks, &turn);
@@ -680,13 +759,19 @@ fn view(item: &Item<'_>) -> ToolCallView {
         Stage::Ready {
             ready: ReadyCall { prepared, .. },
             needs_approval,
+            unasked,
             ..
-        } => (
-            prepared.header.clone(),
-            prepared.preview.clone(),
-            *needs_approval,
-            None,
-        ),
+        } => {
+            let header = match unasked.as_ref().and_then(|u| u.grant.as_ref()) {
+                Some(g) => format!(
+                    "{} — always allowed by {}",
+                    prepared.header,
+                    g.by.as_deref().unwrap_or("a grant")
+                ),
+                None => prepared.header.clone(),
+            };
+            (header, prepared.preview.clone(), *needs_approval, None)
+        }
     };
     ToolCallView {
         call_id: item.call.id.clone(),
@@ -696,6 +781,12 @@ fn view(item: &Item<'_>) -> ToolCallView {
         needs_approval,
         error,
     }
+}
+
+/// Tools whose JSON `auto_approve` holds only for reads inside the workstream's directory
+/// (they ask for anything outside it): their unasked calls are recorded as such.
+fn reads_in_workdir(tool: &str) -> bool {
+    matches!(tool, "read_file" | "search")
 }
 
 /// `denied by alice: use the staging db`, `denied by alice`, `denied: reason`, or

@@ -298,6 +298,47 @@ pub struct Decision {
     pub feedback: Option<String>,
     /// Who decided (a username), when known.
     pub decided_by: Option<String>,
+    /// How the decision was made (the audit trail records it); `None`: the approver did not
+    /// say, recorded as [`DecisionPath::Automatic`].
+    pub via: Option<DecisionPath>,
+}
+
+/// Through which path a decision reached sandpiper, as the audit trail records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionPath {
+    /// A button on the card in the thread.
+    Button,
+    /// The note dialog a with-note button opens.
+    NoteDialog,
+    /// An answer typed at the console.
+    Console,
+    /// A button on the status page.
+    Web,
+    /// A decision stored before a restart, used by the resumed turn.
+    Resumed,
+    /// No person: sandpiper decided itself (a card that could not be posted, `--yes`).
+    Automatic,
+}
+
+impl DecisionPath {
+    /// The stored and shown text (`button`, `note_dialog`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Button => "button",
+            Self::NoteDialog => "note_dialog",
+            Self::Console => "console",
+            Self::Web => "web",
+            Self::Resumed => "resumed",
+            Self::Automatic => "automatic",
+        }
+    }
+}
+
+impl std::fmt::Display for DecisionPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Decision {
@@ -307,6 +348,7 @@ impl Decision {
             verdict,
             feedback,
             decided_by: None,
+            via: None,
         }
     }
 
@@ -323,6 +365,12 @@ impl Decision {
     /// Names who decided.
     pub fn by(mut self, who: impl Into<String>) -> Self {
         self.decided_by = Some(who.into());
+        self
+    }
+
+    /// Names the path the decision came through.
+    pub fn via(mut self, path: DecisionPath) -> Self {
+        self.via = Some(path);
         self
     }
 }

@@ -6,10 +6,11 @@
 //! identities and linking), [`services`] (the registry of running nodes), [`notifications`]
 //! (which workstream sent a delivered notification), [`platform_events`] (events a platform
 //! delivered, so each is handled once across nodes), [`web_access`] and [`status_view`] (the
-//! status page's sign-in and what it reads); [`recall`] is full-text search over the messages. Migrations are
+//! status page's sign-in and what it reads), [`audit`] (the append-only approval audit trail); [`recall`] is full-text search over the messages. Migrations are
 //! embedded and run at connect time.
 
 pub mod approvals;
+pub mod audit;
 pub mod checkpoints;
 pub mod connectors;
 pub mod health;

@@ -297,8 +297,6 @@ pub struct InTurn<'a> {
     pub approver: &'a dyn crate::protocol::Approver,
     /// Who started the turn.
     pub requested_by: Option<&'a str>,
-    /// Tools always allowed in the workstream.
-    pub grants: &'a HashSet<String>,
 }
 
 impl std::fmt::Debug for InTurn<'_> {

@@ -31,8 +31,6 @@ pub struct Workstream {
     pub history: Vec<Message>,
     /// Files read (edit_file needs a prior read).
     pub files_read: FilesRead,
-    /// Tools always allowed here.
-    pub grants: HashSet<String>,
     /// Working directory of its tools (see [`WorkdirLayout`]); created by the first batch of
     /// tool calls that needs it.
     pub workdir: PathBuf,
@@ -259,7 +257,6 @@ impl Workstreams {
         let row = self.store.ensure_workstream(key, owner).await?;
         let mut history = self.store.load_messages(key).await?;
         history.shrink_to_fit();
-        let grants = self.store.grants(key).await?.into_iter().collect();
         let checkpoint = match history.len() {
             0 => None,
             _ => self.store.latest_checkpoint(key).await?,
@@ -276,7 +273,6 @@ impl Workstreams {
             resumed: !history.is_empty(),
             history,
             files_read: FilesRead::default(),
-            grants,
             workdir: self.layout.dir_for(key),
             turns_since_load: 0,
             last_turn_end: None,

@@ -21,6 +21,7 @@
 //! - [`admin_api`]: `/v1/api/…`: connector policy of threads and channels, behind a service
 //!   JWT.
 //! - [`api_error`]: the error every HTTP API route answers with (status and JSON body).
+//! - [`audit`]: `sandpiper audit` (table, JSON lines, CSV) and the daily retention pruner.
 //! - [`single_node`]: the lock that keeps a second `serve` off a SQLite file.
 //! - [`service_jwt`]: HS256 service tokens (issuer, audience, short expiry), checked per
 //!   audience.
@@ -37,6 +38,7 @@
 
 pub mod admin_api;
 pub mod api_error;
+pub mod audit;
 pub mod cluster;
 pub mod commands;
 pub mod defaults;

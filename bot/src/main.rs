@@ -114,6 +114,22 @@ enum Command {
     /// Check a deployment: config, database, model, Discord, Slack, MCP servers, the tool
     /// sandbox and the listen address; one line each, non-zero exit when something fails.
     Doctor,
+    /// Print the approval audit trail: every request, decision (who, and through which
+    /// path), call run unasked (and why), timeout, cancellation and grant.
+    Audit {
+        /// Only this workstream (`discord:<thread>`, `console:default`, ...).
+        #[arg(long, value_name = "KEY")]
+        workstream: Option<String>,
+        /// Only events this person acted in (username or shown name).
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// Only events since this date (YYYY-MM-DD, UTC) or RFC 3339 time.
+        #[arg(long, value_name = "DATE", value_parser = sandpiper::audit::parse_since)]
+        since: Option<i64>,
+        /// table, jsonl or csv.
+        #[arg(long, value_enum, default_value_t = sandpiper::audit::AuditFormat::Table)]
+        format: sandpiper::audit::AuditFormat,
+    },
     /// Change your username.
     Rename {
         /// The new username (a-z, 0-9, `_`, `.`, `-`; at most 32 characters).
@@ -365,6 +381,29 @@ async fn run(
             println!("{}", account::whoami(&people, console_person(&me)).await?);
             Ok(())
         }
+        Command::Audit {
+            workstream,
+            user,
+            since,
+            format,
+        } => {
+            if let Some(none) = defaults::no_database_yet(&config) {
+                println!("{none}");
+                return Ok(());
+            }
+            let store = wiring::open_store(&config).await?;
+            let filter = sandpiper_agent::store::audit::AuditFilter {
+                workstream,
+                user,
+                since,
+                limit: None,
+            };
+            print!(
+                "{}",
+                sandpiper::audit::report(&store, &filter, format).await?
+            );
+            Ok(())
+        }
         Command::Rename { username } => {
             let me = os_user();
             let people = People::new(wiring::open_store(&config).await?);
@@ -414,6 +453,11 @@ async fn run(
             tool_search_threshold,
             tool_search_max_results,
         } => {
+            let auto_source = Some(if yes {
+                "--yes"
+            } else {
+                "[approval] auto_approve"
+            });
             if yes {
                 config.approval.auto_approve = true;
             }
@@ -426,6 +470,8 @@ async fn run(
             }
             let auto_approve = config.approval.auto_approve;
             let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
+            let key = format!("console:{workstream}");
+            wiring::announce_session(&agent, &key, auto_source).await?;
             let interactive = std::io::stdin().is_terminal();
             let user = os_user();
             let options = ConsoleOptions {
@@ -495,6 +541,8 @@ async fn serve(
     let agent = wiring::build_agent_in(config, protected_host(protected))
         .instrument(span.clone())
         .await?;
+    wiring::announce_session(&agent, "*", Some("[approval] auto_approve")).await?;
+    sandpiper::audit::prune_daily(agent.store().clone(), agent.config().audit.clone());
     let shutdown = tokio_util::sync::CancellationToken::new();
     // Listening before the node starts: a platform retried at start (Slack unreachable)
     // still stops on SIGTERM.

@@ -181,6 +181,26 @@ pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, Wir
     Ok(Agent::with_host(config, model, store, mcp, host)?)
 }
 
+/// At start: prunes the audit trail, and when every call is approved (`auto_source` says what
+/// turned it on) prints the warning banner and records it in the audit trail.
+pub async fn announce_session(
+    agent: &Agent,
+    workstream: &str,
+    auto_source: Option<&str>,
+) -> Result<(), sandpiper_agent::store::StoreError> {
+    let banner = sandpiper_agent::approvals::ledger::session_started(
+        agent.store(),
+        agent.config(),
+        workstream,
+        auto_source,
+    )
+    .await?;
+    if let Some(banner) = banner {
+        eprintln!("{banner}");
+    }
+    Ok(())
+}
+
 /// Starts the watch runner for the workstreams `starters` show (Discord and Slack threads in
 /// `serve`, the console's workstream in `chat`); it stops, releasing its claims, when
 /// `shutdown` is cancelled.

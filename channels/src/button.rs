@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 
 /// Longest id a platform accepts (Discord: 100 characters; Slack allows 255).
 pub const MAX_ID: usize = 100;
@@ -68,6 +68,30 @@ impl CardButton {
         CardButton::Stop {
             workstream: workstream.to_owned(),
         }
+    }
+
+    /// The narrower Always allow a pending request about `tool` offers beside Always allow
+    /// for the tool, with its label: **Always allow `git status`** for `bash` (the command's
+    /// program and subcommand), **Always allow MCP server github** for an MCP tool; `None`
+    /// when none is offered. What it allows is not in the id: the click derives it again from
+    /// the stored request, so a forged id cannot grant another.
+    pub fn always_allow_pattern(
+        request: &str,
+        tool: &str,
+        preview: &str,
+    ) -> Option<(Self, String)> {
+        use sandpiper_agent::approvals::Grant;
+        let (action, grant) = sandpiper_agent::approvals::policy::offered_grant(tool, preview)?;
+        let label = match grant {
+            Grant::Pattern { prefix, .. } => format!("Always allow `{prefix}`"),
+            Grant::Server(server) => format!("Always allow MCP server {server}"),
+            Grant::Tool(tool) => format!("Always allow {tool}"),
+        };
+        let button = CardButton::Decide {
+            request: request.to_owned(),
+            action,
+        };
+        Some((button, label.chars().take(80).collect()))
     }
 
     /// The request the button names, if it names one.
@@ -166,6 +190,31 @@ impl FromStr for CardButton {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_card_offers_a_command_pattern_for_bash_and_the_server_for_an_mcp_tool() {
+        let offer = |tool: &str, preview: &str| {
+            CardButton::always_allow_pattern("ap_1", tool, preview)
+                .map(|(b, label)| (b.to_string(), label))
+        };
+        assert_eq!(
+            offer("bash", "git status --short"),
+            Some(("ap:ap_1:ap".into(), "Always allow `git status`".into()))
+        );
+        assert_eq!(
+            offer("mcp__github__create_issue", "{}"),
+            Some(("ap:ap_1:as".into(), "Always allow MCP server github".into()))
+        );
+        assert_eq!(offer("bash", "git status && rm -rf /"), None);
+        assert_eq!(offer("write_file", "notes.txt"), None);
+        assert_eq!(
+            "ap:ap_1:as".parse::<CardButton>(),
+            Ok(CardButton::Decide {
+                request: "ap_1".into(),
+                action: ClickAction::AlwaysAllowServer,
+            })
+        );
+    }
 
     #[test]
     fn every_button_reads_back_as_written() {

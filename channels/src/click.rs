@@ -8,8 +8,9 @@
 //! names another workstream than the one it was pressed in.
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome, ResumeClick, ResumeOutcome};
+use sandpiper_agent::protocol::DecisionPath;
 
 use crate::button::CardButton;
 use crate::card::{ApprovalCard, TurnNote};
@@ -83,8 +84,19 @@ async fn route(
 ) -> Handled {
     match button {
         CardButton::Stop { workstream } => stop(place, &workstream).await,
-        CardButton::Decide { request, action } | CardButton::Note { request, action } => {
-            decide(agent, place, &request, action, note).await
+        CardButton::Decide { request, action } => {
+            decide(agent, place, &request, action, note, DecisionPath::Button).await
+        }
+        CardButton::Note { request, action } => {
+            decide(
+                agent,
+                place,
+                &request,
+                action,
+                note,
+                DecisionPath::NoteDialog,
+            )
+            .await
         }
         CardButton::DecideAll { first, approve } => decide_all(agent, place, &first, approve).await,
         CardButton::Resume { request } => resume(agent, place, &request).await,
@@ -135,6 +147,7 @@ async fn decide(
     request: &str,
     action: ClickAction,
     note: Option<String>,
+    path: DecisionPath,
 ) -> Handled {
     let who = place.clicker(&[request.to_owned()]).await?;
     let has_note = note.is_some();
@@ -147,6 +160,8 @@ async fn decide(
             roles: &who.roles,
             approver_roles: place.approver_roles(),
             note,
+            path,
+            grant: None,
         })
         .await
         .map_err(|e| e.to_string())?;
@@ -202,6 +217,7 @@ async fn decide_all(agent: &Agent, place: &dyn ClickPlace, first: &str, approve:
             username: &who.name,
             roles: &who.roles,
             approver_roles: place.approver_roles(),
+            path: DecisionPath::Button,
         })
         .await;
     let refusal = outcome.refusal_text(|h| place.quote(h));

@@ -6,6 +6,7 @@ pub mod account;
 pub mod answers;
 pub mod connectors;
 pub mod console_link;
+pub mod grants;
 pub mod watches;
 
 use std::collections::HashMap;
@@ -78,6 +79,11 @@ pub enum Command {
     Watch {
         /// `list`, `cancel NAME` or `resume NAME`.
         action: WatchAction,
+    },
+    /// This thread's always-allow grants: list them, or take some back (owner or admin).
+    Grants {
+        /// `list` or `revoke <tool|pattern|all>`.
+        action: crate::commands::grants::GrantsAction,
     },
     /// A one-time sign-in link to the status page, sent to the person alone.
     Console,
@@ -356,6 +362,25 @@ pub const COMMANDS: &[CommandSpec] = &[
             };
             Ok(Command::Watch { action })
         },
+    },
+    CommandSpec {
+        name: "grants",
+        description: "What is always allowed in this thread, or take it back (owner or admin)",
+        options: &[
+            OptionSpec {
+                name: "action",
+                description: "list or revoke",
+                required: false,
+                choices: &["list", "revoke"],
+            },
+            OptionSpec {
+                name: "what",
+                description: "for revoke: a tool, a command pattern, or all",
+                required: false,
+                choices: &[],
+            },
+        ],
+        parse: |a| crate::commands::grants::parse(a.get("action"), a.get("what")),
     },
     CommandSpec {
         name: "console",

@@ -11,6 +11,7 @@
 //!   answers every platform gives: [`commands::answers`] (the informational commands),
 //!   [`commands::account`] (`link`, `whoami`, `rename`, `memory` about the person asking),
 //!   [`commands::connectors`] (show or change a thread's or channel's MCP servers),
+//!   [`commands::grants`] (`/grants`: the thread's always-allow grants, and taking them back),
 //!   [`commands::watches`] (`/watch list|cancel|resume`, and where a fired watch goes) and
 //!   [`commands::console_link`] (`/console`, a one-time sign-in link to the status page).
 //!   A command answer talks to the agent, never to its store (`channels/clippy.toml` says so).

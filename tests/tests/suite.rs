@@ -3,6 +3,7 @@
 mod admin_api;
 mod approvals;
 mod approver_view;
+mod audit;
 mod cluster;
 mod connector_commands;
 mod connectors;
@@ -15,6 +16,7 @@ mod failures;
 mod fake_discord;
 mod fake_slack;
 mod file_access;
+mod grants;
 mod http_hostile;
 mod http_limits;
 mod identity;

@@ -63,7 +63,6 @@ impl Agent {
         let mut outcome = TurnOutcome::default();
         let mut tokens = 0u64;
         let mut stopped = None;
-        let mut grants = turn.grants.clone();
         loop {
             if outcome.rounds >= config.agent.task_max_rounds {
                 stopped = Some(SubAgentStop::Rounds(outcome.rounds));
@@ -98,7 +97,6 @@ impl Agent {
                 first_seq: ws.next_seq(),
                 requested_by: turn.requested_by,
                 auto_approve: config.approval.auto_approve,
-                grants: &grants,
                 approval_timeout: config.approval.timeout,
                 max_parallel: config.tools.max_parallel,
                 max_output_bytes: self.output_bytes().await,
@@ -115,7 +113,6 @@ impl Agent {
             };
             let done = batch.run(&calls).await?;
             ws.history.extend(done.results);
-            grants.extend(done.new_grants);
             if cancel.is_cancelled() {
                 outcome.cancelled = true;
                 break;

@@ -20,7 +20,6 @@ use crate::prompt::system_prompt;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::StoreError;
 use crate::store::memories::Visibility;
-use crate::subagent::SubAgentKind;
 use crate::tool_search::TurnTools;
 use crate::tools::ToolContext;
 use crate::workstream::Workstream;
@@ -375,7 +374,6 @@ impl Agent {
             first_seq: ws.next_seq(),
             requested_by: req.author,
             auto_approve: config.approval.auto_approve,
-            grants: &ws.grants,
             approval_timeout: config.approval.timeout,
             max_parallel: config.tools.max_parallel,
             max_output_bytes,
@@ -394,11 +392,6 @@ impl Agent {
             inner.memories.sync(&inner.store, true).await?;
         }
         ws.history.extend(done.results);
-        ws.grants.extend(done.new_grants);
-        if calls.iter().any(|c| SubAgentKind::of(&c.name).is_some()) {
-            // A sub-agent's Always allow is stored for this thread: it applies from now on.
-            ws.grants = inner.store.grants(&ws.key).await?.into_iter().collect();
-        }
         Ok(done.denied)
     }
 
@@ -431,7 +424,7 @@ impl Agent {
     /// run. Each gets a result saying so (the model needs one per call), and their pending
     /// requests are closed so late clicks say the turn is gone.
     pub(super) async fn close_dangling(&self, ws: &mut Workstream) -> Result<(), StoreError> {
-        let dangling = crate::resume::unanswered_calls(&ws.history);
+        let dangling = crate::approvals::resume::unanswered_calls(&ws.history);
         if dangling.is_empty() {
             return Ok(());
         }
@@ -446,10 +439,11 @@ impl Agent {
             )
             .await?;
         }
-        self.inner
-            .store
-            .close_pending_approvals(&ws.key, crate::store::approvals::ApprovalStatus::Cancelled)
-            .await?;
+        let change = crate::approvals::ledger::Change::CancelPending {
+            workstream: &ws.key,
+            cause: crate::store::audit::CancelCause::NewMessage,
+        };
+        crate::approvals::ledger::record(&self.inner.store, change).await?;
         Ok(())
     }
 

@@ -10,9 +10,11 @@
 //! ([`AskingTurn::Interrupted`], then [`Agent::resume_click`](crate::Agent::resume_click)).
 //! Nothing resumes on its own.
 
-use crate::approval_policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
-use crate::protocol::Decision;
+use super::ledger::{self, Change};
+use crate::approvals::policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
+use crate::protocol::{Decision, DecisionPath};
 use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::store::audit::CancelCause;
 use crate::{Agent, AgentError};
 
 /// A click, resolved to sandpiper identities.
@@ -32,6 +34,12 @@ pub struct Click<'a> {
     pub approver_roles: &'a [String],
     /// The note typed in the modal, for the with-note actions.
     pub note: Option<String>,
+    /// Where the click happened (a card's button, its note dialog, the status page); the
+    /// audit trail records it.
+    pub path: DecisionPath,
+    /// What an Always allow allows, when the button offered less than the whole tool (a
+    /// command pattern, an MCP server); `None`: the request's tool.
+    pub grant: Option<super::Grant>,
 }
 
 /// What the platform should do after a click.
@@ -136,6 +144,20 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         );
         return Ok(ClickOutcome::Refused(reason));
     }
+    let grant = match click.action {
+        ClickAction::AlwaysAllowPattern | ClickAction::AlwaysAllowServer => {
+            match super::policy::offered_grant(&record.tool, &record.preview) {
+                Some((offered, grant)) if offered == click.action => Some(grant),
+                _ => {
+                    return Ok(ClickOutcome::Refused(
+                        "this call offers no such Always allow; use Always allow for the tool"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        _ => click.grant.clone(),
+    };
     if click.action.needs_note() && click.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
         return Ok(ClickOutcome::NeedsNote);
     }
@@ -153,17 +175,17 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
             > i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
     if interrupted && expired {
         // Nobody enforced the timeout while sandpiper was down: it applies now.
-        store
-            .decide_approval(&record.id, ApprovalStatus::TimedOut, None, None)
-            .await?;
+        ledger::record(store, Change::TimedOut(&record)).await?;
         let turn = interrupted_turn(agent, &record.workstream).await?;
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
         return Ok(ClickOutcome::Decided { record, turn });
     }
     if !live_turn && !interrupted && remote.is_none() {
-        store
-            .decide_approval(&record.id, ApprovalStatus::Cancelled, None, None)
-            .await?;
+        let change = Change::Cancelled {
+            request: &record,
+            cause: CancelCause::Restart,
+        };
+        ledger::record(store, change).await?;
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
         return Ok(ClickOutcome::Gone(record));
     }
@@ -171,16 +193,15 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         click.action.verdict(),
         click.note.filter(|n| !n.trim().is_empty()),
     )
-    .by(click.username);
-    let first = store
-        .decide_approval(
-            &record.id,
-            ApprovalStatus::from(decision.verdict),
-            decision.decided_by.as_deref(),
-            decision.feedback.as_deref(),
-        )
-        .await?;
-    if !first {
+    .by(click.username)
+    .via(click.path);
+    let change = Change::Decided {
+        request: &record,
+        decision: &decision,
+        by_id: Some(click.user_id),
+        grant,
+    };
+    if !ledger::record(store, change).await?.happened() {
         return Ok(ClickOutcome::Refused(
             "this request was already decided".into(),
         ));
@@ -230,6 +251,8 @@ pub struct BatchClick<'a> {
     pub roles: &'a [String],
     /// Roles whose members may decide (`approver_roles`, `approver_usergroups`).
     pub approver_roles: &'a [String],
+    /// Where the click happened (the audit trail records it).
+    pub path: DecisionPath,
 }
 
 /// A request of a batch the clicker could not decide, and why (shown only to them).
@@ -301,6 +324,8 @@ async fn decide_all(agent: &Agent, batch: BatchClick<'_>) -> BatchOutcome {
             roles: batch.roles,
             approver_roles: batch.approver_roles,
             note: None,
+            path: batch.path,
+            grant: None,
         };
         match decide(agent, click).await {
             Ok(ClickOutcome::Decided { turn, .. }) => {
@@ -333,7 +358,7 @@ async fn interrupted_call(agent: &Agent, record: &ApprovalRecord) -> Result<bool
         return Ok(false);
     }
     let history = agent.history(&record.workstream).await?;
-    Ok(crate::resume::unanswered_calls(&history)
+    Ok(crate::approvals::resume::unanswered_calls(&history)
         .iter()
         .any(|c| c.id == record.call_id))
 }
@@ -348,7 +373,7 @@ async fn interrupted_turn(agent: &Agent, workstream: &str) -> Result<AskingTurn,
 /// Whether every dangling call of an interrupted turn that was asked about is now decided.
 pub(super) async fn batch_decided(agent: &Agent, workstream: &str) -> Result<bool, AgentError> {
     let history = agent.history(workstream).await?;
-    for call in crate::resume::unanswered_calls(&history) {
+    for call in crate::approvals::resume::unanswered_calls(&history) {
         if let Some(r) = agent
             .store()
             .approval_for_call(workstream, &call.id)

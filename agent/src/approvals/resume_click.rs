@@ -4,7 +4,7 @@
 //! continue the turn. What it returns tells the channel to queue the resumed turn in the
 //! thread's lane; a forged or repeated press finds nothing left to resume and changes nothing.
 
-use crate::approval_policy::{ClickContext, Clicker, Ruling, rule_on_resume};
+use crate::approvals::policy::{ClickContext, Clicker, Ruling, rule_on_resume};
 use crate::{Agent, AgentError};
 
 /// A press of Resume, resolved to sandpiper identities.
@@ -76,7 +76,7 @@ impl Agent {
             return Ok(ResumeOutcome::Refused(reason));
         }
         let history = self.history(&record.workstream).await?;
-        let dangling = crate::resume::unanswered_calls(&history);
+        let dangling = crate::approvals::resume::unanswered_calls(&history);
         if !dangling.iter().any(|c| c.id == record.call_id) {
             tracing::info!(
                 request = %record.id,

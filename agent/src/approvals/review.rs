@@ -3,11 +3,10 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Answer, AskContext, ask, new_request_id};
+use super::{Answer, AskContext, NewRequest, ask};
 use crate::Agent;
 use crate::protocol::{ApprovalKind, Approver, Verdict};
 use crate::store::StoreError;
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 
 /// What to put to review.
 #[derive(Debug, Clone)]
@@ -63,27 +62,22 @@ pub async fn review(
     approver: &dyn Approver,
     req: ReviewRequest<'_>,
 ) -> Result<ReviewAnswer, StoreError> {
-    let record = ApprovalRecord {
-        id: new_request_id(),
+    let record = NewRequest {
         kind: ApprovalKind::Review,
-        workstream: req.workstream.to_owned(),
+        workstream: req.workstream,
         call_id: req.call_id.to_owned(),
-        tool: req.tool.to_owned(),
+        tool: req.tool,
         header: req.header.to_owned(),
         preview: req.preview.to_owned(),
-        requested_by: req.requested_by.map(str::to_owned),
-        status: ApprovalStatus::Pending,
-        decided_by: None,
-        feedback: None,
-        decided_at: None,
-        created_at: 0,
+        requested_by: req.requested_by,
         // What is reviewed is the text shown; its fingerprint ties a decision to it.
-        fingerprint: Some(super::fingerprint(
+        fingerprint: super::fingerprint(
             req.tool,
             &serde_json::Value::String(req.preview.to_owned()),
-        )),
-        approvers: Some(super::allowed_approvers(agent.store(), approver, req.workstream).await?),
-    };
+        ),
+        approvers: super::allowed_approvers(agent.store(), approver, req.workstream).await?,
+    }
+    .build();
     let cx = AskContext {
         store: agent.store(),
         approver,

@@ -1,5 +1,6 @@
 use super::*;
 use crate::protocol::{ApprovalItem, NullSink};
+use crate::store::approvals::ApprovalStatus;
 use std::sync::Mutex;
 
 /// Denies everything and remembers what it was asked.
@@ -44,7 +45,6 @@ async fn a_sub_agents_batch_asks_in_the_parent_thread_and_calls_only_its_own_too
         first_seq: 0,
         requested_by: Some("alice"),
         auto_approve: false,
-        grants: &HashSet::new(),
         approval_timeout: Duration::from_secs(10),
         max_parallel: 2,
         max_output_bytes: 4096,
@@ -100,7 +100,6 @@ async fn a_tool_that_acts_in_the_turn_does_not_run_without_one() {
         first_seq: 0,
         requested_by: None,
         auto_approve: true,
-        grants: &HashSet::new(),
         approval_timeout: Duration::from_secs(10),
         max_parallel: 1,
         max_output_bytes: 4096,
@@ -138,7 +137,6 @@ async fn a_store_gone_during_a_tool_ends_the_turn_instead_of_telling_the_model()
         first_seq: 0,
         requested_by: None,
         auto_approve: true,
-        grants: &HashSet::new(),
         approval_timeout: Duration::from_secs(10),
         max_parallel: 1,
         max_output_bytes: 4096,

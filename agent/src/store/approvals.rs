@@ -158,6 +158,18 @@ impl ApprovalRecord {
     }
 }
 
+/// A stored always-allow grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRow {
+    /// The grant as stored (`bash`, `bash:git status`, `mcp__github__*`; see
+    /// [`Grant`](crate::approvals::Grant)).
+    pub grant: String,
+    /// Who made it (shown name).
+    pub granted_by: Option<String>,
+    /// When (unix ms).
+    pub created_at: i64,
+}
+
 type Row = (
     String,
     String,
@@ -242,8 +254,9 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
 }
 
 impl Store {
-    /// Stores a new pending request.
-    pub async fn create_approval(&self, r: &ApprovalRecord) -> Result<(), StoreError> {
+    /// Stores a new pending request. Only the approval engine's writer
+    /// ([`crate::approvals::ledger`]) calls this, so every request is audited.
+    pub(crate) async fn create_approval(&self, r: &ApprovalRecord) -> Result<(), StoreError> {
         let approvers = r
             .approvers
             .as_ref()
@@ -276,8 +289,9 @@ impl Store {
     }
 
     /// Records a decision on a pending request. Returns false when the request does not exist
-    /// or was already decided (a second click changes nothing).
-    pub async fn decide_approval(
+    /// or was already decided (a second click changes nothing). Only the approval engine's
+    /// writer ([`crate::approvals::ledger`]) calls this.
+    pub(crate) async fn decide_approval(
         &self,
         id: &str,
         status: ApprovalStatus,
@@ -345,34 +359,29 @@ impl Store {
         row.map(record).transpose()
     }
 
-    /// Marks every pending request of a workstream `status` ([`ApprovalStatus::Cancelled`]
-    /// when the turn that asked is gone). Returns how many changed.
-    pub async fn close_pending_approvals(
-        &self,
-        workstream: &str,
-        status: ApprovalStatus,
-    ) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE tool_approvals SET status = $1, decided_at = $2 \
-             WHERE workstream = $3 AND status = $4",
-        )
-        .bind(status.as_str())
-        .bind(now_ms())
+    /// The pending requests of a workstream, oldest first.
+    pub async fn pending_in(&self, workstream: &str) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM tool_approvals WHERE workstream = $1 AND status = $2 \
+             ORDER BY created_at, id"
+        )))
         .bind(workstream)
         .bind(ApprovalStatus::Pending.as_str())
-        .execute(self.pool())
+        .fetch_all(self.pool())
         .await?;
-        Ok(done.rows_affected())
+        rows.into_iter().map(record).collect()
     }
 
-    /// Remembers "always allow `tool` in this workstream".
-    pub async fn add_grant(
+    /// Remembers "always allow `tool` in this workstream" (`tool` is a stored
+    /// [`Grant`](crate::approvals::Grant)); whether it is new. Only the approval engine's
+    /// writer calls this.
+    pub(crate) async fn add_grant(
         &self,
         workstream: &str,
         tool: &str,
         granted_by: Option<&str>,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
             "INSERT INTO tool_grants (workstream, tool, granted_by, created_at) \
              VALUES ($1, $2, $3, $4) ON CONFLICT (workstream, tool) DO NOTHING",
         )
@@ -382,7 +391,40 @@ impl Store {
         .bind(now_ms())
         .execute(self.pool())
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Takes a grant back; whether there was one. Only the approval engine's writer calls this.
+    pub(crate) async fn remove_grant(
+        &self,
+        workstream: &str,
+        tool: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM tool_grants WHERE workstream = $1 AND tool = $2")
+            .bind(workstream)
+            .bind(tool)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// A workstream's grants with who made them and when, by grant.
+    pub async fn grant_rows(&self, workstream: &str) -> Result<Vec<GrantRow>, StoreError> {
+        let rows: Vec<(String, Option<String>, i64)> = sqlx::query_as(
+            "SELECT tool, granted_by, created_at FROM tool_grants WHERE workstream = $1 \
+             ORDER BY tool",
+        )
+        .bind(workstream)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(grant, granted_by, created_at)| GrantRow {
+                grant,
+                granted_by,
+                created_at,
+            })
+            .collect())
     }
 
     /// Tools always allowed in a workstream.

@@ -50,6 +50,7 @@ pub async fn answer(
             };
             crate::commands::watches::answer(agent, action, at).await
         }
+        Command::Grants { action } => crate::commands::grants::answer(agent, action, who, at).await,
         Command::Help => help(at.prefix),
         Command::Console => crate::commands::console_link::answer(agent, who, at.admin).await,
         Command::Compact => match at.workstream {

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use sandpiper_agent::protocol::{ApprovalItem, ApprovalKind, Approver, Decision, Verdict};
+use sandpiper_agent::protocol::{
+    ApprovalItem, ApprovalKind, Approver, Decision, DecisionPath, Verdict,
+};
 
 use super::input::{Asking, LineSource, Typed};
 use super::sink::{Headed, locked};
@@ -80,7 +82,7 @@ impl Approver for ConsoleApprover {
                 };
                 match answer {
                     Ok(d) => {
-                        decisions.push(d.by(self.user.clone()));
+                        decisions.push(d.by(self.user.clone()).via(DecisionPath::Console));
                         break;
                     }
                     Err(hint) => say(&self.out, &format!("{hint}\n")),

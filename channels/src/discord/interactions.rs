@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 use sandpiper_agent::workstream::WorkstreamKey;
 use serenity::all::{
     ActionRowComponent, ChannelId, ComponentInteraction, CreateActionRow, CreateInputText,

@@ -2,7 +2,7 @@
 //! (content, embeds, buttons). Nothing the bot posts can ping anyone: allowed mentions are
 //! empty on every body.
 
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 use sandpiper_agent::store::approvals::ApprovalStatus;
 
 use sandpiper_agent::workstream::WorkstreamKey;
@@ -217,6 +217,19 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
             })
             .collect();
         components.push(CreateActionRow::Buttons(buttons));
+        // Its own row (a row holds five buttons): only on a card of one request, so a batch
+        // of four stays within Discord's five rows.
+        if !done
+            && card.rows.len() == 1
+            && let Some((pattern, text)) =
+                CardButton::always_allow_pattern(&row.id, &row.tool, &row.preview)
+        {
+            components.push(CreateActionRow::Buttons(vec![
+                CreateButton::new(pattern.to_string())
+                    .label(label(&text))
+                    .style(ButtonStyle::Primary),
+            ]));
+        }
     }
     let mut last_row = Vec::new();
     if card.offers_all()
@@ -269,7 +282,9 @@ fn style(action: ClickAction) -> ButtonStyle {
     match action {
         ClickAction::Approve | ClickAction::Accept => ButtonStyle::Success,
         ClickAction::Deny | ClickAction::Reject => ButtonStyle::Danger,
-        ClickAction::AlwaysAllow => ButtonStyle::Primary,
+        ClickAction::AlwaysAllow
+        | ClickAction::AlwaysAllowPattern
+        | ClickAction::AlwaysAllowServer => ButtonStyle::Primary,
         ClickAction::ApproveWithNote | ClickAction::DenyWithNote | ClickAction::Annotate => {
             ButtonStyle::Secondary
         }

@@ -6,7 +6,7 @@
 //! (the [`CardButton`] format every platform shares), so it can be re-rendered from the store
 //! after any click, also after a restart.
 
-use sandpiper_agent::approval_policy::ClickAction;
+use sandpiper_agent::approvals::ClickAction;
 use serde_json::{Value, json};
 
 use super::client::Content;
@@ -158,7 +158,7 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
         match outcome_line(row, timeout) {
             None => {
                 let id = &row.id;
-                let elements: Vec<Value> = ClickAction::for_kind(row.kind)
+                let mut elements: Vec<Value> = ClickAction::for_kind(row.kind)
                     .iter()
                     .map(|&action| {
                         let b = CardButton::Decide {
@@ -168,6 +168,11 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
                         button(action.label(), &b.to_string(), id, style(action))
                     })
                     .collect();
+                if let Some((pattern, label)) =
+                    CardButton::always_allow_pattern(id, &row.tool, &row.preview)
+                {
+                    elements.push(button(&label, &pattern.to_string(), id, None));
+                }
                 blocks.push(json!({
                     "type": "actions",
                     "block_id": format!("ap_act:{id}"),

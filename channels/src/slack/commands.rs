@@ -68,6 +68,8 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                     action: MemoryAction::Delete { .. }
                 } | Command::Watch {
                     action: WatchAction::Cancel(_) | WatchAction::Resume(_)
+                } | Command::Grants {
+                    action: crate::commands::grants::GrantsAction::Revoke(_)
                 }
             );
             let admin = deleting

@@ -9,9 +9,8 @@
 //! the dangling call's; a mismatch is not a decision, and the call is denied with the reason.
 
 use crate::model::{Message, Role, ToolCall};
-use crate::protocol::{ApprovalItem, Approver, Decision, Verdict};
+use crate::protocol::{ApprovalItem, Approver, Decision, DecisionPath};
 use crate::store::Store;
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 
 /// What the model is told when a stored decision was made about a different call.
 pub const FINGERPRINT_MISMATCH: &str = "the decision stored for this call was made about a \
@@ -66,11 +65,11 @@ impl StoredDecisions {
             .await
         {
             Ok(Some(r)) => r,
-            Ok(None) => return Decision::deny(None),
+            Ok(None) => return Decision::deny(None).via(DecisionPath::Resumed),
             Err(e) => {
                 tracing::warn!(workstream = %self.workstream, call = %item.call_id, error = %e,
                     "could not read the stored decision of an interrupted call; denying it");
-                return Decision::deny(None);
+                return Decision::deny(None).via(DecisionPath::Resumed);
             }
         };
         if let Some(stored) = decided.fingerprint.as_deref() {
@@ -94,27 +93,14 @@ impl StoredDecisions {
                     call_fingerprint = current.as_deref().unwrap_or("unknown"),
                     "stored decision does not match the interrupted call; denying it"
                 );
-                return Decision::deny(Some(FINGERPRINT_MISMATCH.into()));
+                return Decision::deny(Some(FINGERPRINT_MISMATCH.into()))
+                    .via(DecisionPath::Resumed);
             }
         }
-        stored_decision(decided)
+        super::Answer::of_stored(&decided)
+            .into_decision()
+            .via(DecisionPath::Resumed)
     }
-}
-
-/// A decided request as the decision it stands for.
-fn stored_decision(r: ApprovalRecord) -> Decision {
-    let verdict = match r.status {
-        ApprovalStatus::Approved => Verdict::Approve,
-        ApprovalStatus::AlwaysAllowed => Verdict::AlwaysAllow,
-        ApprovalStatus::Annotated => Verdict::Annotate,
-        ApprovalStatus::Pending
-        | ApprovalStatus::Denied
-        | ApprovalStatus::TimedOut
-        | ApprovalStatus::Cancelled => Verdict::Deny,
-    };
-    let mut d = Decision::new(verdict, r.feedback);
-    d.decided_by = r.decided_by;
-    d
 }
 
 #[async_trait::async_trait]
@@ -131,6 +117,9 @@ impl Approver for StoredDecisions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approvals::ledger::{self, Change};
+    use crate::protocol::Verdict;
+    use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
     use pretty_assertions::assert_eq;
 
     fn call(id: &str) -> ToolCall {
@@ -185,18 +174,22 @@ mod tests {
     async fn resumed_with(decided_about: Option<&str>, resumed: &str) -> Decision {
         let store = Store::memory().await.unwrap();
         store.ensure_workstream("w", Some("alice")).await.unwrap();
-        store
-            .create_approval(&request("ap_before", decided_about))
+        let before = request("ap_before", decided_about);
+        ledger::record(&store, Change::Asked(std::slice::from_ref(&before)))
             .await
             .unwrap();
-        assert!(
-            store
-                .decide_approval("ap_before", ApprovalStatus::Approved, Some("alice"), None)
-                .await
-                .unwrap()
-        );
+        let approve = Decision::new(Verdict::Approve, None).by("alice");
+        let change = Change::Decided {
+            request: &before,
+            decision: &approve,
+            by_id: None,
+            grant: None,
+        };
+        assert!(ledger::record(&store, change).await.unwrap().happened());
         let now = request("ap_now", Some(resumed));
-        store.create_approval(&now).await.unwrap();
+        ledger::record(&store, Change::Asked(std::slice::from_ref(&now)))
+            .await
+            .unwrap();
         let stored = StoredDecisions::new(store, "w");
         let mut decisions = stored.approve(&[crate::approvals::item(&now)]).await;
         assert_eq!(decisions.len(), 1);
@@ -205,19 +198,20 @@ mod tests {
 
     #[tokio::test]
     async fn a_stored_decision_resumes_only_the_call_it_was_made_about() {
+        let resumed = DecisionPath::Resumed;
         assert_eq!(
             resumed_with(Some("ls"), "ls").await,
-            Decision::approve().by("alice")
+            Decision::approve().by("alice").via(resumed)
         );
         assert_eq!(
             resumed_with(Some("ls"), "rm -rf /").await,
-            Decision::deny(Some(FINGERPRINT_MISMATCH.into())),
+            Decision::deny(Some(FINGERPRINT_MISMATCH.into())).via(resumed),
             "a mismatch is not a decision"
         );
         // A decision stored before fingerprints existed is used as before.
         assert_eq!(
             resumed_with(None, "ls").await,
-            Decision::approve().by("alice")
+            Decision::approve().by("alice").via(resumed)
         );
     }
 
@@ -226,11 +220,13 @@ mod tests {
         let store = Store::memory().await.unwrap();
         store.ensure_workstream("w", None).await.unwrap();
         let now = request("ap_now", Some("ls"));
-        store.create_approval(&now).await.unwrap();
+        ledger::record(&store, Change::Asked(std::slice::from_ref(&now)))
+            .await
+            .unwrap();
         let stored = StoredDecisions::new(store, "w");
         assert_eq!(
             stored.approve(&[crate::approvals::item(&now)]).await,
-            vec![Decision::deny(None)]
+            vec![Decision::deny(None).via(DecisionPath::Resumed)]
         );
     }
 }

@@ -17,6 +17,11 @@ pub enum ClickAction {
     Deny,
     /// Run it and stop asking for this tool in this workstream.
     AlwaysAllow,
+    /// Run it and stop asking for commands that start like this one (its program and
+    /// subcommand, [`offered_pattern`]) in this workstream.
+    AlwaysAllowPattern,
+    /// (An MCP tool) run it and stop asking for every tool of its server in this workstream.
+    AlwaysAllowServer,
     /// Run it, with a note for the model (asked in a modal).
     ApproveWithNote,
     /// Do not run it, with a note for the model (asked in a modal).
@@ -30,10 +35,12 @@ pub enum ClickAction {
 }
 
 impl ClickAction {
-    const ALL: [ClickAction; 8] = [
+    const ALL: [ClickAction; 10] = [
         ClickAction::Approve,
         ClickAction::Deny,
         ClickAction::AlwaysAllow,
+        ClickAction::AlwaysAllowPattern,
+        ClickAction::AlwaysAllowServer,
         ClickAction::ApproveWithNote,
         ClickAction::DenyWithNote,
         ClickAction::Accept,
@@ -47,6 +54,8 @@ impl ClickAction {
             ClickAction::Approve => "a",
             ClickAction::Deny => "d",
             ClickAction::AlwaysAllow => "aa",
+            ClickAction::AlwaysAllowPattern => "ap",
+            ClickAction::AlwaysAllowServer => "as",
             ClickAction::ApproveWithNote => "an",
             ClickAction::DenyWithNote => "dn",
             ClickAction::Accept => "ok",
@@ -103,7 +112,9 @@ impl ClickAction {
                 Verdict::Approve
             }
             ClickAction::Deny | ClickAction::DenyWithNote | ClickAction::Reject => Verdict::Deny,
-            ClickAction::AlwaysAllow => Verdict::AlwaysAllow,
+            ClickAction::AlwaysAllow
+            | ClickAction::AlwaysAllowPattern
+            | ClickAction::AlwaysAllowServer => Verdict::AlwaysAllow,
             ClickAction::Annotate => Verdict::Annotate,
         }
     }
@@ -114,6 +125,8 @@ impl ClickAction {
             ClickAction::Approve => "Approve",
             ClickAction::Deny => "Deny",
             ClickAction::AlwaysAllow => "Always allow",
+            ClickAction::AlwaysAllowPattern => "Always allow this command",
+            ClickAction::AlwaysAllowServer => "Always allow this MCP server",
             ClickAction::ApproveWithNote => "Approve with note",
             ClickAction::DenyWithNote => "Deny with note",
             ClickAction::Accept => "Accept",
@@ -121,6 +134,35 @@ impl ClickAction {
             ClickAction::Annotate => "Annotate",
         }
     }
+}
+
+/// The command pattern a card offers to always allow for a request about `tool` previewing
+/// `preview`: for `bash`, the command's program and subcommand (`git status`); `None` for
+/// other tools and for commands no pattern could ever match. The card's button and the click
+/// both ask this, so the pattern granted is the one shown.
+pub fn offered_pattern(tool: &str, preview: &str) -> Option<String> {
+    (tool == "bash")
+        .then(|| super::pattern::suggested(preview))
+        .flatten()
+}
+
+/// What a card offers to always allow besides the whole tool, for a request about `tool`
+/// previewing `preview`: a command pattern for `bash` ([`offered_pattern`]), the whole MCP
+/// server for an MCP tool (`mcp__<server>__<tool>`). The card's button and the click both ask
+/// this, so what is granted is what was shown.
+pub fn offered_grant(tool: &str, preview: &str) -> Option<(ClickAction, super::Grant)> {
+    if let Some(prefix) = offered_pattern(tool, preview) {
+        let grant = super::Grant::Pattern {
+            tool: tool.to_owned(),
+            prefix,
+        };
+        return Some((ClickAction::AlwaysAllowPattern, grant));
+    }
+    let server = crate::connectors::server_of(tool)?;
+    Some((
+        ClickAction::AlwaysAllowServer,
+        super::Grant::Server(server.to_owned()),
+    ))
 }
 
 /// The person who clicked.
@@ -262,7 +304,11 @@ fn always_allow_is_the_owners(
     who: &Clicker<'_>,
     action: ClickAction,
 ) -> Ruling {
-    if action != ClickAction::AlwaysAllow || is_owner(ctx, who) {
+    let always = matches!(
+        action,
+        ClickAction::AlwaysAllow | ClickAction::AlwaysAllowPattern | ClickAction::AlwaysAllowServer
+    );
+    if !always || is_owner(ctx, who) {
         Ruling::Allow
     } else {
         Ruling::Deny("only the person who started this thread can choose Always allow".into())

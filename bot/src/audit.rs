@@ -1,0 +1,267 @@
+//! `sandpiper audit`: the approval audit trail printed as a table, JSON lines or CSV, filtered
+//! by workstream, person and start date; and the retention pruner `serve` runs daily.
+
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use sandpiper_agent::approvals::ledger;
+use sandpiper_agent::config::AuditConfig;
+use sandpiper_agent::store::audit::{AuditFilter, AuditKind, AuditRow};
+use sandpiper_agent::store::{Store, StoreError};
+
+/// How `sandpiper audit` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum AuditFormat {
+    /// Aligned columns for a terminal.
+    #[default]
+    Table,
+    /// One JSON object per line (every field of every event).
+    Jsonl,
+    /// Comma-separated values with a header row.
+    Csv,
+}
+
+/// A `--since` value that is neither a date nor a time.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a date: use YYYY-MM-DD (UTC midnight) or an RFC 3339 time")]
+pub struct BadSince(pub String);
+
+/// `--since`: a date (UTC midnight) or an RFC 3339 time, as unix ms.
+pub fn parse_since(text: &str) -> Result<i64, BadSince> {
+    if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        let midnight = date
+            .and_hms_opt(0, 0, 0)
+            .ok_or_else(|| BadSince(text.into()))?;
+        return Ok(Utc.from_utc_datetime(&midnight).timestamp_millis());
+    }
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.timestamp_millis())
+        .map_err(|_| BadSince(text.into()))
+}
+
+/// The events `filter` selects, rendered in `format`.
+pub async fn report(
+    store: &Store,
+    filter: &AuditFilter,
+    format: AuditFormat,
+) -> Result<String, StoreError> {
+    let rows = store.audit(filter).await?;
+    Ok(render(&rows, format))
+}
+
+/// Renders events.
+pub fn render(rows: &[AuditRow], format: AuditFormat) -> String {
+    match format {
+        AuditFormat::Jsonl => rows
+            .iter()
+            .map(|r| {
+                let mut value = serde_json::to_value(r).unwrap_or_default();
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("time".into(), time(r.event.at).into());
+                }
+                format!("{value}\n")
+            })
+            .collect(),
+        AuditFormat::Csv => {
+            let mut out = String::from("time,kind,workstream,tool,actor,how,request,detail\n");
+            for r in rows {
+                let line = columns(r).map(|c| csv_field(&c)).join(",");
+                out.push_str(&line);
+                out.push('\n');
+            }
+            out
+        }
+        AuditFormat::Table => {
+            if rows.is_empty() {
+                return "No audit events match.\n".into();
+            }
+            let header = [
+                "TIME",
+                "KIND",
+                "WORKSTREAM",
+                "TOOL",
+                "WHO",
+                "HOW",
+                "REQUEST",
+                "DETAIL",
+            ]
+            .map(str::to_owned);
+            let body: Vec<[String; 8]> = rows.iter().map(columns).collect();
+            let mut widths = header.clone().map(|h| h.chars().count());
+            for row in &body {
+                for (w, c) in widths.iter_mut().zip(row) {
+                    *w = (*w).max(c.chars().count());
+                }
+            }
+            let mut out = String::new();
+            for row in std::iter::once(&header).chain(&body) {
+                let cells: Vec<String> = row
+                    .iter()
+                    .zip(widths)
+                    .map(|(c, w)| format!("{c:<w$}"))
+                    .collect();
+                out.push_str(cells.join("  ").trim_end());
+                out.push('\n');
+            }
+            out
+        }
+    }
+}
+
+fn time(ms: i64) -> String {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+/// time, kind, workstream, tool, who, how, request, detail.
+fn columns(r: &AuditRow) -> [String; 8] {
+    let e = &r.event;
+    let (how, detail) = match &e.kind {
+        AuditKind::Requested { preview, .. } => (String::new(), one_line(preview)),
+        AuditKind::Decided {
+            decision,
+            path,
+            note,
+        } => (
+            path.to_string(),
+            format!(
+                "{}{}",
+                json_word(decision),
+                note.as_deref()
+                    .map(|n| format!(": {}", one_line(n)))
+                    .unwrap_or_default()
+            ),
+        ),
+        AuditKind::AutoApproved {
+            reason,
+            grant,
+            granted_by,
+        } => (
+            json_word(reason),
+            match (grant, granted_by) {
+                (Some(g), Some(by)) => format!("grant {g} by {by}"),
+                (Some(g), None) => format!("grant {g}"),
+                _ => String::new(),
+            },
+        ),
+        AuditKind::TimedOut => (String::new(), String::new()),
+        AuditKind::Cancelled { cause } => (json_word(cause), String::new()),
+        AuditKind::GrantCreated { grant } | AuditKind::GrantRevoked { grant } => {
+            (String::new(), grant.clone())
+        }
+        AuditKind::AutoApproveSession { source } => (source.clone(), String::new()),
+    };
+    [
+        time(e.at),
+        e.kind.name().to_owned(),
+        e.workstream.clone(),
+        e.tool.clone().unwrap_or_default(),
+        e.actor.clone().unwrap_or_default(),
+        how,
+        e.request.clone().unwrap_or_default(),
+        detail,
+    ]
+}
+
+/// A unit enum's serde name (`always_allowed`, `new_message`).
+fn json_word(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+fn one_line(text: &str) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 80 {
+        format!("{}…", line.chars().take(79).collect::<String>())
+    } else {
+        line
+    }
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+/// Prunes the trail once a day while the process runs (`serve`); the first pruning happens at
+/// start ([`ledger::session_started`]).
+pub fn prune_daily(store: Store, audit: AuditConfig) {
+    if audit.retention_days == 0 {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(24 * 60 * 60));
+        every.tick().await;
+        loop {
+            every.tick().await;
+            if let Err(e) = ledger::prune(&store, &audit).await {
+                tracing::warn!(error = %e, "pruning the audit trail failed");
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use sandpiper_agent::protocol::DecisionPath;
+    use sandpiper_agent::store::audit::{AuditEvent, DecisionKind};
+
+    #[test]
+    fn since_takes_a_date_or_a_time() {
+        assert_eq!(parse_since("2026-12-01").unwrap(), 1_796_083_200_000);
+        assert_eq!(
+            parse_since("2026-12-01T01:00:00Z").unwrap(),
+            1_796_083_200_000 + 3_600_000
+        );
+        assert!(parse_since("yesterday").is_err());
+    }
+
+    #[test]
+    fn every_format_says_who_and_how() {
+        let row = AuditRow {
+            id: 1,
+            event: AuditEvent {
+                at: 1_796_083_200_000,
+                workstream: "discord:1".into(),
+                request: Some("ap_1".into()),
+                call_id: Some("c1".into()),
+                tool: Some("bash".into()),
+                actor: Some("alice".into()),
+                actor_id: None,
+                kind: AuditKind::Decided {
+                    decision: DecisionKind::Denied,
+                    path: DecisionPath::NoteDialog,
+                    note: Some("use staging, not prod".into()),
+                },
+            },
+        };
+        assert_eq!(
+            render(std::slice::from_ref(&row), AuditFormat::Csv),
+            "time,kind,workstream,tool,actor,how,request,detail\n\
+             2026-12-01T00:00:00.000Z,decided,discord:1,bash,alice,note_dialog,ap_1,\
+             \"denied: use staging, not prod\"\n"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(render(std::slice::from_ref(&row), AuditFormat::Jsonl).trim())
+                .unwrap();
+        assert_eq!(json["actor"], "alice");
+        assert_eq!(json["path"], "note_dialog");
+        assert_eq!(json["decision"], "denied");
+        assert_eq!(json["time"], "2026-12-01T00:00:00.000Z");
+        let table = render(&[row], AuditFormat::Table);
+        assert!(table.starts_with("TIME"), "{table}");
+        assert!(
+            table.contains("note_dialog") && table.contains("alice"),
+            "{table}"
+        );
+    }
+}
