@@ -311,6 +311,7 @@ mod tests {
             created_at: 0,
             fingerprint: None,
             approvers: None,
+            decided_via: None,
         }
     }
 

@@ -34,7 +34,7 @@ use crate::protocol::{ApprovalItem, Approver, Decision};
 use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
 use crate::store::{Store, StoreError};
 
-pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
+pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, FROM_WEB, Refusal};
 pub use fingerprint::{fingerprint, fingerprint_raw};
 pub use live::{LiveApprovals, Waiters};
 pub use resume_click::{ResumeClick, ResumeOutcome};

@@ -398,6 +398,7 @@ impl Batch<'_> {
                         &item.call.arguments,
                     )),
                     approvers: None,
+                    decided_via: None,
                 });
             }
         }

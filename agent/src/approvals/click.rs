@@ -72,7 +72,14 @@ impl Agent {
     /// Decides a click: checks it against the stored request, stores the decision (first
     /// valid click wins) and hands it to the waiting turn, or keeps it for an interrupted one.
     pub async fn decide(&self, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
-        decide(self, click).await
+        decide(self, click, None).await
+    }
+
+    /// [`Agent::decide`] for a button on the status page: the same rules and the same single
+    /// write, and the stored decision says it came from the web ([`FROM_WEB`]), so the thread's
+    /// card (redrawn by the turn that waited, on whichever node runs it) can say so.
+    pub async fn decide_from_web(&self, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
+        decide(self, click, Some(FROM_WEB)).await
     }
 
     /// Approve all / Deny all: each pending request of a card judged on its own.
@@ -100,7 +107,14 @@ impl Agent {
     }
 }
 
-async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
+/// `tool_approvals.decided_via` of a decision made on the status page.
+pub const FROM_WEB: &str = "web";
+
+async fn decide(
+    agent: &Agent,
+    click: Click<'_>,
+    via: Option<&str>,
+) -> Result<ClickOutcome, AgentError> {
     let live = agent.live();
     let store = agent.store();
     let Some(record) = store.get_approval(click.request_id).await? else {
@@ -173,11 +187,12 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
     )
     .by(click.username);
     let first = store
-        .decide_approval(
+        .decide_approval_via(
             &record.id,
             ApprovalStatus::from(decision.verdict),
             decision.decided_by.as_deref(),
             decision.feedback.as_deref(),
+            via,
         )
         .await?;
     if !first {
@@ -190,6 +205,7 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         workstream = %record.workstream,
         decision = %ApprovalStatus::from(decision.verdict),
         by = click.username,
+        via = via.unwrap_or("thread"),
         "approval decided"
     );
     let turn = if live_turn {
@@ -302,7 +318,7 @@ async fn decide_all(agent: &Agent, batch: BatchClick<'_>) -> BatchOutcome {
             approver_roles: batch.approver_roles,
             note: None,
         };
-        match decide(agent, click).await {
+        match decide(agent, click, None).await {
             Ok(ClickOutcome::Decided { turn, .. }) => {
                 outcome.changed = true;
                 outcome.turn = Some(turn);

@@ -83,6 +83,7 @@ pub async fn review(
             &serde_json::Value::String(req.preview.to_owned()),
         )),
         approvers: Some(super::allowed_approvers(agent.store(), approver, req.workstream).await?),
+        decided_via: None,
     };
     let cx = AskContext {
         store: agent.store(),
