@@ -476,7 +476,10 @@ mod tests {
         assert!(stored.created_at > 0);
         rec.created_at = stored.created_at;
         assert_eq!(stored, rec);
-        assert_eq!(store.approval_for_call("w", "c1").await.unwrap(), Some(rec.clone()));
+        assert_eq!(
+            store.approval_for_call("w", "c1").await.unwrap(),
+            Some(rec.clone())
+        );
 
         // A decision from the status page says so.
         let mut web = rec;
@@ -486,7 +489,13 @@ mod tests {
         store.create_approval(&web).await.unwrap();
         assert!(
             store
-                .decide_approval_via("ap2", ApprovalStatus::Approved, Some("bob"), None, Some("web"))
+                .decide_approval_via(
+                    "ap2",
+                    ApprovalStatus::Approved,
+                    Some("bob"),
+                    None,
+                    Some("web")
+                )
                 .await
                 .unwrap()
         );

@@ -25,6 +25,8 @@ pub(super) struct Viewer {
     pub name: String,
     /// Whether they see everything.
     pub admin: bool,
+    /// The session's token every form of the page carries (see `auth::csrf_token`).
+    pub csrf: String,
 }
 
 impl Viewer {
@@ -37,8 +39,11 @@ impl Viewer {
                 .is_some_and(|u| w.participants.contains(u))
     }
 
-    /// Whether they may decide approval `a` (of a workstream owned by `owner`).
-    fn decides(&self, a: &PendingApproval, owner: Option<&str>) -> bool {
+    /// Whether they may decide approval `a` (of a workstream owned by `owner`): what the page
+    /// lists. Deciding is the engine's rule alone ([`Agent::decide_from_web`]).
+    ///
+    /// [`Agent::decide_from_web`]: sandpiper_agent::Agent::decide_from_web
+    pub(super) fn decides(&self, a: &PendingApproval, owner: Option<&str>) -> bool {
         if self.admin {
             return true;
         }
@@ -120,6 +125,10 @@ pub(super) struct WorkstreamView {
 /// One pending approval.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ApprovalView {
+    /// Request id (what the page's buttons name).
+    pub id: String,
+    /// A review (Accept, Reject, Annotate) rather than a tool call.
+    pub review: bool,
     /// The tool.
     pub tool: String,
     /// One line naming the call.
@@ -285,6 +294,8 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
             None => names.of(src, owner.as_deref()).await,
         };
         approvals.push(ApprovalView {
+            id: a.id.clone(),
+            review: a.kind == sandpiper_agent::protocol::ApprovalKind::Review,
             tool: a.tool.clone(),
             header: a.header.clone(),
             preview: a.preview.clone(),
@@ -460,6 +471,7 @@ mod tests {
             user_id: Some(user.into()),
             name: user.into(),
             admin,
+            csrf: String::new(),
         }
     }
 
@@ -482,6 +494,7 @@ mod tests {
                 roles: vec![],
             }),
             created_at: 0,
+            kind: sandpiper_agent::protocol::ApprovalKind::ToolCall,
         };
         assert!(viewer("owner", false).decides(&approval, Some("owner")));
         assert!(!viewer("participant", false).decides(&approval, Some("owner")));
