@@ -211,6 +211,14 @@ struct StatusJson {
     workstreams: Vec<WorkstreamJson>,
     approvals: Vec<ApprovalJson>,
     watches: Vec<String>,
+    templates: Vec<TemplateJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct TemplateJson {
+    name: String,
+    origin: String,
+    mcp_server: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -287,6 +295,15 @@ fn status_of(viewer: &Viewer, v: ClusterView) -> StatusJson {
             })
             .collect(),
         watches: v.watches.into_iter().map(|w| w.name).collect(),
+        templates: v
+            .templates
+            .into_iter()
+            .map(|t| TemplateJson {
+                name: t.name,
+                origin: t.origin,
+                mcp_server: t.mcp_server,
+            })
+            .collect(),
     }
 }
 

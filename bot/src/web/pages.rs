@@ -215,6 +215,28 @@ pub(super) fn cluster_live(viewer: &Viewer, view: &ClusterView) -> Markup {
                 }
             }
         }
+        section.card #templates {
+            h2 { "Prompt templates" }
+            @if view.templates.is_empty() { p.empty { "No prompt templates." } }
+            div.table {
+                table {
+                    thead { tr { th { "name" } th { "origin" } th { "description" } } }
+                    tbody {
+                        @for t in &view.templates {
+                            tr.template data-name=(t.name) {
+                                td { code { (t.name) } }
+                                td {
+                                    span.badge.origin data-origin=(t.origin) { (t.origin) }
+                                    @if let Some(server) = &t.mcp_server { " " (server) }
+                                    @if t.readonly { " " span.muted { "read-only" } }
+                                }
+                                td { (t.description.as_deref().unwrap_or("")) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         section.card #watches {
             h2 { "Watches" }
             @if view.watches.is_empty() { p.empty { "No watches." } }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use sandpiper_agent::store::prompt_templates::PromptTemplate;
 use sandpiper_agent::store::services::STALE_AFTER;
 use sandpiper_agent::store::status_view::{PendingApproval, WatchOverview, WorkstreamOverview};
 use sandpiper_agent::store::{StoreError, now_ms};
@@ -166,6 +167,8 @@ pub(super) struct ClusterView {
     pub approvals: Vec<ApprovalView>,
     /// Watches of the viewer's workstreams.
     pub watches: Vec<WatchOverview>,
+    /// Prompt templates under governance, by name, with their origin.
+    pub templates: Vec<PromptTemplate>,
     /// When this was read (unix ms).
     pub at: i64,
 }
@@ -336,6 +339,7 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
         workstreams,
         approvals,
         watches,
+        templates: store.prompt_templates().await?,
         at: now,
     })
 }

@@ -763,3 +763,38 @@ async fn a_review_is_accepted_rejected_or_annotated_from_the_page() {
     assert_eq!(r.status, ApprovalStatus::Annotated);
     assert_eq!(r.feedback.as_deref(), Some("mind the migration"));
 }
+
+/// The page lists prompt templates with their origin (an MCP prompt's server, read-only).
+#[tokio::test]
+async fn the_page_lists_prompt_templates_with_their_origin() {
+    let page = page().await;
+    page.agent
+        .store()
+        .sync_mcp_templates(
+            "fixture",
+            &[sandpiper_agent::store::prompt_templates::McpPromptSpec {
+                name: "mcp__fixture__greet".into(),
+                description: Some("say <b>hi</b>".into()),
+                arguments: "[]".into(),
+            }],
+        )
+        .await
+        .unwrap();
+    let alice = page.user("alice").await;
+    let cookie = page.sign_in(person(&alice)).await;
+    let (status, body) = page.get("/", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("data-name=\"mcp__fixture__greet\""), "{body}");
+    assert!(body.contains("data-origin=\"mcp\""), "{body}");
+    assert!(body.contains("read-only"), "{body}");
+    assert!(
+        body.contains("say &lt;b&gt;hi&lt;/b&gt;"),
+        "escaped: {body}"
+    );
+    let (_, json) = page.get("/api/status", Some(&cookie)).await;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        json["templates"],
+        serde_json::json!([{"name": "mcp__fixture__greet", "origin": "mcp", "mcp_server": "fixture"}])
+    );
+}
