@@ -150,7 +150,7 @@ fn respond(body: &Value) -> Reply {
     let asked = messages.iter().filter(|m| m["role"] == "user").count();
     match asked_run {
         true => tool_call(
-            &format!("call-{asked}"),
+            format!("call-{asked}"),
             "bash",
             json!({ "command": format!("printf '%s' '{HOSTILE}'") }),
         ),

@@ -60,19 +60,30 @@ struct Press {
     note: Option<String>,
 }
 
-fn press(form: &DecideForm) -> Result<Press, Response> {
+/// Why a press is refused before the engine sees it (kept small; rendered as a page).
+struct Refused {
+    status: StatusCode,
+    title: &'static str,
+    text: String,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        problem(self.status, self.title, &self.text)
+    }
+}
+
+fn press(form: &DecideForm) -> Result<Press, Refused> {
     let code = form.action.as_deref().unwrap_or_default();
     let base = buttons(ApprovalKind::ToolCall)
         .iter()
         .chain(buttons(ApprovalKind::Review))
         .find(|(c, _)| *c == code)
         .and_then(|(c, _)| ClickAction::from_code(c))
-        .ok_or_else(|| {
-            problem(
-                StatusCode::BAD_REQUEST,
-                "Not a decision",
-                "That button is not one of the page's decisions.",
-            )
+        .ok_or_else(|| Refused {
+            status: StatusCode::BAD_REQUEST,
+            title: "Not a decision",
+            text: "That button is not one of the page's decisions.".into(),
         })?;
     let note = form
         .note
@@ -81,11 +92,11 @@ fn press(form: &DecideForm) -> Result<Press, Response> {
         .filter(|n| !n.is_empty())
         .map(str::to_owned);
     if note.as_ref().is_some_and(|n| n.chars().count() > MAX_NOTE) {
-        return Err(problem(
-            StatusCode::BAD_REQUEST,
-            "Note too long",
-            &format!("A note is at most {MAX_NOTE} characters."),
-        ));
+        return Err(Refused {
+            status: StatusCode::BAD_REQUEST,
+            title: "Note too long",
+            text: format!("A note is at most {MAX_NOTE} characters."),
+        });
     }
     let action = match (base, note.is_some()) {
         (ClickAction::Approve, true) => ClickAction::ApproveWithNote,
@@ -100,7 +111,7 @@ fn problem(status: StatusCode, title: &str, text: &str) -> Response {
 }
 
 /// The token check every POST passes first.
-fn guarded(viewer: &Viewer, form: &DecideForm, request: &str) -> Result<(), Response> {
+fn guarded(viewer: &Viewer, form: &DecideForm, request: &str) -> Result<(), Refused> {
     if auth::csrf_ok(viewer, form.csrf.as_deref()) {
         return Ok(());
     }
@@ -109,12 +120,13 @@ fn guarded(viewer: &Viewer, form: &DecideForm, request: &str) -> Result<(), Resp
         viewer = %viewer.name,
         "status page decision refused: missing or wrong form token"
     );
-    Err(problem(
-        StatusCode::FORBIDDEN,
-        "Refused",
-        "This form is not from your page (its token is missing or wrong). Reload the page \
-         and try again.",
-    ))
+    Err(Refused {
+        status: StatusCode::FORBIDDEN,
+        title: "Refused",
+        text: "This form is not from your page (its token is missing or wrong). Reload the \
+               page and try again."
+            .into(),
+    })
 }
 
 /// `POST /approvals/{id}`: the confirmation page for a press.
@@ -124,12 +136,12 @@ pub(super) async fn confirm(
     Path(id): Path<String>,
     Form(form): Form<DecideForm>,
 ) -> Response {
-    if let Err(res) = guarded(&viewer, &form, &id) {
-        return res;
+    if let Err(refused) = guarded(&viewer, &form, &id) {
+        return refused.into_response();
     }
     let press = match press(&form) {
         Ok(p) => p,
-        Err(res) => return res,
+        Err(refused) => return refused.into_response(),
     };
     let agent = state.sources.local.agent();
     let record = match agent.approval(&id).await {
@@ -171,12 +183,12 @@ pub(super) async fn decide(
     Path(id): Path<String>,
     Form(form): Form<DecideForm>,
 ) -> Response {
-    if let Err(res) = guarded(&viewer, &form, &id) {
-        return res;
+    if let Err(refused) = guarded(&viewer, &form, &id) {
+        return refused.into_response();
     }
     let press = match press(&form) {
         Ok(p) => p,
-        Err(res) => return res,
+        Err(refused) => return refused.into_response(),
     };
     let agent = state.sources.local.agent();
     let roles = if viewer.admin {
