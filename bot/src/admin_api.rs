@@ -11,6 +11,11 @@
 //! `{"connector_ids": null}` (clear: the tier says nothing). Responses carry the tier's own
 //! `connector_ids`, the `effective` set (`null` = unrestricted) and its `source` tier.
 //! (`/v1/api/watches/{id}/connectors` waits for watches.)
+//!
+//! - `GET`/`POST /v1/api/prompt-templates`, `GET`/`PUT`/`DELETE
+//!   /v1/api/prompt-templates/{name}`: prompt templates under governance (see `templates`).
+
+mod templates;
 
 use std::sync::Arc;
 
@@ -45,6 +50,16 @@ pub fn router(agent: Agent, key: ServiceKey) -> Router {
         .route(
             "/v1/api/channels/{id}/connectors",
             get(get_channel).patch(patch_channel),
+        )
+        .route(
+            "/v1/api/prompt-templates",
+            get(templates::list).post(templates::create),
+        )
+        .route(
+            "/v1/api/prompt-templates/{name}",
+            get(templates::get_one)
+                .put(templates::update)
+                .delete(templates::delete),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             required,

@@ -18,6 +18,12 @@ pub enum ApiError {
     /// No such workstream: 404.
     #[error("{0}")]
     NotFound(String),
+    /// Not to be changed (an MCP prompt template): 403.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The name is taken: 409.
+    #[error("{0}")]
+    Conflict(String),
     /// The database failed: 500 (retry later).
     #[error("database error; try again later")]
     Store(#[from] sandpiper_agent::store::StoreError),
@@ -29,6 +35,8 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Store(e) => {
                 tracing::warn!(error = %e, "HTTP API: database error");
                 StatusCode::INTERNAL_SERVER_ERROR

@@ -12,10 +12,12 @@
 //!
 //! Routes: `/` (the cluster), `/w/{key}` (one workstream), `/events` and `/w/{key}/events`
 //! (their live parts), `/api/status` (the cluster as JSON), `/sign-in/{token}`,
-//! `POST /sign-in` (operator token), `POST /sign-out`, and `/assets/*` (the stylesheet and
-//! script, the only things served without a session: they hold no data).
+//! `POST /sign-in` (operator token), `POST /sign-out`, `POST /approvals/{id}` and
+//! `POST /approvals/{id}/decide` (deciding from the page: `decide`), and `/assets/*` (the
+//! stylesheet and script, the only things served without a session: they hold no data).
 
 mod auth;
+mod decide;
 mod events;
 mod pages;
 mod read_model;
@@ -102,6 +104,8 @@ fn routes(state: WebState) -> Router {
         .route("/events", get(events::cluster))
         .route("/w/{key}", get(detail))
         .route("/w/{key}/events", get(events::workstream))
+        .route("/approvals/{id}", post(decide::confirm))
+        .route("/approvals/{id}/decide", post(decide::decide))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
@@ -207,6 +211,14 @@ struct StatusJson {
     workstreams: Vec<WorkstreamJson>,
     approvals: Vec<ApprovalJson>,
     watches: Vec<String>,
+    templates: Vec<TemplateJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct TemplateJson {
+    name: String,
+    origin: String,
+    mcp_server: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -283,6 +295,15 @@ fn status_of(viewer: &Viewer, v: ClusterView) -> StatusJson {
             })
             .collect(),
         watches: v.watches.into_iter().map(|w| w.name).collect(),
+        templates: v
+            .templates
+            .into_iter()
+            .map(|t| TemplateJson {
+                name: t.name,
+                origin: t.origin,
+                mcp_server: t.mcp_server,
+            })
+            .collect(),
     }
 }
 

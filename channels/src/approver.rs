@@ -60,6 +60,33 @@ impl std::fmt::Debug for CardApprover {
 }
 
 impl CardApprover {
+    /// Redraws the cards with a request decided on the status page: a click in the thread
+    /// redraws its own card, a decision from the web has no card to answer, so the turn that
+    /// waited for it (on whichever node runs it) redraws it from the store.
+    async fn redraw_web_decided(&self, asked: &[String]) {
+        let posted: Vec<Posted> = self
+            .posted()
+            .iter()
+            .filter(|p| p.requests.iter().any(|id| asked.contains(id)))
+            .cloned()
+            .collect();
+        for card in posted {
+            let Some(shown) = ApprovalCard::load(&self.agent, &card.requests).await else {
+                continue;
+            };
+            let from_web = shown
+                .rows
+                .iter()
+                .any(|r| r.decided_via.as_deref() == Some(sandpiper_agent::approvals::FROM_WEB));
+            if !from_web {
+                continue;
+            }
+            if let Err(e) = self.cards.replace_card(&card.message, &shown).await {
+                tracing::warn!(error = %e, workstream = %self.workstream, "could not update an approval card");
+            }
+        }
+    }
+
     /// An approver for `workstream`'s thread; cards go below what `sink` already showed.
     pub fn new(
         agent: Agent,
@@ -116,7 +143,9 @@ impl Approver for CardApprover {
                 }
             }
         }
-        waiters.all().await
+        let decisions = waiters.all().await;
+        self.redraw_web_decided(&ids).await;
+        decisions
     }
 
     fn approver_roles(&self) -> Vec<String> {

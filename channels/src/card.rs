@@ -107,6 +107,7 @@ impl ApprovalCard {
                     created_at: 0,
                     fingerprint: None,
                     approvers: None,
+                    decided_via: None,
                 })
                 .collect(),
             turn: None,
@@ -180,11 +181,13 @@ pub fn header(text: &str) -> String {
 /// What happened to a row, in words, e.g. `✅ Approved by alice at 14:03 UTC — note: "ok"`.
 /// `None` while pending.
 pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
-    let by = row
-        .decided_by
-        .as_deref()
-        .map(|b| format!(" by {b}"))
-        .unwrap_or_default();
+    let web = row.decided_via.as_deref() == Some(sandpiper_agent::approvals::FROM_WEB);
+    let by = match (row.decided_by.as_deref(), web) {
+        (Some(b), true) => format!(" by {b} from the status page"),
+        (Some(b), false) => format!(" by {b}"),
+        (None, true) => " from the status page".to_owned(),
+        (None, false) => String::new(),
+    };
     let at = row
         .decided_at
         .and_then(chrono::DateTime::from_timestamp_millis)
@@ -275,6 +278,10 @@ mod tests {
         assert_eq!(outcome_line(&row, "30 min"), None);
         row.status = ApprovalStatus::Denied;
         row.decided_by = Some("alice".into());
+        row.decided_via = Some("web".into());
+        let web = outcome_line(&row, "30 min").unwrap();
+        assert!(web.contains("by alice from the status page"), "{web}");
+        row.decided_via = None;
         row.feedback = Some("use staging".into());
         row.decided_at = Some(1_700_000_000_000);
         assert_eq!(

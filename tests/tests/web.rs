@@ -4,7 +4,8 @@
 //!
 //! One browser session walks through what a person does: `/console` in Discord gives a link,
 //! the link signs the browser in, a thread opened in Discord appears on the page without a
-//! reload, its approval appears and goes when it is decided in the thread, a tool's
+//! reload, its approval appears and goes when it is decided in the thread (and a second one
+//! is decided from the page, the card in the thread saying so), a tool's
 //! `<script>` output is shown as text and runs nothing, the MCP counts are those of
 //! `/health`, and a person who is not in the thread does not see it. A screenshot is kept
 //! under `target/`.
@@ -146,9 +147,10 @@ fn respond(body: &Value) -> Reply {
         .find(|m| m["role"] == "user")
         .and_then(|m| m["content"].as_str())
         .is_some_and(|c| c.contains("run"));
+    let asked = messages.iter().filter(|m| m["role"] == "user").count();
     match asked_run {
         true => tool_call(
-            "call-1",
+            format!("call-{asked}"),
             "bash",
             json!({ "command": format!("printf '%s' '{HOSTILE}'") }),
         ),
@@ -366,12 +368,94 @@ async fn the_status_page_in_a_real_browser() {
         "the page followed without a reload"
     );
 
-    // The tool's output is text on the workstream's page, and ran nothing.
+    // Asked again in the thread, alice decides from the page this time: Approve, confirm,
+    // and the thread's card says who decided and that it was from the web; the turn goes on.
+    fake.user_message(thread, &alice, "run it again").await;
+    let approval = format!("#approvals .approval[data-workstream='{key}']");
+    until(
+        &client,
+        "the second approval with its buttons",
+        &format!("return !!document.querySelector(\"{approval} form.decide button[value='a']\")"),
+    )
+    .await;
+    // Found and pressed in one script: the live part may be redrawn between two calls.
     client
-        .find(Locator::Css(&format!("{row} a")))
+        .execute(
+            "document.querySelector(arguments[0]).click(); return true;",
+            vec![json!(format!("{approval} form.decide button[value='a']"))],
+        )
         .await
-        .expect("the workstream link")
+        .expect("presses Approve");
+    until(
+        &client,
+        "the confirmation",
+        "return !!document.getElementById('confirm-decision')",
+    )
+    .await;
+    assert!(text_of(&client, "#confirm").await.contains("bash"));
+    client
+        .find(Locator::Id("confirm-decision"))
+        .await
+        .expect("the confirm button")
         .click()
+        .await
+        .expect("confirms");
+    until(
+        &client,
+        "the decision",
+        "return !!document.getElementById('outcome')",
+    )
+    .await;
+    let outcome = text_of(&client, "#outcome").await;
+    assert!(
+        outcome.contains("Approved by discord-810000000000001001 from the status page"),
+        "{outcome}"
+    );
+    let card = fake
+        .wait_until(WAIT, "the card to say it was decided from the web", |f| {
+            f.messages(thread).into_iter().find(|m| {
+                m.author_id == BOT_ID
+                    && sandpiper_tests::discord_harness::card_text(m)
+                        .contains("from the status page")
+            })
+        })
+        .await;
+    assert!(
+        sandpiper_tests::discord_harness::card_text(&card)
+            .contains("Approved by discord-810000000000001001 from the status page"),
+        "{}",
+        sandpiper_tests::discord_harness::card_text(&card)
+    );
+    assert!(
+        sandpiper_tests::discord_harness::open_buttons(&card).is_empty(),
+        "the card has no buttons left"
+    );
+    fake.wait_until(WAIT, "the turn to continue after the web's decision", |f| {
+        (f.messages(thread)
+            .iter()
+            .filter(|m| {
+                m.author_id == BOT_ID && m.content.contains("the command printed some markup")
+            })
+            .count()
+            >= 2)
+            .then_some(())
+    })
+    .await;
+    client.goto(&format!("{base}/")).await.expect("the page");
+    until(
+        &client,
+        "the turn to end again",
+        &format!("return !!document.querySelector(\"{row}\") && document.querySelector(\"{row}\").textContent.includes('idle')"),
+    )
+    .await;
+
+    // The tool's output is text on the workstream's page, and ran nothing.
+    // Found and followed in one script (the live part is redrawn as the turn's ages tick).
+    client
+        .execute(
+            "document.querySelector(arguments[0]).click(); return true;",
+            vec![json!(format!("{row} a"))],
+        )
         .await
         .expect("opens it");
     until(

@@ -83,6 +83,17 @@ impl Agent {
         decide(self, click).await
     }
 
+    /// [`Agent::decide`] for a button on the status page: the same rules and the same single
+    /// write, and the stored decision says it came from the web ([`FROM_WEB`]), so the thread's
+    /// card (redrawn by the turn that waited, on whichever node runs it) can say so.
+    pub async fn decide_from_web(&self, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
+        let click = Click {
+            path: crate::protocol::DecisionPath::Web,
+            ..click
+        };
+        decide(self, click).await
+    }
+
     /// Approve all / Deny all: each pending request of a card judged on its own.
     pub async fn decide_all(&self, batch: BatchClick<'_>) -> BatchOutcome {
         decide_all(self, batch).await
@@ -107,6 +118,9 @@ impl Agent {
         groups
     }
 }
+
+/// `tool_approvals.decided_via` of a decision made on the status page.
+pub const FROM_WEB: &str = "web";
 
 async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
     let live = agent.live();
@@ -211,6 +225,7 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         workstream = %record.workstream,
         decision = %ApprovalStatus::from(decision.verdict),
         by = click.username,
+        via = click.path.as_str(),
         "approval decided"
     );
     let turn = if live_turn {

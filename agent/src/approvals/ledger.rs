@@ -128,12 +128,15 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
             grant,
         } => {
             let status = ApprovalStatus::from(decision.verdict);
+            // The card shows where a decision came from when it was not the thread itself.
+            let web = decision.via == Some(crate::protocol::DecisionPath::Web);
             let first = store
-                .decide_approval(
+                .decide_approval_via(
                     &request.id,
                     status,
                     decision.decided_by.as_deref(),
                     decision.feedback.as_deref(),
+                    web.then_some(super::FROM_WEB),
                 )
                 .await?;
             if !first {

@@ -357,6 +357,7 @@ mod tests {
             created_at: 0,
             fingerprint: None,
             approvers: None,
+            decided_via: None,
         }
     }
 

@@ -48,6 +48,7 @@ impl NewRequest<'_> {
             created_at: 0,
             fingerprint: Some(self.fingerprint),
             approvers: Some(self.approvers),
+            decided_via: None,
         }
     }
 }
@@ -98,6 +99,7 @@ mod tests {
                     owner: Some("u1".into()),
                     roles: vec!["ops".into()],
                 }),
+                decided_via: None,
             }
         );
     }

@@ -167,6 +167,7 @@ mod tests {
             fingerprint: command
                 .map(|c| crate::approvals::fingerprint("bash", &serde_json::json!({"command": c}))),
             approvers: None,
+            decided_via: None,
         }
     }
 

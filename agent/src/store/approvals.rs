@@ -136,6 +136,9 @@ pub struct ApprovalRecord {
     /// Who may decide, as at ask time; `None` on rows older than it (clicks then fall back to
     /// the configuration).
     pub approvers: Option<AllowedApprovers>,
+    /// The path that decided it when that was not the thread (`web`: the status page);
+    /// `None` otherwise.
+    pub decided_via: Option<String>,
 }
 
 impl ApprovalRecord {
@@ -186,10 +189,12 @@ type Row = (
     i64,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 const COLUMNS: &str = "id, kind, workstream, call_id, tool, header, preview, requested_by, status, \
-                       decided_by, feedback, decided_at, created_at, fingerprint, approvers";
+                       decided_by, feedback, decided_at, created_at, fingerprint, approvers, \
+                       decided_via";
 
 /// A row as a record; an unknown status is [`StoreError::Corrupt`], never a guess.
 fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
@@ -209,6 +214,7 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
         created_at,
         fingerprint,
         approvers,
+        decided_via,
     ) = row;
     let status = status.parse().map_err(|e: UnknownApprovalStatus| {
         tracing::error!(request = %id, status = %e.0, "approval row with an unknown status");
@@ -250,6 +256,7 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
         created_at,
         fingerprint,
         approvers,
+        decided_via,
     })
 }
 
@@ -298,9 +305,23 @@ impl Store {
         decided_by: Option<&str>,
         feedback: Option<&str>,
     ) -> Result<bool, StoreError> {
+        self.decide_approval_via(id, status, decided_by, feedback, None)
+            .await
+    }
+
+    /// [`Store::decide_approval`], recording the path that decided when it was not the
+    /// thread (`web`).
+    pub async fn decide_approval_via(
+        &self,
+        id: &str,
+        status: ApprovalStatus,
+        decided_by: Option<&str>,
+        feedback: Option<&str>,
+        via: Option<&str>,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tool_approvals SET status = $1, decided_by = $2, feedback = $3, \
-             decided_at = $4 WHERE id = $5 AND status = $6",
+             decided_at = $4, decided_via = $7 WHERE id = $5 AND status = $6",
         )
         .bind(status.as_str())
         .bind(decided_by)
@@ -308,6 +329,7 @@ impl Store {
         .bind(now_ms())
         .bind(id)
         .bind(ApprovalStatus::Pending.as_str())
+        .bind(via)
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected() == 1)
@@ -466,6 +488,7 @@ mod tests {
                 owner: Some("alice".into()),
                 roles: vec!["ops".into()],
             }),
+            decided_via: None,
         };
         store.create_approval(&rec).await.unwrap();
         assert!(
@@ -495,7 +518,32 @@ mod tests {
         assert!(stored.created_at > 0);
         rec.created_at = stored.created_at;
         assert_eq!(stored, rec);
-        assert_eq!(store.approval_for_call("w", "c1").await.unwrap(), Some(rec));
+        assert_eq!(
+            store.approval_for_call("w", "c1").await.unwrap(),
+            Some(rec.clone())
+        );
+
+        // A decision from the status page says so.
+        let mut web = rec;
+        web.id = "ap2".into();
+        web.call_id = "c2".into();
+        web.status = ApprovalStatus::Pending;
+        store.create_approval(&web).await.unwrap();
+        assert!(
+            store
+                .decide_approval_via(
+                    "ap2",
+                    ApprovalStatus::Approved,
+                    Some("bob"),
+                    None,
+                    Some("web")
+                )
+                .await
+                .unwrap()
+        );
+        let stored = store.get_approval("ap2").await.unwrap().unwrap();
+        assert_eq!(stored.decided_via.as_deref(), Some("web"));
+        assert_eq!(stored.decided_by.as_deref(), Some("bob"));
     }
 
     #[test]

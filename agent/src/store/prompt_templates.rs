@@ -47,6 +47,32 @@ pub struct TemplateSync {
     pub skipped: Vec<String>,
 }
 
+/// A manual template as people write it (the admin API).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManualTemplate<'a> {
+    /// Unique name.
+    pub name: &'a str,
+    /// What it is for.
+    pub description: Option<&'a str>,
+    /// The template text.
+    pub content: &'a str,
+    /// JSON array of arguments, when given.
+    pub arguments: Option<&'a str>,
+}
+
+/// What a change to a template did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateChange {
+    /// Done.
+    Done,
+    /// No template has the name.
+    Missing,
+    /// The name is held by a template people may not change (an MCP prompt).
+    ReadOnly,
+    /// (Create) a manual template has the name already.
+    Exists,
+}
+
 type Row = (
     String,
     Option<String>,
@@ -84,9 +110,103 @@ impl Store {
             .collect())
     }
 
+    /// One template by name.
+    pub async fn prompt_template(&self, name: &str) -> Result<Option<PromptTemplate>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT name, description, content, arguments, origin, mcp_server, readonly \
+             FROM prompt_templates WHERE name = $1",
+        )
+        .bind(name)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(
+            |(name, description, content, arguments, origin, mcp_server, readonly)| {
+                PromptTemplate {
+                    name,
+                    description,
+                    content,
+                    arguments,
+                    origin,
+                    mcp_server,
+                    readonly: readonly != 0,
+                }
+            },
+        ))
+    }
+
+    /// Creates a manual template. An MCP prompt of that name is replaced (the manual template
+    /// wins, and later syncs skip the prompt); a manual template of that name is
+    /// [`TemplateChange::Exists`]. One statement, so two creators racing get one each answer.
+    pub async fn create_manual_template(
+        &self,
+        t: &ManualTemplate<'_>,
+    ) -> Result<TemplateChange, StoreError> {
+        let now = now_ms();
+        let done = sqlx::query(
+            "INSERT INTO prompt_templates (name, description, content, arguments, origin, \
+             mcp_server, readonly, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'manual', NULL, 0, $5, $5) \
+             ON CONFLICT (name) DO UPDATE SET description = $2, content = $3, arguments = $4, \
+             origin = 'manual', mcp_server = NULL, readonly = 0, created_at = $5, updated_at = $5 \
+             WHERE prompt_templates.origin = 'mcp'",
+        )
+        .bind(t.name)
+        .bind(t.description)
+        .bind(t.content)
+        .bind(t.arguments)
+        .bind(now)
+        .execute(self.pool())
+        .await?;
+        Ok(if done.rows_affected() == 1 {
+            TemplateChange::Done
+        } else {
+            TemplateChange::Exists
+        })
+    }
+
+    /// Replaces a manual template's description, content and arguments.
+    pub async fn update_manual_template(
+        &self,
+        t: &ManualTemplate<'_>,
+    ) -> Result<TemplateChange, StoreError> {
+        let done = sqlx::query(
+            "UPDATE prompt_templates SET description = $2, content = $3, arguments = $4, \
+             updated_at = $5 WHERE name = $1 AND readonly = 0 AND origin = 'manual'",
+        )
+        .bind(t.name)
+        .bind(t.description)
+        .bind(t.content)
+        .bind(t.arguments)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        self.change_of(t.name, done.rows_affected()).await
+    }
+
+    /// Deletes a manual template (an MCP prompt of the name comes back with the next sync).
+    pub async fn delete_manual_template(&self, name: &str) -> Result<TemplateChange, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM prompt_templates WHERE name = $1 AND readonly = 0 AND origin = 'manual'",
+        )
+        .bind(name)
+        .execute(self.pool())
+        .await?;
+        self.change_of(name, done.rows_affected()).await
+    }
+
+    /// What an update or delete that changed `rows` rows did.
+    async fn change_of(&self, name: &str, rows: u64) -> Result<TemplateChange, StoreError> {
+        if rows == 1 {
+            return Ok(TemplateChange::Done);
+        }
+        Ok(match self.prompt_template(name).await? {
+            None => TemplateChange::Missing,
+            Some(_) => TemplateChange::ReadOnly,
+        })
+    }
+
     /// Creates or replaces a manual template. An MCP template of that name is replaced: the
-    /// manual one wins. Nothing in sandpiper writes manual templates yet (no command does), so
-    /// this exists for the tests of that rule.
+    /// manual one wins. For the tests of that rule.
     #[cfg(test)]
     pub(crate) async fn save_manual_template(
         &self,
@@ -232,5 +352,96 @@ mod tests {
             ["mcp__srv__review"],
             "a server's sync never removes a manual template"
         );
+    }
+
+    #[tokio::test]
+    async fn manual_templates_are_created_once_and_mcp_ones_are_read_only() {
+        let store = Store::memory().await.unwrap();
+        store
+            .sync_mcp_templates("srv", &[spec("mcp__srv__greet", "say hi")])
+            .await
+            .unwrap();
+        let mine = ManualTemplate {
+            name: "standup",
+            description: Some("daily"),
+            content: "What did you do?",
+            arguments: None,
+        };
+        assert_eq!(
+            store.create_manual_template(&mine).await.unwrap(),
+            TemplateChange::Done
+        );
+        assert_eq!(
+            store.create_manual_template(&mine).await.unwrap(),
+            TemplateChange::Exists
+        );
+        let edited = ManualTemplate {
+            content: "And today?",
+            ..mine.clone()
+        };
+        assert_eq!(
+            store.update_manual_template(&edited).await.unwrap(),
+            TemplateChange::Done
+        );
+        assert_eq!(
+            store
+                .prompt_template("standup")
+                .await
+                .unwrap()
+                .unwrap()
+                .content,
+            "And today?"
+        );
+        let theirs = ManualTemplate {
+            name: "mcp__srv__greet",
+            ..mine.clone()
+        };
+        assert_eq!(
+            store.update_manual_template(&theirs).await.unwrap(),
+            TemplateChange::ReadOnly
+        );
+        assert_eq!(
+            store
+                .delete_manual_template("mcp__srv__greet")
+                .await
+                .unwrap(),
+            TemplateChange::ReadOnly
+        );
+        assert_eq!(
+            store.delete_manual_template("nope").await.unwrap(),
+            TemplateChange::Missing
+        );
+        let missing = ManualTemplate {
+            name: "nope",
+            ..mine.clone()
+        };
+        assert_eq!(
+            store.update_manual_template(&missing).await.unwrap(),
+            TemplateChange::Missing
+        );
+        // A manual template of an MCP prompt's name wins, and the next sync skips the prompt.
+        assert_eq!(
+            store.create_manual_template(&theirs).await.unwrap(),
+            TemplateChange::Done
+        );
+        let t = store
+            .prompt_template("mcp__srv__greet")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.origin.as_str(), t.readonly, t.mcp_server),
+            ("manual", false, None)
+        );
+        let sync = store
+            .sync_mcp_templates("srv", &[spec("mcp__srv__greet", "say hi")])
+            .await
+            .unwrap();
+        assert_eq!(sync.skipped, ["mcp__srv__greet"]);
+        assert_eq!(
+            store.delete_manual_template("standup").await.unwrap(),
+            TemplateChange::Done
+        );
+        assert_eq!(store.prompt_template("standup").await.unwrap(), None);
     }
 }

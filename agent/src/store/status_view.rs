@@ -47,6 +47,8 @@ pub struct PendingApproval {
     pub approvers: Option<AllowedApprovers>,
     /// When it was asked (unix ms).
     pub created_at: i64,
+    /// A tool call or a review (which buttons it gets).
+    pub kind: crate::protocol::ApprovalKind,
 }
 
 /// A watch as the page lists it.
@@ -171,18 +173,33 @@ impl Store {
             Option<String>,
             Option<String>,
             i64,
+            String,
         );
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, workstream, tool, header, preview, requested_by, approvers, created_at \
-             FROM tool_approvals WHERE status = 'pending' ORDER BY created_at, id",
+            "SELECT id, workstream, tool, header, preview, requested_by, approvers, created_at, \
+             kind FROM tool_approvals WHERE status = 'pending' ORDER BY created_at, id",
         )
         .fetch_all(self.pool())
         .await?;
         Ok(rows
             .into_iter()
             .map(
-                |(id, workstream, tool, header, preview, requested_by, approvers, created_at)| {
+                |(
+                    id,
+                    workstream,
+                    tool,
+                    header,
+                    preview,
+                    requested_by,
+                    approvers,
+                    created_at,
+                    kind,
+                )| {
                     PendingApproval {
+                        // An unknown kind gets a tool call's buttons; a click on them is
+                        // judged against the stored request anyway.
+                        kind: crate::protocol::ApprovalKind::parse(&kind)
+                            .unwrap_or(crate::protocol::ApprovalKind::ToolCall),
                         approvers: approvers.and_then(|a| serde_json::from_str(&a).ok()),
                         id,
                         workstream,

@@ -25,10 +25,28 @@
     var conn = document.getElementById("conn");
     var say = function (t) { if (conn) conn.textContent = t; };
     var source = new EventSource(live.getAttribute("data-events"));
+    // An update waits while someone is at a decide form (focus in it, or a note typed), so
+    // a press or a note is never swept away; it is shown once they leave the form.
+    var held = null;
+    var busy = function () {
+      var a = document.activeElement;
+      if (a && live.contains(a) && a.closest && a.closest("form.decide")) return true;
+      var notes = live.querySelectorAll("form.decide .note");
+      for (var i = 0; i < notes.length; i++) if (notes[i].value) return true;
+      return false;
+    };
+    var show = function (html) {
+      live.innerHTML = html;
+      ages();
+    };
+    live.addEventListener("focusout", function () {
+      setTimeout(function () {
+        if (held !== null && !busy()) { show(held); held = null; }
+      }, 0);
+    });
     source.addEventListener("update", function (e) {
       var data = JSON.parse(e.data);
-      live.innerHTML = data.html;
-      ages();
+      if (busy()) { held = data.html; } else { held = null; show(data.html); }
       say("live");
     });
     source.onopen = function () { say("live"); };

@@ -116,7 +116,27 @@ async fn viewer_of(state: &WebState, session: &WebSession) -> Viewer {
         user_id: session.who.user_id.clone(),
         name,
         admin: session.who.admin,
+        csrf: csrf_token(&state.key, &session.id),
     }
+}
+
+/// The token every form of a session carries (hex sha256 over the cookie key's signing half
+/// and the session id): only a page this server rendered for that session knows it, it is the
+/// same on every node sharing the key, and it ends with the session. The session cookie being
+/// SameSite=Strict is the first guard against a cross-site POST; this is the second.
+pub(super) fn csrf_token(key: &Key, session_id: &str) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(b"sandpiper-csrf\0");
+    h.update(key.signing());
+    h.update(b"\0");
+    h.update(session_id.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `given` is the session's form token.
+pub(super) fn csrf_ok(viewer: &Viewer, given: Option<&str>) -> bool {
+    given.is_some_and(|g| !g.is_empty() && constant_time_eq(g.as_bytes(), viewer.csrf.as_bytes()))
 }
 
 /// Lets requests with a live session through, the [`Viewer`] and the [`WebSession`] in
@@ -321,5 +341,30 @@ mod tests {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn form_tokens_differ_per_session_and_key() {
+        let a = key_from("secret-a");
+        let b = key_from("secret-b");
+        let t = csrf_token(&a, "s1");
+        assert_eq!(t.len(), 64);
+        assert_eq!(
+            t,
+            csrf_token(&a, "s1"),
+            "the same on every node sharing the key"
+        );
+        assert_ne!(t, csrf_token(&a, "s2"));
+        assert_ne!(t, csrf_token(&b, "s1"));
+        let viewer = Viewer {
+            user_id: None,
+            name: "operator".into(),
+            admin: true,
+            csrf: t.clone(),
+        };
+        assert!(csrf_ok(&viewer, Some(&t)));
+        assert!(!csrf_ok(&viewer, Some(&csrf_token(&a, "s2"))));
+        assert!(!csrf_ok(&viewer, Some("")));
+        assert!(!csrf_ok(&viewer, None));
     }
 }

@@ -84,7 +84,7 @@ impl Follow {
         let rendered = match &self.target {
             Target::Cluster => read_model::cluster(sources, &self.viewer)
                 .await
-                .map(|v| Some(pages::cluster_live(&v).into_string())),
+                .map(|v| Some(pages::cluster_live(&self.viewer, &v).into_string())),
             Target::Workstream(key) => read_model::workstream(sources, &self.viewer, key)
                 .await
                 .map(|d| d.map(|d| pages::detail_live(&d).into_string())),

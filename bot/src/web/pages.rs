@@ -6,7 +6,12 @@
 use maud::{DOCTYPE, Markup, html};
 use sandpiper_agent::model::Role;
 
-use super::read_model::{ClusterView, NodeView, Viewer, WorkstreamDetail, WorkstreamView};
+use sandpiper_agent::protocol::ApprovalKind;
+use sandpiper_agent::store::approvals::ApprovalRecord;
+
+use super::read_model::{
+    ApprovalView, ClusterView, NodeView, Viewer, WorkstreamDetail, WorkstreamView,
+};
 
 /// The stylesheet: light and dark follow the system setting; narrow screens stack.
 pub(super) const STYLE: &str = include_str!("style.css");
@@ -22,6 +27,7 @@ fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="color-scheme" content="light dark";
                 title { (title) " · sandpiper" }
+                @if let Some(v) = viewer { meta name="csrf-token" content=(v.csrf); }
                 link rel="stylesheet" href="/assets/style.css";
                 script src="/assets/app.js" defer {}
             }
@@ -43,6 +49,84 @@ fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
             }
         }
     }
+}
+
+/// The card's buttons for one pending approval, with an optional note; a press asks for
+/// confirmation (see `decide`).
+fn decide_form(viewer: &Viewer, a: &ApprovalView) -> Markup {
+    let kind = if a.review {
+        ApprovalKind::Review
+    } else {
+        ApprovalKind::ToolCall
+    };
+    html! {
+        form.decide method="post" action={ "/approvals/" (a.id) } data-request=(a.id) {
+            input type="hidden" name="csrf" value=(viewer.csrf);
+            input.note type="text" name="note" maxlength=(super::decide::MAX_NOTE)
+                placeholder="note (optional)" aria-label="note";
+            @for (code, label) in super::decide::buttons(kind) {
+                button type="submit" name="action" value=(code) { (label) }
+            }
+        }
+    }
+}
+
+/// The confirmation of a press: what is decided how, and the button that decides it. `record`
+/// is shown only to a viewer the page lists it for; the decision itself is the engine's.
+pub(super) fn confirm_decision(
+    viewer: &Viewer,
+    record: &ApprovalRecord,
+    code: &str,
+    label: &str,
+    note: Option<&str>,
+) -> String {
+    let shown = viewer.admin
+        || viewer.user_id.is_some()
+            && record.approvers.as_ref().and_then(|a| a.owner.as_ref()) == viewer.user_id.as_ref();
+    layout(
+        "Confirm",
+        Some(viewer),
+        html! {
+            section.card.confirm #confirm {
+                h1 { (label) "?" }
+                @if shown {
+                    p { b.tool { (record.tool) } " " span.header { (record.header) } }
+                    pre.preview { (record.preview) }
+                    p.meta { "in " code { (record.workstream) } }
+                } @else {
+                    p { "Request " code { (record.id) } }
+                }
+                @if let Some(n) = note { p { "Note: " q { (n) } } }
+                form method="post" action={ "/approvals/" (record.id) "/decide" } {
+                    input type="hidden" name="csrf" value=(viewer.csrf);
+                    input type="hidden" name="action" value=(code);
+                    @if let Some(n) = note { input type="hidden" name="note" value=(n); }
+                    button #confirm-decision type="submit" { "Confirm: " (label) }
+                    " "
+                    a href="/" { "Cancel" }
+                }
+            }
+        },
+    )
+    .into_string()
+}
+
+/// What a confirmed decision did: the card's own words.
+pub(super) fn decided(viewer: &Viewer, record: &ApprovalRecord, line: &str, next: &str) -> String {
+    layout(
+        "Decided",
+        Some(viewer),
+        html! {
+            section.card #decided data-request=(record.id) {
+                h1 { "Decided" }
+                p { b.tool { (record.tool) } " " span.header { (record.header) } }
+                p #outcome { (line) }
+                p { (next) }
+                p { a href="/" { "Back to the status page" } }
+            }
+        },
+    )
+    .into_string()
 }
 
 /// The sign-in page: how to get a link, and the operator token form. `problem` says why the
@@ -73,13 +157,13 @@ pub(super) fn index(viewer: &Viewer, view: &ClusterView) -> String {
     layout(
         "Status",
         Some(viewer),
-        html! { div #live data-events="/events" { (cluster_live(view)) } },
+        html! { div #live data-events="/events" { (cluster_live(viewer, view)) } },
     )
     .into_string()
 }
 
 /// The live part of the cluster page.
-pub(super) fn cluster_live(view: &ClusterView) -> Markup {
+pub(super) fn cluster_live(viewer: &Viewer, view: &ClusterView) -> Markup {
     html! {
         section.bar #cluster-bar {
             span.metric { span.led.ok {} b #nodes-count { (view.nodes.len()) } " nodes" }
@@ -115,6 +199,7 @@ pub(super) fn cluster_live(view: &ClusterView) -> Markup {
                             None => code { (a.workstream) },
                         }
                     }
+                    (decide_form(viewer, a))
                 }
             }
         }
@@ -126,6 +211,28 @@ pub(super) fn cluster_live(view: &ClusterView) -> Markup {
                     thead { tr { th { "thread" } th { "platform" } th { "owner" } th { "state" } th { "last activity" } th { "tokens" } } }
                     tbody {
                         @for w in &view.workstreams { (workstream_row(w, view.at)) }
+                    }
+                }
+            }
+        }
+        section.card #templates {
+            h2 { "Prompt templates" }
+            @if view.templates.is_empty() { p.empty { "No prompt templates." } }
+            div.table {
+                table {
+                    thead { tr { th { "name" } th { "origin" } th { "description" } } }
+                    tbody {
+                        @for t in &view.templates {
+                            tr.template data-name=(t.name) {
+                                td { code { (t.name) } }
+                                td {
+                                    span.badge.origin data-origin=(t.origin) { (t.origin) }
+                                    @if let Some(server) = &t.mcp_server { " " (server) }
+                                    @if t.readonly { " " span.muted { "read-only" } }
+                                }
+                                td { (t.description.as_deref().unwrap_or("")) }
+                            }
+                        }
                     }
                 }
             }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use sandpiper_agent::store::prompt_templates::PromptTemplate;
 use sandpiper_agent::store::services::STALE_AFTER;
 use sandpiper_agent::store::status_view::{PendingApproval, WatchOverview, WorkstreamOverview};
 use sandpiper_agent::store::{StoreError, now_ms};
@@ -25,6 +26,8 @@ pub(super) struct Viewer {
     pub name: String,
     /// Whether they see everything.
     pub admin: bool,
+    /// The session's token every form of the page carries (see `auth::csrf_token`).
+    pub csrf: String,
 }
 
 impl Viewer {
@@ -37,8 +40,11 @@ impl Viewer {
                 .is_some_and(|u| w.participants.contains(u))
     }
 
-    /// Whether they may decide approval `a` (of a workstream owned by `owner`).
-    fn decides(&self, a: &PendingApproval, owner: Option<&str>) -> bool {
+    /// Whether they may decide approval `a` (of a workstream owned by `owner`): what the page
+    /// lists. Deciding is the engine's rule alone ([`Agent::decide_from_web`]).
+    ///
+    /// [`Agent::decide_from_web`]: sandpiper_agent::Agent::decide_from_web
+    pub(super) fn decides(&self, a: &PendingApproval, owner: Option<&str>) -> bool {
         if self.admin {
             return true;
         }
@@ -120,6 +126,10 @@ pub(super) struct WorkstreamView {
 /// One pending approval.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ApprovalView {
+    /// Request id (what the page's buttons name).
+    pub id: String,
+    /// A review (Accept, Reject, Annotate) rather than a tool call.
+    pub review: bool,
     /// The tool.
     pub tool: String,
     /// One line naming the call.
@@ -157,6 +167,8 @@ pub(super) struct ClusterView {
     pub approvals: Vec<ApprovalView>,
     /// Watches of the viewer's workstreams.
     pub watches: Vec<WatchOverview>,
+    /// Prompt templates under governance, by name, with their origin.
+    pub templates: Vec<PromptTemplate>,
     /// When this was read (unix ms).
     pub at: i64,
 }
@@ -285,6 +297,8 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
             None => names.of(src, owner.as_deref()).await,
         };
         approvals.push(ApprovalView {
+            id: a.id.clone(),
+            review: a.kind == sandpiper_agent::protocol::ApprovalKind::Review,
             tool: a.tool.clone(),
             header: a.header.clone(),
             preview: a.preview.clone(),
@@ -325,6 +339,7 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
         workstreams,
         approvals,
         watches,
+        templates: store.prompt_templates().await?,
         at: now,
     })
 }
@@ -460,6 +475,7 @@ mod tests {
             user_id: Some(user.into()),
             name: user.into(),
             admin,
+            csrf: String::new(),
         }
     }
 
@@ -482,6 +498,7 @@ mod tests {
                 roles: vec![],
             }),
             created_at: 0,
+            kind: sandpiper_agent::protocol::ApprovalKind::ToolCall,
         };
         assert!(viewer("owner", false).decides(&approval, Some("owner")));
         assert!(!viewer("participant", false).decides(&approval, Some("owner")));

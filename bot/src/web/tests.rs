@@ -419,3 +419,385 @@ async fn the_event_stream_sends_an_update_after_a_change() {
     let third = next().await;
     assert!(third.contains("thinking"), "{third}");
 }
+
+/// The form token of a session, as its page carries it.
+async fn csrf_of(page: &Page, cookie: &str) -> String {
+    let (status, body) = page.get("/", Some(cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    let at = body
+        .find("name=\"csrf-token\" content=\"")
+        .expect("a form token")
+        + 27;
+    body[at..at + 64].to_owned()
+}
+
+impl Page {
+    async fn post(&self, path: &str, cookie: &str, form: &[(&str, &str)]) -> (StatusCode, String) {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let res = self
+            .app
+            .clone()
+            .oneshot(
+                Request::post(path)
+                    .header(header::COOKIE, cookie)
+                    .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .body(Body::from(body))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = res.status();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Stores a pending request in `workstream` (owner `owner`, approvers of role `ops`).
+    async fn pending(
+        &self,
+        id: &str,
+        workstream: &str,
+        owner: &str,
+        kind: sandpiper_agent::protocol::ApprovalKind,
+    ) {
+        use sandpiper_agent::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
+        self.agent
+            .store()
+            .ensure_workstream(workstream, Some(owner))
+            .await
+            .unwrap();
+        let call = format!("call-{id}");
+        let args = serde_json::json!({ "command": "ls" });
+        let request = ApprovalRecord {
+            id: id.into(),
+            kind,
+            workstream: workstream.into(),
+            call_id: call,
+            tool: "bash".into(),
+            header: "bash: ls".into(),
+            preview: "ls".into(),
+            requested_by: Some(owner.into()),
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            feedback: None,
+            decided_at: None,
+            created_at: 0,
+            fingerprint: Some(sandpiper_agent::approvals::fingerprint("bash", &args)),
+            approvers: Some(AllowedApprovers {
+                owner: Some(owner.into()),
+                roles: vec!["ops".into()],
+            }),
+            decided_via: None,
+        };
+        let asked = [request];
+        sandpiper_agent::approvals::ledger::record(
+            self.agent.store(),
+            sandpiper_agent::approvals::ledger::Change::Asked(&asked),
+        )
+        .await
+        .unwrap();
+    }
+
+    async fn status_of(&self, id: &str) -> sandpiper_agent::store::approvals::ApprovalRecord {
+        self.agent.store().get_approval(id).await.unwrap().unwrap()
+    }
+}
+
+/// Owner, approver, participant and stranger deciding from the page: the engine's rules
+/// (owner or approver; Always allow the owner's), a confirmation first, and the form token on
+/// every POST.
+#[tokio::test]
+async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
+    use sandpiper_agent::protocol::{ApprovalKind, Verdict};
+    use sandpiper_agent::store::approvals::ApprovalStatus;
+    let page = page().await;
+    let owner = page.user("owner").await;
+    let approver = page.user("approver").await;
+    let participant = page.user("participant").await;
+    let stranger = page.user("stranger").await;
+    page.pending("ap_one", "discord:50", &owner, ApprovalKind::ToolCall)
+        .await;
+    page.pending("ap_two", "discord:50", &owner, ApprovalKind::ToolCall)
+        .await;
+    page.agent
+        .store()
+        .append_message("discord:50", 0, &Message::user("hi"), Some(&participant))
+        .await
+        .unwrap();
+    // The turn that asked waits for both.
+    let waiting = page
+        .agent
+        .live()
+        .register(&["ap_one".to_owned(), "ap_two".to_owned()]);
+
+    let owner_cookie = page.sign_in(person(&owner)).await;
+    let approver_cookie = page
+        .sign_in(WebIdentity {
+            user_id: Some(approver.clone()),
+            admin: true,
+        })
+        .await;
+    let participant_cookie = page.sign_in(person(&participant)).await;
+    let stranger_cookie = page.sign_in(person(&stranger)).await;
+    let owner_csrf = csrf_of(&page, &owner_cookie).await;
+    let approver_csrf = csrf_of(&page, &approver_cookie).await;
+    let participant_csrf = csrf_of(&page, &participant_cookie).await;
+    let stranger_csrf = csrf_of(&page, &stranger_cookie).await;
+
+    // The owner's page carries the card's buttons; the participant's lists nothing to decide.
+    let (_, body) = page.get("/", Some(&owner_cookie)).await;
+    for label in [
+        "Approve",
+        "Deny",
+        "Always allow",
+        "action=\"/approvals/ap_one\"",
+    ] {
+        assert!(body.contains(label), "{label}: {body}");
+    }
+    let (_, body) = page.get("/", Some(&participant_cookie)).await;
+    assert!(!body.contains("/approvals/ap_one"), "{body}");
+
+    // No token, another session's token, a token in another cookie: 403, nothing changes.
+    for (cookie, token) in [
+        (&owner_cookie, None),
+        (&owner_cookie, Some(stranger_csrf.as_str())),
+        (&owner_cookie, Some("")),
+        (&stranger_cookie, Some(owner_csrf.as_str())),
+    ] {
+        let mut form = vec![("action", "a")];
+        if let Some(t) = token {
+            form.push(("csrf", t));
+        }
+        for path in ["/approvals/ap_one", "/approvals/ap_one/decide"] {
+            let (status, body) = page.post(path, cookie, &form).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{path} {token:?}: {body}");
+        }
+    }
+    assert_eq!(
+        page.status_of("ap_one").await.status,
+        ApprovalStatus::Pending
+    );
+
+    // A press asks for confirmation first, and decides nothing.
+    let (status, body) = page
+        .post(
+            "/approvals/ap_one",
+            &owner_cookie,
+            &[("csrf", &owner_csrf), ("action", "a"), ("note", "go <b>")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("Confirm: Approve with note"), "{body}");
+    assert!(body.contains("go &lt;b&gt;"), "escaped: {body}");
+    assert_eq!(
+        page.status_of("ap_one").await.status,
+        ApprovalStatus::Pending
+    );
+
+    // The participant and the stranger may not decide, whatever they send.
+    for (cookie, csrf) in [
+        (&participant_cookie, &participant_csrf),
+        (&stranger_cookie, &stranger_csrf),
+    ] {
+        let (status, body) = page
+            .post(
+                "/approvals/ap_one/decide",
+                cookie,
+                &[("csrf", csrf), ("action", "a")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(
+            body.contains("only the person who started this thread"),
+            "{body}"
+        );
+    }
+    // The approver may approve but not always allow (the owner's).
+    let (status, body) = page
+        .post(
+            "/approvals/ap_one/decide",
+            &approver_cookie,
+            &[("csrf", &approver_csrf), ("action", "aa")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        page.status_of("ap_one").await.status,
+        ApprovalStatus::Pending
+    );
+    let (status, body) = page
+        .post(
+            "/approvals/ap_one/decide",
+            &approver_cookie,
+            &[
+                ("csrf", &approver_csrf),
+                ("action", "d"),
+                ("note", "use staging"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body.contains("Denied by discord-approver from the status page"),
+        "{body}"
+    );
+    let one = page.status_of("ap_one").await;
+    assert_eq!(one.status, ApprovalStatus::Denied);
+    assert_eq!(one.decided_via.as_deref(), Some("web"));
+    assert_eq!(one.feedback.as_deref(), Some("use staging"));
+    // Once decided, nobody decides it again.
+    let (status, body) = page
+        .post(
+            "/approvals/ap_one/decide",
+            &owner_cookie,
+            &[("csrf", &owner_csrf), ("action", "a")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        page.status_of("ap_one").await.status,
+        ApprovalStatus::Denied
+    );
+
+    // The owner always allows the other.
+    let (status, body) = page
+        .post(
+            "/approvals/ap_two/decide",
+            &owner_cookie,
+            &[("csrf", &owner_csrf), ("action", "aa")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body.contains("Always allowed by discord-owner from the status page"),
+        "{body}"
+    );
+
+    // The waiting turn got both decisions.
+    let decisions = waiting.all().await;
+    assert_eq!(decisions[0].verdict, Verdict::Deny);
+    assert_eq!(decisions[0].decided_by.as_deref(), Some("discord-approver"));
+    assert_eq!(decisions[1].verdict, Verdict::AlwaysAllow);
+
+    // A forged or unknown request, a button the page has not: refused, nothing stored.
+    let (status, _) = page
+        .post(
+            "/approvals/ap_forged/decide",
+            &owner_cookie,
+            &[("csrf", &owner_csrf), ("action", "a")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = page
+        .post(
+            "/approvals/ap_forged",
+            &owner_cookie,
+            &[("csrf", &owner_csrf), ("action", "a")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = page
+        .post(
+            "/approvals/ap_two/decide",
+            &owner_cookie,
+            &[("csrf", &owner_csrf), ("action", "zz")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // Without a session, nothing.
+    let (status, _) = page
+        .post(
+            "/approvals/ap_two/decide",
+            "sandpiper_session=forged",
+            &[("csrf", &owner_csrf), ("action", "a")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// A review gets Accept, Reject and Annotate; Annotate needs its note; a tool call's button on
+/// a review is refused by the engine.
+#[tokio::test]
+async fn a_review_is_accepted_rejected_or_annotated_from_the_page() {
+    use sandpiper_agent::protocol::ApprovalKind;
+    use sandpiper_agent::store::approvals::ApprovalStatus;
+    let page = page().await;
+    let owner = page.user("owner").await;
+    page.pending("ap_plan", "discord:51", &owner, ApprovalKind::Review)
+        .await;
+    let _waiting = page.agent.live().register(&["ap_plan".to_owned()]);
+    let cookie = page.sign_in(person(&owner)).await;
+    let csrf = csrf_of(&page, &cookie).await;
+    let (_, body) = page.get("/", Some(&cookie)).await;
+    for label in ["Accept", "Reject", "Annotate"] {
+        assert!(body.contains(label), "{label}: {body}");
+    }
+    let decide = "/approvals/ap_plan/decide";
+    let (status, body) = page
+        .post(decide, &cookie, &[("csrf", &csrf), ("action", "nt")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, _) = page
+        .post(decide, &cookie, &[("csrf", &csrf), ("action", "a")])
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "Approve is no answer to a review"
+    );
+    let (status, body) = page
+        .post(
+            decide,
+            &cookie,
+            &[
+                ("csrf", &csrf),
+                ("action", "nt"),
+                ("note", "mind the migration"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body.contains("Annotated by discord-owner from the status page"),
+        "{body}"
+    );
+    let r = page.status_of("ap_plan").await;
+    assert_eq!(r.status, ApprovalStatus::Annotated);
+    assert_eq!(r.feedback.as_deref(), Some("mind the migration"));
+}
+
+/// The page lists prompt templates with their origin (an MCP prompt's server, read-only).
+#[tokio::test]
+async fn the_page_lists_prompt_templates_with_their_origin() {
+    let page = page().await;
+    page.agent
+        .store()
+        .sync_mcp_templates(
+            "fixture",
+            &[sandpiper_agent::store::prompt_templates::McpPromptSpec {
+                name: "mcp__fixture__greet".into(),
+                description: Some("say <b>hi</b>".into()),
+                arguments: "[]".into(),
+            }],
+        )
+        .await
+        .unwrap();
+    let alice = page.user("alice").await;
+    let cookie = page.sign_in(person(&alice)).await;
+    let (status, body) = page.get("/", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("data-name=\"mcp__fixture__greet\""), "{body}");
+    assert!(body.contains("data-origin=\"mcp\""), "{body}");
+    assert!(body.contains("read-only"), "{body}");
+    assert!(
+        body.contains("say &lt;b&gt;hi&lt;/b&gt;"),
+        "escaped: {body}"
+    );
+    let (_, json) = page.get("/api/status", Some(&cookie)).await;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        json["templates"],
+        serde_json::json!([{"name": "mcp__fixture__greet", "origin": "mcp", "mcp_server": "fixture"}])
+    );
+}

@@ -211,8 +211,19 @@ async fn the_admin_api_refuses_bad_tokens_with_401() {
                 reqwest::Method::PATCH,
                 "/v1/api/channels/discord:1/connectors",
             ),
+            (reqwest::Method::GET, "/v1/api/prompt-templates"),
+            (reqwest::Method::POST, "/v1/api/prompt-templates"),
+            (reqwest::Method::GET, "/v1/api/prompt-templates/standup"),
+            (reqwest::Method::PUT, "/v1/api/prompt-templates/standup"),
+            (reqwest::Method::DELETE, "/v1/api/prompt-templates/standup"),
         ] {
-            let body = (method == reqwest::Method::PATCH).then(|| json!({"connector_ids": []}));
+            let body = match method {
+                reqwest::Method::PATCH => Some(json!({"connector_ids": []})),
+                reqwest::Method::POST | reqwest::Method::PUT => {
+                    Some(json!({"name": "standup", "content": "forged"}))
+                }
+                _ => None,
+            };
             let (status, body) = api.call(method, path, token.as_deref(), body).await;
             assert_eq!(status, 401, "{what}: {body}");
             assert!(
@@ -231,5 +242,101 @@ async fn the_admin_api_refuses_bad_tokens_with_401() {
         )
         .await;
     assert_eq!((status, body["connector_ids"].clone()), (200, Value::Null));
+    let (status, body) = api
+        .call(
+            reqwest::Method::GET,
+            "/v1/api/prompt-templates",
+            Some(&good),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (200, json!({"templates": []})),
+        "nothing was created"
+    );
     api.stop.cancel();
+}
+
+both_backends! {
+    async fn prompt_templates_over_http(db) {
+        use reqwest::Method;
+        let s = setup(&db, vec![]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        // An MCP server's prompts, as the sync stores them.
+        let spec = |name: &str| sandpiper_agent::store::prompt_templates::McpPromptSpec {
+            name: name.into(),
+            description: Some("from the server".into()),
+            arguments: r#"[{"name":"who"}]"#.into(),
+        };
+        agent.store().sync_mcp_templates("fixture", &[spec("mcp__fixture__greet"), spec("mcp__fixture__review")]).await.unwrap();
+        let api = Api::start(agent.clone()).await;
+        let token = good();
+        let all = "/v1/api/prompt-templates";
+
+        let (status, body) = api.call(Method::GET, all, Some(&token), None).await;
+        assert_eq!(status, 200, "{body}");
+        let names: Vec<&str> = body["templates"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["mcp__fixture__greet", "mcp__fixture__review"]);
+        assert_eq!(body["templates"][0]["origin"], "mcp");
+        assert_eq!(body["templates"][0]["mcp_server"], "fixture");
+        assert_eq!(body["templates"][0]["readonly"], true);
+        assert_eq!(body["templates"][0]["arguments"], json!([{"name": "who"}]));
+
+        // Create, read, conflict, update, delete a manual template.
+        let standup = json!({"name": "standup", "content": "What did {who} do?", "description": "daily",
+            "arguments": [{"name": "who", "required": true}]});
+        let (status, body) = api.call(Method::POST, all, Some(&token), Some(standup.clone())).await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!((body["origin"].clone(), body["readonly"].clone()), (json!("manual"), json!(false)));
+        let (status, _) = api.call(Method::POST, all, Some(&token), Some(standup.clone())).await;
+        assert_eq!(status, 409);
+        let one = "/v1/api/prompt-templates/standup";
+        let (status, body) = api.call(Method::GET, one, Some(&token), None).await;
+        assert_eq!((status, body["content"].clone()), (200, json!("What did {who} do?")));
+        let (status, body) = api.call(Method::PUT, one, Some(&token), Some(json!({"content": "And today?"}))).await;
+        assert_eq!((status, body["content"].clone(), body["description"].clone()), (200, json!("And today?"), Value::Null));
+        let (status, body) = api.call(Method::PUT, one, Some(&token), Some(json!({"name": "other", "content": "x"}))).await;
+        assert_eq!(status, 400, "{body}");
+
+        // MCP prompts are read-only: 403 with a JSON error, nothing changed.
+        let theirs = "/v1/api/prompt-templates/mcp__fixture__greet";
+        for (method, body) in [(Method::PUT, Some(json!({"content": "mine now"}))), (Method::DELETE, None)] {
+            let (status, answer) = api.call(method.clone(), theirs, Some(&token), body).await;
+            assert_eq!(status, 403, "{method}: {answer}");
+            assert!(answer["error"].as_str().is_some_and(|e| e.contains("read-only")), "{answer}");
+        }
+        let (_, body) = api.call(Method::GET, theirs, Some(&token), None).await;
+        assert_eq!((body["origin"].clone(), body["description"].clone()), (json!("mcp"), json!("from the server")));
+
+        // A manual template of an MCP prompt's name wins, and the next sync skips the prompt.
+        let (status, body) = api.call(Method::POST, all, Some(&token), Some(json!({"name": "mcp__fixture__review", "content": "our review"}))).await;
+        assert_eq!((status, body["origin"].clone()), (201, json!("manual")), "{body}");
+        let sync = agent.store().sync_mcp_templates("fixture", &[spec("mcp__fixture__greet"), spec("mcp__fixture__review")]).await.unwrap();
+        assert_eq!(sync.skipped, ["mcp__fixture__review"]);
+        let (_, body) = api.call(Method::GET, "/v1/api/prompt-templates/mcp__fixture__review", Some(&token), None).await;
+        assert_eq!((body["origin"].clone(), body["content"].clone()), (json!("manual"), json!("our review")));
+
+        // Unknown names, bad bodies.
+        let (status, body) = api.call(Method::GET, "/v1/api/prompt-templates/nope", Some(&token), None).await;
+        assert_eq!(status, 404);
+        assert!(body["error"].is_string(), "{body}");
+        let (status, _) = api.call(Method::PUT, "/v1/api/prompt-templates/nope", Some(&token), Some(json!({"content": "x"}))).await;
+        assert_eq!(status, 404);
+        let (status, _) = api.call(Method::DELETE, "/v1/api/prompt-templates/nope", Some(&token), None).await;
+        assert_eq!(status, 404);
+        for bad in [json!({}), json!({"name": "a b", "content": "x"}), json!({"name": "x", "content": ""}),
+            json!({"name": "x", "content": "y", "extra": 1}), json!({"name": "x", "content": "y", "arguments": "who"}), json!([1])] {
+            let (status, body) = api.call(Method::POST, all, Some(&token), Some(bad.clone())).await;
+            assert_eq!(status, 400, "{bad}: {body}");
+            assert!(body["error"].is_string(), "{body}");
+        }
+        let raw = api.client.post(format!("{}{all}", api.base)).bearer_auth(&token).body("not json").send().await.unwrap();
+        assert_eq!(raw.status().as_u16(), 400);
+        let (status, _) = api.call(Method::DELETE, one, Some(&token), None).await;
+        assert_eq!(status, 204);
+        let (status, _) = api.call(Method::GET, one, Some(&token), None).await;
+        assert_eq!(status, 404);
+        api.stop.cancel();
+    }
 }

@@ -202,3 +202,43 @@ both_backends! {
         s.llm.verify();
     }
 }
+
+both_backends! {
+    // A decision from the status page (the engine's web path) redraws the Slack card, which
+    // says who decided and that it was from the web, and the turn goes on.
+    async fn a_decision_from_the_status_page_redraws_the_slack_card(db) {
+        use sandpiper_agent::approvals::ClickAction;
+        use sandpiper_agent::approvals::{Click, ClickOutcome};
+        let s = setup(&db, vec![
+            tool_call("c1", "bash", json!({"command": "echo from-the-web"})),
+            text("It ran."),
+        ]).await;
+        let run = socket_run(&s).await;
+        let alice = run.slack.user("U0ALICE", "alice");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "run it").await;
+        let card = run.card(CHANNEL_ID, &root, 0).await;
+        assert_eq!(card.edits, 0);
+        let pending = run.agent.store().pending_approvals().await.unwrap();
+        assert_eq!(pending.len(), 1);
+        let owner = pending[0].approvers.as_ref().and_then(|a| a.owner.clone()).expect("an owner");
+        let outcome = run.agent.decide_from_web(Click {
+            request_id: &pending[0].id,
+            action: ClickAction::Approve,
+            user_id: &owner,
+            username: "alice",
+            roles: &[],
+            approver_roles: &[],
+            note: None,
+            path: sandpiper_agent::protocol::DecisionPath::Web,
+            grant: None,
+        }).await.unwrap();
+        assert!(matches!(outcome, ClickOutcome::Decided { .. }), "{outcome:?}");
+        let decided = run
+            .wait_message(CHANNEL_ID, &root, "the card redrawn", |m| is_card(m) && m.edits > 0)
+            .await;
+        assert!(decided.text.contains("Approved by alice from the status page"), "{}", decided.text);
+        assert!(!decided.blocks.to_string().contains("\"button\""), "no buttons left");
+        run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "It ran.").await;
+        s.llm.verify();
+    }
+}
