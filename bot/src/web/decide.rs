@@ -33,9 +33,6 @@ use super::auth;
 use super::pages;
 use super::read_model::Viewer;
 
-/// Longest note accepted, in characters.
-pub(super) const MAX_NOTE: usize = 2000;
-
 /// A press of one of the page's decide buttons, or its confirmation. Every field is optional
 /// so that a missing token is told apart (403) from a malformed press (400).
 #[derive(Debug, Default, serde::Deserialize)]
@@ -43,14 +40,6 @@ pub(super) struct DecideForm {
     csrf: Option<String>,
     action: Option<String>,
     note: Option<String>,
-}
-
-/// The buttons the page offers for a request of `kind`: code and label.
-pub(super) fn buttons(kind: ApprovalKind) -> &'static [(&'static str, &'static str)] {
-    match kind {
-        ApprovalKind::ToolCall => &[("a", "Approve"), ("d", "Deny"), ("aa", "Always allow")],
-        ApprovalKind::Review => &[("ok", "Accept"), ("rj", "Reject"), ("nt", "Annotate")],
-    }
 }
 
 /// What was pressed, checked: the action (with its note: Approve and Deny with a note are the
@@ -75,9 +64,9 @@ impl IntoResponse for Refused {
 
 fn press(form: &DecideForm) -> Result<Press, Refused> {
     let code = form.action.as_deref().unwrap_or_default();
-    let base = buttons(ApprovalKind::ToolCall)
+    let base = pages::buttons(ApprovalKind::ToolCall)
         .iter()
-        .chain(buttons(ApprovalKind::Review))
+        .chain(pages::buttons(ApprovalKind::Review))
         .find(|(c, _)| *c == code)
         .and_then(|(c, _)| ClickAction::from_code(c))
         .ok_or_else(|| Refused {
@@ -91,11 +80,14 @@ fn press(form: &DecideForm) -> Result<Press, Refused> {
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .map(str::to_owned);
-    if note.as_ref().is_some_and(|n| n.chars().count() > MAX_NOTE) {
+    if note
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > pages::MAX_NOTE)
+    {
         return Err(Refused {
             status: StatusCode::BAD_REQUEST,
             title: "Note too long",
-            text: format!("A note is at most {MAX_NOTE} characters."),
+            text: format!("A note is at most {} characters.", pages::MAX_NOTE),
         });
     }
     let action = match (base, note.is_some()) {

@@ -13,6 +13,17 @@ use super::read_model::{
     ApprovalView, ClusterView, NodeView, Viewer, WorkstreamDetail, WorkstreamView,
 };
 
+/// Longest note accepted, in characters.
+pub(super) const MAX_NOTE: usize = 2000;
+
+/// The buttons the page offers for a request of `kind`: code and label.
+pub(super) fn buttons(kind: ApprovalKind) -> &'static [(&'static str, &'static str)] {
+    match kind {
+        ApprovalKind::ToolCall => &[("a", "Approve"), ("d", "Deny"), ("aa", "Always allow")],
+        ApprovalKind::Review => &[("ok", "Accept"), ("rj", "Reject"), ("nt", "Annotate")],
+    }
+}
+
 /// The stylesheet: light and dark follow the system setting; narrow screens stack.
 pub(super) const STYLE: &str = include_str!("style.css");
 /// The script: follows `/events`, and keeps ages current.
@@ -62,9 +73,9 @@ fn decide_form(viewer: &Viewer, a: &ApprovalView) -> Markup {
     html! {
         form.decide method="post" action={ "/approvals/" (a.id) } data-request=(a.id) {
             input type="hidden" name="csrf" value=(viewer.csrf);
-            input.note type="text" name="note" maxlength=(super::decide::MAX_NOTE)
+            input.note type="text" name="note" maxlength=(MAX_NOTE)
                 placeholder="note (optional)" aria-label="note";
-            @for (code, label) in super::decide::buttons(kind) {
+            @for (code, label) in buttons(kind) {
                 button type="submit" name="action" value=(code) { (label) }
             }
         }

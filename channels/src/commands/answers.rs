@@ -9,21 +9,7 @@ use sandpiper_agent::Agent;
 use crate::commands::account::{self, Person};
 use crate::commands::{Command, McpAction, MemoryAction, help};
 
-/// Where a command was typed.
-#[derive(Debug, Clone, Copy)]
-pub struct Where<'a> {
-    /// The workstream of the thread, when typed in one the agent answers in.
-    pub workstream: Option<&'a str>,
-    /// How commands are typed on this platform (`/`, `/sandpiper `).
-    pub prefix: &'a str,
-    /// Whether the person administers the bot here (Discord: Administrator or an
-    /// `admin_roles` role; Slack: an `admin_usergroups` member): deleting global memories,
-    /// cancelling another person's watches.
-    pub admin: bool,
-    /// Whether the person holds an approver role or group here (Discord `approver_roles`,
-    /// Slack `approver_usergroups`): compacting a thread they do not own.
-    pub approver: bool,
-}
+pub use super::Where;
 
 /// The text answer to an informational command; `None` for the thread commands.
 pub async fn answer(

@@ -9,9 +9,8 @@ use std::fmt::Write as _;
 use sandpiper_agent::Agent;
 use sandpiper_agent::approvals::{Grant, RevokeTarget};
 
-use crate::commands::CommandError;
 use crate::commands::account::{self, Person};
-use crate::commands::answers::Where;
+use crate::commands::{CommandError, Where};
 use crate::permissions::Standing;
 
 /// `/grants` actions.

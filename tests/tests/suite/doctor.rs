@@ -143,10 +143,11 @@ async fn each_broken_party_fails_its_check_with_what_to_do() {
         &w,
         stdio("sh", &["-c", "echo 'fatal: no token' >&2; exit 1"]),
     );
-    // The model endpoint is a closed port.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // The model endpoint is a closed port: bound but not listening, so it refuses and no
+    // other test's server can take it meanwhile (a freed port was reused by one under load).
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let port = closed.local_addr().unwrap().port();
-    drop(closed);
     config.model.base_url = Some(format!("http://127.0.0.1:{port}/v1"));
     // The listen address is taken.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
