@@ -50,7 +50,7 @@ use crate::store::{Store, StoreError};
 
 use ledger::Change;
 
-pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, FROM_WEB, Refusal};
+pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
 pub use fingerprint::{fingerprint, fingerprint_raw};
 pub use grant::Grant;
 pub use grants::{GrantedBy, Grants, RevokeTarget};

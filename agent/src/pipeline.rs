@@ -40,7 +40,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use crate::approvals::ledger::{self, Change};
+use crate::approvals::ledger::{self, Change, UnaskedCall};
 use crate::approvals::{self, Answer, AskContext, GrantedBy, Grants, NewRequest};
 use crate::connectors;
 use crate::model::{Message, ToolCall};
@@ -155,6 +155,8 @@ enum Stage {
         note: Option<String>,
         /// Why it runs without asking (`None` when it asks).
         unasked: Option<Unasked>,
+        /// A `bash` call's command, which a pattern grant may cover (only while it asks).
+        command: Option<String>,
     },
 }
 
@@ -175,12 +177,11 @@ struct Item<'c> {
 impl Batch<'_> {
     /// Runs the batch. A store error is fatal for the turn; everything else becomes a result.
     pub async fn run(&self, calls: &[ToolCall]) -> Result<BatchOutcome, StoreError> {
-        let grants = Grants::load(self.store, self.thread()).await?;
         let mut items: Vec<Item<'_>> = Vec::with_capacity(calls.len());
         for call in calls {
             let stage = match self.connector_refusal(call).await {
                 Some(text) => Stage::Done { text },
-                None => self.prepare(call, &grants),
+                None => self.prepare(call),
             };
             items.push(Item {
                 call,
@@ -188,8 +189,9 @@ impl Batch<'_> {
                 approval: None,
             });
         }
+        let grants = self.apply_grants(&mut items).await?;
+        self.record_unasked(&items).await?;
         for item in &items {
-            self.record_unasked(item).await?;
             self.sink.event(TurnEvent::ToolPending(view(item)));
         }
         let mut expanded = Vec::new();
@@ -199,8 +201,8 @@ impl Batch<'_> {
             }
         }
         let (always, denied) = self.approve(&mut items).await?;
-        if always {
-            self.confirm_new_grants(&grants).await?;
+        if let (true, Some(grants)) = (always, &grants) {
+            self.confirm_new_grants(grants).await?;
         }
         let results = self.execute(items).await?;
         Ok(BatchOutcome {
@@ -210,25 +212,71 @@ impl Batch<'_> {
         })
     }
 
-    /// A call that runs unasked goes in the audit trail, with why.
-    async fn record_unasked(&self, item: &Item<'_>) -> Result<(), StoreError> {
-        let Stage::Ready {
-            unasked: Some(unasked),
-            ..
-        } = &item.stage
-        else {
-            return Ok(());
+    /// The thread's grants, read fresh (so a revoke applies to the next call) but only when a
+    /// call of the batch would ask: a call a grant covers runs unasked, and says by whose
+    /// grant. `None` when no call asks.
+    async fn apply_grants(&self, items: &mut [Item<'_>]) -> Result<Option<Grants>, StoreError> {
+        let asks = |item: &Item<'_>| {
+            matches!(
+                item.stage,
+                Stage::Ready {
+                    needs_approval: true,
+                    ..
+                }
+            )
         };
-        let grant = unasked.grant.as_ref().map(|g| g.grant.to_string());
+        if !items.iter().any(asks) {
+            return Ok(None);
+        }
+        let grants = Grants::load(self.store, self.thread()).await?;
+        for item in items.iter_mut() {
+            let Stage::Ready {
+                needs_approval: needs_approval @ true,
+                unasked,
+                command,
+                ..
+            } = &mut item.stage
+            else {
+                continue;
+            };
+            if let Some(g) = grants.covering(&item.call.name, command.as_deref()) {
+                *needs_approval = false;
+                *unasked = Some(Unasked {
+                    reason: AutoReason::Grant,
+                    grant: Some(g.clone()),
+                });
+                self.tool_ctx.metrics.approval_unasked(true, false);
+            }
+        }
+        Ok(Some(grants))
+    }
+
+    /// The calls that run unasked go in the audit trail, with why: one write for the batch.
+    async fn record_unasked(&self, items: &[Item<'_>]) -> Result<(), StoreError> {
+        let unasked: Vec<(&Item<'_>, &Unasked, Option<String>)> = items
+            .iter()
+            .filter_map(|item| match &item.stage {
+                Stage::Ready {
+                    unasked: Some(u), ..
+                } => Some((item, u, u.grant.as_ref().map(|g| g.grant.to_string()))),
+                _ => None,
+            })
+            .collect();
+        let calls: Vec<UnaskedCall<'_>> = unasked
+            .iter()
+            .map(|(item, u, grant)| UnaskedCall {
+                call_id: &item.call.id,
+                tool: &item.call.name,
+                reason: u.reason,
+                grant: grant
+                    .as_deref()
+                    .map(|g| (g, u.grant.as_ref().and_then(|by| by.by.as_deref()))),
+            })
+            .collect();
         let change = Change::Unasked {
             workstream: self.thread(),
-            call_id: &item.call.id,
-            tool: &item.call.name,
             requested_by: self.requested_by,
-            reason: unasked.reason,
-            grant: grant
-                .as_deref()
-                .map(|g| (g, unasked.grant.as_ref().and_then(|u| u.by.as_deref()))),
+            calls: &calls,
         };
         ledger::record(self.store, change).await?;
         Ok(())
@@ -351,7 +399,7 @@ impl Batch<'_> {
         Some(connectors::refusal(&server))
     }
 
-    fn prepare(&self, call: &ToolCall, grants: &Grants) -> Stage {
+    fn prepare(&self, call: &ToolCall) -> Stage {
         if let Some(search) = self.tool_search.filter(|_| call.name == TOOL_SEARCH) {
             let found = run_tool_search(search.index, &call.arguments, search.max_results);
             return Stage::Answered {
@@ -399,11 +447,9 @@ impl Batch<'_> {
         match tool.prepare_value(args, &self.tool_ctx) {
             Ok(ready) => {
                 let asks = needs_approval(auto_approve, &ready.prepared);
-                let grant = asks
-                    .then(|| grants.covering(&call.name, command.as_deref()))
-                    .flatten();
-                let unasked = match (asks, grant) {
-                    (false, _) => Some(Unasked {
+                // Whether a grant covers a call that asks is `apply_grants`'s, once per batch.
+                let unasked = match asks {
+                    false => Some(Unasked {
                         reason: if reads_in_workdir(&call.name) {
                             AutoReason::ReadInWorkdir
                         } else {
@@ -411,25 +457,22 @@ impl Batch<'_> {
                         },
                         grant: None,
                     }),
-                    (true, _) if self.auto_approve => Some(Unasked {
+                    true if self.auto_approve => Some(Unasked {
                         reason: AutoReason::AutoApproveSession,
                         grant: None,
                     }),
-                    (true, Some(g)) => Some(Unasked {
-                        reason: AutoReason::Grant,
-                        grant: Some(g.clone()),
-                    }),
-                    (true, None) => None,
+                    true => None,
                 };
                 let needs_approval = unasked.is_none();
                 self.tool_ctx
                     .metrics
-                    .approval_unasked(!needs_approval && asks, self.auto_approve);
+                    .approval_unasked(asks && self.auto_approve, true);
                 Stage::Ready {
                     ready,
                     needs_approval,
                     note: None,
                     unasked,
+                    command: command.filter(|_| needs_approval),
                 }
             }
             Err(e) => Stage::Done {

@@ -74,10 +74,7 @@ impl CardApprover {
             let Some(shown) = ApprovalCard::load(&self.agent, &card.requests).await else {
                 continue;
             };
-            let from_web = shown
-                .rows
-                .iter()
-                .any(|r| r.decided_via.as_deref() == Some(sandpiper_agent::approvals::FROM_WEB));
+            let from_web = shown.rows.iter().any(|r| r.decided_from_web());
             if !from_web {
                 continue;
             }

@@ -181,7 +181,7 @@ pub fn header(text: &str) -> String {
 /// What happened to a row, in words, e.g. `✅ Approved by alice at 14:03 UTC — note: "ok"`.
 /// `None` while pending.
 pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
-    let web = row.decided_via.as_deref() == Some(sandpiper_agent::approvals::FROM_WEB);
+    let web = row.decided_from_web();
     let by = match (row.decided_by.as_deref(), web) {
         (Some(b), true) => format!(" by {b} from the status page"),
         (Some(b), false) => format!(" by {b}"),

@@ -84,7 +84,7 @@ impl Agent {
     }
 
     /// [`Agent::decide`] for a button on the status page: the same rules and the same single
-    /// write, and the stored decision says it came from the web ([`FROM_WEB`]), so the thread's
+    /// write, and the stored decision says it came from the web (`decided_via`), so the thread's
     /// card (redrawn by the turn that waited, on whichever node runs it) can say so.
     pub async fn decide_from_web(&self, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
         let click = Click {
@@ -118,9 +118,6 @@ impl Agent {
         groups
     }
 }
-
-/// `tool_approvals.decided_via` of a decision made on the status page.
-pub const FROM_WEB: &str = "web";
 
 async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
     let live = agent.live();

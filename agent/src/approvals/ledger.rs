@@ -47,20 +47,15 @@ pub enum Change<'a> {
         /// Why.
         cause: CancelCause,
     },
-    /// A call runs without asking anyone; nothing but the audit trail is written.
+    /// Calls of one batch run without asking anyone; nothing but the audit trail is written,
+    /// in one transaction.
     Unasked {
         /// The workstream whose rules applied (a sub-agent's parent thread).
         workstream: &'a str,
-        /// The call.
-        call_id: &'a str,
-        /// Tool name.
-        tool: &'a str,
         /// Who started the turn (a sandpiper user id).
         requested_by: Option<&'a str>,
-        /// Why it did not ask.
-        reason: AutoReason,
-        /// The grant it ran under, and who made it, for [`AutoReason::Grant`].
-        grant: Option<(&'a str, Option<&'a str>)>,
+        /// The calls.
+        calls: &'a [UnaskedCall<'a>],
     },
     /// sandpiper started with every call approved (`--yes`, `[approval] auto_approve`).
     AutoApproveSession {
@@ -128,15 +123,14 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
             grant,
         } => {
             let status = ApprovalStatus::from(decision.verdict);
-            // The card shows where a decision came from when it was not the thread itself.
-            let web = decision.via == Some(crate::protocol::DecisionPath::Web);
+            // Stored with the request too: a card on any node says where it was decided.
             let first = store
                 .decide_approval_via(
                     &request.id,
                     status,
                     decision.decided_by.as_deref(),
                     decision.feedback.as_deref(),
-                    web.then_some(super::FROM_WEB),
+                    decision.via.map(crate::protocol::DecisionPath::as_str),
                 )
                 .await?;
             if !first {
@@ -193,28 +187,35 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
         }
         Change::Unasked {
             workstream,
-            call_id,
-            tool,
             requested_by,
-            reason,
-            grant,
+            calls,
         } => {
+            if calls.is_empty() {
+                return Ok(done);
+            }
             let requester = name_of(store, requested_by).await;
-            let event = AuditEvent {
-                workstream: workstream.to_owned(),
-                request: None,
-                call_id: Some(call_id.to_owned()),
-                tool: Some(tool.to_owned()),
-                actor: requester,
-                actor_id: requested_by.map(str::to_owned),
-                at: crate::store::now_ms(),
-                kind: AuditKind::AutoApproved {
-                    reason,
-                    grant: grant.map(|(g, _)| g.to_owned()),
-                    granted_by: grant.and_then(|(_, by)| by.map(str::to_owned)),
-                },
-            };
-            audit(store, event).await?;
+            let at = crate::store::now_ms();
+            let events: Vec<AuditEvent> = calls
+                .iter()
+                .map(|call| AuditEvent {
+                    workstream: workstream.to_owned(),
+                    request: None,
+                    call_id: Some(call.call_id.to_owned()),
+                    tool: Some(call.tool.to_owned()),
+                    actor: requester.clone(),
+                    actor_id: requested_by.map(str::to_owned),
+                    at,
+                    kind: AuditKind::AutoApproved {
+                        reason: call.reason,
+                        grant: call.grant.map(|(g, _)| g.to_owned()),
+                        granted_by: call.grant.and_then(|(_, by)| by.map(str::to_owned)),
+                    },
+                })
+                .collect();
+            for event in &events {
+                event.log();
+            }
+            store.append_audits(&events).await?;
         }
         Change::AutoApproveSession { workstream, source } => {
             let event = AuditEvent {
@@ -287,6 +288,19 @@ async fn name_of(store: &Store, id: Option<&str>) -> Option<String> {
         Ok(Some(user)) => Some(user.username),
         Ok(None) | Err(_) => Some(id.to_owned()),
     }
+}
+
+/// One call that ran unasked ([`Change::Unasked`]).
+#[derive(Debug, Clone, Copy)]
+pub struct UnaskedCall<'a> {
+    /// The call.
+    pub call_id: &'a str,
+    /// Tool name.
+    pub tool: &'a str,
+    /// Why it did not ask.
+    pub reason: AutoReason,
+    /// The grant it ran under, and who made it, for [`AutoReason::Grant`].
+    pub grant: Option<(&'a str, Option<&'a str>)>,
 }
 
 /// Appends `event` to the trail and writes its log line.

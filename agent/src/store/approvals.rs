@@ -136,12 +136,17 @@ pub struct ApprovalRecord {
     /// Who may decide, as at ask time; `None` on rows older than it (clicks then fall back to
     /// the configuration).
     pub approvers: Option<AllowedApprovers>,
-    /// The path that decided it when that was not the thread (`web`: the status page);
-    /// `None` otherwise.
+    /// How it was decided ([`DecisionPath::as_str`](crate::protocol::DecisionPath::as_str):
+    /// `button`, `web`, …); `None` while pending, and for rows decided before it was kept.
     pub decided_via: Option<String>,
 }
 
 impl ApprovalRecord {
+    /// Whether it was decided on the status page (its card says so).
+    pub fn decided_from_web(&self) -> bool {
+        self.decided_via.as_deref() == Some(crate::protocol::DecisionPath::Web.as_str())
+    }
+
     /// The person's decision this row holds; `None` while it is pending, and for a row the
     /// engine closed without one (timed out, cancelled). The one reading of a stored state,
     /// for a waiting turn on another node and for a resumed one alike.

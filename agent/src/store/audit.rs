@@ -235,6 +235,23 @@ pub struct AuditFilter {
 impl Store {
     /// Appends one event.
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {
+        self.append_audits(std::slice::from_ref(event)).await
+    }
+
+    /// Appends `events` in one transaction (one commit for a batch's calls).
+    pub async fn append_audits(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        for event in events {
+            Self::insert_audit(&mut tx, event).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn insert_audit(
+        conn: &mut sqlx::AnyConnection,
+        event: &AuditEvent,
+    ) -> Result<(), StoreError> {
         let detail = serde_json::to_string(event).map_err(|e| StoreError::Corrupt {
             table: "audit_events",
             message: e.to_string(),
@@ -251,7 +268,7 @@ impl Store {
         .bind(event.actor.as_deref())
         .bind(event.actor_id.as_deref())
         .bind(detail)
-        .execute(self.pool())
+        .execute(conn)
         .await?;
         Ok(())
     }
