@@ -148,6 +148,10 @@ pub async fn ask(
             });
         }
     }
+    // The turn has the answers now and acts on them: a node that takes the workstream over
+    // after this one died must not run these calls again on its own.
+    let ids: Vec<String> = requests.iter().map(|r| r.id.clone()).collect();
+    cx.store.mark_approvals_taken(&ids).await?;
     if !closed.is_empty() {
         cx.approver.closed(&closed).await;
     }

@@ -38,6 +38,23 @@ pub use bus::{Bus, Signal};
 pub const INTERRUPTED: &str = "⚠️ The last turn here was interrupted by a restart — reply to continue. \
      Everything it did before that is kept.";
 
+/// What a dead node left in a workstream this node took over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takeover {
+    /// No turn ran there (work was waiting for an owner, or nothing at all).
+    Idle,
+    /// A turn ran: the thread is told it was interrupted ([`INTERRUPTED`]).
+    Interrupted,
+    /// A turn waited for approval, and every request of it was decided after its node could
+    /// no longer read the decisions: it goes on from them ([`RESUMED_AFTER_TAKEOVER`]).
+    Resumable,
+}
+
+/// What a thread is told when its turn goes on, on another node, with decisions its first
+/// node never read.
+pub const RESUMED_AFTER_TAKEOVER: &str = "⚠️ The sandpiper node running this turn stopped \
+     while it waited for approval. Your decision was kept, and the turn goes on here.";
+
 /// Where a workstream's turns run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ownership {
@@ -321,19 +338,43 @@ impl Agent {
     }
 
     /// Takes over workstreams a dead node left a running turn or waiting work in (at most
-    /// `limit` per call), each with whether a turn there was interrupted. Outside a cluster,
+    /// `limit` per call), each with what its turn left ([`Takeover`]). Outside a cluster,
     /// none.
-    pub async fn adopt_orphans(&self, limit: i64) -> Result<Vec<(String, bool)>, AgentError> {
+    pub async fn adopt_orphans(&self, limit: i64) -> Result<Vec<(String, Takeover)>, AgentError> {
         let Some(cluster) = self.cluster() else {
             return Ok(Vec::new());
         };
         let mut adopted = Vec::new();
         for key in cluster.orphans(limit).await? {
-            if let Ownership::Here { interrupted } = self.ownership(&key).await? {
-                adopted.push((key, interrupted));
-            }
+            let Ownership::Here { interrupted } = self.ownership(&key).await? else {
+                continue;
+            };
+            let left = match interrupted {
+                false => Takeover::Idle,
+                true if self.decided_while_away(&key).await? => Takeover::Resumable,
+                true => Takeover::Interrupted,
+            };
+            adopted.push((key, left));
         }
         Ok(adopted)
+    }
+
+    /// Whether the turn a dead node left in `key` was waiting for approval and every call it
+    /// asked about has since been decided by a person, with no turn having taken the answer:
+    /// the clicks landed while the dead node's lease still ran, so none of those calls ran.
+    /// Such a turn can go on from the stored decisions without running anything twice.
+    async fn decided_while_away(&self, key: &str) -> Result<bool, AgentError> {
+        let history = self.history(key).await?;
+        let dangling = crate::approvals::resume::unanswered_calls(&history);
+        if dangling.is_empty() {
+            return Ok(false);
+        }
+        for call in &dangling {
+            if !self.store().decided_untaken_for_call(key, &call.id).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Leaves `payload` (a channel's waiting work, serialized: this node accepted it but will

@@ -19,21 +19,27 @@ use std::time::Duration;
 
 use sandpiper_agent::Agent;
 use sandpiper_agent::cluster::bus::{Heard, Listener};
-use sandpiper_agent::cluster::{INTERRUPTED, Signal};
+use sandpiper_agent::cluster::{INTERRUPTED, RESUMED_AFTER_TAKEOVER, Signal, Takeover};
 use sandpiper_channels::thread::{OutsideTurn, Starters, Work};
 use tokio_util::sync::CancellationToken;
 
 /// Orphans adopted per heartbeat at most, so one beat stays short after a large node died.
 const ADOPT_PER_BEAT: i64 = 200;
 
-/// Runs the node's cluster duties until `shutdown`, then releases its leases. `listen_url`
-/// is the PostgreSQL to listen on (`None` on SQLite: one node, nothing to hear).
-pub async fn run(
-    agent: Agent,
-    starters: Starters,
-    listen_url: Option<String>,
-    shutdown: CancellationToken,
-) {
+/// When a node's cluster duties wind down.
+#[derive(Debug, Clone)]
+pub struct Stopping {
+    /// The node stops: it takes no more work (no handoffs, no orphans) but keeps its leases
+    /// alive while its channels drain, so nobody else runs a turn that still runs here.
+    pub shutdown: CancellationToken,
+    /// The channels drained: the leases are released and the duties end.
+    pub release: CancellationToken,
+}
+
+/// Runs the node's cluster duties until `stopping.release`, then releases its leases (see
+/// [`Stopping`]). `listen_url` is the PostgreSQL to listen on (`None` on SQLite: one node,
+/// nothing to hear).
+pub async fn run(agent: Agent, starters: Starters, listen_url: Option<String>, stopping: Stopping) {
     let Some(cluster) = agent.cluster().cloned() else {
         return;
     };
@@ -47,12 +53,16 @@ pub async fn run(
         },
         None => None,
     };
-    let duties = Duties { agent, starters };
+    let duties = Duties {
+        agent,
+        starters,
+        draining: stopping.shutdown.clone(),
+    };
     let mut beat = tokio::time::interval(cluster.lease() / 3);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            () = shutdown.cancelled() => break,
+            () = stopping.release.cancelled() => break,
             heard = next_signal(listener.as_mut()) => match heard {
                 Heard::Signal(signal) => duties.on_signal(signal).await,
                 Heard::Reconnected => duties.sweep_handoffs().await,
@@ -80,11 +90,15 @@ async fn next_signal(listener: Option<&mut Listener>) -> Heard {
 struct Duties {
     agent: Agent,
     starters: Starters,
+    /// Cancelled once the node stops: it takes no new work, only keeps its leases.
+    draining: CancellationToken,
 }
 
 impl Duties {
     async fn on_signal(&self, signal: Signal) {
         match signal {
+            // Left in the table: whoever owns the workstream next takes it.
+            Signal::Handoff(_) if self.draining.is_cancelled() => {}
             Signal::Handoff(id) => self.take_handoff(id).await,
             Signal::Decided(request) => match self.agent.deliver_stored(&request).await {
                 Ok(true) => tracing::info!(request, "decision from another node delivered"),
@@ -128,6 +142,9 @@ impl Duties {
 
     /// Handoffs for workstreams this node holds whose wake-up never came.
     async fn sweep_handoffs(&self) {
+        if self.draining.is_cancelled() {
+            return;
+        }
         let Some(cluster) = self.agent.cluster() else {
             return;
         };
@@ -149,20 +166,26 @@ impl Duties {
             tracing::warn!(node = cluster.node(), error = %e, "could not renew the leases");
             return;
         }
+        if self.draining.is_cancelled() {
+            return;
+        }
         match self.agent.adopt_orphans(ADOPT_PER_BEAT).await {
             Ok(adopted) => {
-                for (workstream, interrupted) in adopted {
-                    tracing::info!(
-                        workstream,
-                        interrupted,
-                        "took over a workstream of a dead node"
-                    );
-                    if interrupted {
-                        self.start(OutsideTurn {
-                            workstream,
-                            work: Work::Notice(INTERRUPTED.to_owned()),
-                        });
-                    }
+                for (workstream, left) in adopted {
+                    tracing::info!(workstream, left = ?left, "took over a workstream of a dead node");
+                    let work = match left {
+                        Takeover::Idle => continue,
+                        Takeover::Interrupted => Work::Notice(INTERRUPTED.to_owned()),
+                        Takeover::Resumable => {
+                            // One lane, in order: the notice, then the turn goes on.
+                            self.start(OutsideTurn {
+                                workstream: workstream.clone(),
+                                work: Work::Notice(RESUMED_AFTER_TAKEOVER.to_owned()),
+                            });
+                            Work::Resume { author: None }
+                        }
+                    };
+                    self.start(OutsideTurn { workstream, work });
                 }
             }
             Err(e) => tracing::warn!(error = %e, "could not adopt orphaned workstreams"),

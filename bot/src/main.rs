@@ -577,10 +577,10 @@ async fn serve(
     Ok(())
 }
 
-/// How long `serve` waits at shutdown for the channels' tasks (closing the gateway, a click
-/// being answered) before it exits without them. Turns are dropped at once, not waited for:
-/// one waiting for approval stays pending in the store and resumes after the restart. Below
-/// the usual 30 s a container runtime or systemd gives before SIGKILL.
+/// How long `serve` waits at shutdown for the channels' running turns and tasks (closing the
+/// gateway, a click being answered) before it exits without them. A turn waiting for approval
+/// is not waited for: it stays pending in the store and resumes after the restart. Below the
+/// usual 30 s a container runtime or systemd gives before SIGKILL.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long the runtime waits, after `serve` returned, for blocking work (a file read, a

@@ -58,8 +58,10 @@ pub struct Node {
     registry: Option<JoinHandle<()>>,
     /// The watch runner; it stops on `shutdown`, releasing its claims.
     watches: JoinHandle<()>,
-    /// The node's cluster duties; they stop on `shutdown`, releasing its leases.
+    /// The node's cluster duties; from `shutdown` they only keep this node's leases alive,
+    /// and they release them on `release`, once the channels drained.
     cluster: JoinHandle<()>,
+    release: CancellationToken,
 }
 
 impl std::fmt::Debug for Node {
@@ -188,11 +190,15 @@ impl Node {
         if let Some(s) = &slack {
             s.continue_replies(starters.clone());
         }
+        let release = CancellationToken::new();
         let cluster = tokio::spawn(crate::cluster::run(
             agent.clone(),
             starters.clone(),
             listen_url,
-            shutdown.clone(),
+            crate::cluster::Stopping {
+                shutdown: shutdown.clone(),
+                release: release.clone(),
+            },
         ));
         let watches = crate::wiring::start_watches(&agent, starters, shutdown.clone());
         let notifier = Notifier::new(agent.people(), agent.notifications(), platforms);
@@ -308,6 +314,7 @@ impl Node {
             registry,
             watches,
             cluster,
+            release,
         })
     }
 
@@ -340,10 +347,14 @@ impl Node {
             cluster.crash();
         }
         self.shutdown.cancel();
+        // A dead node renews nothing.
+        self.release.cancel();
     }
 
     /// Waits until the node is asked to stop, then drains: the HTTP server and the channels
-    /// at the same time (channels for at most `grace`), and the registry row is removed. A
+    /// at the same time (channels for at most `grace`: running turns finish, see
+    /// [`sandpiper_channels::thread::drain`]), the registry row is removed, and last the
+    /// leases are released. A
     /// server that ends on its own (it could not bind) stops the channels too.
     pub async fn join(self, grace: Duration) -> NodeExit {
         let stop = self.shutdown.clone();
@@ -384,6 +395,8 @@ impl Node {
         if let Some(registry) = self.registry {
             let _ = registry.await;
         }
+        // The drained turns held their leases to the end: only now may another node run there.
+        self.release.cancel();
         if tokio::time::timeout(grace, self.cluster).await.is_err() {
             tracing::warn!(
                 "the cluster duties did not stop in time; the leases run out on their own"

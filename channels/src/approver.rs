@@ -112,7 +112,7 @@ impl Approver for CardApprover {
         self.sink.settle().await;
         let ids: Vec<String> = items.iter().map(|i| i.request_id.clone()).collect();
         // Registered before posting, so the quickest click finds the waiting turn.
-        let waiters = self.agent.live().register(&ids);
+        let waiters = self.agent.live().register(&self.workstream, &ids);
         for chunk in items.chunks(MAX_ROWS) {
             let card = ApprovalCard::pending(chunk, &self.workstream);
             match self.cards.post_card(&card).await {

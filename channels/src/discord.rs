@@ -288,13 +288,12 @@ impl DiscordChannel {
         Ok(Some(Self { bot }))
     }
 
-    /// Waits until shut down, then up to `grace` for the connection to close and the tasks
-    /// to end. Turns still running are dropped where they are: a turn waiting for approval
-    /// keeps its stored requests, and a click after the restart resumes it.
+    /// Waits until shut down (the shards close), then drains within `grace`
+    /// ([`thread::drain`]): running turns finish; one waiting for approval keeps its stored
+    /// requests, and a click after the restart resumes it.
     pub async fn join(self, grace: std::time::Duration) -> Drained {
         self.bot.tasks.shutdown().cancelled().await;
-        thread::leave_waiting(&self.bot.agent, &self.bot.turns).await;
-        let drained = self.bot.tasks.drain(grace).await;
+        let drained = thread::drain(&self.bot.agent, &self.bot.turns, &self.bot.tasks, grace).await;
         tracing::info!(left = drained.left, "discord channel stopped");
         drained
     }

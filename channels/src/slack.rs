@@ -295,18 +295,18 @@ impl SlackChannel {
         self.router.clone()
     }
 
-    /// Waits until shut down, then up to `grace` for its tasks to end. Turns still running
-    /// are dropped where they are: a turn waiting for approval keeps its stored requests,
-    /// and a click after the restart resumes it.
+    /// Waits until shut down, then stops listening and drains within `grace`
+    /// ([`crate::thread::drain`]): running turns finish; one waiting for approval keeps its
+    /// stored requests, and a click after the restart resumes it.
     pub async fn join(&self, grace: Duration) -> Drained {
         self.ctx.tasks.shutdown().cancelled().await;
-        crate::thread::leave_waiting(&self.ctx.agent, &self.ctx.queue).await;
         let stopping = tokio::time::Instant::now();
         if let Some(listener) = &self.listener {
             let _ = tokio::time::timeout(grace, listener.shutdown()).await;
         }
         let left = grace.saturating_sub(stopping.elapsed());
-        let drained = self.ctx.tasks.drain(left).await;
+        let drained =
+            crate::thread::drain(&self.ctx.agent, &self.ctx.queue, &self.ctx.tasks, left).await;
         tracing::info!(left = drained.left, "slack channel stopped");
         drained
     }

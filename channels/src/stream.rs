@@ -255,7 +255,8 @@ pub fn start<S: Surface>(
         tools: HashMap::new(),
         order: Vec::new(),
     };
-    let task = tasks.spawn(renderer.run(sink.clone(), done_tx));
+    // The renderer shows its turn to the end, through a drain (see `Tasks::spawn_turn`).
+    let task = tasks.spawn_turn(renderer.run(sink.clone(), done_tx));
     (sink, task)
 }
 

@@ -2,11 +2,15 @@
 //!
 //! Every task a channel starts (turn lanes, stream renderers, notices, card updates, its
 //! gateway connection) and every platform callback it runs (serenity's per-event tasks) goes
-//! through one [`Tasks`]. At shutdown the lanes and renderers are dropped where they are, as
-//! a process exit would drop them: a turn waiting for approval keeps its stored requests and
-//! a click after the restart resumes it. [`Tasks::drain`] then waits, up to a deadline, for
-//! what is still finishing (closing the gateway, a click being answered), and says how many
-//! tasks it left behind, so `serve` exits on time and says why it did not wait longer.
+//! through one [`Tasks`]. Stopping has two steps. At shutdown the channel stops listening
+//! and housekeeping ([`Tasks::spawn`]) is dropped, but turns and what shows them
+//! ([`Tasks::spawn_turn`]) go on, so a restart does not cut a turn off in the middle; the
+//! drain ([`crate::thread::drain`]) waits for them up to a deadline, then halts
+//! ([`Tasks::halt`]) what is left where it is, as a process exit would: a turn waiting for
+//! approval keeps its stored requests and a click after the restart resumes it.
+//! [`Tasks::drain`] then waits for what is still finishing (closing the gateway, a click
+//! being answered), and says how many tasks it left behind, so `serve` exits on time and
+//! says why it did not wait longer.
 
 use std::future::Future;
 use std::time::Duration;
@@ -21,6 +25,9 @@ use tokio_util::task::task_tracker::TrackedFuture;
 pub struct Tasks {
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// Cancelled when the drain gives up on the turns still running (or at once, for a
+    /// node that stops as a killed one would).
+    halt: CancellationToken,
 }
 
 /// What a drain left running when its deadline passed.
@@ -37,6 +44,7 @@ impl Tasks {
         Self {
             tracker: TaskTracker::new(),
             shutdown,
+            halt: CancellationToken::new(),
         }
     }
 
@@ -55,6 +63,28 @@ impl Tasks {
                 () = shutdown.cancelled() => {}
             }
         })
+    }
+
+    /// Runs a turn's work (its lane, its renderer) in the background until it ends or the
+    /// drain halts it ([`Tasks::halt`]): shutdown alone lets it finish.
+    pub fn spawn_turn(&self, fut: impl Future<Output = ()> + Send + 'static) -> JoinHandle<()> {
+        let halt = self.halt.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = fut => {}
+                () = halt.cancelled() => {}
+            }
+        })
+    }
+
+    /// Drops every turn still running where it is ([`Tasks::spawn_turn`]).
+    pub fn halt(&self) {
+        self.halt.cancel();
+    }
+
+    /// Cancelled once the turns still running are dropped.
+    pub fn halted(&self) -> &CancellationToken {
+        &self.halt
     }
 
     /// Runs `fut` in the background to its end, shutdown or not: for work that itself reacts
@@ -120,6 +150,31 @@ mod tests {
         );
         assert_eq!(finisher.await.unwrap(), 7);
         handler.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn turns_outlive_shutdown_until_they_are_halted() {
+        let shutdown = CancellationToken::new();
+        let tasks = Tasks::new(shutdown.clone());
+        let (finished_tx, finished_rx) = tokio::sync::oneshot::channel();
+        tasks.spawn_turn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let _ = finished_tx.send(());
+        });
+        let (halted_tx, halted_rx) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn_turn(async move {
+            let _told_when_dropped = halted_tx;
+            std::future::pending::<()>().await;
+        });
+        shutdown.cancel();
+        finished_rx.await.expect("a turn finishes after shutdown");
+        assert_eq!(tasks.running(), 1, "the stuck turn still runs");
+        tasks.halt();
+        assert!(halted_rx.await.is_err(), "halting dropped it");
+        assert_eq!(
+            tasks.drain(Duration::from_secs(5)).await,
+            Drained { left: 0 }
+        );
     }
 
     #[tokio::test]

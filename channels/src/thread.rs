@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approver::{CardApprover, CardSurface};
 use crate::stream::{self, StreamSink, Surface};
-use crate::tasks::Tasks;
+use crate::tasks::{Drained, Tasks};
 use crate::turns::{QueueFull, Queued};
 
 /// A platform thread as a turn needs it: where the answer streams and where cards go.
@@ -170,7 +170,7 @@ pub async fn run<T: Thread>(
     let mut renderer = renderer;
     tokio::select! {
         _ = &mut renderer => {}
-        () = place.tasks.shutdown().cancelled() => renderer.abort(),
+        () = place.tasks.halted().cancelled() => renderer.abort(),
     }
     result.is_ok()
 }
@@ -221,7 +221,7 @@ async fn hand_over<T: Thread>(place: &TurnPlace, thread: Arc<T>, node: &str, wor
     let mut renderer = renderer;
     tokio::select! {
         _ = &mut renderer => {}
-        () = place.tasks.shutdown().cancelled() => renderer.abort(),
+        () = place.tasks.halted().cancelled() => renderer.abort(),
     }
     false
 }
@@ -306,6 +306,52 @@ pub async fn leave_waiting(agent: &Agent, queue: &crate::turns::TurnQueue) {
             tracing::error!(workstream, error = %e, "waiting work could not be left for the next owner; it is lost");
         }
     }
+}
+
+/// How often a drain looks whether the turns it waits for are done.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+/// Stops a channel's turns after its shutdown began (it no longer listens): work waiting in
+/// `queue` is left for the next owner ([`leave_waiting`]); a running turn goes on until it
+/// ends, or until it waits for a person's decision (it stays pending in the store, and a
+/// click after the restart resumes it), for at most `grace`; then what is left is halted
+/// where it is and `tasks` are drained within what remains of `grace`. One rule for every
+/// platform. A node stopping as a killed one would ([`Cluster::crash`](sandpiper_agent::cluster::Cluster::crash))
+/// halts at once.
+pub async fn drain(
+    agent: &Agent,
+    queue: &crate::turns::TurnQueue,
+    tasks: &Tasks,
+    grace: Duration,
+) -> Drained {
+    let deadline = tokio::time::Instant::now() + grace;
+    leave_waiting(agent, queue).await;
+    let crashed = agent.cluster().is_some_and(|c| c.crashed());
+    while !crashed {
+        let running = queue.running();
+        let busy: Vec<&String> = running
+            .iter()
+            .filter(|key| !agent.live().waits_in(key))
+            .collect();
+        if busy.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                turns = busy.len(),
+                grace_ms = grace.as_millis() as u64,
+                "turns still running at the shutdown deadline; they are dropped where they are"
+            );
+            break;
+        }
+        tokio::time::sleep(DRAIN_POLL).await;
+    }
+    tasks.halt();
+    // Work that arrived while the turns finished (a handoff, a retried event).
+    leave_waiting(agent, queue).await;
+    tasks
+        .drain(deadline.saturating_duration_since(tokio::time::Instant::now()))
+        .await
 }
 
 /// A turn to start from outside a chat message (also what one node hands another).

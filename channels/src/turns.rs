@@ -1,12 +1,12 @@
 //! One lane per workstream: messages that arrive while a turn runs wait their turn (never
 //! dropped, never run in parallel in one workstream), and `/stop` cancels the running turn.
 //!
-//! Shutdown is not `/stop`: a stopped turn records that it was stopped, while shutdown drops
-//! the running turns as a process exit would, so a turn waiting for approval stays pending in
-//! the store and a click after the restart resumes it. Work still waiting in a lane is not
-//! dropped: it was submitted with what to hand over ([`TurnQueue::submit_handing_over`]), and
-//! [`TurnQueue::take_waiting`] gives that back at shutdown so the next owner of the
-//! workstream runs it.
+//! Shutdown is not `/stop`: a stopped turn records that it was stopped, while at shutdown a
+//! running turn goes on until it ends or the drain halts it (see [`crate::thread::drain`]);
+//! one halted while it waits for approval stays pending in the store and a click after the
+//! restart resumes it. Work waiting in a lane, or arriving once shutdown began, never starts
+//! here: it was submitted with what to hand over ([`TurnQueue::submit_handing_over`]), and
+//! [`TurnQueue::take_waiting`] gives that back so the next owner of the workstream runs it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -91,6 +91,19 @@ impl TurnQueue {
     ) -> Result<Queued, QueueFull> {
         let mut lanes = self.lanes();
         let lane = lanes.entry(key.to_owned()).or_default();
+        if self.tasks.shutdown().is_cancelled() {
+            // Stopping: nothing new starts here. Work with a handover waits for
+            // `take_waiting`; work without one (a card's Resume) is the next owner's to redo.
+            if let Some(handover) = handover {
+                lane.waiting.push_back(Waiting {
+                    job,
+                    handover: Some(handover),
+                });
+                return Ok(Queued::Behind(lane.waiting.len()));
+            }
+            tracing::info!(workstream = key, "work refused: this node is stopping");
+            return Ok(Queued::Behind(lane.waiting.len()));
+        }
         if lane.running.is_none() {
             let token = CancellationToken::new();
             lane.running = Some(token.clone());
@@ -122,8 +135,9 @@ impl TurnQueue {
 
     fn spawn_worker(&self, key: String, first: Job, token: CancellationToken) {
         let this = self.clone();
-        // At shutdown `Tasks::spawn` drops the worker, with the job it runs and its lane.
-        self.tasks.spawn(async move {
+        // A running job outlives shutdown until the drain halts it (`Tasks::spawn_turn`);
+        // then the worker is dropped with the job it runs.
+        self.tasks.spawn_turn(async move {
             let mut job = first;
             let mut token = token;
             loop {
@@ -132,6 +146,11 @@ impl TurnQueue {
                 let Some(lane) = lanes.get_mut(&key) else {
                     return;
                 };
+                if this.tasks.shutdown().is_cancelled() {
+                    // What waits is handed to the next owner (`take_waiting`), not run here.
+                    lane.running = None;
+                    return;
+                }
                 match lane.waiting.pop_front() {
                     Some(next) => {
                         token = CancellationToken::new();
@@ -160,6 +179,15 @@ impl TurnQueue {
             }
             None => false,
         }
+    }
+
+    /// The workstreams a turn runs in now.
+    pub fn running(&self) -> Vec<String> {
+        self.lanes()
+            .iter()
+            .filter(|(_, lane)| lane.running.is_some())
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     /// Whether a turn runs in `key`.
@@ -213,6 +241,39 @@ mod tests {
         assert_eq!(rx.recv().await.unwrap(), "cancelled running");
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(rx.try_recv().is_err(), "the taken jobs never ran here");
+    }
+
+    #[tokio::test]
+    async fn after_shutdown_the_running_job_finishes_and_nothing_new_starts() {
+        let shutdown = CancellationToken::new();
+        let q = TurnQueue::new(Tasks::new(shutdown.clone()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        q.submit("w", job(tx.clone(), "running", 50)).unwrap();
+        assert_eq!(rx.recv().await.unwrap(), "start running");
+        q.submit_handing_over("w", job(tx.clone(), "queued", 1), Some("queued".into()))
+            .unwrap();
+        shutdown.cancel();
+        assert_eq!(q.running(), ["w".to_owned()]);
+        q.submit_handing_over("new", job(tx.clone(), "late", 1), Some("late".into()))
+            .unwrap();
+        q.submit("new", job(tx.clone(), "unsaved", 1)).unwrap();
+        assert_eq!(
+            rx.recv().await.unwrap(),
+            "end running",
+            "not cut off by shutdown"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err(), "nothing else started here");
+        assert!(q.running().is_empty());
+        let mut left = q.take_waiting();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ("new".to_owned(), "late".to_owned()),
+                ("w".to_owned(), "queued".to_owned())
+            ]
+        );
     }
 
     #[tokio::test]

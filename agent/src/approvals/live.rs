@@ -11,7 +11,13 @@ use tokio::sync::oneshot;
 /// The waiting requests. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct LiveApprovals {
-    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Decision>>>>,
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+}
+
+/// A request a turn waits on: where its decision goes, and the turn's workstream.
+struct Waiting {
+    tx: oneshot::Sender<Decision>,
+    workstream: Arc<str>,
 }
 
 impl std::fmt::Debug for LiveApprovals {
@@ -21,19 +27,21 @@ impl std::fmt::Debug for LiveApprovals {
 }
 
 impl LiveApprovals {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Decision>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts waiting for decisions on `ids`. Dropping the [`Waiters`] (timeout, `/stop`)
-    /// stops waiting.
-    pub fn register(&self, ids: &[String]) -> Waiters {
+    /// Starts waiting for decisions on `ids`, asked by a turn in `workstream`. Dropping the
+    /// [`Waiters`] (timeout, `/stop`) stops waiting.
+    pub fn register(&self, workstream: &str, ids: &[String]) -> Waiters {
+        let workstream: Arc<str> = Arc::from(workstream);
         let mut map = self.map();
         let receivers = ids
             .iter()
             .map(|id| {
                 let (tx, rx) = oneshot::channel();
-                map.insert(id.clone(), tx);
+                let workstream = workstream.clone();
+                map.insert(id.clone(), Waiting { tx, workstream });
                 rx
             })
             .collect();
@@ -48,14 +56,24 @@ impl LiveApprovals {
     /// decision engine delivers, after it stored the decision.
     pub(crate) fn deliver(&self, request_id: &str, decision: Decision) -> bool {
         match self.map().remove(request_id) {
-            Some(tx) => tx.send(decision).is_ok(),
+            Some(w) => w.tx.send(decision).is_ok(),
             None => false,
         }
     }
 
     /// Whether a running turn waits for this request.
     pub fn is_waiting(&self, request_id: &str) -> bool {
-        self.map().get(request_id).is_some_and(|tx| !tx.is_closed())
+        self.map()
+            .get(request_id)
+            .is_some_and(|w| !w.tx.is_closed())
+    }
+
+    /// Whether the turn running in `workstream` waits for a person's decision now (a stopping
+    /// node leaves such a turn in the store rather than wait for the click).
+    pub fn waits_in(&self, workstream: &str) -> bool {
+        self.map()
+            .values()
+            .any(|w| &*w.workstream == workstream && !w.tx.is_closed())
     }
 }
 
@@ -95,8 +113,10 @@ mod tests {
     #[tokio::test]
     async fn decisions_reach_the_waiting_turn_and_dropped_waiters_stop_listening() {
         let live = LiveApprovals::default();
-        let waiters = live.register(&["r1".into(), "r2".into()]);
+        let waiters = live.register("w", &["r1".into(), "r2".into()]);
         assert!(live.is_waiting("r1"));
+        assert!(live.waits_in("w"));
+        assert!(!live.waits_in("other"));
         assert!(live.deliver("r2", Decision::deny(Some("no".into()))));
         assert!(live.deliver("r1", Decision::approve().by("alice")));
         assert!(!live.deliver("r1", Decision::approve()), "only once");
@@ -107,9 +127,13 @@ mod tests {
                 Decision::deny(Some("no".into()))
             ]
         );
-        let gone = live.register(&["r3".into()]);
+        let gone = live.register("w", &["r3".into()]);
         drop(gone);
         assert!(!live.is_waiting("r3"));
+        assert!(
+            !live.waits_in("w"),
+            "nothing waits once every waiter is gone"
+        );
         assert!(!live.deliver("r3", Decision::approve()));
     }
 }

@@ -45,6 +45,15 @@ impl ApprovalStatus {
     pub const fn is_pending(self) -> bool {
         matches!(self, Self::Pending)
     }
+
+    /// Whether a person decided it (approved, denied, always allowed or annotated), as
+    /// opposed to pending, timed out or cancelled.
+    pub const fn decided_by_person(self) -> bool {
+        matches!(
+            self,
+            Self::Approved | Self::Denied | Self::AlwaysAllowed | Self::Annotated
+        )
+    }
 }
 
 impl fmt::Display for ApprovalStatus {
@@ -368,6 +377,51 @@ impl Store {
         row.map(record).transpose()
     }
 
+    /// Marks `ids` as taken by the turn that asked: it has their answers and may act on them
+    /// (see [`Store::decided_untaken_for_call`]). Requests already taken keep their time.
+    pub(crate) async fn mark_approvals_taken(&self, ids: &[String]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool().begin().await?;
+        let now = now_ms();
+        for id in ids {
+            sqlx::query(
+                "UPDATE tool_approvals SET taken_at = $1 WHERE id = $2 AND taken_at IS NULL",
+            )
+            .bind(now)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Whether the latest request about a tool call holds a person's decision that no turn
+    /// took: the click was stored, but the turn that asked was gone before it read it (its
+    /// node died), so the call never ran on that decision.
+    pub async fn decided_untaken_for_call(
+        &self,
+        workstream: &str,
+        call_id: &str,
+    ) -> Result<bool, StoreError> {
+        let latest: Option<(String, Option<i64>)> = sqlx::query_as(
+            "SELECT status, taken_at FROM tool_approvals WHERE workstream = $1 AND call_id = $2 \
+             ORDER BY created_at DESC, id DESC LIMIT 1",
+        )
+        .bind(workstream)
+        .bind(call_id)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(latest.is_some_and(|(status, taken)| {
+            taken.is_none()
+                && status
+                    .parse::<ApprovalStatus>()
+                    .is_ok_and(ApprovalStatus::decided_by_person)
+        }))
+    }
+
     /// The latest *decided* request about a tool call.
     pub async fn decided_approval_for_call(
         &self,
@@ -571,6 +625,56 @@ mod tests {
             Err(UnknownApprovalStatus("always_allowed".into()))
         );
         assert_eq!(ApprovalStatus::from(Verdict::AlwaysAllow), AlwaysAllowed);
+    }
+
+    #[tokio::test]
+    async fn a_decision_no_turn_took_is_told_apart_from_one_a_turn_took() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", Some("alice")).await.unwrap();
+        let request = |id: &str, created_at: i64| ApprovalRecord {
+            id: id.into(),
+            kind: ApprovalKind::ToolCall,
+            workstream: "w".into(),
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            header: "bash: ls".into(),
+            preview: "ls".into(),
+            requested_by: Some("alice".into()),
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            feedback: None,
+            decided_at: None,
+            created_at,
+            fingerprint: None,
+            approvers: None,
+            decided_via: None,
+        };
+        store.create_approval(&request("ap1", 1)).await.unwrap();
+        assert!(
+            !store.decided_untaken_for_call("w", "c1").await.unwrap(),
+            "pending"
+        );
+        store
+            .decide_approval("ap1", ApprovalStatus::Approved, Some("alice"), None)
+            .await
+            .unwrap();
+        assert!(store.decided_untaken_for_call("w", "c1").await.unwrap());
+        assert!(!store.decided_untaken_for_call("w", "other").await.unwrap());
+        store.mark_approvals_taken(&["ap1".into()]).await.unwrap();
+        assert!(
+            !store.decided_untaken_for_call("w", "c1").await.unwrap(),
+            "taken"
+        );
+        // A newer request about the same call (a resumed turn asks again) is the one that counts.
+        store.create_approval(&request("ap2", 2)).await.unwrap();
+        store
+            .decide_approval("ap2", ApprovalStatus::TimedOut, None, None)
+            .await
+            .unwrap();
+        assert!(
+            !store.decided_untaken_for_call("w", "c1").await.unwrap(),
+            "a timeout is nobody's decision"
+        );
     }
 
     #[tokio::test]

@@ -529,7 +529,7 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
     let waiting = page
         .agent
         .live()
-        .register(&["ap_one".to_owned(), "ap_two".to_owned()]);
+        .register("discord:50", &["ap_one".to_owned(), "ap_two".to_owned()]);
 
     let owner_cookie = page.sign_in(person(&owner)).await;
     let approver_cookie = page
@@ -726,7 +726,10 @@ async fn a_review_is_accepted_rejected_or_annotated_from_the_page() {
     let owner = page.user("owner").await;
     page.pending("ap_plan", "discord:51", &owner, ApprovalKind::Review)
         .await;
-    let _waiting = page.agent.live().register(&["ap_plan".to_owned()]);
+    let _waiting = page
+        .agent
+        .live()
+        .register("discord:51", &["ap_plan".to_owned()]);
     let cookie = page.sign_in(person(&owner)).await;
     let csrf = csrf_of(&page, &cookie).await;
     let (_, body) = page.get("/", Some(&cookie)).await;
