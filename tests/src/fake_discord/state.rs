@@ -145,7 +145,10 @@ pub(super) struct State {
 /// A watcher of the bot's messages: called with the channel (or thread) and the content,
 /// under the state's lock, so it must be quick and must not call back into the fake.
 #[derive(Clone)]
-pub(super) struct BotTextHook(pub std::sync::Arc<dyn Fn(u64, &str) + Send + Sync>);
+pub(super) struct BotTextHook(pub BotTextFn);
+
+/// What [`BotTextHook`] calls: the channel (or thread) and the content.
+pub(super) type BotTextFn = std::sync::Arc<dyn Fn(u64, &str) + Send + Sync>;
 
 impl std::fmt::Debug for BotTextHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
