@@ -369,6 +369,14 @@ impl FakeDiscord {
         self.lock().gateway.resume_count
     }
 
+    /// From now on `hook` is called with the channel (or thread) and the content of every
+    /// message the bot creates or edits, as it stands after the change: a load harness's way
+    /// to see an answer appear without polling [`FakeDiscord::messages`]. It runs under the
+    /// fake's lock: it must be quick and must not call the fake.
+    pub fn on_bot_text(&self, hook: impl Fn(u64, &str) + Send + Sync + 'static) {
+        self.lock().bot_text_hook = Some(state::BotTextHook(Arc::new(hook)));
+    }
+
     /// Every REST call so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.lock().requests.clone()

@@ -238,6 +238,15 @@ impl FakeSlack {
         self.shared.ledger().envelopes.clone()
     }
 
+    /// From now on `hook` is called with the channel, the thread's root ts (`None` at the top
+    /// level) and the text of every visible message the bot posts or updates, as it stands
+    /// after the change: a load harness's way to see an answer appear without polling
+    /// [`FakeSlack::messages`]. It runs under the fake's lock: it must be quick and must not
+    /// call the fake.
+    pub fn on_bot_text(&self, hook: impl Fn(&str, Option<&str>, &str) + Send + Sync + 'static) {
+        self.shared.ledger().bot_text_hook = Some(Arc::new(hook));
+    }
+
     /// The arguments of each call to `method`, in order, including calls answered with 429. Form
     /// bodies and queries become JSON objects; JSON strings in `blocks`, `view`, … are parsed.
     /// Posts to response URLs are recorded as `response_url`.
@@ -249,6 +258,16 @@ impl FakeSlack {
             .filter(|(m, _)| m == method)
             .map(|(_, a)| a.clone())
             .collect()
+    }
+
+    /// How many calls each method got so far (429 answers included), without copying their
+    /// arguments: what a load harness divides by its turns.
+    pub fn call_counts(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (method, _) in &self.shared.ledger().calls {
+            *counts.entry(method.clone()).or_default() += 1;
+        }
+        counts
     }
 
     /// The messages of `channel` as they stand now (deleted ones are gone), oldest first.

@@ -63,6 +63,7 @@ impl State {
             mention_roles: Vec::new(),
         };
         self.apply_body(&mut message, body, files);
+        self.tell_hook(&message);
         let json = self.message_json(&message);
         let ephemeral = message.public.flags & EPHEMERAL != 0;
         self.messages.entry(channel_id).or_default().push(message);
@@ -86,6 +87,7 @@ impl State {
         message.edited_millis = Some(now_millis());
         message.public.flags &= !LOADING;
         self.apply_body(&mut message, body, files);
+        self.tell_hook(&message);
         let json = self.message_json(&message);
         let ephemeral = message.public.flags & EPHEMERAL != 0;
         *self.find_message(channel_id, id)? = message;
@@ -111,6 +113,15 @@ impl State {
     }
 
     /// The fields a create or edit body sets; absent fields stay as they were.
+    /// Shows a bot message as it now stands to the watcher of `FakeDiscord::on_bot_text`.
+    fn tell_hook(&self, m: &StoredMessage) {
+        if let Some(hook) = &self.bot_text_hook
+            && m.public.author_id == super::BOT_ID
+        {
+            (hook.0)(m.public.channel_id, &m.public.content);
+        }
+    }
+
     fn apply_body(&mut self, m: &mut StoredMessage, body: &Value, files: &[(String, Vec<u8>)]) {
         if let Some(content) = body.get("content").filter(|c| !c.is_null()) {
             m.public.content = content.as_str().unwrap_or_default().to_owned();

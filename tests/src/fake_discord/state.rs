@@ -138,6 +138,22 @@ pub(super) struct State {
     /// The application's `flags` (`GET /oauth2/applications/@me`): the Message Content
     /// intent's bit is on unless a test turns it off.
     pub application_flags: u64,
+    /// Told of every message the bot creates or edits (see `FakeDiscord::on_bot_text`).
+    pub bot_text_hook: Option<BotTextHook>,
+}
+
+/// A watcher of the bot's messages: called with the channel (or thread) and the content,
+/// under the state's lock, so it must be quick and must not call back into the fake.
+#[derive(Clone)]
+pub(super) struct BotTextHook(pub BotTextFn);
+
+/// What [`BotTextHook`] calls: the channel (or thread) and the content.
+pub(super) type BotTextFn = std::sync::Arc<dyn Fn(u64, &str) + Send + Sync>;
+
+impl std::fmt::Debug for BotTextHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BotTextHook")
+    }
 }
 
 impl State {
@@ -159,6 +175,7 @@ impl State {
             dm_channels: BTreeMap::new(),
             guilds: BTreeMap::from([(GUILD_ID, CHANNEL_ID)]),
             application_flags: super::GATEWAY_MESSAGE_CONTENT,
+            bot_text_hook: None,
         }
     }
 

@@ -215,6 +215,7 @@ fn post_ephemeral(ledger: &mut Ledger, args: &Value) -> Answer {
 
 fn update_message(ledger: &mut Ledger, args: &Value) -> Answer {
     let (channel, ts) = (text(args, "channel"), text(args, "ts"));
+    let hook = ledger.bot_text_hook.clone();
     let message = ledger
         .message_mut(&channel, &ts)
         .ok_or("message_not_found")?;
@@ -228,6 +229,9 @@ fn update_message(ledger: &mut Ledger, args: &Value) -> Answer {
         message.blocks = blocks.clone();
     }
     message.edits += 1;
+    if let Some(hook) = hook {
+        hook(&channel, message.thread_ts.as_deref(), &message.text);
+    }
     let json = events::message_json(message);
     Ok(json!({
         "channel": channel,

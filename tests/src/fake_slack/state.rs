@@ -121,7 +121,13 @@ pub(super) struct Ledger {
     /// Every envelope goes to every open connection (each copy with its own envelope id),
     /// not to one: the same event reaching several nodes or connections.
     pub(super) fan_out: bool,
+    /// Told of every message the bot posts or updates (see `FakeSlack::on_bot_text`).
+    pub(super) bot_text_hook: Option<BotTextHook>,
 }
+
+/// A watcher of the bot's messages: called with the channel, the thread's root ts (if any)
+/// and the text, under the ledger's lock, so it must be quick and must not call the fake.
+pub(super) type BotTextHook = std::sync::Arc<dyn Fn(&str, Option<&str>, &str) + Send + Sync>;
 
 impl Ledger {
     /// A fresh number (ids, tickets, ts).
@@ -171,12 +177,23 @@ impl Ledger {
 
     /// Stores a message and returns its ts.
     pub(super) fn store(&mut self, channel: &str, message: StoredMessage) -> String {
+        self.tell_hook(channel, &message);
         let ts = message.ts.clone();
         self.channels
             .entry(channel.to_owned())
             .or_default()
             .push(message);
         ts
+    }
+
+    /// Shows a visible bot message as it now stands to the watcher of `FakeSlack::on_bot_text`.
+    pub(super) fn tell_hook(&self, channel: &str, message: &StoredMessage) {
+        if let Some(hook) = &self.bot_text_hook
+            && message.user == BOT_USER_ID
+            && message.ephemeral_for.is_none()
+        {
+            hook(channel, message.thread_ts.as_deref(), &message.text);
+        }
     }
 
     /// The message at `ts` in `channel`.
