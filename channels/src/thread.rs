@@ -327,24 +327,26 @@ pub async fn drain(
     let deadline = tokio::time::Instant::now() + grace;
     leave_waiting(agent, queue).await;
     let crashed = agent.cluster().is_some_and(|c| c.crashed());
-    while !crashed {
-        let running = queue.running();
-        let busy: Vec<&String> = running
-            .iter()
-            .filter(|key| !agent.live().waits_in(key))
-            .collect();
-        if busy.is_empty() {
-            break;
+    if !crashed {
+        loop {
+            let running = queue.running();
+            let busy: Vec<&String> = running
+                .iter()
+                .filter(|key| !agent.live().waits_in(key))
+                .collect();
+            if busy.is_empty() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    turns = busy.len(),
+                    grace_ms = grace.as_millis() as u64,
+                    "turns still running at the shutdown deadline; they are dropped where they are"
+                );
+                break;
+            }
+            tokio::time::sleep(DRAIN_POLL).await;
         }
-        if tokio::time::Instant::now() >= deadline {
-            tracing::warn!(
-                turns = busy.len(),
-                grace_ms = grace.as_millis() as u64,
-                "turns still running at the shutdown deadline; they are dropped where they are"
-            );
-            break;
-        }
-        tokio::time::sleep(DRAIN_POLL).await;
     }
     tasks.halt();
     // Work that arrived while the turns finished (a handoff, a retried event).
