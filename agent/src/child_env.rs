@@ -142,9 +142,10 @@ impl ChildEnv {
         program: impl AsRef<OsStr>,
         profile: Profile,
     ) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(self.resolve(program.as_ref()));
+        let mut command = self
+            .confinement
+            .command(&self.resolve(program.as_ref()), profile);
         self.apply(&mut command);
-        self.confinement.apply(&mut command, profile);
         command
     }
 

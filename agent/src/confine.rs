@@ -27,9 +27,10 @@
 //! [`Confinement::report`] says what is confined and what is not, for the start-up log and
 //! `sandpiper doctor`.
 
+pub mod launcher;
 mod sys;
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,8 @@ impl FileHiding {
 pub struct Confinement {
     plan: Option<Arc<Plan>>,
     report: Option<Arc<Report>>,
+    /// Children start through this binary's [`launcher`] instead of forking the bot.
+    launched: bool,
 }
 
 impl PartialEq for Confinement {
@@ -112,8 +115,10 @@ impl Confinement {
 
     /// The strongest confinement this machine allows that keeps `hidden` (the config file,
     /// the database files) from tools: found by starting `/bin/true` with each set of layers
-    /// in turn. Costs a few process starts; call once.
+    /// in turn. Costs a few process starts; call once. Children start through the
+    /// [`launcher`] when this binary is one ([`launcher::enter`]), the probe's too.
     pub fn probe(hidden: &[PathBuf]) -> Self {
+        let launched = launcher::available();
         let (euid, uid, gid) = sys::ids();
         let root = euid == 0;
         let abi = sys::landlock_abi();
@@ -140,17 +145,18 @@ impl Confinement {
             hidden: hidden_c,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
+            abi,
             landlock: landlock.flatten(),
             landlock_math: landlock_math.flatten(),
             filter: sys::math_filter(),
             root,
         };
         let mut why_not_hidden = None;
-        let (mut plan, outcome) = try_plan(plan);
+        let (mut plan, outcome) = try_plan(plan, launched);
         if let Err(e) = outcome {
             why_not_hidden = Some(format!("cannot create a {:?} here: {e}", plan.hide));
             plan.hide = None;
-            let (mut again, outcome) = try_plan(plan);
+            let (mut again, outcome) = try_plan(plan, launched);
             if let Err(e) = outcome {
                 tracing::warn!(error = %e, "Landlock is reported but unusable; not using it");
                 again.landlock = None;
@@ -173,6 +179,7 @@ impl Confinement {
         Self {
             plan: Some(Arc::new(plan)),
             report: Some(Arc::new(report)),
+            launched,
         }
     }
 
@@ -181,29 +188,44 @@ impl Confinement {
         self.report.as_deref()
     }
 
-    /// Makes `command` start confined as `profile` says. The hook before exec makes std fork
-    /// sandpiper to start the child instead of using `posix_spawn`.
+    /// Whether children start through the [`launcher`] (no fork of the bot).
+    pub fn launched(&self) -> bool {
+        self.launched
+    }
+
+    /// A command that starts `program` confined as `profile` says: through the
+    /// [`launcher`] where this binary is one, else with a hook before exec (std then forks
+    /// the bot to start the child). Arguments added to it are `program`'s.
     #[allow(unsafe_code)]
-    pub fn apply(&self, command: &mut tokio::process::Command, profile: Profile) {
+    pub fn command(&self, program: &OsStr, profile: Profile) -> tokio::process::Command {
         let Some(plan) = self.plan.clone() else {
-            return;
+            return tokio::process::Command::new(program);
         };
         let kind = match profile {
             Profile::Tool => Kind::Tool,
             Profile::Math => Kind::Math,
         };
+        if self.launched {
+            let mut command = tokio::process::Command::new(launcher::SELF);
+            command
+                .arg0(launcher::ARG0)
+                .args(launcher::args(&plan, kind, program));
+            return command;
+        }
+        let mut command = tokio::process::Command::new(program);
         // SAFETY: `in_child` makes async-signal-safe system calls only and allocates nothing;
         // everything it uses was prepared in `plan`, which the closure keeps alive.
         unsafe {
             command.pre_exec(move || sys::in_child(&plan, kind));
         }
+        command
     }
 }
 
 /// Starts `/bin/true` (or `/usr/bin/true`) confined by `plan` as a tool and as math; gives
-/// the plan back with the outcome.
+/// the plan back with the outcome. `launched`: through the [`launcher`], as children will be.
 #[allow(unsafe_code)]
-fn try_plan(plan: Plan) -> (Plan, io::Result<()>) {
+fn try_plan(plan: Plan, launched: bool) -> (Plan, io::Result<()>) {
     use std::os::unix::process::CommandExt as _;
     let program = ["/bin/true", "/usr/bin/true"]
         .into_iter()
@@ -212,20 +234,34 @@ fn try_plan(plan: Plan) -> (Plan, io::Result<()>) {
     let shared = Arc::new(plan);
     let mut outcome = Ok(());
     for kind in [Kind::Tool, Kind::Math] {
-        let mut command = std::process::Command::new(program);
+        let mut command = if launched {
+            let mut command = std::process::Command::new(launcher::SELF);
+            command
+                .arg0(launcher::ARG0)
+                .args(launcher::args(&shared, kind, OsStr::new(program)));
+            command
+        } else {
+            let mut command = std::process::Command::new(program);
+            let plan = shared.clone();
+            // SAFETY: as in `Confinement::command`: system calls only, on data `plan` owns.
+            unsafe {
+                command.pre_exec(move || sys::in_child(&plan, kind));
+            }
+            command
+        };
         command
             .env_clear()
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        let plan = shared.clone();
-        // SAFETY: as in `Confinement::apply`: system calls only, on data `plan` owns.
-        unsafe {
-            command.pre_exec(move || sys::in_child(&plan, kind));
-        }
-        outcome = match command.status() {
-            Ok(status) if status.success() => Ok(()),
-            Ok(status) => Err(io::Error::other(format!("true exited with {status}"))),
+            .stderr(std::process::Stdio::piped());
+        outcome = match command.output() {
+            Ok(out) if out.status.success() => Ok(()),
+            // The launcher says which layer failed on its stderr.
+            Ok(out) => Err(io::Error::other(format!(
+                "true exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))),
             Err(e) => Err(e),
         };
         drop(command);
@@ -247,6 +283,7 @@ fn unreachable_plan() -> (Plan, io::Result<()>) {
         hidden: Vec::new(),
         uid_map: Vec::new(),
         gid_map: Vec::new(),
+        abi: 0,
         landlock: None,
         landlock_math: None,
         filter: sys::math_filter(),

@@ -179,6 +179,9 @@ enum ConfigCommand {
 }
 
 fn main() -> std::process::ExitCode {
+    // Before anything else: started as the launcher of a confined tool process, this
+    // confines itself and execs the tool (see sandpiper_agent::confine::launcher).
+    sandpiper_agent::confine::launcher::enter();
     let cli = Cli::parse();
     // The config first: its `[log]` section shapes the log. A config that does not load
     // is reported by the command (`doctor` as one of its checks).

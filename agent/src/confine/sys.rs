@@ -217,6 +217,8 @@ pub(super) struct Plan {
     /// `<uid> <uid> 1` and `<gid> <gid> 1` for [`HideIn::UserNamespace`].
     pub(super) uid_map: Vec<u8>,
     pub(super) gid_map: Vec<u8>,
+    /// The kernel's Landlock ABI the rulesets were made for.
+    pub(super) abi: u32,
     /// The Landlock ruleset for tools (`None`: no Landlock here).
     pub(super) landlock: Option<OwnedFd>,
     /// The same plus no network, for math.

@@ -1,0 +1,291 @@
+//! Starting a confined child without forking the bot.
+//!
+//! A hook before exec ([`std::os::unix::process::CommandExt::pre_exec`]) makes std start the
+//! child by forking the whole bot: the kernel copies its page tables and write-protects every
+//! page, and the bot then takes a fault on each page it writes until the child has exec'd.
+//! On a node holding a few hundred workstreams that was most of the bot's own CPU for a bash
+//! call (docs/benchmarks.md, "Through the real adapters").
+//!
+//! So the binary acts as its own launcher: a confined child is started as
+//! `/proc/self/exe` with `argv[0]` = [`ARG0`], the plan in its arguments and the program
+//! after them. std starts that with `posix_spawn` (the child borrows the bot's address space
+//! until it execs); the launcher, a fresh small process, confines itself exactly as the
+//! forked child would ([`sys::in_child`]) and execs the program, keeping its pid, process
+//! group, descriptors and environment. A layer that fails ends the launcher with
+//! [`CONFINE_FAILED`] before the program runs: a tool never runs less confined than the
+//! probe found.
+//!
+//! Only a binary that calls [`enter`] first thing in `main` can be its own launcher; any
+//! other (unit tests) keeps forking with the hook.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStringExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::sys::{self, HideIn, Kind, Plan};
+
+/// `argv[0]` of a launcher process.
+pub const ARG0: &str = "sandpiper-confine";
+/// The program the launcher is started as: this very binary, whatever its path (and even
+/// if it was replaced on disk since it started).
+pub(super) const SELF: &str = "/proc/self/exe";
+/// The launcher's exit status when a layer of the confinement could not be set up.
+pub const CONFINE_FAILED: i32 = 125;
+/// Ends the plan's arguments; the program and its arguments follow.
+const END: &str = "--";
+
+/// Whether this binary called [`enter`] (it handles [`ARG0`]).
+static ABLE: AtomicBool = AtomicBool::new(false);
+
+/// The launcher's entry: call first thing in `main`, before anything else runs. Started as
+/// a launcher ([`ARG0`]), this confines the process and execs the program, and never
+/// returns; otherwise it notes that this binary can launch confined children and returns.
+pub fn enter() {
+    let mut args = std::env::args_os();
+    if args.next().as_deref() != Some(OsStr::new(ARG0)) {
+        ABLE.store(std::path::Path::new(SELF).exists(), Ordering::Relaxed);
+        return;
+    }
+    let (code, error) = match Launch::parse(args) {
+        Ok(mut launch) => {
+            let error = launch.run();
+            let code = match (launch.confined, error.kind()) {
+                (false, _) => CONFINE_FAILED,
+                // As a shell says it: not found, or found and not runnable.
+                (true, io::ErrorKind::NotFound) => 127,
+                (true, _) => 126,
+            };
+            (code, error)
+        }
+        Err(e) => (CONFINE_FAILED, e),
+    };
+    eprintln!("sandpiper: {error}");
+    std::process::exit(code);
+}
+
+/// Whether confined children are started through the launcher.
+pub(super) fn available() -> bool {
+    ABLE.load(Ordering::Relaxed)
+}
+
+/// The launcher's arguments for starting `program` confined by `plan` as `kind`: what
+/// [`Launch::parse`] reads back.
+pub(super) fn args(plan: &Plan, kind: Kind, program: &OsStr) -> Vec<OsString> {
+    let ruleset = match kind {
+        Kind::Tool => plan.landlock.as_ref(),
+        Kind::Math => plan.landlock_math.as_ref(),
+    };
+    let abi = if ruleset.is_some() { plan.abi } else { 0 };
+    let mut out: Vec<OsString> = vec![
+        match kind {
+            Kind::Tool => "tool",
+            Kind::Math => "math",
+        }
+        .into(),
+        match plan.hide {
+            None => "none",
+            Some(HideIn::MountNamespace) => "mount",
+            Some(HideIn::UserNamespace) => "user",
+        }
+        .into(),
+        if plan.root { "root" } else { "user" }.into(),
+        abi.to_string().into(),
+        OsString::from_vec(plan.uid_map.clone()),
+        OsString::from_vec(plan.gid_map.clone()),
+        plan.hidden.len().to_string().into(),
+    ];
+    out.extend(
+        plan.hidden
+            .iter()
+            .map(|c| OsString::from_vec(c.as_bytes().to_vec())),
+    );
+    out.push(END.into());
+    out.push(program.to_owned());
+    out
+}
+
+/// What a launcher was asked to do.
+#[derive(Debug)]
+struct Launch {
+    plan: Plan,
+    kind: Kind,
+    program: OsString,
+    rest: Vec<OsString>,
+    /// Set once the confinement is in place (an exec error after it is the program's).
+    confined: bool,
+}
+
+impl Launch {
+    /// Reads [`args`] back (after `argv[0]`); the program's own arguments follow.
+    fn parse(mut args: impl Iterator<Item = OsString>) -> io::Result<Self> {
+        let bad = |what: &str| io::Error::other(format!("bad launcher arguments: {what}"));
+        let mut next = |what: &str| args.next().ok_or_else(|| bad(what));
+        let kind = match next("kind")?.to_str() {
+            Some("tool") => Kind::Tool,
+            Some("math") => Kind::Math,
+            _ => return Err(bad("kind")),
+        };
+        let hide = match next("hide")?.to_str() {
+            Some("none") => None,
+            Some("mount") => Some(HideIn::MountNamespace),
+            Some("user") => Some(HideIn::UserNamespace),
+            _ => return Err(bad("hide")),
+        };
+        let root = match next("root")?.to_str() {
+            Some("root") => true,
+            Some("user") => false,
+            _ => return Err(bad("root")),
+        };
+        let abi: u32 = next("abi")?
+            .to_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad("abi"))?;
+        let uid_map = next("uid map")?.into_vec();
+        let gid_map = next("gid map")?.into_vec();
+        let count: usize = next("hidden count")?
+            .to_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad("hidden count"))?;
+        let mut hidden = Vec::with_capacity(count.min(64));
+        for _ in 0..count {
+            let path =
+                CString::new(next("hidden file")?.into_vec()).map_err(|_| bad("hidden file"))?;
+            hidden.push(path);
+        }
+        if next("end")? != END {
+            return Err(bad("end"));
+        }
+        let program = next("program")?;
+        let rest = args.collect();
+        // The ruleset is made here, as the probe made it: a descriptor does not survive the
+        // parent's exec of us (close-on-exec), and making one is a single system call.
+        let ruleset = match abi {
+            0 => None,
+            abi => Some(sys::landlock_ruleset(abi, kind == Kind::Math)?),
+        };
+        let (landlock, landlock_math) = match kind {
+            Kind::Tool => (ruleset, None),
+            Kind::Math => (None, ruleset),
+        };
+        Ok(Self {
+            plan: Plan {
+                hide,
+                hidden,
+                uid_map,
+                gid_map,
+                abi,
+                landlock,
+                landlock_math,
+                filter: sys::math_filter(),
+                root,
+            },
+            kind,
+            program,
+            rest,
+            confined: false,
+        })
+    }
+
+    /// Confines this process and execs the program; returns only on failure.
+    fn run(&mut self) -> io::Error {
+        if let Err(e) = sys::in_child(&self.plan, self.kind) {
+            return io::Error::other(format!("cannot confine the tool process: {e}"));
+        }
+        self.confined = true;
+        let e = std::process::Command::new(&self.program)
+            .args(&self.rest)
+            .exec();
+        io::Error::new(
+            e.kind(),
+            format!("cannot run {}: {e}", self.program.to_string_lossy()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn plan(hide: Option<HideIn>, root: bool) -> Plan {
+        Plan {
+            hide,
+            hidden: vec![c"/etc/sandpiper.toml".into(), c"/var/lib/a b.db".into()],
+            uid_map: b"1000 1000 1".to_vec(),
+            gid_map: b"100 100 1".to_vec(),
+            abi: 0,
+            landlock: None,
+            landlock_math: None,
+            filter: sys::math_filter(),
+            root,
+        }
+    }
+
+    fn parse(args: Vec<OsString>) -> Launch {
+        Launch::parse(args.into_iter()).expect("parses")
+    }
+
+    #[test]
+    fn the_plan_goes_through_the_arguments_unchanged() {
+        for (hide, root, kind) in [
+            (None, false, Kind::Tool),
+            (Some(HideIn::MountNamespace), true, Kind::Tool),
+            (Some(HideIn::UserNamespace), false, Kind::Math),
+        ] {
+            let sent = plan(hide, root);
+            let mut args = args(&sent, kind, OsStr::new("/usr/bin/bash"));
+            args.extend(["-c".into(), "echo -- hi".into()]);
+            let got = parse(args);
+            assert_eq!(got.kind, kind);
+            assert_eq!(got.plan.hide, sent.hide);
+            assert_eq!(got.plan.root, root);
+            assert_eq!(got.plan.hidden, sent.hidden);
+            assert_eq!(got.plan.uid_map, sent.uid_map);
+            assert_eq!(got.plan.gid_map, sent.gid_map);
+            assert_eq!(got.plan.abi, 0);
+            assert!(got.plan.landlock.is_none() && got.plan.landlock_math.is_none());
+            assert_eq!(got.program, "/usr/bin/bash");
+            assert_eq!(got.rest, ["-c", "echo -- hi"]);
+        }
+    }
+
+    #[test]
+    fn landlock_is_asked_for_only_where_the_probe_had_it() {
+        let abi = sys::landlock_abi();
+        if abi == 0 {
+            eprintln!("skipped: no Landlock on this kernel");
+            return;
+        }
+        let mut sent = plan(None, false);
+        sent.abi = abi;
+        sent.landlock = sys::landlock_ruleset(abi, false).ok();
+        let tool = parse(args(&sent, Kind::Tool, OsStr::new("sh")));
+        assert_eq!(tool.plan.abi, abi);
+        assert!(tool.plan.landlock.is_some() && tool.plan.landlock_math.is_none());
+        // No ruleset for math in the probe's plan: none asked for.
+        let math = parse(args(&sent, Kind::Math, OsStr::new("sh")));
+        assert_eq!(math.plan.abi, 0);
+        assert!(math.plan.landlock_math.is_none());
+    }
+
+    #[test]
+    fn bad_arguments_are_refused_with_what_is_wrong() {
+        for (args, what) in [
+            (vec!["shell"], "kind"),
+            (vec!["tool", "none", "user", "x"], "abi"),
+            (
+                vec!["tool", "none", "user", "0", "", "", "1", "/a", "sh"],
+                "end",
+            ),
+            (
+                vec!["tool", "none", "user", "0", "", "", "0", "--"],
+                "program",
+            ),
+        ] {
+            let e = Launch::parse(args.into_iter().map(OsString::from)).expect_err("refused");
+            assert!(e.to_string().contains(what), "{e} should name {what}");
+        }
+    }
+}
