@@ -188,45 +188,55 @@ impl Confinement {
         self.report.as_deref()
     }
 
-    /// Whether children start through the [`launcher`] (no fork of the bot).
-    pub fn launched(&self) -> bool {
-        self.launched
-    }
-
-    /// A command that starts `program` confined as `profile` says: through the
-    /// [`launcher`] where this binary is one, else with a hook before exec (std then forks
-    /// the bot to start the child). Arguments added to it are `program`'s.
-    #[allow(unsafe_code)]
-    pub fn command(&self, program: &OsStr, profile: Profile) -> tokio::process::Command {
-        let Some(plan) = self.plan.clone() else {
-            return tokio::process::Command::new(program);
-        };
+    /// A command that starts `program` confined as `profile` says, with an empty
+    /// environment: the caller adds the child's own ([`crate::child_env::ChildEnv`] does),
+    /// so neither the launcher nor the tool it execs inherits the bot's secrets. Arguments
+    /// added to it are `program`'s.
+    pub(crate) fn command(&self, program: &OsStr, profile: Profile) -> tokio::process::Command {
         let kind = match profile {
             Profile::Tool => Kind::Tool,
             Profile::Math => Kind::Math,
         };
-        if self.launched {
-            let mut command = tokio::process::Command::new(launcher::SELF);
-            command
-                .arg0(launcher::ARG0)
-                .args(launcher::args(&plan, kind, program));
-            return command;
-        }
-        let mut command = tokio::process::Command::new(program);
-        // SAFETY: `in_child` makes async-signal-safe system calls only and allocates nothing;
-        // everything it uses was prepared in `plan`, which the closure keeps alive.
-        unsafe {
-            command.pre_exec(move || sys::in_child(&plan, kind));
-        }
-        command
+        let mut command = match &self.plan {
+            Some(plan) => confined(plan, kind, program, self.launched),
+            None => std::process::Command::new(program),
+        };
+        command.env_clear();
+        command.into()
     }
+}
+
+/// `program` started confined by `plan` as `kind`: through the [`launcher`] (`launched`),
+/// else with a hook before exec (std then forks the bot to start the child). The
+/// environment is left to the caller.
+#[allow(unsafe_code)]
+fn confined(
+    plan: &Arc<Plan>,
+    kind: Kind,
+    program: &OsStr,
+    launched: bool,
+) -> std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    if launched {
+        let mut command = std::process::Command::new(launcher::SELF);
+        command
+            .arg0(launcher::ARG0)
+            .args(launcher::args(plan, kind, program));
+        return command;
+    }
+    let mut command = std::process::Command::new(program);
+    let plan = plan.clone();
+    // SAFETY: `in_child` makes async-signal-safe system calls only and allocates nothing;
+    // everything it uses was prepared in `plan`, which the closure keeps alive.
+    unsafe {
+        command.pre_exec(move || sys::in_child(&plan, kind));
+    }
+    command
 }
 
 /// Starts `/bin/true` (or `/usr/bin/true`) confined by `plan` as a tool and as math; gives
 /// the plan back with the outcome. `launched`: through the [`launcher`], as children will be.
-#[allow(unsafe_code)]
 fn try_plan(plan: Plan, launched: bool) -> (Plan, io::Result<()>) {
-    use std::os::unix::process::CommandExt as _;
     let program = ["/bin/true", "/usr/bin/true"]
         .into_iter()
         .find(|p| Path::new(p).exists())
@@ -234,21 +244,7 @@ fn try_plan(plan: Plan, launched: bool) -> (Plan, io::Result<()>) {
     let shared = Arc::new(plan);
     let mut outcome = Ok(());
     for kind in [Kind::Tool, Kind::Math] {
-        let mut command = if launched {
-            let mut command = std::process::Command::new(launcher::SELF);
-            command
-                .arg0(launcher::ARG0)
-                .args(launcher::args(&shared, kind, OsStr::new(program)));
-            command
-        } else {
-            let mut command = std::process::Command::new(program);
-            let plan = shared.clone();
-            // SAFETY: as in `Confinement::command`: system calls only, on data `plan` owns.
-            unsafe {
-                command.pre_exec(move || sys::in_child(&plan, kind));
-            }
-            command
-        };
+        let mut command = confined(&shared, kind, OsStr::new(program), launched);
         command
             .env_clear()
             .stdin(std::process::Stdio::null())

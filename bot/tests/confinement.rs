@@ -110,9 +110,10 @@ fn assert_no_secret(text: &str) {
 async fn an_approved_command_reads_none_of_the_bots_secrets_and_ordinary_work_goes_on() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path().display();
-    // `$PPID` is sandpiper: bash is its child.
+    // `$PPID` is sandpiper: bash is its child. `env`: what bash itself was given (it was
+    // started through the launcher, which must pass on only the tools' environment).
     let attack = format!(
-        "cat /proc/$PPID/environ; echo; \
+        "env; cat /proc/$PPID/environ; echo; \
          for t in /proc/$PPID/task/*; do cat $t/environ; done; echo; \
          head -c 64 /proc/$PPID/mem >/dev/null && echo MEM-READ; \
          cat {d}/sandpiper.toml; \

@@ -11,7 +11,9 @@
 //! after them. std starts that with `posix_spawn` (the child borrows the bot's address space
 //! until it execs); the launcher, a fresh small process, confines itself exactly as the
 //! forked child would ([`sys::in_child`]) and execs the program, keeping its pid, process
-//! group, descriptors and environment. A layer that fails ends the launcher with
+//! group, descriptors and environment. That environment is only what the child is given:
+//! [`super::Confinement::command`] starts the launcher with an empty one, which the caller
+//! fills from the allow-list ([`crate::child_env::ChildEnv`]); the bot's own never reaches it. A layer that fails ends the launcher with
 //! [`CONFINE_FAILED`] before the program runs: a tool never runs less confined than the
 //! probe found.
 //!

@@ -178,3 +178,19 @@ async fn cost_of_a_confined_bash_echo() {
         println!("{name}: {:?} per bash echo hi", start.elapsed() / runs);
     }
 }
+
+#[tokio::test]
+async fn a_confined_command_starts_with_nothing_of_the_bots_environment() {
+    // This test process has PATH, HOME and cargo's variables: none may reach the child
+    // unless its caller sets them (ChildEnv sets the allow-list).
+    assert!(std::env::var_os("PATH").is_some());
+    for confinement in [Confinement::none(), Confinement::probe(&[])] {
+        let out = confinement
+            .command(OsStr::new("/usr/bin/env"), Profile::Tool)
+            .output()
+            .await
+            .expect("env starts");
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    }
+}
