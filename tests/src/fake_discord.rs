@@ -312,6 +312,12 @@ impl FakeDiscord {
         if state.dm_channels.contains_key(&channel_id) {
             event = objects::outside_guild(event);
             event["channel"] = channel.clone();
+        } else if let Some(guild) = state.guild_of(channel_id).filter(|g| *g != GUILD_ID) {
+            // An interaction in an added guild names it, and so goes to that guild's shard.
+            let guild = json!(guild.to_string());
+            event["guild_id"] = guild.clone();
+            event["guild"]["id"] = guild.clone();
+            event["authorizing_integration_owners"]["0"] = guild;
         }
         event["data"] = data;
         if let Some(message_id) = message_id {
@@ -342,7 +348,8 @@ impl FakeDiscord {
     /// Adds a guild with one text channel, `channel_id` (the fake starts with [`GUILD_ID`]
     /// and [`CHANNEL_ID`]): users can talk there as in the first; its events go to shard
     /// [`shard_of`]`(guild_id, total)`, and a shard that is connected gets its GUILD_CREATE.
-    /// Interactions (clicks, slash commands) stay in the first guild.
+    /// Interactions (clicks, slash commands) in its channel and threads name it, and go to
+    /// its shard too.
     pub fn add_guild(&self, guild_id: u64, channel_id: u64) {
         let mut state = self.lock();
         state.guilds.insert(guild_id, channel_id);

@@ -177,6 +177,14 @@ impl FakeSlack {
         self.shared.ledger().fan_out = on;
     }
 
+    /// From now on each envelope goes to one open connection picked at random from `seed`
+    /// (reproducibly), not to the oldest, as Slack spreads envelopes over an app's
+    /// connections; and an event whose connection closes before acknowledging it (its node
+    /// was killed) is sent again to another, as Slack retries an unacknowledged event.
+    pub fn spread(&self, seed: u64) {
+        self.shared.ledger().spread = Some(seed | 1);
+    }
+
     /// Websocket connections opened so far (reconnects count).
     pub fn connection_count(&self) -> usize {
         self.shared.ledger().connection_count

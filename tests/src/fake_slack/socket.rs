@@ -1,7 +1,9 @@
 //! Socket Mode: the websocket behind the URL `apps.connections.open` announces. Each connection is
 //! sent `hello`, then envelopes; acks are read back. An envelope goes to one connection only (the
-//! oldest open one, so tests are deterministic), or with fan-out to every open one; with none
-//! open it waits for the next.
+//! oldest open one, so tests are deterministic; with spread, a seeded pick among them), or with
+//! fan-out to every open one; with none open it waits for the next. With spread, an event whose
+//! connection closed before acknowledging it is sent again to another, as Slack retries an
+//! unacknowledged event.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,18 +52,59 @@ pub(super) fn deliver(shared: &Shared, envelope: Value) {
         return;
     }
     let frame = envelope.to_string();
-    ledger.envelopes.push(envelope);
-    while let Some(connection) = ledger.connections.first() {
+    ledger.envelopes.push(envelope.clone());
+    while !ledger.connections.is_empty() {
+        let at = ledger.pick_connection();
+        let connection = &ledger.connections[at];
         if connection
             .outbound
             .send(Outbound::Frame(frame.clone()))
             .is_ok()
         {
+            let (id, spread) = (connection.id, ledger.spread.is_some());
+            if spread && envelope["type"] == "events_api" {
+                let envelope_id = envelope["envelope_id"].as_str().unwrap_or_default();
+                ledger
+                    .in_flight
+                    .insert(envelope_id.to_owned(), (id, envelope));
+            }
             return;
         }
-        ledger.connections.remove(0);
+        ledger.connections.remove(at);
     }
     ledger.pending.push_back(frame);
+}
+
+/// Connection `id` is gone: every event it was sent and did not acknowledge goes out again
+/// (a new envelope id, `retry_attempt` one more, `retry_reason` `timeout`), as Slack retries.
+fn redeliver_unacknowledged(shared: &Shared, id: usize) {
+    let lost: Vec<Value> = {
+        let mut ledger = shared.ledger();
+        let ids: Vec<String> = ledger
+            .in_flight
+            .iter()
+            .filter(|(_, (on, _))| *on == id)
+            .map(|(envelope_id, _)| envelope_id.clone())
+            .collect();
+        ids.iter()
+            .filter_map(|envelope_id| ledger.in_flight.remove(envelope_id))
+            .map(|(_, envelope)| envelope)
+            .collect()
+    };
+    for old in lost {
+        let retry = old["retry_attempt"].as_u64().unwrap_or(0) + 1;
+        let envelope_id = format!(
+            "{}-retry{retry}",
+            old["envelope_id"].as_str().unwrap_or_default()
+        );
+        let envelope = events::envelope(
+            &envelope_id,
+            "events_api",
+            old["payload"].clone(),
+            u32::try_from(retry).unwrap_or(u32::MAX),
+        );
+        deliver(shared, envelope);
+    }
 }
 
 /// Tells every open connection to disconnect; later envelopes wait for a new connection.
@@ -84,7 +127,17 @@ async fn serve(mut socket: WebSocket, shared: Arc<Shared>) {
     let (outbound, mut queue) = mpsc::unbounded_channel();
     {
         let mut ledger = shared.ledger();
-        for frame in ledger.pending.drain(..) {
+        let pending: Vec<String> = ledger.pending.drain(..).collect();
+        for frame in pending {
+            if ledger.spread.is_some() {
+                let envelope: Value = serde_json::from_str(&frame).unwrap_or_default();
+                if envelope["type"] == "events_api" {
+                    let envelope_id = envelope["envelope_id"].as_str().unwrap_or_default();
+                    ledger
+                        .in_flight
+                        .insert(envelope_id.to_owned(), (id, envelope));
+                }
+            }
             let _ = outbound.send(Outbound::Frame(frame));
         }
         ledger.connections.push(Connection { id, outbound });
@@ -116,6 +169,7 @@ async fn serve(mut socket: WebSocket, shared: Arc<Shared>) {
         }
     }
     shared.ledger().connections.retain(|c| c.id != id);
+    redeliver_unacknowledged(&shared, id);
 }
 
 /// Reads acks until the client closes the connection.
@@ -143,7 +197,9 @@ fn record_ack(shared: &Shared, text: &str) {
                 .and_then(|v| v.get("payload"))
                 .filter(|p| !p.is_null())
                 .cloned();
-            shared.ledger().acks.push((envelope_id.to_owned(), payload));
+            let mut ledger = shared.ledger();
+            ledger.in_flight.remove(envelope_id);
+            ledger.acks.push((envelope_id.to_owned(), payload));
         }
         None => eprintln!("fake slack: unexpected Socket Mode frame from the client: {text}"),
     }

@@ -121,6 +121,12 @@ pub(super) struct Ledger {
     /// Every envelope goes to every open connection (each copy with its own envelope id),
     /// not to one: the same event reaching several nodes or connections.
     pub(super) fan_out: bool,
+    /// With [`super::FakeSlack::spread`]: the seeded generator that picks each envelope's
+    /// connection (xorshift64*); `None`: the oldest open connection takes every envelope.
+    pub(super) spread: Option<u64>,
+    /// Envelopes a connection was sent and has not acknowledged (with `spread` only): the
+    /// connection's id and the envelope, sent again elsewhere if the connection goes.
+    pub(super) in_flight: HashMap<String, (usize, Value)>,
     /// Told of every message the bot posts or updates (see `FakeSlack::on_bot_text`).
     pub(super) bot_text_hook: Option<BotTextHook>,
 }
@@ -130,6 +136,19 @@ pub(super) struct Ledger {
 pub(super) type BotTextHook = std::sync::Arc<dyn Fn(&str, Option<&str>, &str) + Send + Sync>;
 
 impl Ledger {
+    /// The index of the open connection that takes the next envelope: a seeded pick with
+    /// [`super::FakeSlack::spread`], else the oldest.
+    pub(super) fn pick_connection(&mut self) -> usize {
+        let Some(state) = self.spread.as_mut() else {
+            return 0;
+        };
+        *state ^= *state >> 12;
+        *state ^= *state << 25;
+        *state ^= *state >> 27;
+        let n = state.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        (n % self.connections.len().max(1) as u64) as usize
+    }
+
     /// A fresh number (ids, tickets, ts).
     pub(super) fn next(&mut self) -> u64 {
         self.counter += 1;
