@@ -50,9 +50,11 @@ impl DiscordRig {
         .await;
         fake.wait_ready(WAIT).await;
         // READY is handled (the bot knows its id) once the commands are registered: counted,
-        // so a second node on the same fake waits for its own.
+        // so a second node on the same fake waits for its own. The fake records a request
+        // before its handler stores the commands, so wait for those too.
         fake.wait_until(WAIT, "slash commands registered", |f| {
-            (command_registrations(f) > registrations).then_some(())
+            (command_registrations(f) > registrations && !f.registered_commands().is_empty())
+                .then_some(())
         })
         .await;
         Self {
