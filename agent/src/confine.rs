@@ -197,18 +197,18 @@ impl Confinement {
             Profile::Tool => Kind::Tool,
             Profile::Math => Kind::Math,
         };
-        let mut command = match &self.plan {
+        match &self.plan {
             Some(plan) => confined(plan, kind, program, self.launched),
-            None => std::process::Command::new(program),
-        };
-        command.env_clear();
-        command.into()
+            None => empty_env(std::process::Command::new(program)),
+        }
+        .into()
     }
 }
 
 /// `program` started confined by `plan` as `kind`: through the [`launcher`] (`launched`),
-/// else with a hook before exec (std then forks the bot to start the child). The
-/// environment is left to the caller.
+/// else with a hook before exec (std then forks the bot to start the child). Either starts
+/// with an empty environment: the caller adds its allow-list, and the launcher passes exactly
+/// that on to the program it execs.
 #[allow(unsafe_code)]
 fn confined(
     plan: &Arc<Plan>,
@@ -218,19 +218,25 @@ fn confined(
 ) -> std::process::Command {
     use std::os::unix::process::CommandExt as _;
     if launched {
-        let mut command = std::process::Command::new(launcher::SELF);
+        let mut command = empty_env(std::process::Command::new(launcher::SELF));
         command
             .arg0(launcher::ARG0)
             .args(launcher::args(plan, kind, program));
         return command;
     }
-    let mut command = std::process::Command::new(program);
+    let mut command = empty_env(std::process::Command::new(program));
     let plan = plan.clone();
     // SAFETY: `in_child` makes async-signal-safe system calls only and allocates nothing;
     // everything it uses was prepared in `plan`, which the closure keeps alive.
     unsafe {
         command.pre_exec(move || sys::in_child(&plan, kind));
     }
+    command
+}
+
+/// `command` with nothing of the bot's environment (its tokens, keys, database URL).
+fn empty_env(mut command: std::process::Command) -> std::process::Command {
+    command.env_clear();
     command
 }
 
@@ -246,7 +252,6 @@ fn try_plan(plan: Plan, launched: bool) -> (Plan, io::Result<()>) {
     for kind in [Kind::Tool, Kind::Math] {
         let mut command = confined(&shared, kind, OsStr::new(program), launched);
         command
-            .env_clear()
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());

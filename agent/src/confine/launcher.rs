@@ -196,6 +196,8 @@ impl Launch {
             return io::Error::other(format!("cannot confine the tool process: {e}"));
         }
         self.confined = true;
+        // The launcher's own environment is only the allow-list it was started with
+        // (`confined` clears the bot's), so the program inherits exactly that.
         let e = std::process::Command::new(&self.program)
             .args(&self.rest)
             .exec();
