@@ -39,7 +39,7 @@ use crate::card::human_duration;
 use crate::intake::{Closed, Place};
 use crate::tasks::{Drained, Tasks};
 use crate::thread::{self, OutsideTurn, StartError, TurnPlace, TurnStarter, Work};
-use crate::turns::{QueueFull, Queued, TurnQueue};
+use crate::turns::{QueueFull, Queued, Started, TurnQueue};
 use surface::ThreadSurface;
 
 /// The platform name in identities and workstream keys.
@@ -127,7 +127,8 @@ impl Bot {
             .await
     }
 
-    /// Queues `work` in the thread's lane; tells the thread when it has to wait. A user's
+    /// Queues `work` in the thread's lane; tells the thread when it is still waiting after
+    /// [`crate::turns::SHOW_PROGRESS_AFTER`]. A user's
     /// message, a resumption and an outside turn all come this way.
     fn submit(self: &Arc<Self>, channel: ChannelId, work: Work) -> Result<Queued, QueueFull> {
         let (place, surface) = self.thread(channel);
@@ -163,16 +164,23 @@ impl Bot {
         job: crate::turns::Job,
         handover: Option<String>,
     ) -> Result<Queued, QueueFull> {
+        let (job, started) = Started::watch(job);
         let queued = self.turns.submit_handing_over(key, job, handover);
-        let notice = match queued {
+        let (notice, started) = match queued {
             Ok(Queued::Now) => return queued,
-            Ok(Queued::Behind(n)) => {
-                format!("⏳ Queued ({n} ahead): I'll answer this when the current turn is done.")
-            }
-            Err(full) => format!("⚠️ {full}"),
+            Ok(Queued::Behind(n)) => (
+                format!("⏳ Queued ({n} ahead): I'll answer this when the current turn is done."),
+                Some(started),
+            ),
+            Err(full) => (format!("⚠️ {full}"), None),
         };
         let bot = self.clone();
         self.tasks.spawn(async move {
+            if let Some(started) = started
+                && !started.still_waiting().await
+            {
+                return;
+            }
             let surface = ThreadSurface { bot, channel };
             if let Err(e) = surface
                 .send(

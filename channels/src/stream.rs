@@ -254,6 +254,7 @@ pub fn start<S: Surface>(
         segment: Segment::default(),
         tools: HashMap::new(),
         order: Vec::new(),
+        wait: None,
     };
     // The renderer shows its turn to the end, through a drain (see `Tasks::spawn_turn`).
     let task = tasks.spawn_turn(renderer.run(sink.clone(), done_tx));
@@ -283,11 +284,15 @@ struct Renderer<S> {
     segment: Segment,
     tools: HashMap<String, Tool>,
     order: Vec<String>,
+    /// A wait for a place to run, posted only if it lasts past the grace
+    /// ([`crate::turns::SHOW_PROGRESS_AFTER`]): the line and when it is due.
+    wait: Option<(String, Instant)>,
 }
 
 impl<S: Surface> Renderer<S> {
     async fn run(mut self, sink: StreamSink, done: watch::Sender<u64>) {
-        let mut next_typing = Instant::now();
+        // A turn that answers within the grace needs no typing indicator.
+        let mut next_typing = Instant::now() + crate::turns::SHOW_PROGRESS_AFTER;
         let mut processed = 0u64;
         loop {
             if Instant::now() >= next_typing {
@@ -304,13 +309,20 @@ impl<S: Surface> Renderer<S> {
             for event in events {
                 finished |= self.apply(event).await;
             }
+            self.post_due_wait(finished).await;
             self.flush(finished).await;
             processed = processed.max(pushed);
             let _ = done.send(processed);
             if finished {
                 return;
             }
-            let wait = self.interval.min(TYPING_EVERY);
+            let until = self
+                .wait
+                .as_ref()
+                .map_or(next_typing, |(_, due)| next_typing.min(*due));
+            let wait = self
+                .interval
+                .min(until.saturating_duration_since(Instant::now()));
             tokio::select! {
                 () = sink.wake.notified() => {
                     if self.segment.last_flush.is_some() {
@@ -335,6 +347,17 @@ impl<S: Surface> Renderer<S> {
         }
     }
 
+    /// Posts the wait for a place once it has lasted past the grace; a turn that got its
+    /// place sooner, or ended, never shows it.
+    async fn post_due_wait(&mut self, finished: bool) {
+        if finished {
+            self.wait = None;
+        }
+        if let Some((line, _)) = self.wait.take_if(|(_, due)| Instant::now() >= *due) {
+            self.post(&Post::Waiting(line)).await;
+        }
+    }
+
     /// Applies one queued event; true when the turn is over.
     async fn apply(&mut self, queued: Queued) -> bool {
         let event = match queued {
@@ -349,6 +372,10 @@ impl<S: Surface> Renderer<S> {
                 return false;
             }
         };
+        if !matches!(event, TurnEvent::Waiting(_)) {
+            // The turn has its place: the wait was short enough to go unsaid.
+            self.wait = None;
+        }
         match event {
             TurnEvent::TextDelta(t) => {
                 self.segment.text.push_str(&t);
@@ -418,7 +445,8 @@ impl<S: Surface> Renderer<S> {
             }
             TurnEvent::Waiting(wait) => {
                 self.close_segment().await;
-                self.post(&Post::Waiting(wait.to_string())).await;
+                let due = Instant::now() + crate::turns::SHOW_PROGRESS_AFTER;
+                self.wait = Some((wait.to_string(), due));
             }
             TurnEvent::Notice(text) => {
                 self.close_segment().await;

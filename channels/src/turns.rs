@@ -9,9 +9,12 @@
 //! [`TurnQueue::take_waiting`] gives that back so the next owner of the workstream runs it.
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::tasks::Tasks;
@@ -22,6 +25,52 @@ pub const MAX_QUEUED: usize = 32;
 
 /// A unit of work run in a workstream's lane; it gets the turn's cancellation token.
 pub type Job = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, ()> + Send>;
+
+/// How long a turn runs, or a message waits in its lane, before the thread is shown so (the
+/// working indicator; the "queued" notice). An answer that comes sooner is its own signal:
+/// showing one anyway costs Web API calls (Slack's reaction is two) for a flicker nobody
+/// reads. Every platform follows this one rule.
+pub const SHOW_PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// Runs `work`, and `show` beside it once `work` has run for [`SHOW_PROGRESS_AFTER`]; once
+/// both are done, what `work` and `show` gave (`None`: `work` was done sooner and nothing
+/// was shown). `show` always runs to its end, so what it put up can be taken down.
+pub async fn showing_progress<W, T>(
+    work: impl Future<Output = W>,
+    show: impl Future<Output = T>,
+) -> (W, Option<T>) {
+    tokio::pin!(work);
+    tokio::select! {
+        done = &mut work => return (done, None),
+        () = tokio::time::sleep(SHOW_PROGRESS_AFTER) => {}
+    }
+    let (shown, done) = tokio::join!(show, work);
+    (done, Some(shown))
+}
+
+/// When a submitted job starts, for a notice worth sending only while it still waits.
+#[derive(Debug)]
+pub struct Started(oneshot::Receiver<()>);
+
+impl Started {
+    /// Wraps `job` so that the returned [`Started`] learns when it begins.
+    pub fn watch(job: Job) -> (Job, Started) {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |cancel| {
+            let _ = tx.send(());
+            job(cancel)
+        });
+        (job, Started(rx))
+    }
+
+    /// Whether the job is still waiting [`SHOW_PROGRESS_AFTER`] from now. A job that will
+    /// never start here (handed over at shutdown) is not waiting here.
+    pub async fn still_waiting(self) -> bool {
+        tokio::time::timeout(SHOW_PROGRESS_AFTER, self.0)
+            .await
+            .is_err()
+    }
+}
 
 /// Where a submitted job landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,6 +348,40 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!q.is_busy("w"));
         assert!(!q.stop("w"));
+    }
+
+    #[tokio::test]
+    async fn a_queued_job_is_waiting_only_when_it_has_not_started_within_the_grace() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let long = SHOW_PROGRESS_AFTER.as_millis() as u64 * 2;
+        q.submit("slow", job(tx.clone(), "long", long)).unwrap();
+        q.submit("quick", job(tx.clone(), "short", 10)).unwrap();
+        let (behind_long, long_wait) = Started::watch(job(tx.clone(), "after long", 1));
+        let (behind_short, short_wait) = Started::watch(job(tx.clone(), "after short", 1));
+        assert_eq!(q.submit("slow", behind_long), Ok(Queued::Behind(1)));
+        assert_eq!(q.submit("quick", behind_short), Ok(Queued::Behind(1)));
+        let (long_waits, short_waits) =
+            tokio::join!(long_wait.still_waiting(), short_wait.still_waiting());
+        assert!(long_waits, "behind a long turn: worth telling");
+        assert!(!short_waits, "started within the grace: nothing to tell");
+        let mut seen = Vec::new();
+        while seen.len() < 6 {
+            seen.push(rx.recv().await.unwrap());
+        }
+        assert_eq!(seen.last().map(String::as_str), Some("end after long"));
+    }
+
+    #[tokio::test]
+    async fn progress_is_shown_only_for_work_that_outlasts_the_grace() {
+        let quick = showing_progress(tokio::time::sleep(Duration::from_millis(10)), async {
+            "shown"
+        });
+        assert_eq!(quick.await, ((), None));
+        let slow = showing_progress(tokio::time::sleep(SHOW_PROGRESS_AFTER * 2), async {
+            "shown"
+        });
+        assert_eq!(slow.await, ((), Some("shown")));
     }
 
     #[tokio::test]

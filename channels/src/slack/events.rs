@@ -171,7 +171,7 @@ pub(crate) async fn converse(
         }
     };
     let work = Work::message(&user.id, text);
-    submit(ctx, thread, work, Some(ts.to_owned()), Some(slack_user)).await;
+    submit(ctx, thread, work, Some(ts.to_owned()), Some(slack_user));
 }
 
 /// Tells `slack_user` their message was dropped because of `why`.

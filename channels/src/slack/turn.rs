@@ -16,7 +16,7 @@ use crate::approver::CardSurface;
 use crate::card::ApprovalCard;
 use crate::stream::{Post, Surface, SurfaceError};
 use crate::thread::{self, OutsideTurn, StartError, TurnPlace, TurnStarter, Work};
-use crate::turns::{QueueFull, Queued};
+use crate::turns::{QueueFull, Queued, Started, showing_progress};
 
 /// Characters of Markdown per answer message (each becomes one or more sections after the
 /// conversion to mrkdwn; Slack allows 3,000 per section).
@@ -61,6 +61,17 @@ pub(crate) fn enqueue(
     work: Work,
     working_on: Option<String>,
 ) -> Result<Queued, QueueFull> {
+    let (key, job, handover) = lane_job(ctx, thread, work, working_on);
+    ctx.queue.submit_handing_over(&key, job, handover)
+}
+
+/// The lane job of `work` in `thread`, with its workstream and handover.
+fn lane_job(
+    ctx: &Arc<Ctx>,
+    thread: Thread,
+    work: Work,
+    working_on: Option<String>,
+) -> (String, crate::turns::Job, Option<String>) {
     let (place, surface) = ThreadSurface::open(ctx, thread);
     let key = place.workstream.clone();
     let handover = thread::handover(&key, &work);
@@ -69,21 +80,24 @@ pub(crate) fn enqueue(
         // runs: a turn waiting for approval stays resumable.
         Box::pin(async move {
             let ctx = surface.ctx.clone();
-            let working = match &working_on {
-                Some(ts) => Working::show(&ctx, &surface.thread.channel, ts).await,
-                None => None,
+            let channel = surface.thread.channel.clone();
+            let turn = thread::run(&place, surface, work, cancel);
+            let Some(ts) = working_on else {
+                turn.await;
+                return;
             };
-            thread::run(&place, surface, work, cancel).await;
-            if let Some(working) = working {
+            let (_, shown) = showing_progress(turn, Working::show(&ctx, &channel, &ts)).await;
+            if let Some(Some(working)) = shown {
                 working.clear(&ctx).await;
             }
         })
     });
-    ctx.queue.submit_handing_over(&key, job, handover)
+    (key, job, handover)
 }
 
-/// Queues a person's message; when it has to wait, `notify` (a Slack user) is told.
-pub(crate) async fn submit(
+/// Queues a person's message; when it is still waiting after [`crate::turns::SHOW_PROGRESS_AFTER`],
+/// `notify` (a Slack user) is told.
+pub(crate) fn submit(
     ctx: &Arc<Ctx>,
     thread: Thread,
     work: Work,
@@ -91,21 +105,36 @@ pub(crate) async fn submit(
     notify: Option<&str>,
 ) {
     let (channel, thread_ts) = (thread.channel.clone(), thread.thread_ts.clone());
-    let told = match enqueue(ctx, thread, work, working_on) {
+    let (key, job, handover) = lane_job(ctx, thread, work, working_on);
+    let (job, started) = Started::watch(job);
+    let (told, started) = match ctx.queue.submit_handing_over(&key, job, handover) {
         Ok(Queued::Now) => return,
-        Ok(Queued::Behind(n)) => format!(
-            "I'm still working on the previous message in this thread; I'll answer yours next ({n} waiting)."
+        Ok(Queued::Behind(n)) => (
+            format!(
+                "I'm still working on the previous message in this thread; I'll answer yours next ({n} waiting)."
+            ),
+            Some(started),
         ),
-        Err(QueueFull) => QueueFull.to_string(),
+        Err(QueueFull) => (QueueFull.to_string(), None),
     };
-    if let Some(user) = notify
-        && let Err(e) = ctx
+    let Some(user) = notify.map(str::to_owned) else {
+        return;
+    };
+    let ctx = ctx.clone();
+    ctx.tasks.clone().spawn(async move {
+        if let Some(started) = started
+            && !started.still_waiting().await
+        {
+            return;
+        }
+        if let Err(e) = ctx
             .api
-            .ephemeral(&channel, user, Some(&thread_ts), &told)
+            .ephemeral(&channel, &user, Some(&thread_ts), &told)
             .await
-    {
-        tracing::warn!(error = %e, "telling the user their message waits failed");
-    }
+        {
+            tracing::warn!(error = %e, "telling the user their message waits failed");
+        }
+    });
 }
 
 /// [`TurnStarter`] for `slack:<team>:<channel>:<thread_ts>` workstreams.
@@ -128,7 +157,8 @@ impl TurnStarter for Starter {
 }
 
 /// The reaction on the message a turn answers, Slack's stand-in for a typing indicator
-/// (bots get none): shown when the turn starts, taken off when it ends. A workspace that did
+/// (bots get none): shown once the turn has run for [`crate::turns::SHOW_PROGRESS_AFTER`], taken off when
+/// it ends. A workspace that did
 /// not grant `reactions:write` just goes without; the turn never depends on it.
 struct Working {
     channel: String,

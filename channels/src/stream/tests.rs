@@ -316,3 +316,55 @@ async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_at
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_a_place_is_shown_only_when_it_outlasts_the_grace() {
+    let wait = TurnEvent::Waiting(sandpiper_agent::protocol::TurnWait::Busy { running: 16 });
+    let done = || TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    };
+    let grace = crate::turns::SHOW_PROGRESS_AFTER;
+
+    // Given a place within the grace: the answer is all the thread sees, and no typing.
+    let surface = recorder(2000);
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(500),
+        &Tasks::new(Default::default()),
+    );
+    sink.event(wait.clone());
+    tokio::time::sleep(grace / 2).await;
+    sink.event(TurnEvent::TextDelta("Quick.".into()));
+    sink.event(done());
+    task.await.unwrap();
+    assert_eq!(
+        surface.ops.lock().unwrap().clone(),
+        vec![Op::Post("m0".into(), answer("Quick.", false))]
+    );
+
+    // Waiting longer: the line is posted once the grace is over, then the answer below it.
+    let surface = recorder(2000);
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(500),
+        &Tasks::new(Default::default()),
+    );
+    sink.event(wait.clone());
+    tokio::time::sleep(grace * 2).await;
+    let line = Post::Waiting(sandpiper_agent::protocol::TurnWait::Busy { running: 16 }.to_string());
+    assert_eq!(
+        surface.ops.lock().unwrap().clone(),
+        vec![Op::Post("m0".into(), line.clone())]
+    );
+    sink.event(TurnEvent::TextDelta("Slow.".into()));
+    sink.event(done());
+    task.await.unwrap();
+    assert_eq!(
+        surface.ops.lock().unwrap().clone(),
+        vec![
+            Op::Post("m0".into(), line),
+            Op::Post("m1".into(), answer("Slow.", false))
+        ]
+    );
+}

@@ -223,7 +223,8 @@ both_backends! {
 
     async fn a_message_during_a_turn_is_queued_and_answered_after_it(db) {
         let s = setup(&db, vec![
-            Reply::slow_text("first answer, slowly", Duration::from_millis(150)),
+            // Still running a while after the second message (SHOW_PROGRESS_AFTER).
+            Reply::slow_text("first answer, slowly", Duration::from_millis(800)),
             text("second answer"),
         ]).await;
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;

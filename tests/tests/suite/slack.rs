@@ -24,10 +24,12 @@ pub(super) async fn socket_run(s: &Setup) -> SlackRun {
 both_backends! {
     async fn a_mention_gets_a_streamed_answer_in_its_thread_and_replies_continue_it(db) {
         let mut s = setup(&db, vec![
+            // Long enough to wear the working reaction (SHOW_PROGRESS_AFTER); the second
+            // answer comes at once and wears none.
             Reply::text("Hello **there**, see [docs](https://example.com/a?b=1&c=2) & more.")
-                .with_chunk_delay(Duration::from_millis(60)),
+                .with_chunk_delay(Duration::from_millis(200)),
             text("Still here."),
-            text("A DM answer."),
+            Reply::slow_text("A DM answer, after a while.", Duration::from_millis(300)),
         ]).await;
         s.config.slack.dms = true;
         let run = socket_run(&s).await;
@@ -57,20 +59,22 @@ both_backends! {
         let reply = run.slack.thread_message(CHANNEL_ID, &root, &alice, "still there?").await;
         run.wait_message(CHANNEL_ID, &root, "the second answer", |m| m.text == "Still here.").await;
         assert_eq!(run.agent.history(&key).await.unwrap().len(), 4);
-        // Each message wore the working reaction while its turn ran, and no longer does.
+        // The slow turn wore the working reaction while it ran, and no longer does; the
+        // quick one was answered before a reaction was worth two calls.
         let reacted = |method: &str| -> Vec<String> {
             run.slack.calls(method).iter().map(|c| c["timestamp"].as_str().unwrap_or_default().to_owned()).collect()
         };
-        assert_eq!(reacted("reactions.add"), [root.clone(), reply.clone()]);
-        run.slack.wait_until(WAIT, "both reactions taken off", |_| (reacted("reactions.remove").len() == 2).then_some(())).await;
+        run.slack.wait_until(WAIT, "the reaction taken off", |_| (reacted("reactions.remove").len() == 1).then_some(())).await;
+        assert_eq!(reacted("reactions.add"), [root.clone()], "none on {reply}");
         assert!(run.slack.messages(CHANNEL_ID).iter().all(|m| m.reactions.is_empty()));
 
         // A DM is its own workstream, answered in the DM's thread; a workspace that did not
         // grant `reactions:write` gets its answers all the same.
         run.slack.withhold_scope("reactions.add");
         let (dm, dm_ts) = run.slack.dm_message(&alice, "psst", None).await;
-        run.wait_message(&dm, &dm_ts, "the DM answer", |m| m.text == "A DM answer.").await;
-        assert_eq!(reacted("reactions.remove").len(), 2, "nothing to take off");
+        run.wait_message(&dm, &dm_ts, "the DM answer", |m| m.text == "A DM answer, after a while.").await;
+        assert_eq!(reacted("reactions.add"), [root.clone(), dm_ts.clone()], "tried, refused");
+        assert_eq!(reacted("reactions.remove").len(), 1, "nothing to take off");
         assert!(run.agent.store().workstream(&format!("slack:{TEAM_ID}:{dm}:{dm_ts}")).await.unwrap().is_some());
         s.llm.verify();
     }
