@@ -294,11 +294,14 @@ struct Chat {
 impl Chat {
     fn start(bin: &Path, dir: &Path, model: &FakeModel) -> anyhow::Result<Self> {
         let config = dir.join("sandpiper.toml");
+        // The window is stated: the fake answers chat completions only, not the discovery
+        // requests (`/props`, `/models`) sandpiper makes when it has to find the window out.
         std::fs::write(
             &config,
             format!(
                 "[database]\nurl = \"sqlite://{db}\"\n\n[model]\nprovider = \"openai\"\n\
-                 base_url = \"{url}\"\nmodel = \"fake\"\nmax_retries = 0\n\n[tools]\n\
+                 base_url = \"{url}\"\nmodel = \"fake\"\nmax_retries = 0\n\
+                 context_window = 1048576\n\n[tools]\n\
                  workdir = \"{work}\"\nworkdir_mode = \"shared\"\n",
                 db = dir.join("sandpiper.db").display(),
                 url = model.base_url,

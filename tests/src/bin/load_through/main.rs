@@ -3,7 +3,8 @@
 //! the fakes of this crate and an instant model, all in this process on 127.0.0.1.
 //!
 //! `load_through --through slack|discord [--threads N] [--turns M] [--rate TURNS_PER_S]
-//! [--bin PATH] [--tool bash|none] [--idle SECS]`; prints one report. The binary defaults to
+//! [--bin PATH] [--tool bash|none] [--idle SECS] [--db-connections N]`; prints one report
+//! (`--db-connections`: the node's `[database] max_connections`, 8 by default as in sandpiper). The binary defaults to
 //! `target/release/sandpiper` (`cargo build --release -p sandpiper`).
 //!
 //! - N workstreams are opened first (Slack: a mention in N channels, each answer's thread is
@@ -56,6 +57,8 @@ struct Options {
     bin: PathBuf,
     tool: Tool,
     idle: Duration,
+    /// `[database] max_connections` of the measured node.
+    db_connections: u32,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -68,6 +71,7 @@ fn options() -> anyhow::Result<Options> {
         bin: Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/sandpiper"),
         tool: Tool::Bash,
         idle: Duration::from_secs(10),
+        db_connections: 8,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -82,6 +86,9 @@ fn options() -> anyhow::Result<Options> {
             "--rate" => o.rate = Some(args.next().context("--rate TURNS_PER_S")?.parse()?),
             "--bin" => o.bin = args.next().context("--bin PATH")?.into(),
             "--tool" => o.tool = Tool::parse(&args.next().context("--tool bash|none")?)?,
+            "--db-connections" => {
+                o.db_connections = args.next().context("--db-connections N")?.parse()?;
+            }
             "--idle" => {
                 o.idle = Duration::from_secs_f64(args.next().context("--idle SECS")?.parse()?);
             }
@@ -381,7 +388,7 @@ async fn main() -> anyhow::Result<()> {
         model: &model.base_url,
         platform: &base,
     };
-    let mut serve = Serve::start(&o.bin, dir.path(), o.through, &fakes)?;
+    let mut serve = Serve::start(&o.bin, dir.path(), o.through, &fakes, o.db_connections)?;
     let pid = serve.pid();
     platform.wait_ready(&mut serve).await?;
     tokio::time::sleep(SETTLE).await;

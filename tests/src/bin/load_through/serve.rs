@@ -61,6 +61,7 @@ impl Serve {
         dir: &Path,
         through: Through,
         fakes: &Fakes<'_>,
+        db_connections: u32,
     ) -> anyhow::Result<Self> {
         let work = dir.join("work");
         std::fs::create_dir_all(&work)?;
@@ -75,13 +76,15 @@ impl Serve {
         std::fs::write(
             &config,
             format!(
-                "[database]\nurl = \"sqlite://{db}\"\n\n[model]\nprovider = \"openai\"\n\
+                "[database]\nurl = \"sqlite://{db}\"\nmax_connections = {db_connections}\n\n[model]\nprovider = \"openai\"\n\
                  base_url = \"{model}\"\nmodel = \"fake\"\nmax_retries = 0\n\
                  context_window = 1048576\n\n[tools]\nworkdir = \"{work}\"\n\n\
-                 [approval]\nauto_approve = true\n\n{platform}",
+                 [approval]\nauto_approve = true\n\n\
+                 [agent]\nmax_concurrent_turns = {places}\nmax_turns_per_user = {places}\n\n{platform}",
                 db = dir.join("sandpiper.db").display(),
                 model = fakes.model,
                 work = work.display(),
+                places = PLACES,
             ),
         )?;
         let log = dir.join("serve.log");
@@ -143,6 +146,11 @@ impl Serve {
 
 /// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
 pub(crate) const TICKS_PER_SECOND: f64 = 100.0;
+
+/// `agent.max_concurrent_turns` and `agent.max_turns_per_user` of the measured node: one
+/// person talks in every thread, and at the defaults (16 and 4) most turns would wait for a
+/// place, so the run would measure the limiter's queue, not what a turn costs.
+const PLACES: usize = 4096;
 
 /// What `/proc` says about a process at one moment.
 #[derive(Debug, Clone, Copy, Default)]
