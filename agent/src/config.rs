@@ -217,8 +217,8 @@ impl AuthConfig {
 pub struct DatabaseConfig {
     /// `sqlite://FILE` (created if missing) or `postgres://...`.
     pub url: String,
-    /// Pool size; unset, [`DatabaseConfig::pool_size`] picks one for the backend.
-    pub max_connections: Option<u32>,
+    /// Pool size.
+    pub max_connections: u32,
     /// How long an operation waits for a connection while the database is away (a restart,
     /// a failover) before it fails and the user is told.
     #[serde(with = "duration")]
@@ -229,25 +229,9 @@ impl Default for DatabaseConfig {
     fn default() -> Self {
         Self {
             url: "sqlite://sandpiper.db".into(),
-            max_connections: None,
+            max_connections: 8,
             acquire_timeout: Duration::from_secs(10),
         }
-    }
-}
-
-impl DatabaseConfig {
-    /// `max_connections`, else one connection for SQLite and eight for PostgreSQL. SQLite
-    /// writes one transaction at a time whatever the pool, and a connection drops its page
-    /// cache whenever another connection has written: with several, nearly every query
-    /// starts by reading its pages again, and each connection is a worker thread that a
-    /// query wakes (see docs/benchmarks.md, "One SQLite connection").
-    pub fn pool_size(&self) -> u32 {
-        self.max_connections
-            .unwrap_or(if self.url.starts_with("sqlite:") {
-                1
-            } else {
-                8
-            })
     }
 }
 

@@ -48,7 +48,7 @@ pub fn build_model(config: &Config) -> Result<Arc<dyn ChatModel>, WiringError> {
 /// Opens the configured database (running migrations).
 pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
     let db = &config.database;
-    Store::connect_with(&db.url, db.pool_size(), db.acquire_timeout)
+    Store::connect_with(&db.url, db.max_connections, db.acquire_timeout)
         .await
         .map_err(|source| WiringError::Store {
             url: redact_url(&config.database.url),

@@ -64,9 +64,7 @@ impl From<Config> for TestConfig {
 pub fn config(db: &TestDb, llm_base_url: &str, workdir: &Path) -> TestConfig {
     let mut c = Config::for_test();
     c.database.url = db.url.clone();
-    // PostgreSQL: a few per test, so that the tests running at once stay under the server's
-    // limit. SQLite: its default (one connection), as users run it.
-    c.database.max_connections = db.url.starts_with("postgres").then_some(4);
+    c.database.max_connections = 4;
     c.model.provider = Provider::Openai;
     c.model.base_url = Some(llm_base_url.to_owned());
     c.model.model = "fake-model".into();

@@ -280,21 +280,3 @@ fn redaction_covers_tool_variables_and_mcp_url_credentials() {
         "{shown}"
     );
 }
-
-#[test]
-fn sqlite_pools_one_connection_and_postgres_eight_unless_configured() {
-    let mut db = DatabaseConfig::default();
-    assert_eq!(db.pool_size(), 1, "the default database is SQLite");
-    db.url = "postgres://sandpiper@db/sandpiper".into();
-    assert_eq!(db.pool_size(), 8);
-    db.max_connections = Some(3);
-    assert_eq!(db.pool_size(), 3);
-    db.url = "sqlite:///var/lib/sandpiper/sandpiper.db".into();
-    assert_eq!(db.pool_size(), 3, "what is configured is kept");
-    let parsed = Config::from_toml(
-        "[database]\nmax_connections = 2\n",
-        Path::new("sandpiper.toml"),
-    )
-    .unwrap();
-    assert_eq!(parsed.database.max_connections, Some(2));
-}
