@@ -316,13 +316,12 @@ impl<S: Surface> Renderer<S> {
             if finished {
                 return;
             }
-            let until = self
-                .wait
-                .as_ref()
-                .map_or(next_typing, |(_, due)| next_typing.min(*due));
-            let wait = self
-                .interval
-                .min(until.saturating_duration_since(Instant::now()));
+            // Typing is renewed on the first wake after it is due; a pending wait line is
+            // posted when due.
+            let mut wait = self.interval.min(TYPING_EVERY);
+            if let Some((_, due)) = &self.wait {
+                wait = wait.min(due.saturating_duration_since(Instant::now()));
+            }
             tokio::select! {
                 () = sink.wake.notified() => {
                     if self.segment.last_flush.is_some() {

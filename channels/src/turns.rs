@@ -366,7 +366,7 @@ mod tests {
         assert!(long_waits, "behind a long turn: worth telling");
         assert!(!short_waits, "started within the grace: nothing to tell");
         let mut seen = Vec::new();
-        while seen.len() < 6 {
+        while seen.len() < 8 {
             seen.push(rx.recv().await.unwrap());
         }
         assert_eq!(seen.last().map(String::as_str), Some("end after long"));

@@ -29,7 +29,8 @@ fn sent(llm: &sandpiper_tests::fake_llm::FakeLlm) -> Vec<String> {
 both_backends! {
     async fn a_mention_opens_a_thread_and_the_answer_streams_into_it(db) {
         let s = setup(&db, vec![
-            Reply::slow_text("The build is red because of a flaky test.", Duration::from_millis(40)),
+            // Long enough (over SHOW_PROGRESS_AFTER) to show the bot typing.
+            Reply::slow_text("The build is red because of a flaky test.", Duration::from_millis(150)),
         ]).await;
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
         let thread = rig.mention(&alice(), "why is   the build red?").await;

@@ -33,6 +33,8 @@ both_backends! {
         let reactions = |slack: &FakeSlack| {
             slack.messages(CHANNEL_ID).into_iter().find(|m| m.ts == root).map(|m| m.reactions).unwrap_or_default()
         };
+        // Waiting for a decision is work that outlasts the grace: the mention shows it.
+        run.slack.wait_until(WAIT, "the working reaction", |slack| (!reactions(slack).is_empty()).then_some(())).await;
         assert_eq!(reactions(&run.slack), ["hourglass_flowing_sand"], "the mention shows the agent at work");
 
         run.slack.click(CHANNEL_ID, &card.ts, &bob, &approve, &value).await;
