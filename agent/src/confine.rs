@@ -218,7 +218,7 @@ fn confined(
 ) -> std::process::Command {
     use std::os::unix::process::CommandExt as _;
     if launched {
-        let mut command = empty_env(std::process::Command::new(launcher::SELF));
+        let mut command = empty_env(std::process::Command::new(launcher::program()));
         command
             .arg0(launcher::ARG0)
             .args(launcher::args(plan, kind, program));

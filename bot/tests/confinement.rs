@@ -158,6 +158,11 @@ async fn an_approved_command_reads_none_of_the_bots_secrets_and_ordinary_work_go
         log.contains("tool processes confined") || log.contains("only partly confined"),
         "no start-up line:\n{log}"
     );
+    // Built beside the binary, the small launcher starts the tools (not the whole bot again).
+    assert!(
+        log.contains("sandpiper-confine") && log.contains("start through this launcher"),
+        "not through the small launcher:\n{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,11 +19,21 @@
 //!
 //! Only a binary that calls [`enter`] first thing in `main` can be its own launcher; any
 //! other (unit tests) keeps forking with the hook.
+//!
+//! Starting the whole bot binary only to confine and exec still costs: the dynamic loader
+//! applies about a hundred thousand relocations to a large executable, faulting in and
+//! copying the pages they touch, and the process maps and unmaps all of it — about 3 ms of
+//! CPU per tool call, more than the tool's shell. So the package also builds
+//! [`SMALL`] (`bot/src/bin/sandpiper-confine.rs`), a binary that is only this launcher; the
+//! bot uses it when it lies beside the bot's own executable and answers [`PROTOCOL`] to
+//! `--protocol` (a stale copy from another build is not used), else `/proc/self/exe`.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStringExt as _;
 use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::sys::{self, HideIn, Kind, Plan};
@@ -37,6 +47,11 @@ pub(super) const SELF: &str = "/proc/self/exe";
 pub const CONFINE_FAILED: i32 = 125;
 /// Ends the plan's arguments; the program and its arguments follow.
 const END: &str = "--";
+/// The file name of the small launcher binary, beside the bot's executable.
+pub const SMALL: &str = "sandpiper-confine";
+/// What the small launcher answers to `--protocol`: the arguments it reads ([`args`]) are
+/// those of this build. Change the number with the arguments.
+pub const PROTOCOL: &str = concat!("sandpiper-confine/1 ", env!("CARGO_PKG_VERSION"));
 
 /// Whether this binary called [`enter`] (it handles [`ARG0`]).
 static ABLE: AtomicBool = AtomicBool::new(false);
@@ -47,9 +62,27 @@ static ABLE: AtomicBool = AtomicBool::new(false);
 pub fn enter() {
     let mut args = std::env::args_os();
     if args.next().as_deref() != Some(OsStr::new(ARG0)) {
-        ABLE.store(std::path::Path::new(SELF).exists(), Ordering::Relaxed);
+        ABLE.store(Path::new(SELF).exists(), Ordering::Relaxed);
         return;
     }
+    launch(args)
+}
+
+/// The small launcher's `main` ([`SMALL`]): answers `--protocol`, else confines this
+/// process as its arguments say and execs the program; never returns.
+pub fn small_main() -> ! {
+    let mut args = std::env::args_os();
+    args.next();
+    let mut rest = args.peekable();
+    if rest.peek().map(OsString::as_os_str) == Some(OsStr::new("--protocol")) {
+        print!("{PROTOCOL}");
+        std::process::exit(0);
+    }
+    launch(rest)
+}
+
+/// Confines this process by the plan in `args` and execs the program after it.
+fn launch(args: impl Iterator<Item = OsString>) -> ! {
     let (code, error) = match Launch::parse(args) {
         Ok(mut launch) => {
             let error = launch.run();
@@ -70,6 +103,32 @@ pub fn enter() {
 /// Whether confined children are started through the launcher.
 pub(super) fn available() -> bool {
     ABLE.load(Ordering::Relaxed)
+}
+
+/// The program a launcher is started as: [`SMALL`] beside this executable when it speaks
+/// this build's [`PROTOCOL`], else this binary itself ([`SELF`]). Found once.
+pub(super) fn program() -> &'static Path {
+    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let small = std::env::current_exe()
+            .ok()
+            .map(|exe| exe.with_file_name(SMALL))
+            .filter(|small| speaks_protocol(small));
+        let program = small.unwrap_or_else(|| PathBuf::from(SELF));
+        tracing::info!(launcher = %program.display(), "confined tool processes start through this launcher");
+        program
+    })
+}
+
+/// Whether `path` is a small launcher of this build.
+fn speaks_protocol(path: &Path) -> bool {
+    std::process::Command::new(path)
+        .arg("--protocol")
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|out| out.status.success() && out.stdout == PROTOCOL.as_bytes())
 }
 
 /// The launcher's arguments for starting `program` confined by `plan` as `kind`: what
@@ -272,6 +331,24 @@ mod tests {
         let math = parse(args(&sent, Kind::Math, OsStr::new("sh")));
         assert_eq!(math.plan.abi, 0);
         assert!(math.plan.landlock_math.is_none());
+    }
+
+    #[test]
+    fn only_a_launcher_that_speaks_this_builds_protocol_is_used() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let script = |name: &str, says: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\nprintf '%s' '{says}'\n")).expect("script");
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .expect("chmod");
+            path
+        };
+        assert!(speaks_protocol(&script("current", PROTOCOL)));
+        assert!(!speaks_protocol(&script(
+            "stale",
+            "sandpiper-confine/0 0.0.1"
+        )));
+        assert!(!speaks_protocol(&dir.path().join("missing")));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! `load_through --through slack|discord [--threads N] [--turns M] [--rate TURNS_PER_S]
 //! [--bin PATH] [--tool bash|none] [--idle SECS] [--db-connections N]`; prints one report
-//! (`--db-connections`: the node's `[database] max_connections`, 8 by default as in sandpiper). The binary defaults to
+//! (`--db-connections`: the node's `[database] max_connections`; unset, sandpiper's default). The binary defaults to
 //! `target/release/sandpiper` (`cargo build --release -p sandpiper`).
 //!
 //! - N workstreams are opened first (Slack: a mention in N channels, each answer's thread is
@@ -57,8 +57,8 @@ struct Options {
     bin: PathBuf,
     tool: Tool,
     idle: Duration,
-    /// `[database] max_connections` of the measured node.
-    db_connections: u32,
+    /// `[database] max_connections` of the measured node (`None`: sandpiper's default).
+    db_connections: Option<u32>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -71,7 +71,7 @@ fn options() -> anyhow::Result<Options> {
         bin: Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/sandpiper"),
         tool: Tool::Bash,
         idle: Duration::from_secs(10),
-        db_connections: 8,
+        db_connections: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -87,7 +87,7 @@ fn options() -> anyhow::Result<Options> {
             "--bin" => o.bin = args.next().context("--bin PATH")?.into(),
             "--tool" => o.tool = Tool::parse(&args.next().context("--tool bash|none")?)?,
             "--db-connections" => {
-                o.db_connections = args.next().context("--db-connections N")?.parse()?;
+                o.db_connections = Some(args.next().context("--db-connections N")?.parse()?);
             }
             "--idle" => {
                 o.idle = Duration::from_secs_f64(args.next().context("--idle SECS")?.parse()?);

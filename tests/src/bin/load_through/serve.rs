@@ -61,8 +61,9 @@ impl Serve {
         dir: &Path,
         through: Through,
         fakes: &Fakes<'_>,
-        db_connections: u32,
+        db_connections: Option<u32>,
     ) -> anyhow::Result<Self> {
+        let pool = db_connections.map_or(String::new(), |n| format!("max_connections = {n}\n"));
         let work = dir.join("work");
         std::fs::create_dir_all(&work)?;
         let platform = match through {
@@ -76,7 +77,7 @@ impl Serve {
         std::fs::write(
             &config,
             format!(
-                "[database]\nurl = \"sqlite://{db}\"\nmax_connections = {db_connections}\n\n[model]\nprovider = \"openai\"\n\
+                "[database]\nurl = \"sqlite://{db}\"\n{pool}\n[model]\nprovider = \"openai\"\n\
                  base_url = \"{model}\"\nmodel = \"fake\"\nmax_retries = 0\n\
                  context_window = 1048576\n\n[tools]\nworkdir = \"{work}\"\n\n\
                  [approval]\nauto_approve = true\n\n\
