@@ -319,49 +319,41 @@ async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_at
 
 #[tokio::test(start_paused = true)]
 async fn a_wait_for_a_place_is_shown_only_when_it_outlasts_the_grace() {
-    let wait = TurnEvent::Waiting(sandpiper_agent::protocol::TurnWait::Busy { running: 16 });
-    let done = || TurnEvent::TurnComplete {
-        text: String::new(),
-        cancelled: false,
-    };
+    let busy = sandpiper_agent::protocol::TurnWait::Busy { running: 16 };
     let grace = crate::turns::SHOW_PROGRESS_AFTER;
+    // A turn that waits `waited`, then answers `text`: what the thread saw before the answer,
+    // and in all.
+    let run = |waited: Duration, text: &'static str| async move {
+        let surface = recorder(2000);
+        let (sink, task) = start(
+            surface.clone(),
+            Duration::from_millis(500),
+            &Tasks::new(Default::default()),
+        );
+        sink.event(TurnEvent::Waiting(busy));
+        tokio::time::sleep(waited).await;
+        let before = surface.ops.lock().unwrap().clone();
+        sink.event(TurnEvent::TextDelta(text.into()));
+        sink.event(TurnEvent::TurnComplete {
+            text: String::new(),
+            cancelled: false,
+        });
+        task.await.unwrap();
+        let all = surface.ops.lock().unwrap().clone();
+        (before, all)
+    };
 
-    // Given a place within the grace: the answer is all the thread sees, and no typing.
-    let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(500),
-        &Tasks::new(Default::default()),
-    );
-    sink.event(wait.clone());
-    tokio::time::sleep(grace / 2).await;
-    sink.event(TurnEvent::TextDelta("Quick.".into()));
-    sink.event(done());
-    task.await.unwrap();
-    assert_eq!(
-        surface.ops.lock().unwrap().clone(),
-        vec![Op::Post("m0".into(), answer("Quick.", false))]
-    );
+    // Given a place within the grace: the answer is all the thread sees.
+    let (before, all) = run(grace / 2, "Quick.").await;
+    assert_eq!(before, vec![]);
+    assert_eq!(all, vec![Op::Post("m0".into(), answer("Quick.", false))]);
 
     // Waiting longer: the line is posted once the grace is over, then the answer below it.
-    let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(500),
-        &Tasks::new(Default::default()),
-    );
-    sink.event(wait.clone());
-    tokio::time::sleep(grace * 2).await;
-    let line = Post::Waiting(sandpiper_agent::protocol::TurnWait::Busy { running: 16 }.to_string());
+    let line = Post::Waiting(busy.to_string());
+    let (before, all) = run(grace * 2, "Slow.").await;
+    assert_eq!(before, vec![Op::Post("m0".into(), line.clone())]);
     assert_eq!(
-        surface.ops.lock().unwrap().clone(),
-        vec![Op::Post("m0".into(), line.clone())]
-    );
-    sink.event(TurnEvent::TextDelta("Slow.".into()));
-    sink.event(done());
-    task.await.unwrap();
-    assert_eq!(
-        surface.ops.lock().unwrap().clone(),
+        all,
         vec![
             Op::Post("m0".into(), line),
             Op::Post("m1".into(), answer("Slow.", false))
