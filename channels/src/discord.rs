@@ -39,7 +39,7 @@ use crate::card::human_duration;
 use crate::intake::{Closed, Place};
 use crate::tasks::{Drained, Tasks};
 use crate::thread::{self, OutsideTurn, StartError, TurnPlace, TurnStarter, Work};
-use crate::turns::{QueueFull, Queued, Started, TurnQueue};
+use crate::turns::{QueueFull, Queued, TurnQueue};
 use surface::ThreadSurface;
 
 /// The platform name in identities and workstream keys.
@@ -164,38 +164,29 @@ impl Bot {
         job: crate::turns::Job,
         handover: Option<String>,
     ) -> Result<Queued, QueueFull> {
-        let (job, started) = Started::watch(job);
-        let queued = self.turns.submit_handing_over(key, job, handover);
-        let (notice, started) = match queued {
-            Ok(Queued::Now) => return queued,
-            Ok(Queued::Behind(n)) => (
-                format!("⏳ Queued ({n} ahead): I'll answer this when the current turn is done."),
-                Some(started),
-            ),
-            Err(full) => (format!("⚠️ {full}"), None),
-        };
         let bot = self.clone();
-        self.tasks.spawn(async move {
-            if let Some(started) = started
-                && !started.still_waiting().await
-            {
-                return;
-            }
-            let surface = ThreadSurface { bot, channel };
-            if let Err(e) = surface
-                .send(
-                    &render::Body {
-                        content: notice,
-                        ..Default::default()
-                    },
-                    "queue notice",
-                )
-                .await
-            {
-                tracing::warn!(error = %e, "could not post a queue notice");
-            }
-        });
-        queued
+        self.turns
+            .submit_telling(key, job, handover, move |held| async move {
+                let notice = match held {
+                    Ok(n) => format!(
+                        "⏳ Queued ({n} ahead): I'll answer this when the current turn is done."
+                    ),
+                    Err(full) => format!("⚠️ {full}"),
+                };
+                let surface = ThreadSurface { bot, channel };
+                if let Err(e) = surface
+                    .send(
+                        &render::Body {
+                            content: notice,
+                            ..Default::default()
+                        },
+                        "queue notice",
+                    )
+                    .await
+                {
+                    tracing::warn!(error = %e, "could not post a queue notice");
+                }
+            })
     }
 }
 

@@ -50,11 +50,11 @@ pub async fn showing_progress<W, T>(
 
 /// When a submitted job starts, for a notice worth sending only while it still waits.
 #[derive(Debug)]
-pub struct Started(oneshot::Receiver<()>);
+struct Started(oneshot::Receiver<()>);
 
 impl Started {
     /// Wraps `job` so that the returned [`Started`] learns when it begins.
-    pub fn watch(job: Job) -> (Job, Started) {
+    fn watch(job: Job) -> (Job, Started) {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |cancel| {
             let _ = tx.send(());
@@ -65,7 +65,7 @@ impl Started {
 
     /// Whether the job is still waiting [`SHOW_PROGRESS_AFTER`] from now. A job that will
     /// never start here (handed over at shutdown) is not waiting here.
-    pub async fn still_waiting(self) -> bool {
+    async fn still_waiting(self) -> bool {
         tokio::time::timeout(SHOW_PROGRESS_AFTER, self.0)
             .await
             .is_err()
@@ -165,6 +165,39 @@ impl TurnQueue {
         }
         lane.waiting.push_back(Waiting { job, handover });
         Ok(Queued::Behind(lane.waiting.len()))
+    }
+
+    /// [`TurnQueue::submit_handing_over`], and the sender is told what became of the job:
+    /// `tell` runs (as a task of this queue) with `Ok(ahead)` when the job is still waiting
+    /// after [`SHOW_PROGRESS_AFTER`], or at once with the refusal when the lane is full. A job
+    /// that starts within the grace, or now, tells nothing.
+    pub fn submit_telling<F, Fut>(
+        &self,
+        key: &str,
+        job: Job,
+        handover: Option<String>,
+        tell: F,
+    ) -> Result<Queued, QueueFull>
+    where
+        F: FnOnce(Result<usize, QueueFull>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (job, started) = Started::watch(job);
+        let queued = self.submit_handing_over(key, job, handover);
+        let (held, started) = match queued {
+            Ok(Queued::Now) => return queued,
+            Ok(Queued::Behind(ahead)) => (Ok(ahead), Some(started)),
+            Err(full) => (Err(full), None),
+        };
+        self.tasks.spawn(async move {
+            if let Some(started) = started
+                && !started.still_waiting().await
+            {
+                return;
+            }
+            tell(held).await;
+        });
+        queued
     }
 
     /// At shutdown: takes every waiting job out of its lane (none of them will run here) and

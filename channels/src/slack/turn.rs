@@ -16,7 +16,7 @@ use crate::approver::CardSurface;
 use crate::card::ApprovalCard;
 use crate::stream::{Post, Surface, SurfaceError};
 use crate::thread::{self, OutsideTurn, StartError, TurnPlace, TurnStarter, Work};
-use crate::turns::{QueueFull, Queued, Started, showing_progress};
+use crate::turns::{QueueFull, Queued, showing_progress};
 
 /// Characters of Markdown per answer message (each becomes one or more sections after the
 /// conversion to mrkdwn; Slack allows 3,000 per section).
@@ -106,35 +106,28 @@ pub(crate) fn submit(
 ) {
     let (channel, thread_ts) = (thread.channel.clone(), thread.thread_ts.clone());
     let (key, job, handover) = lane_job(ctx, thread, work, working_on);
-    let (job, started) = Started::watch(job);
-    let (told, started) = match ctx.queue.submit_handing_over(&key, job, handover) {
-        Ok(Queued::Now) => return,
-        Ok(Queued::Behind(n)) => (
-            format!(
-                "I'm still working on the previous message in this thread; I'll answer yours next ({n} waiting)."
-            ),
-            Some(started),
-        ),
-        Err(QueueFull) => (QueueFull.to_string(), None),
-    };
-    let Some(user) = notify.map(str::to_owned) else {
-        return;
-    };
-    let ctx = ctx.clone();
-    ctx.tasks.clone().spawn(async move {
-        if let Some(started) = started
-            && !started.still_waiting().await
-        {
-            return;
-        }
-        if let Err(e) = ctx
-            .api
-            .ephemeral(&channel, &user, Some(&thread_ts), &told)
-            .await
-        {
-            tracing::warn!(error = %e, "telling the user their message waits failed");
-        }
-    });
+    let notify = notify.map(str::to_owned);
+    let told = ctx.clone();
+    let _ = ctx
+        .queue
+        .submit_telling(&key, job, handover, move |held| async move {
+            let Some(user) = notify else {
+                return;
+            };
+            let text = match held {
+                Ok(n) => format!(
+                    "I'm still working on the previous message in this thread; I'll answer yours next ({n} waiting)."
+                ),
+                Err(full) => full.to_string(),
+            };
+            if let Err(e) = told
+                .api
+                .ephemeral(&channel, &user, Some(&thread_ts), &text)
+                .await
+            {
+                tracing::warn!(error = %e, "telling the user their message waits failed");
+            }
+        });
 }
 
 /// [`TurnStarter`] for `slack:<team>:<channel>:<thread_ts>` workstreams.
