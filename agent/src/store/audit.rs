@@ -232,44 +232,78 @@ pub struct AuditFilter {
     pub limit: Option<u32>,
 }
 
+/// The columns one audit row binds.
+const AUDIT_COLUMNS: usize = 8;
+
+/// Rows per `INSERT`: far below either database's limit on bound parameters.
+const AUDIT_ROWS_PER_STATEMENT: usize = 64;
+
 impl Store {
     /// Appends one event.
     pub async fn append_audit(&self, event: &AuditEvent) -> Result<(), StoreError> {
         self.append_audits(std::slice::from_ref(event)).await
     }
 
-    /// Appends `events` in one transaction (one commit for a batch's calls).
+    /// Appends `events` atomically: one multi-row statement (one round trip, no transaction
+    /// around it) for a batch's calls, a transaction only for a batch longer than
+    /// [`AUDIT_ROWS_PER_STATEMENT`].
     pub async fn append_audits(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
-        for event in events {
-            Self::insert_audit(&mut tx, event).await?;
+        match events.len() {
+            0 => Ok(()),
+            n if n <= AUDIT_ROWS_PER_STATEMENT => Self::insert_audits(self.pool(), events).await,
+            _ => {
+                let mut tx = self.pool().begin().await?;
+                for chunk in events.chunks(AUDIT_ROWS_PER_STATEMENT) {
+                    Self::insert_audits(&mut *tx, chunk).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
         }
-        tx.commit().await?;
-        Ok(())
     }
 
-    async fn insert_audit(
-        conn: &mut sqlx::AnyConnection,
-        event: &AuditEvent,
-    ) -> Result<(), StoreError> {
-        let detail = serde_json::to_string(event).map_err(|e| StoreError::Corrupt {
-            table: "audit_events",
-            message: e.to_string(),
-        })?;
-        sqlx::query(
+    /// One `INSERT` of every event in `events` (at most [`AUDIT_ROWS_PER_STATEMENT`]).
+    async fn insert_audits<'c, E>(conn: E, events: &[AuditEvent]) -> Result<(), StoreError>
+    where
+        E: sqlx::Executor<'c, Database = sqlx::Any>,
+    {
+        let details = events
+            .iter()
+            .map(|event| {
+                serde_json::to_string(event).map_err(|e| StoreError::Corrupt {
+                    table: "audit_events",
+                    message: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let rows: Vec<String> = (0..events.len())
+            .map(|row| {
+                let first = row * AUDIT_COLUMNS + 1;
+                let params: Vec<String> = (first..first + AUDIT_COLUMNS)
+                    .map(|n| format!("${n}"))
+                    .collect();
+                format!("({})", params.join(", "))
+            })
+            .collect();
+        let sql = format!(
             "INSERT INTO audit_events (at, kind, workstream, request_id, tool, actor, actor_id, \
-             detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(event.at)
-        .bind(event.kind.name())
-        .bind(&event.workstream)
-        .bind(event.request.as_deref())
-        .bind(event.tool.as_deref())
-        .bind(event.actor.as_deref())
-        .bind(event.actor_id.as_deref())
-        .bind(detail)
-        .execute(conn)
-        .await?;
+             detail) VALUES {}",
+            rows.join(", ")
+        );
+        // Only placeholders are formatted in; every value is bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (event, detail) in events.iter().zip(details) {
+            query = query
+                .bind(event.at)
+                .bind(event.kind.name())
+                .bind(&event.workstream)
+                .bind(event.request.as_deref())
+                .bind(event.tool.as_deref())
+                .bind(event.actor.as_deref())
+                .bind(event.actor_id.as_deref())
+                .bind(detail);
+        }
+        query.execute(conn).await?;
         Ok(())
     }
 
@@ -409,6 +443,32 @@ mod tests {
         assert_eq!(pick(last).await, vec![timed_out.clone()]);
         assert_eq!(store.prune_audit(2_000).await.unwrap(), 1);
         assert_eq!(pick(AuditFilter::default()).await, vec![decided, timed_out]);
+    }
+
+    #[tokio::test]
+    async fn a_batch_reads_back_whole_and_in_order_however_long() {
+        let store = Store::memory().await.unwrap();
+        let batch = |from: i64, n: i64| -> Vec<AuditEvent> {
+            (from..from + n)
+                .map(|at| event(at, "w", &format!("u{at}"), AuditKind::TimedOut))
+                .collect()
+        };
+        // One row, a short batch (one statement) and one longer than a statement holds.
+        let mut written = Vec::new();
+        let long = i64::try_from(AUDIT_ROWS_PER_STATEMENT * 2 + 3).unwrap();
+        for events in [batch(0, 1), batch(1, 3), batch(4, long)] {
+            store.append_audits(&events).await.unwrap();
+            written.extend(events);
+        }
+        store.append_audits(&[]).await.unwrap();
+        let read: Vec<AuditEvent> = store
+            .audit(&AuditFilter::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.event)
+            .collect();
+        assert_eq!(read, written);
     }
 
     #[test]
