@@ -200,6 +200,15 @@ impl<F: Fn(&str) -> bool> Allows<F> {
 }
 
 impl McpCatalog {
+    /// Whether no server is configured: nothing listed, nothing still connecting.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+            && self.resources.is_empty()
+            && self.templates.is_empty()
+            && self.prompts.is_empty()
+            && self.unavailable.is_empty()
+    }
+
     /// The tool the model calls `full_name`, if any.
     pub fn tool(&self, full_name: &str) -> Option<&McpTool> {
         self.tools.iter().find(|t| t.full_name == full_name)

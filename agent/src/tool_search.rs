@@ -136,6 +136,14 @@ impl ToolCatalog {
         Self::new(builtin, allowed)
     }
 
+    /// Whether some tool comes from an MCP server (the tools connector policy can refuse).
+    pub fn has_connector_tools(&self) -> bool {
+        let builtin_count = self.builtin.len().min(self.tools.len());
+        self.tools[builtin_count..]
+            .iter()
+            .any(|t| crate::connectors::server_of(&t.name).is_some())
+    }
+
     /// Estimated tokens of the external (deferrable) tools' schemas.
     pub fn external_tokens(&self) -> u64 {
         self.external_tokens
@@ -349,7 +357,7 @@ pub fn tool_search_schema() -> ToolSchema {
                 }
             },
             "required": ["query"]
-        }),
+        }).into(),
         defer_loading: false,
     }
 }

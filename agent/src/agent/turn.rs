@@ -240,7 +240,18 @@ impl Agent {
     /// The connector policy for what a model call is offered. Unreadable, it offers no MCP
     /// server (fail closed) and the turn goes on with the built-ins; the dispatcher then
     /// refuses MCP calls with the reason.
+    ///
+    /// With no MCP server there is nothing a policy could hide, and a model that calls tools
+    /// needs no notice about it, so the store is not asked (two reads a tool turn fewer); the
+    /// first server that appears brings the read back on the next model call.
     pub(super) async fn offer_policy(&self, scope: &ConnectorScope, workstream: &str) -> Effective {
+        let capabilities = self.inner.config.model.capabilities;
+        if capabilities.supports_tools
+            && self.inner.mcp.catalog().is_empty()
+            && !self.catalog().has_connector_tools()
+        {
+            return Effective::unrestricted();
+        }
         match scope.effective(&self.inner.store, workstream).await {
             Ok(policy) => policy,
             Err(e) => {
