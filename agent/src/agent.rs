@@ -273,7 +273,7 @@ fn mcp_tool_schemas(mcp: &McpManager) -> Vec<ToolSchema> {
         .map(|t| ToolSchema {
             name: t.full_name.clone(),
             description: format!("[MCP: {}] {}", t.server, t.description),
-            parameters: t.input_schema.clone(),
+            parameters: std::sync::Arc::new(t.input_schema.clone()),
             defer_loading: false,
         })
         .collect()

@@ -141,8 +141,10 @@ pub struct ToolSchema {
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// JSON schema of the arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON schema of the arguments object, shared: every model call of every turn offers
+    /// the same schemas, so offering one copies a pointer, not the tree.
+    #[serde(with = "shared_json")]
+    pub parameters: std::sync::Arc<serde_json::Value>,
     /// Deferred by tool search: the provider keeps it out of the model's context until its
     /// own tool search finds it (only set for providers with native tool search).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -245,4 +247,24 @@ pub enum ModelError {
     /// The provider reported an error inside the stream.
     #[error("the model reported an error: {0}")]
     Provider(String),
+}
+
+/// (De)serializes an `Arc<serde_json::Value>` as the value it holds (serde's `rc` feature,
+/// for one field).
+mod shared_json {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::sync::Arc;
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &Arc<serde_json::Value>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.as_ref().serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Arc<serde_json::Value>, D::Error> {
+        serde_json::Value::deserialize(deserializer).map(Arc::new)
+    }
 }

@@ -178,7 +178,7 @@ mod tests {
         let tools = [ToolSchema {
             name: "bash".into(),
             description: "d".into(),
-            parameters: serde_json::json!({}),
+            parameters: serde_json::json!({}).into(),
             defer_loading: false,
         }];
         let p = system_prompt(now, Path::new("/srv/app"), &tools, Some("Be brief."));

@@ -193,7 +193,7 @@ mod tests {
         let schema = ToolSchema {
             name: "t".into(),
             description: "d".into(),
-            parameters: serde_json::json!({"type": "object"}),
+            parameters: serde_json::json!({"type": "object"}).into(),
             defer_loading: false,
         };
         assert_eq!(tools_bytes(&[schema]), 16 + 1 + 1 + 17);

@@ -6,7 +6,7 @@ fn schema(name: &str, description: &str) -> ToolSchema {
     ToolSchema {
         name: name.into(),
         description: description.into(),
-        parameters: json!({"type": "object"}),
+        parameters: json!({"type": "object"}).into(),
         defer_loading: false,
     }
 }
@@ -323,7 +323,7 @@ fn connector_policy_hides_refused_servers_from_offers_and_search() {
 fn in_auto_mode_large_schemas_turn_search_on_whatever_their_number() {
     // Three external tools (below the count threshold of 20) whose schemas are large.
     let big = |name: &str| ToolSchema {
-        parameters: json!({"type": "object", "description": "x".repeat(4_000)}),
+        parameters: json!({"type": "object", "description": "x".repeat(4_000)}).into(),
         ..schema(name, "A tool with a long schema.")
     };
     let catalog = Arc::new(ToolCatalog::new(

@@ -66,7 +66,7 @@ impl ToolSpec {
         ToolSchema {
             name: self.name.clone(),
             description: self.description.clone(),
-            parameters: self.parameters.clone(),
+            parameters: std::sync::Arc::new(self.parameters.clone()),
             defer_loading: false,
         }
     }

@@ -136,7 +136,8 @@ fn ping_tool() -> ToolSchema {
             "type": "object",
             "properties": {"n": {"type": "integer"}},
             "required": ["n"],
-        }),
+        })
+        .into(),
         defer_loading: false,
     }
 }

@@ -15,7 +15,7 @@ fn synthetic_tools() -> Vec<ToolSchema> {
     let tool = |name: String, description: String| ToolSchema {
         name,
         description,
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
         defer_loading: false,
     };
     let mut tools = vec![

@@ -194,7 +194,7 @@ async fn request_body_and_headers() {
     let tools = vec![ToolSchema {
         name: "bash".into(),
         description: "Runs a command.".into(),
-        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}).into(),
         defer_loading: false,
     }];
     let request = ChatRequest {

@@ -268,7 +268,7 @@ mod tests {
         let tool = |name: &str, defer_loading| ToolSchema {
             name: name.into(),
             description: format!("{name} things"),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
             defer_loading,
         };
         let plain = [tool("bash", false)];
@@ -297,7 +297,7 @@ mod tests {
         let tool = |name: &str| ToolSchema {
             name: name.into(),
             description: format!("{name} things"),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
             defer_loading: false,
         };
         let schemas = [tool("bash"), tool("web_search")];

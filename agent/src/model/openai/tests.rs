@@ -180,7 +180,7 @@ async fn request_body_and_auth_header() {
     let tools = vec![ToolSchema {
         name: "bash".into(),
         description: "Runs a command.".into(),
-        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}).into(),
         defer_loading: false,
     }];
     let mut cfg = config(Provider::Openai, &base, Some("sk-test"));

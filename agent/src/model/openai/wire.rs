@@ -294,7 +294,7 @@ mod tests {
         let tool = |name: &str| ToolSchema {
             name: name.into(),
             description: format!("{name} things"),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
             defer_loading: false,
         };
         let tools = [tool("bash"), tool("web_search")];
@@ -354,7 +354,7 @@ mod tests {
         let tool = |name: &str, defer_loading| ToolSchema {
             name: name.into(),
             description: format!("{name} things"),
-            parameters: json!({"type": "object"}),
+            parameters: json!({"type": "object"}).into(),
             defer_loading,
         };
         let tools = [tool("bash", false), tool("mcp__github__create_issue", true)];
