@@ -379,6 +379,12 @@ mod tests {
         }
     }
 
+    /// The events `filter` selects, as written.
+    async fn events(store: &Store, filter: &AuditFilter) -> Vec<AuditEvent> {
+        let rows = store.audit(filter).await.unwrap();
+        rows.into_iter().map(|r| r.event).collect()
+    }
+
     #[tokio::test]
     async fn events_read_back_whole_filtered_and_pruned_by_age() {
         let store = Store::memory().await.unwrap();
@@ -404,23 +410,11 @@ mod tests {
         for e in [&old, &decided, &timed_out] {
             store.append_audit(e).await.unwrap();
         }
-        let all: Vec<AuditEvent> = store
-            .audit(&AuditFilter::default())
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| r.event)
-            .collect();
-        assert_eq!(all, vec![old.clone(), decided.clone(), timed_out.clone()]);
-        let pick = async |filter: AuditFilter| -> Vec<AuditEvent> {
-            store
-                .audit(&filter)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|r| r.event)
-                .collect()
-        };
+        let pick = async |filter: AuditFilter| events(&store, &filter).await;
+        assert_eq!(
+            pick(AuditFilter::default()).await,
+            vec![old.clone(), decided.clone(), timed_out.clone()]
+        );
         let w1 = AuditFilter {
             workstream: Some("w1".into()),
             ..AuditFilter::default()
@@ -461,14 +455,7 @@ mod tests {
             written.extend(events);
         }
         store.append_audits(&[]).await.unwrap();
-        let read: Vec<AuditEvent> = store
-            .audit(&AuditFilter::default())
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| r.event)
-            .collect();
-        assert_eq!(read, written);
+        assert_eq!(events(&store, &AuditFilter::default()).await, written);
     }
 
     #[test]
