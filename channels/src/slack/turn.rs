@@ -106,14 +106,15 @@ pub(crate) fn submit(
 ) {
     let (channel, thread_ts) = (thread.channel.clone(), thread.thread_ts.clone());
     let (key, job, handover) = lane_job(ctx, thread, work, working_on);
-    let notify = notify.map(str::to_owned);
+    let Some(user) = notify.map(str::to_owned) else {
+        // Nobody to tell: no watch on the job's start, no task waiting out the grace.
+        let _ = ctx.queue.submit_handing_over(&key, job, handover);
+        return;
+    };
     let told = ctx.clone();
     let _ = ctx
         .queue
         .submit_telling(&key, job, handover, move |held| async move {
-            let Some(user) = notify else {
-                return;
-            };
             let text = match held {
                 Ok(n) => format!(
                     "I'm still working on the previous message in this thread; I'll answer yours next ({n} waiting)."
