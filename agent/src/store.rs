@@ -13,6 +13,7 @@ pub mod approvals;
 pub mod audit;
 pub mod checkpoints;
 pub mod connectors;
+mod db;
 pub mod health;
 pub mod leases;
 pub mod memories;
@@ -30,8 +31,10 @@ pub mod workstreams;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use sqlx::Executor;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
-use sqlx::{AnyPool, Executor};
+
+use db::{Db, SQLITE_PRAGMAS, SqliteConnections};
 
 /// Why a storage operation failed. Fatal for the operation: the caller reports it to the
 /// user and does not pretend the data was saved.
@@ -82,7 +85,7 @@ pub enum Backend {
 /// The database.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: AnyPool,
+    pool: Db,
     backend: Backend,
 }
 
@@ -123,11 +126,7 @@ impl Store {
             options = options.test_before_acquire(false);
             options = options.after_connect(|conn, _meta| {
                 Box::pin(async move {
-                    conn.execute(
-                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                         PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
-                    )
-                    .await?;
+                    conn.execute(SQLITE_PRAGMAS).await?;
                     Ok(())
                 })
             });
@@ -143,6 +142,16 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
         }
+        let pool = match backend {
+            // Statements on a file go through direct connections (see `db`); sqlx's pool
+            // keeps one connection for transactions.
+            Backend::Sqlite if sqlite_path(&url).is_some() => {
+                let direct = SqliteConnections::new(&url, max_connections, patience)
+                    .map_err(|e| StoreError::Open(scrub_secrets(&e.to_string(), &url)))?;
+                Db::sqlite(pool, direct)
+            }
+            _ => Db::pooled(pool),
+        };
         tracing::debug!(backend = ?backend, "database ready");
         Ok(Self { pool, backend })
     }
@@ -157,8 +166,8 @@ impl Store {
         self.backend
     }
 
-    /// The pool, for the query modules.
-    pub(crate) fn pool(&self) -> &AnyPool {
+    /// The executor of the query modules.
+    pub(crate) fn pool(&self) -> &Db {
         &self.pool
     }
 
@@ -167,7 +176,10 @@ impl Store {
     /// A no-op on PostgreSQL.
     pub async fn checkpoint(&self) -> Result<(), StoreError> {
         if self.backend == Backend::Sqlite {
-            self.pool.execute("PRAGMA wal_checkpoint(TRUNCATE)").await?;
+            self.pool
+                .pool()
+                .execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                .await?;
         }
         Ok(())
     }
