@@ -17,6 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::config::{Env, ToolsConfig};
+use crate::confine::tool_process::ToolCommand;
 use crate::confine::{Confinement, Profile};
 
 /// Variables copied from sandpiper's environment into every child: what programs need to find
@@ -147,6 +148,21 @@ impl ChildEnv {
             .command(&self.resolve(program.as_ref()), profile);
         self.apply(&mut command);
         command
+    }
+
+    /// A tool's shell process for `program` ([`ToolCommand`]): bash's calls, started through
+    /// the standing spawner where there is one.
+    pub fn tool_command(&self, program: impl AsRef<OsStr>) -> ToolCommand {
+        let env = self
+            .vars
+            .iter()
+            .map(|(n, v)| (n.into(), v.into()))
+            .collect();
+        ToolCommand::new(
+            self.confinement.clone(),
+            self.resolve(program.as_ref()).into_owned(),
+            env,
+        )
     }
 
     /// `program` as `execvp` would find it on this environment's `PATH`: the first absolute

@@ -28,7 +28,9 @@
 //! `sandpiper doctor`.
 
 pub mod launcher;
+mod spawner;
 mod sys;
+pub mod tool_process;
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -61,6 +63,9 @@ pub struct Report {
     pub caps_dropped: bool,
     /// We run as root.
     pub root: bool,
+    /// Bash's calls start from the standing spawner (one confined process forking each call
+    /// into a Landlock domain of its own), not from a launcher each.
+    pub spawner: bool,
 }
 
 /// How the bot's own files are kept from tools.
@@ -93,6 +98,8 @@ pub struct Confinement {
     report: Option<Arc<Report>>,
     /// Children start through this binary's [`launcher`] instead of forking the bot.
     launched: bool,
+    /// Where bash's calls start ([`spawner`]): present with Landlock and a launcher.
+    spawner: Option<Arc<spawner::Spawner>>,
 }
 
 impl PartialEq for Confinement {
@@ -169,18 +176,35 @@ impl Confinement {
             (Some(HideIn::UserNamespace), _) => FileHiding::UserNamespace,
             (None, why) => FileHiding::No(why.unwrap_or_default()),
         };
-        let report = Report {
+        let mut report = Report {
             landlock_abi: if plan.landlock.is_some() { abi } else { 0 },
             bot_process: plan.landlock.is_some() || !root,
             files,
             caps_dropped: root,
             root,
+            spawner: false,
         };
+        let plan = Arc::new(plan);
+        // Calls share the spawner's mount namespace; what keeps them apart is the Landlock
+        // domain each applies again (see `spawner`). Without Landlock, each keeps a launcher.
+        let spawner = (launched && plan.landlock.is_some()).then(|| {
+            Arc::new(spawner::Spawner::new(
+                plan.clone(),
+                launcher::program().to_owned(),
+            ))
+        });
+        report.spawner = spawner.is_some();
         Self {
-            plan: Some(Arc::new(plan)),
+            plan: Some(plan),
             report: Some(Arc::new(report)),
             launched,
+            spawner,
         }
+    }
+
+    /// The standing spawner of bash's calls, when this machine has one.
+    pub(crate) fn spawner(&self) -> Option<&spawner::Spawner> {
+        self.spawner.as_deref()
     }
 
     /// What is confined here (`None` for [`Confinement::none`]).
@@ -315,6 +339,7 @@ pub fn log_report(confinement: &Confinement) {
             files = r.files.as_str(),
             caps_dropped = r.caps_dropped,
             root = r.root,
+            spawner = r.spawner,
             "tool processes confined: the bot's environment, memory, config and database are out of their reach"
         );
     } else {

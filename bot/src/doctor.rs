@@ -416,10 +416,12 @@ fn sandbox(config: &Config) -> Check {
                  (kernel.unprivileged_userns_clone=1), or run in a container that permits them"
             )),
             files => Verdict::Ok(format!(
-                "files hidden ({}), Landlock ABI {}, bot process protected: {}",
+                "files hidden ({}), Landlock ABI {}, bot process protected: {}, bash calls \
+                 from a standing spawner: {}",
                 files.as_str(),
                 r.landlock_abi,
-                r.bot_process
+                r.bot_process,
+                r.spawner
             )),
         },
         None => Verdict::Fail("tools run unconfined".into()),

@@ -110,12 +110,19 @@ fn assert_no_secret(text: &str) {
 async fn an_approved_command_reads_none_of_the_bots_secrets_and_ordinary_work_goes_on() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path().display();
-    // `$PPID` is sandpiper: bash is its child. `env`: what bash itself was given (it was
-    // started through the launcher, which must pass on only the tools' environment).
+    // The bot is bash's parent (a launcher execs bash) or grandparent (the standing spawner
+    // forks it): found by walking up to the process called `sandpiper`. `$PPID` is the
+    // spawner, which must give away nothing either. `env`: what bash itself was given (only
+    // the tools' environment may reach it).
     let attack = format!(
-        "env; cat /proc/$PPID/environ; echo; \
-         for t in /proc/$PPID/task/*; do cat $t/environ; done; echo; \
-         head -c 64 /proc/$PPID/mem >/dev/null && echo MEM-READ; \
+        "BOT=$$; while [ \"$BOT\" -gt 1 ] && [ \"$(cat /proc/$BOT/comm)\" != sandpiper ]; do \
+           BOT=$(awk '/^PPid:/{{print $2}}' /proc/$BOT/status); done; \
+         echo BOT-IS-$(cat /proc/$BOT/comm); \
+         env; cat /proc/$BOT/environ; echo; \
+         for t in /proc/$BOT/task/*; do cat $t/environ; done; echo; \
+         head -c 64 /proc/$BOT/mem >/dev/null && echo MEM-READ; \
+         cat /proc/$PPID/environ; echo; \
+         head -c 64 /proc/$PPID/mem >/dev/null && echo PARENT-MEM-READ; \
          cat {d}/sandpiper.toml; \
          cat {d}/sandpiper.db {d}/sandpiper.db-wal 2>&1 | grep -a -c {DB_SECRET}; \
          echo DB-CHECKED"
@@ -135,6 +142,7 @@ async fn an_approved_command_reads_none_of_the_bots_secrets_and_ordinary_work_go
     )
     .await;
     let (attacked, worked) = (&results[0], &results[1]);
+    assert!(attacked.contains("BOT-IS-sandpiper\n"), "{attacked}");
     assert_no_secret(attacked);
     assert!(!attacked.contains("MEM-READ"), "{attacked}");
     assert!(attacked.contains("Permission denied"), "{attacked}");
@@ -196,4 +204,47 @@ async fn math_connects_to_no_unix_socket_and_no_port() {
     let out = &results[0];
     assert!(!out.contains("CONNECTED"), "{out}");
     assert!(out.matches("refused").count() >= 2, "{out}");
+}
+
+/// Bash's calls start from the standing spawner where Landlock is on: each call is a fork of
+/// one confined process, in a Landlock domain of its own. A job left running by one call is
+/// out of the next call's reach (as between two launchers), the shell sees SIGPIPE as any
+/// process does (Rust ignores it in its own), and each call still gets its own process
+/// group and working directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_call_starts_from_the_spawner_in_its_own_domain() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let first = "sleep 60 & echo $! > sleeper.pid; echo PARENT-$(cat /proc/$PPID/comm); \
+                 echo GROUP-$(($(ps -o pgid= -p $$) == $$)); pwd";
+    let second = "cat /proc/$(cat sleeper.pid)/environ >/dev/null && echo NEIGHBOUR-READ; \
+                  head -c 1 /proc/$(cat sleeper.pid)/mem >/dev/null && echo NEIGHBOUR-MEM; \
+                  yes | head -c 4; echo; echo PIPE-$?; \
+                  kill $(cat sleeper.pid); echo PARENT-$(cat /proc/$PPID/comm)";
+    let (results, log) = chat(
+        dir.path(),
+        vec![
+            tool_call("s1", "bash", json!({ "command": first })),
+            tool_call("s2", "bash", json!({ "command": second })),
+            text(ANSWER),
+        ],
+    )
+    .await;
+    let (first, second) = (&results[0], &results[1]);
+    let landlock = !log.contains("landlock_abi=0");
+    if landlock {
+        // `comm` holds 15 bytes: the spawner is the small launcher.
+        assert!(first.contains("PARENT-sandpiper-confi\n"), "{first}\n{log}");
+        assert!(second.contains("PARENT-sandpiper-confi"), "{second}");
+    } else {
+        eprintln!("no Landlock here: each call has a launcher of its own");
+    }
+    assert!(first.contains("GROUP-1\n"), "{first}");
+    // The console's workstream works where it was started.
+    let here = dir.path().file_name().expect("a name").to_string_lossy();
+    assert!(first.contains(&*here), "{first}");
+    assert!(!second.contains("NEIGHBOUR-READ"), "{second}");
+    assert!(!second.contains("NEIGHBOUR-MEM"), "{second}");
+    assert!(second.contains("Permission denied"), "{second}");
+    assert!(second.contains("y\ny\n\nPIPE-0"), "{second}");
+    assert!(!second.contains("Broken pipe"), "{second}");
 }

@@ -10,6 +10,7 @@
 //! - [`db_proxy`]: a relay to PostgreSQL that a test can take away and bring back.
 //! - [`harness`]: the real wiring and console channel driven by scripted input.
 //! - [`llama_server`]: a real llama.cpp server (xllamacpp, Gemma 3 270M) on 127.0.0.1.
+//! - [`proc_stat`]: CPU figures of a process and of the tool processes it started.
 //! - [`slack_harness`]: the real Slack channel against the fake Slack.
 
 pub mod db;
@@ -20,4 +21,5 @@ pub mod fake_llm;
 pub mod fake_slack;
 pub mod harness;
 pub mod llama_server;
+pub mod proc_stat;
 pub mod slack_harness;

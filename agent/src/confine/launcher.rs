@@ -51,7 +51,7 @@ const END: &str = "--";
 pub const SMALL: &str = "sandpiper-confine";
 /// What the small launcher answers to `--protocol`: the arguments it reads ([`args`]) are
 /// those of this build. Change the number with the arguments.
-pub const PROTOCOL: &str = concat!("sandpiper-confine/1 ", env!("CARGO_PKG_VERSION"));
+pub const PROTOCOL: &str = concat!("sandpiper-confine/2 ", env!("CARGO_PKG_VERSION"));
 
 /// Whether this binary called [`enter`] (it handles [`ARG0`]).
 static ABLE: AtomicBool = AtomicBool::new(false);
@@ -134,17 +134,26 @@ fn speaks_protocol(path: &Path) -> bool {
 /// The launcher's arguments for starting `program` confined by `plan` as `kind`: what
 /// [`Launch::parse`] reads back.
 pub(super) fn args(plan: &Plan, kind: Kind, program: &OsStr) -> Vec<OsString> {
-    let ruleset = match kind {
-        Kind::Tool => plan.landlock.as_ref(),
-        Kind::Math => plan.landlock_math.as_ref(),
+    let (word, ruleset) = match kind {
+        Kind::Tool => ("tool", plan.landlock.as_ref()),
+        Kind::Math => ("math", plan.landlock_math.as_ref()),
     };
-    let abi = if ruleset.is_some() { plan.abi } else { 0 };
+    args_as(plan, word, ruleset.is_some(), program)
+}
+
+/// The launcher's arguments for starting the standing spawner ([`super::spawner`]): confined
+/// as a tool, then serving spawn requests on its standard input instead of exec'ing.
+pub(super) fn spawner_args(plan: &Plan) -> Vec<OsString> {
+    args_as(plan, SPAWNER, plan.landlock.is_some(), OsStr::new(SPAWNER))
+}
+
+/// The kind word (and program) of the standing spawner.
+const SPAWNER: &str = "spawner";
+
+fn args_as(plan: &Plan, word: &str, landlock: bool, program: &OsStr) -> Vec<OsString> {
+    let abi = if landlock { plan.abi } else { 0 };
     let mut out: Vec<OsString> = vec![
-        match kind {
-            Kind::Tool => "tool",
-            Kind::Math => "math",
-        }
-        .into(),
+        word.into(),
         match plan.hide {
             None => "none",
             Some(HideIn::MountNamespace) => "mount",
@@ -172,6 +181,8 @@ pub(super) fn args(plan: &Plan, kind: Kind, program: &OsStr) -> Vec<OsString> {
 struct Launch {
     plan: Plan,
     kind: Kind,
+    /// Serve spawn requests on stdin instead of exec'ing `program` ([`super::spawner`]).
+    spawner: bool,
     program: OsString,
     rest: Vec<OsString>,
     /// Set once the confinement is in place (an exec error after it is the program's).
@@ -183,9 +194,10 @@ impl Launch {
     fn parse(mut args: impl Iterator<Item = OsString>) -> io::Result<Self> {
         let bad = |what: &str| io::Error::other(format!("bad launcher arguments: {what}"));
         let mut next = |what: &str| args.next().ok_or_else(|| bad(what));
-        let kind = match next("kind")?.to_str() {
-            Some("tool") => Kind::Tool,
-            Some("math") => Kind::Math,
+        let (kind, spawner) = match next("kind")?.to_str() {
+            Some("tool") => (Kind::Tool, false),
+            Some("math") => (Kind::Math, false),
+            Some(SPAWNER) => (Kind::Tool, true),
             _ => return Err(bad("kind")),
         };
         let hide = match next("hide")?.to_str() {
@@ -243,6 +255,7 @@ impl Launch {
                 root,
             },
             kind,
+            spawner,
             program,
             rest,
             confined: false,
@@ -255,6 +268,12 @@ impl Launch {
             return io::Error::other(format!("cannot confine the tool process: {e}"));
         }
         self.confined = true;
+        if self.spawner {
+            return match super::spawner::standing::take_stdin() {
+                Ok(sock) => super::spawner::standing::serve(sock, self.plan.landlock.take()),
+                Err(e) => e,
+            };
+        }
         // The launcher's own environment is only the allow-list it was started with
         // (`confined` clears the bot's), so the program inherits exactly that.
         let e = std::process::Command::new(&self.program)
@@ -312,6 +331,17 @@ mod tests {
             assert_eq!(got.program, "/usr/bin/bash");
             assert_eq!(got.rest, ["-c", "echo -- hi"]);
         }
+    }
+
+    #[test]
+    fn the_spawner_is_confined_as_a_tool_and_asks_for_the_tools_ruleset() {
+        let sent = plan(Some(HideIn::MountNamespace), true);
+        let got = parse(spawner_args(&sent));
+        assert!(got.spawner);
+        assert_eq!(got.kind, Kind::Tool);
+        assert_eq!(got.plan.hidden, sent.hidden);
+        assert!(got.rest.is_empty());
+        assert!(!parse(args(&sent, Kind::Tool, OsStr::new("sh"))).spawner);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 mod blocklist;
 
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -188,17 +188,13 @@ pub(crate) async fn run_command(
     sink: &dyn OutputSink,
     max_bytes: usize,
 ) -> Result<Ran, ToolError> {
-    let mut command = ctx.child_env.command("bash");
-    command
-        .current_dir(&ctx.workdir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    // stdin /dev/null, stdout and stderr piped, killed if dropped before it ends.
+    let mut command = ctx.child_env.tool_command("bash");
+    command.current_dir(&ctx.workdir);
     // Adds `-c` and the command; kills everything it started if this future is dropped
     // half-way.
     let mut tree = ProcessTree::prepare_shell(&mut command, Containment::Auto, command_text);
-    let mut child = command.spawn().map_err(|e| {
+    let mut child = command.spawn().await.map_err(|e| {
         ToolError::model(format!(
             "cannot start bash in {}: {e}",
             ctx.workdir.display()
@@ -208,10 +204,10 @@ pub(crate) async fn run_command(
 
     let (tx, mut rx) = mpsc::channel::<String>(16);
     let mut readers = JoinSet::new();
-    if let Some(out) = child.stdout.take() {
+    if let Some(out) = child.take_stdout() {
         readers.spawn(forward_pieces(out, tx.clone()));
     }
-    if let Some(err) = child.stderr.take() {
+    if let Some(err) = child.take_stderr() {
         readers.spawn(forward_pieces(err, tx.clone()));
     }
     drop(tx);

@@ -25,6 +25,8 @@ use std::time::Duration;
 
 use procfs::Proc;
 
+use crate::confine::tool_process::ToolCommand;
+
 /// The variable that marks every process of one call (value: the call's id).
 pub const MARKER_VAR: &str = "SANDPIPER_CALL_ID";
 
@@ -68,6 +70,47 @@ enum Join {
     ByShell,
 }
 
+/// A command a call's processes start from: what containment sets on it (the marker
+/// variable, a process group of its own, the shell's script). A child of the bot's
+/// (`tokio::process::Command`) or a tool's shell that may start through the standing spawner
+/// ([`ToolCommand`]).
+pub trait Containable {
+    /// Sets an environment variable.
+    fn mark(&mut self, name: &str, value: &str);
+    /// Makes the child lead a process group of its own.
+    fn own_process_group(&mut self);
+    /// Adds an argument.
+    fn push_arg(&mut self, arg: &str);
+}
+
+impl Containable for tokio::process::Command {
+    fn mark(&mut self, name: &str, value: &str) {
+        self.env(name, value);
+    }
+
+    fn own_process_group(&mut self) {
+        self.process_group(0);
+    }
+
+    fn push_arg(&mut self, arg: &str) {
+        self.arg(arg);
+    }
+}
+
+impl Containable for ToolCommand {
+    fn mark(&mut self, name: &str, value: &str) {
+        self.env(name, value);
+    }
+
+    fn own_process_group(&mut self) {
+        ToolCommand::own_process_group(self);
+    }
+
+    fn push_arg(&mut self, arg: &str) {
+        self.arg(arg);
+    }
+}
+
 /// The processes of one call: killed when asked, or when dropped before
 /// [`ProcessTree::release`].
 #[derive(Debug)]
@@ -108,7 +151,7 @@ impl ProcessTree {
     /// the call's cgroup itself instead, with a builtin `echo` into its `cgroup.procs` before
     /// the first word of `script` runs, so nothing the script starts is outside it.
     pub fn prepare_shell(
-        command: &mut tokio::process::Command,
+        command: &mut impl Containable,
         containment: Containment,
         script: &str,
     ) -> Self {
@@ -121,23 +164,20 @@ impl ProcessTree {
             // A cgroup path the shell cannot be given: the marker finds everything.
             tree.drop_cgroup("the cgroup path cannot be quoted for the shell");
         }
-        command.arg("-c");
+        command.push_arg("-c");
         match prelude {
-            Some(prelude) => command.arg(format!("{prelude}{script}")),
-            None => command.arg(script),
-        };
+            Some(prelude) => command.push_arg(&format!("{prelude}{script}")),
+            None => command.push_arg(script),
+        }
         tree
     }
 
     /// The marker, the process group and (where possible) a fresh cgroup for a call.
-    fn contain(
-        command: &mut tokio::process::Command,
-        containment: Containment,
-        join: Join,
-    ) -> Self {
+    fn contain(command: &mut impl Containable, containment: Containment, join: Join) -> Self {
         sweep_leftovers();
         let marker = uuid::Uuid::new_v4().simple().to_string();
-        command.env(MARKER_VAR, &marker).process_group(0);
+        command.mark(MARKER_VAR, &marker);
+        command.own_process_group();
         let cgroup = match containment {
             Containment::Auto => cgroup::CallCgroup::create(&marker),
             Containment::MarkerOnly => None,
@@ -296,6 +336,14 @@ impl Drop for ProcessTree {
 pub(crate) fn signal_kill(p: Proc) {
     if p.pid > 1 && procfs::same(p).is_some() {
         raw_kill(p.pid, libc::SIGKILL);
+    }
+}
+
+/// Kills the process `pid` (a tool's child that is not the bot's own, dropped before it
+/// ended).
+pub(crate) fn kill_pid(pid: libc::pid_t) {
+    if pid > 1 {
+        raw_kill(pid, libc::SIGKILL);
     }
 }
 

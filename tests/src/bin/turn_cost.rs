@@ -16,8 +16,9 @@
 //!   answer's line shows on its stdout (the console prints the answer, then ends the turn's
 //!   line when the turn completes), so whatever sandpiper does between two answers is counted.
 //!   Lines are written one at a time, each after the previous answer.
-//! - sandpiper's CPU is `utime + stime` of `/proc/<pid>/stat` over the measured turns (the
-//!   tool's processes are not in it: they are counted once reaped, in `cutime + cstime`).
+//! - sandpiper's CPU is `utime + stime` of `/proc/<pid>/stat` over the measured turns. The
+//!   tool's processes are not in it: they are counted apart ([`sandpiper_tests::proc_stat`]:
+//!   sandpiper's reaped children, and the standing spawner with what it reaped).
 //! - The tool's own process is measured apart: spawning `bash -c 'echo hi'` and waiting for
 //!   it, N times, from this process.
 //! - "Outside the model and the tool" = wall per turn − model time per turn − tool process
@@ -32,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use sandpiper_tests::proc_stat::TICKS_PER_SECOND;
 
 /// The final answer's text: its line on stdout ends a turn.
 const ANSWER: &str = "turn-finished";
@@ -256,31 +258,18 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// sandpiper's CPU time so far, own and of its reaped children, in clock ticks.
+/// sandpiper's CPU time so far, own and of its tool processes, in clock ticks.
 #[derive(Debug, Clone, Copy, Default)]
 struct Cpu {
     own: u64,
     children: u64,
 }
 
-/// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
-const TICKS_PER_SECOND: f64 = 100.0;
-
 fn cpu(pid: u32) -> anyhow::Result<Cpu> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name may hold spaces; the fields after it are plain numbers.
-    let rest = stat.rsplit_once(')').context("malformed stat")?.1;
-    let fields: Vec<u64> = rest
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    // After the state: ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
-    // utime stime cutime cstime.
-    let field = |i: usize| fields.get(i).copied().context("short stat");
+    let [utime, stime, _, _] = sandpiper_tests::proc_stat::times(pid)?;
     Ok(Cpu {
-        own: field(10)? + field(11)?,
-        children: field(12)? + field(13)?,
+        own: utime + stime,
+        children: sandpiper_tests::proc_stat::tools(pid)?,
     })
 }
 
@@ -457,7 +446,7 @@ fn main() -> anyhow::Result<()> {
     };
     let ticks_ms = |t: u64| t as f64 * 1e3 / TICKS_PER_SECOND / n;
     let own_cpu = ticks_ms(cpu_after.own - cpu_before.own);
-    let child_cpu = ticks_ms(cpu_after.children - cpu_before.children);
+    let child_cpu = ticks_ms(cpu_after.children.saturating_sub(cpu_before.children));
 
     println!(
         "turn_cost: {} turns of `{}` (2 model calls each), {}",
@@ -486,7 +475,7 @@ fn main() -> anyhow::Result<()> {
         wall.p50 - model_p50 - tool.p50
     );
     println!(
-        "  sandpiper CPU per turn {own_cpu:.3} ms (children reaped: {child_cpu:.3} ms; 10 ms ticks)"
+        "  sandpiper CPU per turn {own_cpu:.3} ms (tool processes: {child_cpu:.3} ms; 10 ms ticks)"
     );
     Ok(())
 }

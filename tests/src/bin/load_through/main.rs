@@ -493,7 +493,7 @@ fn print_report(o: &Options, r: &Report, start: Sample, idle: Sample) {
     let ticks_ms = |t: u64| t as f64 * 1e3 / TICKS_PER_SECOND / turns;
     let user = ticks_ms(r.after.utime - r.before.utime);
     let kernel = ticks_ms(r.after.stime - r.before.stime);
-    let children = ticks_ms(r.after.children - r.before.children);
+    let children = ticks_ms(r.after.children.saturating_sub(r.before.children));
     let cpu = user + kernel;
     let ((own_u0, own_s0), (own_u1, own_s1)) = r.own;
     let own = (own_u1 - own_u0 + own_s1 - own_s0) as f64 / 1e6 / turns;
@@ -529,7 +529,9 @@ fn print_report(o: &Options, r: &Report, start: Sample, idle: Sample) {
         "  serve CPU per turn     {cpu:.3} ms: user {user:.3} + kernel {kernel:.3} ({:.0}% kernel; 10 ms ticks)",
         if cpu > 0.0 { kernel / cpu * 100.0 } else { 0.0 }
     );
-    println!("  tool processes         {children:.3} ms CPU per turn (reaped children)");
+    println!(
+        "  tool processes         {children:.3} ms CPU per turn (reaped children, the spawner)"
+    );
     println!(
         "  context switches/turn  {:.1} voluntary, {:.1} involuntary (over {} threads)",
         (r.after.voluntary.saturating_sub(r.before.voluntary)) as f64 / turns,

@@ -145,8 +145,7 @@ impl Serve {
     }
 }
 
-/// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
-pub(crate) const TICKS_PER_SECOND: f64 = 100.0;
+pub(crate) use sandpiper_tests::proc_stat::TICKS_PER_SECOND;
 
 /// `agent.max_concurrent_turns` and `agent.max_turns_per_user` of the measured node: one
 /// person talks in every thread, and at the defaults (16 and 4) most turns would wait for a
@@ -159,7 +158,7 @@ pub(crate) struct Sample {
     /// User and kernel CPU of the process (all its threads, live and exited), in ticks.
     pub(crate) utime: u64,
     pub(crate) stime: u64,
-    /// CPU of its reaped children (the tool's processes), in ticks.
+    /// CPU of the tool's processes (reaped children, and the standing spawner), in ticks.
     pub(crate) children: u64,
     /// Context switches summed over its live threads.
     pub(crate) voluntary: u64,
@@ -171,21 +170,11 @@ pub(crate) struct Sample {
 
 impl Sample {
     pub(crate) fn take(pid: u32) -> anyhow::Result<Self> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-        // The command name may hold spaces; the fields after it are plain numbers.
-        let rest = stat.rsplit_once(')').context("malformed stat")?.1;
-        let fields: Vec<u64> = rest
-            .split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        // After the state: ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
-        // utime stime cutime cstime.
-        let field = |i: usize| fields.get(i).copied().context("short stat");
+        let [utime, stime, _, _] = sandpiper_tests::proc_stat::times(pid)?;
         let mut sample = Self {
-            utime: field(10)?,
-            stime: field(11)?,
-            children: field(12)? + field(13)?,
+            utime,
+            stime,
+            children: sandpiper_tests::proc_stat::tools(pid)?,
             ..Self::default()
         };
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
