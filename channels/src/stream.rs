@@ -24,8 +24,16 @@ pub use tail::{OutputTail, TAIL_BYTES};
 
 /// How often a typing indicator is renewed while a turn runs (Discord's lasts 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
-/// How long a burst of deltas may gather before the next edit (never past the turn's end).
+/// How long a burst of deltas may gather before the next post or edit (never past the
+/// turn's end). An answer that is whole within it is posted once, as it stands at the end,
+/// instead of posted and then edited to drop its Stop button.
 const GATHER: Duration = Duration::from_millis(50);
+/// How long a tool call that runs without asking may run before its line is posted. A call
+/// that ends sooner (most: `ls`, `git status`, a file read) is posted once, finished, instead
+/// of posted running and edited a moment later; one that runs longer shows as running from
+/// then on, and anything posted after it in the thread (an answer, a notice, a card) brings
+/// its line out first, so the order never changes.
+const SHOW_TOOL_AFTER: Duration = Duration::from_millis(250);
 /// Output longer than this many lines (or [`ATTACH_CHARS`]) is attached as a file.
 pub const ATTACH_LINES: usize = 5;
 /// See [`ATTACH_LINES`].
@@ -267,7 +275,23 @@ struct Segment {
     /// Posted chunks: id, text, live.
     sent: Vec<(String, String, bool)>,
     dirty: bool,
+    /// When its first text arrived: the first post waits [`GATHER`] from then.
+    started: Option<Instant>,
     last_flush: Option<Instant>,
+}
+
+impl Segment {
+    /// When the segment's next post or edit is due, if it has something to show.
+    fn due(&self, interval: Duration) -> Option<Instant> {
+        if !self.dirty {
+            return None;
+        }
+        match (self.last_flush, self.started) {
+            (Some(last), _) => Some(last + interval),
+            (None, Some(started)) => Some(started + GATHER),
+            (None, None) => Some(Instant::now()),
+        }
+    }
 }
 
 struct Tool {
@@ -276,6 +300,9 @@ struct Tool {
     streamed: OutputTail,
     dirty: bool,
     last_edit: Option<Instant>,
+    /// Not posted yet: posted at this moment, when it ends, or when something after it is
+    /// posted, whichever comes first ([`SHOW_TOOL_AFTER`]).
+    show_at: Option<Instant>,
 }
 
 struct Renderer<S> {
@@ -319,8 +346,12 @@ impl<S: Surface> Renderer<S> {
             // Typing is renewed on the first wake after it is due; a pending wait line is
             // posted when due.
             let mut wait = self.interval.min(TYPING_EVERY);
-            if let Some((_, due)) = &self.wait {
-                wait = wait.min(due.saturating_duration_since(Instant::now()));
+            let now = Instant::now();
+            let dues = self.wait.iter().map(|(_, due)| *due);
+            let dues = dues.chain(self.tools.values().filter_map(|t| t.show_at));
+            let dues = dues.chain(self.segment.due(self.interval));
+            for due in dues {
+                wait = wait.min(due.saturating_duration_since(now));
             }
             tokio::select! {
                 () = sink.wake.notified() => {
@@ -353,6 +384,7 @@ impl<S: Surface> Renderer<S> {
             self.wait = None;
         }
         if let Some((line, _)) = self.wait.take_if(|(_, due)| Instant::now() >= *due) {
+            self.show_deferred().await;
             self.post(&Post::Waiting(line)).await;
         }
     }
@@ -379,6 +411,7 @@ impl<S: Surface> Renderer<S> {
             TurnEvent::TextDelta(t) => {
                 self.segment.text.push_str(&t);
                 self.segment.dirty = true;
+                self.segment.started.get_or_insert_with(Instant::now);
             }
             TurnEvent::ToolPending(view) => {
                 self.close_segment().await;
@@ -394,7 +427,13 @@ impl<S: Surface> Renderer<S> {
                     output,
                     attached: false,
                 };
-                let id = self.post(&Post::Tool(line.clone())).await;
+                // A call waiting for a person (its card follows) or refused shows at once.
+                let (id, show_at) = if state == ToolState::Running {
+                    (None, Some(Instant::now() + SHOW_TOOL_AFTER))
+                } else {
+                    self.show_deferred().await;
+                    (self.post(&Post::Tool(line.clone())).await, None)
+                };
                 self.order.push(view.call_id.clone());
                 self.tools.insert(
                     view.call_id,
@@ -404,6 +443,7 @@ impl<S: Surface> Renderer<S> {
                         streamed: OutputTail::default(),
                         dirty: false,
                         last_edit: Some(Instant::now()),
+                        show_at,
                     },
                 );
             }
@@ -432,6 +472,7 @@ impl<S: Surface> Renderer<S> {
                 ..
             } => {
                 self.close_segment().await;
+                self.show_deferred().await;
                 if let Err(e) = self
                     .surface
                     .upload(&filename, body.into_bytes(), &comment)
@@ -449,10 +490,12 @@ impl<S: Surface> Renderer<S> {
             }
             TurnEvent::Notice(text) => {
                 self.close_segment().await;
+                self.show_deferred().await;
                 self.post(&Post::Notice(text)).await;
             }
             TurnEvent::Error(text) => {
                 self.close_segment().await;
+                self.show_deferred().await;
                 self.post(&Post::Error(text)).await;
                 return true;
             }
@@ -483,24 +526,51 @@ impl<S: Surface> Renderer<S> {
             ToolState::Done
         };
         let long = output.lines().count() > ATTACH_LINES || output.chars().count() > ATTACH_CHARS;
-        if long {
-            tool.line.output = tail(output, ATTACH_LINES);
-            tool.line.attached = true;
-            let filename = format!("{name}-output.txt");
-            let comment = format!("Full output of `{}`", tool.line.header);
-            if let Err(e) = self
-                .surface
-                .upload(&filename, output.as_bytes().to_vec(), &comment)
-                .await
-            {
-                tracing::warn!(error = %e, call_id, "uploading tool output failed");
-                tool.line.attached = false;
-            }
-        } else {
-            tool.line.output = output.trim_end().to_owned();
-        }
         tool.dirty = true;
         tool.last_edit = None;
+        if !long {
+            tool.line.output = output.trim_end().to_owned();
+            return;
+        }
+        tool.line.output = tail(output, ATTACH_LINES);
+        tool.line.attached = true;
+        let filename = format!("{name}-output.txt");
+        let comment = format!("Full output of `{}`", tool.line.header);
+        // The line goes above its attachment: posted now if it was not yet.
+        self.show_deferred().await;
+        if let Err(e) = self
+            .surface
+            .upload(&filename, output.as_bytes().to_vec(), &comment)
+            .await
+        {
+            tracing::warn!(error = %e, call_id, "uploading tool output failed");
+            if let Some(tool) = self.tools.get_mut(call_id) {
+                tool.line.attached = false;
+                tool.dirty = true;
+            }
+        }
+    }
+
+    /// Posts every tool line still held back ([`SHOW_TOOL_AFTER`]), in order, as it stands:
+    /// something is about to be posted after them.
+    async fn show_deferred(&mut self) {
+        for call_id in &self.order {
+            let Some(tool) = self.tools.get_mut(call_id) else {
+                continue;
+            };
+            if tool.show_at.take().is_none() {
+                continue;
+            }
+            tool.dirty = false;
+            tool.last_edit = Some(Instant::now());
+            tool.id = match self.surface.post(&Post::Tool(tool.line.clone())).await {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    tracing::warn!(error = %e, "posting to the thread failed");
+                    None
+                }
+            };
+        }
     }
 
     /// Ends the current answer segment (a tool line or notice goes below it).
@@ -511,6 +581,18 @@ impl<S: Surface> Renderer<S> {
 
     /// Sends what is due: the answer (throttled, or all of it at the end) and tool lines.
     async fn flush(&mut self, finished: bool) {
+        let now = Instant::now();
+        let segment_due = self.segment.due(self.interval).is_some_and(|at| at <= now);
+        // A tool line held back goes out when due, once it ended, or before the answer
+        // that follows it is posted.
+        let held_due = self.tools.values().any(|t| {
+            t.show_at.is_some_and(|at| {
+                at <= now || finished || segment_due || t.line.state != ToolState::Running
+            })
+        });
+        if held_due {
+            self.show_deferred().await;
+        }
         let due = |last: Option<Instant>, interval: Duration| {
             last.is_none_or(|t| t.elapsed() >= interval)
         };
@@ -531,7 +613,7 @@ impl<S: Surface> Renderer<S> {
                 }
             }
         }
-        if finished || (self.segment.dirty && due(self.segment.last_flush, self.interval)) {
+        if finished || segment_due {
             self.flush_segment(finished).await;
         }
     }
@@ -548,7 +630,9 @@ impl<S: Surface> Renderer<S> {
         }
         seg.dirty = false;
         seg.last_flush = Some(Instant::now());
-        let chunks = split_message(&seg.text, self.surface.limit());
+        let text = seg.text.clone();
+        self.show_deferred().await;
+        let chunks = split_message(&text, self.surface.limit());
         let n = chunks.len();
         for (i, chunk) in chunks.into_iter().enumerate() {
             let live = !last && i + 1 == n;

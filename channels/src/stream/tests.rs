@@ -133,14 +133,15 @@ async fn tools_get_their_own_line_and_long_output_is_attached() {
             attached,
         })
     };
+    // The call ended within SHOW_TOOL_AFTER: its line is posted once, finished, above the
+    // attachment.
     assert_eq!(
         ops,
         vec![
             Op::Post("m0".into(), answer("Let me look.", false)),
-            Op::Post("m1".into(), line(ToolState::Running, "", false)),
+            Op::Post("m1".into(), line(ToolState::Done, "6\n7\n8\n9\n10", true)),
             Op::Upload("bash-output.txt".into(), output),
-            Op::Edit("m1".into(), line(ToolState::Done, "6\n7\n8\n9\n10", true)),
-            Op::Post("m4".into(), answer("Done.", false)),
+            Op::Post("m3".into(), answer("Done.", false)),
         ]
     );
 }
@@ -216,7 +217,8 @@ async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
     sink.settle().await;
     tokio::time::sleep(Duration::from_millis(2000)).await;
     let ops = surface.ops.lock().unwrap().clone();
-    let Some(Op::Edit(_, Post::Tool(line))) = ops.last() else {
+    // Posted once the call outlasted SHOW_TOOL_AFTER, with what it printed by then.
+    let Some(Op::Post(_, Post::Tool(line)) | Op::Edit(_, Post::Tool(line))) = ops.last() else {
         panic!("{ops:?}");
     };
     assert_eq!(
@@ -303,8 +305,8 @@ async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_at
     assert_eq!(
         ops,
         vec![
-            Op::Post("m0".into(), line(ToolState::Running, "")),
-            Op::Edit(
+            // Shown once it had run SHOW_TOOL_AFTER, with the latest status by then.
+            Op::Post(
                 "m0".into(),
                 line(
                     ToolState::Running,
@@ -357,6 +359,132 @@ async fn a_wait_for_a_place_is_shown_only_when_it_outlasts_the_grace() {
         vec![
             Op::Post("m0".into(), line),
             Op::Post("m1".into(), answer("Slow.", false))
+        ]
+    );
+}
+
+fn bash_pending(call_id: &str, needs_approval: bool) -> TurnEvent {
+    TurnEvent::ToolPending(ToolCallView {
+        call_id: call_id.into(),
+        name: "bash".into(),
+        header: format!("bash: {call_id}"),
+        preview: String::new(),
+        needs_approval,
+        error: None,
+    })
+}
+
+fn bash_line(call_id: &str, state: ToolState, output: &str) -> Post {
+    Post::Tool(ToolLine {
+        name: "bash".into(),
+        header: format!("bash: {call_id}"),
+        state,
+        output: output.into(),
+        attached: false,
+    })
+}
+
+fn end() -> TurnEvent {
+    TurnEvent::TurnComplete {
+        text: String::new(),
+        cancelled: false,
+    }
+}
+
+/// An answer whole within GATHER is posted once as it ends: no live post to edit.
+#[tokio::test(start_paused = true)]
+async fn a_quick_answer_is_posted_once_as_it_stands_at_the_end() {
+    let surface = recorder(2000);
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(1500),
+        &Tasks::new(Default::default()),
+    );
+    sink.event(TurnEvent::TextDelta("Hel".into()));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    sink.event(TurnEvent::TextDelta("lo".into()));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    sink.event(end());
+    task.await.unwrap();
+    let ops = surface.ops.lock().unwrap().clone();
+    assert_eq!(ops, vec![Op::Post("m0".into(), answer("Hello", false))]);
+}
+
+/// A call that outlasts SHOW_TOOL_AFTER shows as running, then is edited when it ends.
+#[tokio::test(start_paused = true)]
+async fn a_slow_call_shows_running_once_it_outlasts_the_grace() {
+    let surface = recorder(2000);
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(1500),
+        &Tasks::new(Default::default()),
+    );
+    sink.event(bash_pending("c1", false));
+    tokio::time::sleep(SHOW_TOOL_AFTER / 2).await;
+    assert_eq!(surface.ops.lock().unwrap().clone(), vec![]);
+    tokio::time::sleep(SHOW_TOOL_AFTER).await;
+    assert_eq!(
+        surface.ops.lock().unwrap().clone(),
+        vec![Op::Post(
+            "m0".into(),
+            bash_line("c1", ToolState::Running, "")
+        )]
+    );
+    sink.event(TurnEvent::ToolResult {
+        call_id: "c1".into(),
+        name: "bash".into(),
+        output: "hi".into(),
+        is_error: false,
+        approval: None,
+    });
+    sink.event(end());
+    task.await.unwrap();
+    assert_eq!(
+        surface.ops.lock().unwrap().clone(),
+        vec![
+            Op::Post("m0".into(), bash_line("c1", ToolState::Running, "")),
+            Op::Edit("m0".into(), bash_line("c1", ToolState::Done, "hi")),
+        ]
+    );
+}
+
+/// A line held back goes out before anything posted after it: a notice, a call that waits
+/// for approval (its card follows at once), the answer.
+#[tokio::test(start_paused = true)]
+async fn a_held_back_line_goes_out_before_what_follows_it() {
+    let surface = recorder(2000);
+    let (sink, task) = start(
+        surface.clone(),
+        Duration::from_millis(1500),
+        &Tasks::new(Default::default()),
+    );
+    sink.event(bash_pending("c1", false));
+    sink.event(TurnEvent::Notice("note".into()));
+    sink.event(bash_pending("c2", false));
+    sink.event(bash_pending("c3", true));
+    sink.settle().await;
+    assert_eq!(
+        surface.ops.lock().unwrap().clone(),
+        vec![
+            Op::Post("m0".into(), bash_line("c1", ToolState::Running, "")),
+            Op::Post("m1".into(), Post::Notice("note".into())),
+            Op::Post("m2".into(), bash_line("c2", ToolState::Running, "")),
+            Op::Post(
+                "m3".into(),
+                bash_line("c3", ToolState::AwaitingApproval, "")
+            ),
+        ]
+    );
+    sink.event(bash_pending("c4", false));
+    sink.event(TurnEvent::TextDelta("Done.".into()));
+    sink.event(end());
+    task.await.unwrap();
+    let ops = surface.ops.lock().unwrap().clone();
+    assert_eq!(
+        ops[4..],
+        [
+            Op::Post("m4".into(), bash_line("c4", ToolState::Running, "")),
+            Op::Post("m5".into(), answer("Done.", false)),
         ]
     );
 }
