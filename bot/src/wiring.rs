@@ -170,6 +170,7 @@ pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
 pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, WiringError> {
     let model = build_model(&config)?;
     let store = open_store(&config).await?;
+    sandpiper_agent::store::recall::index_in_background(store.clone());
     let mcp = start_mcp_with_env(&config, host.env, &host.protected_files).await;
     sync_prompt_templates(&mcp, store.clone());
     tracing::info!(

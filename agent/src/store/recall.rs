@@ -1,7 +1,11 @@
 //! Full-text search over conversation history, for the `recall` tool.
 //!
-//! SQLite searches the external-content FTS5 table `messages_fts` (kept in step with `messages`
-//! by triggers) ranked by `bm25()`; PostgreSQL searches the generated `messages.search`
+//! SQLite searches the external-content FTS5 table `messages_fts` ranked by `bm25()`. The
+//! index is brought up to date in batches ([`Store::index_recall`]): before every search, and
+//! every few seconds in the background ([`index_in_background`]), not on every insert, where
+//! it wrote about half the pages of each commit of a turn; deletes and updates of indexed
+//! messages still go through triggers (`migrations/sqlite/0022_recall_in_batches.sql`).
+//! PostgreSQL searches the generated `messages.search`
 //! tsvector (GIN-indexed) ranked by `ts_rank`. Both split text into runs of letters and digits
 //! without stemming, so both find the same messages (see `migrations/*/0004_recall.sql`), except
 //! that only SQLite folds diacritics (`cafe` finds `café`; PostgreSQL would need `unaccent`).
@@ -20,6 +24,11 @@ use super::{Backend, Store, StoreError};
 pub const MAX_LIMIT: usize = 100;
 /// Terms of a query beyond this many are ignored (keeps the query small).
 const MAX_TERMS: usize = 32;
+/// Most messages one transaction adds to the index; a longer backlog takes several.
+const INDEX_BATCH: i64 = 2000;
+/// How often [`index_in_background`] indexes what is new: a search never waits for more than
+/// a few seconds' worth of messages.
+pub const INDEX_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// One message that matched a search: enough to cite it and to find it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +84,8 @@ impl Store {
     ) -> Result<Vec<RecallHit>, StoreError> {
         let terms = search_terms(query)?;
         let limit = i64::try_from(limit.clamp(1, MAX_LIMIT)).unwrap_or(1);
+        // Every message stored before the search is found.
+        self.index_recall().await?;
         let mut rows = Vec::new();
         for any in [false, true] {
             if any && terms.len() < 2 {
@@ -98,6 +109,93 @@ impl Store {
         let words: Vec<String> = terms.into_iter().flat_map(|t| t.words).collect();
         Ok(rows.into_iter().map(|row| hit(&words, row)).collect())
     }
+}
+
+impl Store {
+    /// Adds the messages stored since the last time to SQLite's full-text index; returns how
+    /// many. A no-op on PostgreSQL, whose search column is indexed with its row.
+    ///
+    /// Each batch is one transaction that takes the write lock first, so two catch-ups never
+    /// index a message twice: the second waits, then starts from where the first ended.
+    pub async fn index_recall(&self) -> Result<u64, StoreError> {
+        if self.backend() != Backend::Sqlite {
+            return Ok(0);
+        }
+        let mut total = 0;
+        loop {
+            // Read first, without the write lock: nothing new is the common case.
+            let (last, newest): (i64, Option<i64>) = sqlx::query_as(
+                "SELECT last_id, (SELECT MAX(id) FROM messages) FROM recall_indexed WHERE id = 1",
+            )
+            .fetch_one(self.pool())
+            .await?;
+            if newest.is_none_or(|newest| newest <= last) {
+                return Ok(total);
+            }
+            let indexed = self.index_recall_batch().await?;
+            total += indexed;
+            if indexed == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Indexes up to [`INDEX_BATCH`] messages past `recall_indexed.last_id`.
+    async fn index_recall_batch(&self) -> Result<u64, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let (last,): (i64,) = sqlx::query_as(
+            "UPDATE recall_indexed SET last_id = last_id WHERE id = 1 RETURNING last_id",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let (upto,): (Option<i64>,) = sqlx::query_as(
+            "SELECT MAX(id) FROM (SELECT id FROM messages WHERE id > $1 ORDER BY id LIMIT $2)",
+        )
+        .bind(last)
+        .bind(INDEX_BATCH)
+        .fetch_one(&mut *tx)
+        .await?;
+        let Some(upto) = upto else {
+            tx.rollback().await?;
+            return Ok(0);
+        };
+        let indexed = sqlx::query(
+            "INSERT INTO messages_fts (rowid, content, tool_calls, name) \
+             SELECT id, content, tool_calls, name FROM messages WHERE id > $1 AND id <= $2 \
+             ORDER BY id",
+        )
+        .bind(last)
+        .bind(upto)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query("UPDATE recall_indexed SET last_id = $1 WHERE id = 1")
+            .bind(upto)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(indexed)
+    }
+}
+
+/// Keeps SQLite's full-text index at most [`INDEX_EVERY`] behind while the process runs (a
+/// task on the current runtime; nothing on PostgreSQL).
+pub fn index_in_background(store: Store) {
+    if store.backend() != Backend::Sqlite {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(INDEX_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            match store.index_recall().await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(messages = n, "recall index brought up to date"),
+                Err(e) => tracing::warn!(error = %e, "indexing messages for recall failed"),
+            }
+        }
+    });
 }
 
 /// One whitespace-separated term of a query, reduced to what is safe to search for.
@@ -272,6 +370,62 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(find(&store, "quince", Some("al"), "b").await, []);
+        integrity_check(&store).await;
+    }
+
+    #[tokio::test]
+    async fn messages_changed_or_deleted_before_they_were_indexed_leave_the_index_sound() {
+        let store = store_with(vec![
+            ("a", 0, Message::user("indexed apricot"), Some("al")),
+            ("a", 1, Message::user("pending apricot"), Some("al")),
+        ])
+        .await;
+        assert_eq!(store.index_recall().await.unwrap(), 2);
+        assert_eq!(store.index_recall().await.unwrap(), 0);
+        for (seq, text) in [(2, "fig to change"), (3, "fig to delete")] {
+            store
+                .append_message("a", seq, &Message::user(text), Some("al"))
+                .await
+                .unwrap();
+        }
+        // Neither is in the index yet: the triggers leave it alone.
+        sqlx::query("UPDATE messages SET content = 'changed damson' WHERE seq = 2")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM messages WHERE seq = 3")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        // Once caught up, the index holds exactly the messages table (the check compares
+        // every row, so it fails while messages wait to be indexed).
+        assert_eq!(store.index_recall().await.unwrap(), 1);
+        integrity_check(&store).await;
+        assert_eq!(find(&store, "fig", None, "a").await, []);
+        assert_eq!(find(&store, "damson", None, "a").await, at(&[("a", 2)]));
+        assert_eq!(
+            find(&store, "apricot", None, "a").await,
+            at(&[("a", 1), ("a", 0)])
+        );
+        integrity_check(&store).await;
+    }
+
+    #[tokio::test]
+    async fn a_backlog_longer_than_a_batch_is_indexed_in_several() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", None).await.unwrap();
+        let n = INDEX_BATCH + 5;
+        sqlx::query(
+            "WITH RECURSIVE c(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM c WHERE x + 1 < $1) \
+             INSERT INTO messages (workstream, seq, role, content, created_at) \
+             SELECT 'w', x, 'user', 'quokka ' || x, 0 FROM c",
+        )
+        .bind(n)
+        .execute(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(store.index_recall().await.unwrap(), n as u64);
+        assert_eq!(find(&store, "quokka", None, "w").await.len(), 20);
         integrity_check(&store).await;
     }
 
