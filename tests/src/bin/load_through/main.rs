@@ -3,9 +3,11 @@
 //! the fakes of this crate and an instant model, all in this process on 127.0.0.1.
 //!
 //! `load_through --through slack|discord [--threads N] [--turns M] [--rate TURNS_PER_S]
-//! [--bin PATH] [--tool bash|none] [--idle SECS] [--db-connections N]`; prints one report
-//! (`--db-connections`: the node's `[database] max_connections`; unset, sandpiper's default). The binary defaults to
-//! `target/release/sandpiper` (`cargo build --release -p sandpiper`).
+//! [--bin PATH] [--tool bash|none] [--idle SECS] [--db-connections N] [--places P] [--grow]`;
+//! prints one report (`--db-connections`: the node's `[database] max_connections`; unset,
+//! sandpiper's default; `--places`: its `max_concurrent_turns` and `max_turns_per_user`,
+//! 4096 unless given). The binary defaults to `target/release/sandpiper` (`cargo build
+//! --release -p sandpiper`).
 //!
 //! - N workstreams are opened first (Slack: a mention in N channels, each answer's thread is
 //!   a workstream; Discord: N mentions in the text channel, each opens a thread). That turn
@@ -24,6 +26,11 @@
 //! - Serve's RSS before the first workstream, after the run and after `--idle` seconds.
 //! - Added latency = wall from sending a message to its answer shown − the mean model time
 //!   of a turn (a few microseconds).
+//! - `--grow`: then N more workstreams are opened and given M turns each the same way, and
+//!   the RSS they added is reported per workstream, right after their turns and after
+//!   `--idle`. The first N paid for everything a node sets up once (connections, caches,
+//!   the allocator's arenas, the binary's pages) and for the turns in flight, so this is
+//!   what one more live workstream costs.
 
 mod model;
 mod serve;
@@ -59,6 +66,10 @@ struct Options {
     idle: Duration,
     /// `[database] max_connections` of the measured node (`None`: sandpiper's default).
     db_connections: Option<u32>,
+    /// `max_concurrent_turns` and `max_turns_per_user` of the measured node.
+    places: usize,
+    /// Open a second wave of workstreams and report the RSS each added.
+    grow: bool,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -72,6 +83,8 @@ fn options() -> anyhow::Result<Options> {
         tool: Tool::Bash,
         idle: Duration::from_secs(10),
         db_connections: None,
+        places: serve::PLACES,
+        grow: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -89,6 +102,8 @@ fn options() -> anyhow::Result<Options> {
             "--db-connections" => {
                 o.db_connections = Some(args.next().context("--db-connections N")?.parse()?);
             }
+            "--places" => o.places = args.next().context("--places P")?.parse()?,
+            "--grow" => o.grow = true,
             "--idle" => {
                 o.idle = Duration::from_secs_f64(args.next().context("--idle SECS")?.parse()?);
             }
@@ -321,11 +336,13 @@ async fn closed(
     platform: &Platform,
     waiting: &Arc<Waiting>,
     threads: &[Thread],
+    first: usize,
     turns: usize,
 ) -> anyhow::Result<Run> {
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, thread) in threads.iter().enumerate() {
+        let i = first + i;
         let (platform, waiting, thread) = (platform.clone(), waiting.clone(), thread.clone());
         tasks.spawn(async move {
             let mut walls = Vec::with_capacity(turns);
@@ -388,7 +405,14 @@ async fn main() -> anyhow::Result<()> {
         model: &model.base_url,
         platform: &base,
     };
-    let mut serve = Serve::start(&o.bin, dir.path(), o.through, &fakes, o.db_connections)?;
+    let mut serve = Serve::start(
+        &o.bin,
+        dir.path(),
+        o.through,
+        &fakes,
+        o.db_connections,
+        o.places,
+    )?;
     let pid = serve.pid();
     platform.wait_ready(&mut serve).await?;
     tokio::time::sleep(SETTLE).await;
@@ -402,9 +426,27 @@ async fn main() -> anyhow::Result<()> {
     serve.check_alive()?;
     tokio::time::sleep(o.idle).await;
     let idle = Sample::take(pid)?;
+    let growth = match o.grow {
+        true => match grow(&o, &platform, &waiting, pid, (report.after, idle)).await {
+            Ok(g) => Some(g),
+            Err(e) => anyhow::bail!("{e:#}\nserve's log, last lines:\n{}", serve.log_tail(40)),
+        },
+        false => None,
+    };
     drop(serve);
 
     print_report(&o, &report, at_start, idle);
+    if let Some(g) = growth {
+        let per = |(a, b): (u64, u64)| (b as f64 - a as f64) / o.threads as f64;
+        println!(
+            "  RSS per added live workstream (a second wave of {}, {} turns each): {:+.1} KiB right after its turns, {:+.1} KiB after {:.0} s idle",
+            o.threads,
+            o.turns,
+            per(g.after),
+            per(g.idle),
+            o.idle.as_secs_f64()
+        );
+    }
     // serve asks the model once at start-up (no turn in it); more would be a harness bug.
     let bad = model.clock.bad.load(Ordering::Relaxed);
     println!("  model requests naming no turn: {bad}");
@@ -431,17 +473,7 @@ async fn measure(
 ) -> anyhow::Result<Report> {
     // Open the workstreams, all at once.
     let opening = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..o.threads {
-        let (platform, waiting) = (platform.clone(), waiting.clone());
-        tasks.spawn(async move { (i, platform.open(&waiting, i).await) });
-    }
-    let mut threads = vec![None; o.threads];
-    while let Some(done) = tasks.join_next().await {
-        let (i, thread) = done?;
-        threads[i] = Some(thread?);
-    }
-    let threads: Vec<Thread> = threads.into_iter().flatten().collect();
+    let threads = open_all(platform, waiting, 0..o.threads).await?;
     let opened = opening.elapsed();
     tokio::time::sleep(SETTLE).await;
 
@@ -450,7 +482,7 @@ async fn measure(
     let before = Sample::take(pid)?;
     let own_before = serve::own_cpu_nanos();
     let run = match o.rate {
-        None => closed(platform, waiting, &threads, o.turns).await?,
+        None => closed(platform, waiting, &threads, 0, o.turns).await?,
         Some(rate) => paced(platform, waiting, &threads, o.turns, rate).await?,
     };
     tokio::time::sleep(SETTLE).await;
@@ -476,6 +508,53 @@ async fn measure(
             model_after.2 - model_before.2,
         ),
         calls,
+    })
+}
+
+/// Opens workstreams `range`, all at once; returns where each one's messages go, in order.
+async fn open_all(
+    platform: &Platform,
+    waiting: &Arc<Waiting>,
+    range: std::ops::Range<usize>,
+) -> anyhow::Result<Vec<Thread>> {
+    let first = range.start;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in range.clone() {
+        let (platform, waiting) = (platform.clone(), waiting.clone());
+        tasks.spawn(async move { (i, platform.open(&waiting, i).await) });
+    }
+    let mut threads = vec![None; range.len()];
+    while let Some(done) = tasks.join_next().await {
+        let (i, thread) = done?;
+        threads[i - first] = Some(thread?);
+    }
+    Ok(threads.into_iter().flatten().collect())
+}
+
+/// RSS of serve as `--grow` saw it: right after the first wave's turns, after its idle, and
+/// the same after the second wave's.
+struct Growth {
+    after: (u64, u64),
+    idle: (u64, u64),
+}
+
+/// `--grow`: a second wave of `o.threads` workstreams, `o.turns` turns each.
+async fn grow(
+    o: &Options,
+    platform: &Platform,
+    waiting: &Arc<Waiting>,
+    pid: u32,
+    first_wave: (Sample, Sample),
+) -> anyhow::Result<Growth> {
+    let threads = open_all(platform, waiting, o.threads..2 * o.threads).await?;
+    closed(platform, waiting, &threads, o.threads, o.turns).await?;
+    tokio::time::sleep(SETTLE).await;
+    let after = Sample::take(pid)?;
+    tokio::time::sleep(o.idle).await;
+    let idle = Sample::take(pid)?;
+    Ok(Growth {
+        after: (first_wave.0.rss_kib, after.rss_kib),
+        idle: (first_wave.1.rss_kib, idle.rss_kib),
     })
 }
 

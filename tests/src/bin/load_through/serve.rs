@@ -62,6 +62,7 @@ impl Serve {
         through: Through,
         fakes: &Fakes<'_>,
         db_connections: Option<u32>,
+        places: usize,
     ) -> anyhow::Result<Self> {
         let pool = db_connections.map_or(String::new(), |n| format!("max_connections = {n}\n"));
         let work = dir.join("work");
@@ -85,7 +86,6 @@ impl Serve {
                 db = dir.join("sandpiper.db").display(),
                 model = fakes.model,
                 work = work.display(),
-                places = PLACES,
             ),
         )?;
         let log = dir.join("serve.log");
@@ -147,10 +147,11 @@ impl Serve {
 
 pub(crate) use sandpiper_tests::proc_stat::TICKS_PER_SECOND;
 
-/// `agent.max_concurrent_turns` and `agent.max_turns_per_user` of the measured node: one
-/// person talks in every thread, and at the defaults (16 and 4) most turns would wait for a
-/// place, so the run would measure the limiter's queue, not what a turn costs.
-const PLACES: usize = 4096;
+/// `agent.max_concurrent_turns` and `agent.max_turns_per_user` of the measured node unless
+/// `--places` says otherwise: one person talks in every thread, and at the defaults (16 and
+/// 4) most turns would wait for a place, so the run would measure the limiter's queue, not
+/// what a turn costs.
+pub(crate) const PLACES: usize = 4096;
 
 /// What `/proc` says about a process at one moment.
 #[derive(Debug, Clone, Copy, Default)]
