@@ -24,16 +24,15 @@ pub use tail::{OutputTail, TAIL_BYTES};
 
 /// How often a typing indicator is renewed while a turn runs (Discord's lasts 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
-/// How long a burst of deltas may gather before the next post or edit (never past the
-/// turn's end). An answer that is whole within it is posted once, as it stands at the end,
-/// instead of posted and then edited to drop its Stop button.
+/// How long a burst of deltas may gather before the next edit (never past the turn's end).
 const GATHER: Duration = Duration::from_millis(50);
-/// How long a tool call that runs without asking may run before its line is posted. A call
-/// that ends sooner (most: `ls`, `git status`, a file read) is posted once, finished, instead
-/// of posted running and edited a moment later; one that runs longer shows as running from
-/// then on, and anything posted after it in the thread (an answer, a notice, a card) brings
-/// its line out first, so the order never changes.
-const SHOW_TOOL_AFTER: Duration = Duration::from_millis(250);
+/// How long the first post of an answer, or of a tool call that runs without asking, is held
+/// back. What is whole by then is posted once, as it ends: an answer without the Stop button
+/// it would have been edited to drop, a call (most: `ls`, `git status`, a file read) finished
+/// instead of posted running and edited a moment later. What takes longer shows from then on
+/// as before; anything posted after a held-back line (an answer, a notice, a card) brings it
+/// out first, so the order never changes.
+const HOLD_FIRST_POST: Duration = Duration::from_millis(250);
 /// Output longer than this many lines (or [`ATTACH_CHARS`]) is attached as a file.
 pub const ATTACH_LINES: usize = 5;
 /// See [`ATTACH_LINES`].
@@ -275,7 +274,7 @@ struct Segment {
     /// Posted chunks: id, text, live.
     sent: Vec<(String, String, bool)>,
     dirty: bool,
-    /// When its first text arrived: the first post waits [`GATHER`] from then.
+    /// When its first text arrived: the first post waits [`HOLD_FIRST_POST`] from then.
     started: Option<Instant>,
     last_flush: Option<Instant>,
 }
@@ -288,7 +287,7 @@ impl Segment {
         }
         match (self.last_flush, self.started) {
             (Some(last), _) => Some(last + interval),
-            (None, Some(started)) => Some(started + GATHER),
+            (None, Some(started)) => Some(started + HOLD_FIRST_POST),
             (None, None) => Some(Instant::now()),
         }
     }
@@ -301,7 +300,7 @@ struct Tool {
     dirty: bool,
     last_edit: Option<Instant>,
     /// Not posted yet: posted at this moment, when it ends, or when something after it is
-    /// posted, whichever comes first ([`SHOW_TOOL_AFTER`]).
+    /// posted, whichever comes first ([`HOLD_FIRST_POST`]).
     show_at: Option<Instant>,
 }
 
@@ -429,7 +428,7 @@ impl<S: Surface> Renderer<S> {
                 };
                 // A call waiting for a person (its card follows) or refused shows at once.
                 let (id, show_at) = if state == ToolState::Running {
-                    (None, Some(Instant::now() + SHOW_TOOL_AFTER))
+                    (None, Some(Instant::now() + HOLD_FIRST_POST))
                 } else {
                     self.show_deferred().await;
                     (self.post(&Post::Tool(line.clone())).await, None)
@@ -551,7 +550,7 @@ impl<S: Surface> Renderer<S> {
         }
     }
 
-    /// Posts every tool line still held back ([`SHOW_TOOL_AFTER`]), in order, as it stands:
+    /// Posts every tool line still held back ([`HOLD_FIRST_POST`]), in order, as it stands:
     /// something is about to be posted after them.
     async fn show_deferred(&mut self) {
         for call_id in &self.order {

@@ -81,7 +81,8 @@ async fn text_streams_into_one_message_edited_no_faster_than_the_interval() {
     assert_eq!(
         ops,
         vec![
-            Op::Post("m0".into(), answer("Hel", true)),
+            // Held back HOLD_FIRST_POST (250 ms): the first post has what came by then.
+            Op::Post("m0".into(), answer("Hello, ", true)),
             Op::Edit("m0".into(), answer("Hello, world", true)),
             Op::Edit("m0".into(), answer("Hello, world", false)),
         ]
@@ -133,7 +134,7 @@ async fn tools_get_their_own_line_and_long_output_is_attached() {
             attached,
         })
     };
-    // The call ended within SHOW_TOOL_AFTER: its line is posted once, finished, above the
+    // The call ended within HOLD_FIRST_POST: its line is posted once, finished, above the
     // attachment.
     assert_eq!(
         ops,
@@ -217,7 +218,7 @@ async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
     sink.settle().await;
     tokio::time::sleep(Duration::from_millis(2000)).await;
     let ops = surface.ops.lock().unwrap().clone();
-    // Posted once the call outlasted SHOW_TOOL_AFTER, with what it printed by then.
+    // Posted once the call outlasted HOLD_FIRST_POST, with what it printed by then.
     let Some(Op::Post(_, Post::Tool(line)) | Op::Edit(_, Post::Tool(line))) = ops.last() else {
         panic!("{ops:?}");
     };
@@ -305,7 +306,7 @@ async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_at
     assert_eq!(
         ops,
         vec![
-            // Shown once it had run SHOW_TOOL_AFTER, with the latest status by then.
+            // Shown once it had run HOLD_FIRST_POST, with the latest status by then.
             Op::Post(
                 "m0".into(),
                 line(
@@ -391,7 +392,7 @@ fn end() -> TurnEvent {
     }
 }
 
-/// An answer whole within GATHER is posted once as it ends: no live post to edit.
+/// An answer whole within HOLD_FIRST_POST is posted once as it ends: no live post to edit.
 #[tokio::test(start_paused = true)]
 async fn a_quick_answer_is_posted_once_as_it_stands_at_the_end() {
     let surface = recorder(2000);
@@ -410,7 +411,7 @@ async fn a_quick_answer_is_posted_once_as_it_stands_at_the_end() {
     assert_eq!(ops, vec![Op::Post("m0".into(), answer("Hello", false))]);
 }
 
-/// A call that outlasts SHOW_TOOL_AFTER shows as running, then is edited when it ends.
+/// A call that outlasts HOLD_FIRST_POST shows as running, then is edited when it ends.
 #[tokio::test(start_paused = true)]
 async fn a_slow_call_shows_running_once_it_outlasts_the_grace() {
     let surface = recorder(2000);
@@ -420,9 +421,9 @@ async fn a_slow_call_shows_running_once_it_outlasts_the_grace() {
         &Tasks::new(Default::default()),
     );
     sink.event(bash_pending("c1", false));
-    tokio::time::sleep(SHOW_TOOL_AFTER / 2).await;
+    tokio::time::sleep(HOLD_FIRST_POST / 2).await;
     assert_eq!(surface.ops.lock().unwrap().clone(), vec![]);
-    tokio::time::sleep(SHOW_TOOL_AFTER).await;
+    tokio::time::sleep(HOLD_FIRST_POST).await;
     assert_eq!(
         surface.ops.lock().unwrap().clone(),
         vec![Op::Post(
