@@ -294,7 +294,9 @@ fn format_duration(d: Duration) -> String {
 /// Reads `reader` and sends it on as pieces of whole lines (with their newlines), cutting
 /// lines longer than [`MAX_PIECE_BYTES`] so memory stays bounded.
 async fn forward_pieces<R: AsyncRead + Unpin>(reader: R, tx: mpsc::Sender<String>) {
-    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    // A piece at most per read: each call in flight holds two of these buffers, and a
+    // bigger one only meant fewer reads of a command that prints megabytes.
+    let mut reader = BufReader::with_capacity(MAX_PIECE_BYTES, reader);
     let mut pending: Vec<u8> = Vec::new();
     loop {
         let buf = match reader.fill_buf().await {
