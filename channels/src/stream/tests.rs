@@ -43,6 +43,21 @@ impl Surface for Recorder {
     }
 }
 
+impl Recorder {
+    /// What was done on the surface so far, in order.
+    fn ops(&self) -> Vec<Op> {
+        self.ops.lock().unwrap().clone()
+    }
+}
+
+/// A renderer of one turn on `surface`, editing no faster than `interval`.
+fn render_on(
+    surface: &Arc<Recorder>,
+    interval: Duration,
+) -> (StreamSink, tokio::task::JoinHandle<()>) {
+    start(surface.clone(), interval, &Tasks::new(Default::default()))
+}
+
 fn recorder(limit: usize) -> Arc<Recorder> {
     Arc::new(Recorder {
         ops: Mutex::default(),
@@ -60,11 +75,7 @@ fn answer(text: &str, live: bool) -> Post {
 #[tokio::test(start_paused = true)]
 async fn text_streams_into_one_message_edited_no_faster_than_the_interval() {
     let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(1500),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(1500));
     sink.event(TurnEvent::TextDelta("Hel".into()));
     sink.settle().await;
     for piece in ["lo", ", ", "wor", "ld"] {
@@ -77,7 +88,7 @@ async fn text_streams_into_one_message_edited_no_faster_than_the_interval() {
         cancelled: false,
     });
     task.await.unwrap();
-    let ops = surface.ops.lock().unwrap().clone();
+    let ops = surface.ops();
     assert_eq!(
         ops,
         vec![
@@ -92,11 +103,7 @@ async fn text_streams_into_one_message_edited_no_faster_than_the_interval() {
 #[tokio::test(start_paused = true)]
 async fn tools_get_their_own_line_and_long_output_is_attached() {
     let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(1500),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(1500));
     sink.event(TurnEvent::TextDelta("Let me look.".into()));
     sink.event(TurnEvent::ToolPending(ToolCallView {
         call_id: "c1".into(),
@@ -124,7 +131,7 @@ async fn tools_get_their_own_line_and_long_output_is_attached() {
         cancelled: false,
     });
     task.await.unwrap();
-    let ops = surface.ops.lock().unwrap().clone();
+    let ops = surface.ops();
     let line = |state, out: &str, attached| {
         Post::Tool(ToolLine {
             name: "bash".into(),
@@ -150,11 +157,7 @@ async fn tools_get_their_own_line_and_long_output_is_attached() {
 #[tokio::test(start_paused = true)]
 async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
     let surface = recorder(60);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(10),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(10));
     let text =
         "intro line\n```rust\nfn a() {}\nfn b() {}\nfn c() {}\nfn d() {}\nfn e() {}\n```\nbye";
     sink.event(TurnEvent::TextDelta(text.into()));
@@ -163,7 +166,7 @@ async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
         cancelled: false,
     });
     task.await.unwrap();
-    let ops = surface.ops.lock().unwrap().clone();
+    let ops = surface.ops();
     let texts: Vec<String> = ops
         .iter()
         .filter_map(|o| match o {
@@ -183,11 +186,7 @@ async fn a_long_answer_is_split_across_messages_with_code_fences_kept() {
 #[tokio::test(start_paused = true)]
 async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
     let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(1500),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(1500));
     sink.event(TurnEvent::ToolPending(ToolCallView {
         call_id: "c1".into(),
         name: "bash".into(),
@@ -217,7 +216,7 @@ async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
     }
     sink.settle().await;
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    let ops = surface.ops.lock().unwrap().clone();
+    let ops = surface.ops();
     // Posted once the call outlasted HOLD_FIRST_POST, with what it printed by then.
     let Some(Op::Post(_, Post::Tool(line)) | Op::Edit(_, Post::Tool(line))) = ops.last() else {
         panic!("{ops:?}");
@@ -237,11 +236,7 @@ async fn output_queued_behind_a_slow_platform_stays_bounded_and_counted() {
 async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_attached() {
     use sandpiper_agent::protocol::{SubAgentPhase, SubAgentStatus};
     let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(1500),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(1500));
     sink.event(TurnEvent::ToolPending(ToolCallView {
         call_id: "t1".into(),
         name: "task".into(),
@@ -293,7 +288,7 @@ async fn a_sub_agent_is_one_line_redrawn_with_its_latest_status_and_a_plan_is_at
         cancelled: false,
     });
     task.await.unwrap();
-    let ops = surface.ops.lock().unwrap().clone();
+    let ops = surface.ops();
     let line = |state, output: &str| {
         Post::Tool(ToolLine {
             name: "task".into(),
@@ -328,21 +323,17 @@ async fn a_wait_for_a_place_is_shown_only_when_it_outlasts_the_grace() {
     // and in all.
     let run = |waited: Duration, text: &'static str| async move {
         let surface = recorder(2000);
-        let (sink, task) = start(
-            surface.clone(),
-            Duration::from_millis(500),
-            &Tasks::new(Default::default()),
-        );
+        let (sink, task) = render_on(&surface, Duration::from_millis(500));
         sink.event(TurnEvent::Waiting(busy));
         tokio::time::sleep(waited).await;
-        let before = surface.ops.lock().unwrap().clone();
+        let before = surface.ops();
         sink.event(TurnEvent::TextDelta(text.into()));
         sink.event(TurnEvent::TurnComplete {
             text: String::new(),
             cancelled: false,
         });
         task.await.unwrap();
-        let all = surface.ops.lock().unwrap().clone();
+        let all = surface.ops();
         (before, all)
     };
 
@@ -396,18 +387,14 @@ fn end() -> TurnEvent {
 #[tokio::test(start_paused = true)]
 async fn a_quick_answer_is_posted_once_as_it_stands_at_the_end() {
     let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(1500),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(1500));
     sink.event(TurnEvent::TextDelta("Hel".into()));
     tokio::time::sleep(Duration::from_millis(10)).await;
     sink.event(TurnEvent::TextDelta("lo".into()));
     tokio::time::sleep(Duration::from_millis(10)).await;
     sink.event(end());
     task.await.unwrap();
-    let ops = surface.ops.lock().unwrap().clone();
+    let ops = surface.ops();
     assert_eq!(ops, vec![Op::Post("m0".into(), answer("Hello", false))]);
 }
 
@@ -415,17 +402,13 @@ async fn a_quick_answer_is_posted_once_as_it_stands_at_the_end() {
 #[tokio::test(start_paused = true)]
 async fn a_slow_call_shows_running_once_it_outlasts_the_grace() {
     let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(1500),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(1500));
     sink.event(bash_pending("c1", false));
     tokio::time::sleep(HOLD_FIRST_POST / 2).await;
-    assert_eq!(surface.ops.lock().unwrap().clone(), vec![]);
+    assert_eq!(surface.ops(), vec![]);
     tokio::time::sleep(HOLD_FIRST_POST).await;
     assert_eq!(
-        surface.ops.lock().unwrap().clone(),
+        surface.ops(),
         vec![Op::Post(
             "m0".into(),
             bash_line("c1", ToolState::Running, "")
@@ -441,7 +424,7 @@ async fn a_slow_call_shows_running_once_it_outlasts_the_grace() {
     sink.event(end());
     task.await.unwrap();
     assert_eq!(
-        surface.ops.lock().unwrap().clone(),
+        surface.ops(),
         vec![
             Op::Post("m0".into(), bash_line("c1", ToolState::Running, "")),
             Op::Edit("m0".into(), bash_line("c1", ToolState::Done, "hi")),
@@ -454,18 +437,14 @@ async fn a_slow_call_shows_running_once_it_outlasts_the_grace() {
 #[tokio::test(start_paused = true)]
 async fn a_held_back_line_goes_out_before_what_follows_it() {
     let surface = recorder(2000);
-    let (sink, task) = start(
-        surface.clone(),
-        Duration::from_millis(1500),
-        &Tasks::new(Default::default()),
-    );
+    let (sink, task) = render_on(&surface, Duration::from_millis(1500));
     sink.event(bash_pending("c1", false));
     sink.event(TurnEvent::Notice("note".into()));
     sink.event(bash_pending("c2", false));
     sink.event(bash_pending("c3", true));
     sink.settle().await;
     assert_eq!(
-        surface.ops.lock().unwrap().clone(),
+        surface.ops(),
         vec![
             Op::Post("m0".into(), bash_line("c1", ToolState::Running, "")),
             Op::Post("m1".into(), Post::Notice("note".into())),
@@ -480,7 +459,7 @@ async fn a_held_back_line_goes_out_before_what_follows_it() {
     sink.event(TurnEvent::TextDelta("Done.".into()));
     sink.event(end());
     task.await.unwrap();
-    let ops = surface.ops.lock().unwrap().clone();
+    let ops = surface.ops();
     assert_eq!(
         ops[4..],
         [
