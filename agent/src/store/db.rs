@@ -278,6 +278,12 @@ mod tests {
         Store::connect(&url, max).await.unwrap()
     }
 
+    /// The one integer `sql` selects.
+    async fn number(store: &Store, sql: &'static str) -> i64 {
+        let (n,): (i64,) = sqlx::query_as(sql).fetch_one(store.pool()).await.unwrap();
+        n
+    }
+
     fn direct(store: &Store) -> &SqliteConnections {
         store
             .pool()
@@ -333,11 +339,7 @@ mod tests {
         for write in futures::future::join_all(writes).await {
             assert_eq!(write.unwrap().unwrap(), 1);
         }
-        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM t")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        assert_eq!(count, 50);
+        assert_eq!(number(&store, "SELECT COUNT(*) FROM t").await, 50);
         assert!(direct(&store).lock().len() <= 2);
     }
 
@@ -352,11 +354,7 @@ mod tests {
         )
         .fetch_one(store.pool());
         let _ = tokio::time::timeout(Duration::from_millis(1), slow).await;
-        let (v,): (i64,) = sqlx::query_as("SELECT 7")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        assert_eq!(v, 7);
+        assert_eq!(number(&store, "SELECT 7").await, 7);
     }
 
     #[tokio::test]
@@ -392,16 +390,8 @@ mod tests {
             .await
             .unwrap();
         tx.commit().await.unwrap();
-        let (n,): (i64,) = sqlx::query_as("SELECT n FROM t")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        assert_eq!(n, 1);
-        let (pages,): (i64,) = sqlx::query_as("PRAGMA wal_autocheckpoint")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        assert_eq!(pages, 10_000);
+        assert_eq!(number(&store, "SELECT n FROM t").await, 1);
+        assert_eq!(number(&store, "PRAGMA wal_autocheckpoint").await, 10_000);
     }
 
     #[tokio::test]
