@@ -553,22 +553,22 @@ impl<S: Surface> Renderer<S> {
     /// Posts every tool line still held back ([`HOLD_FIRST_POST`]), in order, as it stands:
     /// something is about to be posted after them.
     async fn show_deferred(&mut self) {
-        for call_id in &self.order {
-            let Some(tool) = self.tools.get_mut(call_id) else {
-                continue;
-            };
-            if tool.show_at.take().is_none() {
-                continue;
+        let held: Vec<(String, Post)> = self
+            .order
+            .iter()
+            .filter_map(|call_id| {
+                let tool = self.tools.get_mut(call_id)?;
+                tool.show_at.take()?;
+                tool.dirty = false;
+                tool.last_edit = Some(Instant::now());
+                Some((call_id.clone(), Post::Tool(tool.line.clone())))
+            })
+            .collect();
+        for (call_id, post) in held {
+            let id = self.post(&post).await;
+            if let Some(tool) = self.tools.get_mut(&call_id) {
+                tool.id = id;
             }
-            tool.dirty = false;
-            tool.last_edit = Some(Instant::now());
-            tool.id = match self.surface.post(&Post::Tool(tool.line.clone())).await {
-                Ok(id) => Some(id),
-                Err(e) => {
-                    tracing::warn!(error = %e, "posting to the thread failed");
-                    None
-                }
-            };
         }
     }
 
@@ -629,9 +629,9 @@ impl<S: Surface> Renderer<S> {
         }
         seg.dirty = false;
         seg.last_flush = Some(Instant::now());
-        let text = seg.text.clone();
+        // Tool lines held back go above the answer that follows them.
         self.show_deferred().await;
-        let chunks = split_message(&text, self.surface.limit());
+        let chunks = split_message(&self.segment.text, self.surface.limit());
         let n = chunks.len();
         for (i, chunk) in chunks.into_iter().enumerate() {
             let live = !last && i + 1 == n;
