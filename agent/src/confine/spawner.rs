@@ -41,6 +41,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::sys::Plan;
+use crate::tools::process_tree::{kill_pid, kill_process_group};
 use wire::{OWN_GROUP, REPLY_LEN, Reply, Request};
 
 /// How long after a spawner failed to start before another is tried.
@@ -86,9 +87,9 @@ impl Spawner {
         }
     }
 
-    /// Starts `spec` through the spawner. `Err(Ok(e))`: the child could not start (its
-    /// directory or program is missing), as a spawn error; `Err(Err(_))`: start it the old
-    /// way.
+    /// Starts `spec` through the spawner. [`SpawnError::Child`]: the child could not start
+    /// (its directory or program is missing), as a spawn error; [`SpawnError::NotSpawned`]:
+    /// start it the old way.
     pub(crate) async fn spawn(&self, spec: &Spec<'_>) -> Result<SpawnedChild, SpawnError> {
         let link = self.link().map_err(SpawnError::NotSpawned)?;
         let id = link.next_id.fetch_add(1, Ordering::Relaxed);
@@ -98,7 +99,9 @@ impl Spawner {
             .map_err(|_| SpawnError::NotSpawned(NotSpawned::Unfit))?;
         let (stdout, child_stdout) = pipe_pair().map_err(SpawnError::Child)?;
         let (stderr, child_stderr) = pipe_pair().map_err(SpawnError::Child)?;
-        let null = std::fs::File::open("/dev/null").map_err(SpawnError::Child)?;
+        // Ready before the request goes out: nothing can fail once the child runs.
+        let stdout = pipe::Receiver::from_owned_fd(stdout).map_err(SpawnError::Child)?;
+        let stderr = pipe::Receiver::from_owned_fd(stderr).map_err(SpawnError::Child)?;
         let (started_tx, started) = oneshot::channel();
         let (exited_tx, exited) = oneshot::channel();
         link.lock().insert(
@@ -106,10 +109,11 @@ impl Spawner {
             Waiter {
                 started: Some(started_tx),
                 exited: Some(exited_tx),
+                own_group: spec.own_group,
             },
         );
         let fds = [
-            null.as_raw_fd(),
+            link.null.as_raw_fd(),
             child_stdout.as_raw_fd(),
             child_stderr.as_raw_fd(),
         ];
@@ -119,7 +123,7 @@ impl Spawner {
             return Err(SpawnError::NotSpawned(NotSpawned::Unavailable(e)));
         }
         // The spawner holds its own copies now.
-        drop((null, child_stdout, child_stderr));
+        drop((child_stdout, child_stderr));
         let pid = match started.await {
             Ok(Ok(pid)) => pid,
             Ok(Err(e)) => return Err(SpawnError::Child(e)),
@@ -131,8 +135,8 @@ impl Spawner {
         };
         Ok(SpawnedChild {
             pid,
-            stdout: Some(pipe::Receiver::from_owned_fd(stdout).map_err(SpawnError::Child)?),
-            stderr: Some(pipe::Receiver::from_owned_fd(stderr).map_err(SpawnError::Child)?),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
             exited: Some(exited),
             status: None,
         })
@@ -182,6 +186,8 @@ struct Link {
     waiting: Mutex<HashMap<u64, Waiter>>,
     next_id: AtomicU64,
     closed: AtomicBool,
+    /// `/dev/null`, every child's stdin: opened once, sent with each request.
+    null: OwnedFd,
     /// The spawner process (killed when the link is dropped).
     _process: tokio::process::Child,
 }
@@ -190,6 +196,8 @@ struct Link {
 struct Waiter {
     started: Option<oneshot::Sender<io::Result<i32>>>,
     exited: Option<oneshot::Sender<i32>>,
+    /// The child leads a process group of its own (killed as a group if nobody takes it).
+    own_group: bool,
 }
 
 impl Link {
@@ -218,6 +226,7 @@ impl Link {
             waiting: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
+            null: std::fs::File::open("/dev/null")?.into(),
             _process: process,
         });
         tokio::spawn(read_replies(link.clone()));
@@ -253,8 +262,17 @@ impl Link {
         };
         match reply {
             Reply::Started { pid, .. } => {
-                if let Some(tx) = waiter.started.take() {
-                    let _ = tx.send(Ok(pid));
+                if let Some(tx) = waiter.started.take()
+                    && tx.send(Ok(pid)).is_err()
+                {
+                    // The call went away while the spawner forked (its future was dropped,
+                    // and its process tree found nothing to kill yet): nobody will own this
+                    // child, so it is ended here, with what it started in its group.
+                    if waiter.own_group {
+                        kill_process_group(pid);
+                    } else {
+                        kill_pid(pid);
+                    }
                 }
             }
             Reply::Failed { errno, .. } => {
@@ -360,7 +378,7 @@ impl Drop for SpawnedChild {
         {
             return;
         }
-        super::super::tools::process_tree::kill_pid(self.pid);
+        kill_pid(self.pid);
     }
 }
 

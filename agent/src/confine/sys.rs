@@ -236,7 +236,7 @@ pub(super) enum Kind {
     Math,
 }
 
-fn check(rc: libc::c_long) -> io::Result<()> {
+pub(super) fn check(rc: libc::c_long) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -341,11 +341,7 @@ pub(super) fn in_child(plan: &Plan, kind: Kind) -> io::Result<()> {
             Kind::Math => plan.landlock_math.as_ref(),
         };
         if let Some(fd) = ruleset {
-            check(libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                fd.as_raw_fd(),
-                0u32,
-            ))?;
+            restrict_self(fd)?;
         }
         if kind == Kind::Math {
             let prog = libc::sock_fprog {
@@ -375,6 +371,14 @@ pub(super) fn in_child(plan: &Plan, kind: Kind) -> io::Result<()> {
 /// its `/proc/<pid>/environ` or `mem`, nor ptrace it. Children get it back at exec.
 pub(super) fn set_non_dumpable() -> io::Result<()> {
     prctl(libc::PR_SET_DUMPABLE, 0, 0)
+}
+
+/// Puts the calling thread under the Landlock `ruleset` (a domain nested in any it is
+/// already in). Async-signal-safe.
+#[allow(unsafe_code)]
+pub(super) fn restrict_self(ruleset: &OwnedFd) -> io::Result<()> {
+    // SAFETY: the system call takes a descriptor this process owns and a flags integer.
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) })
 }
 
 /// The effective uid and the real gid.

@@ -358,7 +358,7 @@ fn raw_kill(pid: libc::pid_t, signal: libc::c_int) {
 
 /// Sends SIGKILL to every process in group `pgid`.
 #[allow(unsafe_code)]
-fn kill_process_group(pgid: libc::pid_t) {
+pub(crate) fn kill_process_group(pgid: libc::pid_t) {
     if pgid <= 1 {
         return;
     }

@@ -18,7 +18,13 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use super::super::sys;
 use super::wire::{MAX_REQUEST, OWN_GROUP, Reply, Request};
+
+/// [`sys::check`] of a call that returns a C `int`.
+fn check_int(rc: libc::c_int) -> io::Result<()> {
+    sys::check(rc.into())
+}
 
 /// Serves requests on `sock` until the bot closes it, then exits. `nested`: the Landlock
 /// ruleset each child applies to itself (`None`: no Landlock here).
@@ -40,11 +46,11 @@ pub(crate) fn take_stdin() -> io::Result<OwnedFd> {
     // SAFETY: fcntl and open on descriptors and a NUL-terminated path.
     unsafe {
         let fd = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3);
-        check(fd)?;
+        check_int(fd)?;
         let sock = OwnedFd::from_raw_fd(fd);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        check(null)?;
-        check(libc::dup2(null, 0))?;
+        check_int(null)?;
+        check_int(libc::dup2(null, 0))?;
         libc::close(null);
         Ok(sock)
     }
@@ -55,19 +61,19 @@ fn run(sock: &OwnedFd, nested: Option<&OwnedFd>) -> io::Result<()> {
     // SAFETY (whole function): plain system calls on integers, on descriptors this process
     // owns and on buffers that outlive each call.
     let sigchld = unsafe {
-        prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
+        crate::tools::process_tree::become_subreaper()?;
         // A tool of the same uid may not read this process's memory or trace it.
-        prctl(libc::PR_SET_DUMPABLE, 0)?;
+        sys::set_non_dumpable()?;
         let mut mask: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut mask);
         libc::sigaddset(&mut mask, libc::SIGCHLD);
-        check(libc::sigprocmask(
+        check_int(libc::sigprocmask(
             libc::SIG_BLOCK,
             &mask,
             std::ptr::null_mut(),
         ))?;
         let fd = libc::signalfd(-1, &mask, libc::SFD_CLOEXEC);
-        check(fd)?;
+        check_int(fd)?;
         OwnedFd::from_raw_fd(fd)
     };
     let mut buf = vec![0u8; MAX_REQUEST + 1];
@@ -202,7 +208,7 @@ unsafe fn in_child(
             fail();
         }
         if let Some(ruleset) = nested
-            && libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) < 0
+            && sys::restrict_self(ruleset).is_err()
         {
             fail();
         }
@@ -318,26 +324,4 @@ fn send(sock: &OwnedFd, reply: Reply) -> io::Result<()> {
             return Err(e);
         }
     }
-}
-
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-#[allow(unsafe_code)]
-unsafe fn prctl(op: libc::c_int, a: libc::c_ulong) -> io::Result<()> {
-    // SAFETY: the options used take integers only.
-    check(unsafe {
-        libc::prctl(
-            op,
-            a,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    })
 }
