@@ -143,8 +143,8 @@ impl Store {
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
         }
         let pool = match backend {
-            // Statements on a file go through direct connections (see `db`); sqlx's pool
-            // keeps one connection for transactions.
+            // Statements on a file go through direct connections (see `db`); sqlx's pool,
+            // beside them, opens its own (lazily, up to the same limit) for transactions.
             Backend::Sqlite if sqlite_path(&url).is_some() => {
                 let direct = SqliteConnections::new(&url, max_connections, patience)
                     .map_err(|e| StoreError::Open(scrub_secrets(&e.to_string(), &url)))?;
@@ -176,10 +176,7 @@ impl Store {
     /// A no-op on PostgreSQL.
     pub async fn checkpoint(&self) -> Result<(), StoreError> {
         if self.backend == Backend::Sqlite {
-            self.pool
-                .pool()
-                .execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                .await?;
+            self.pool.execute("PRAGMA wal_checkpoint(TRUNCATE)").await?;
         }
         Ok(())
     }

@@ -170,7 +170,6 @@ pub async fn build_agent(config: Config) -> Result<Agent, WiringError> {
 pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, WiringError> {
     let model = build_model(&config)?;
     let store = open_store(&config).await?;
-    sandpiper_agent::store::recall::index_in_background(store.clone());
     let mcp = start_mcp_with_env(&config, host.env, &host.protected_files).await;
     sync_prompt_templates(&mcp, store.clone());
     tracing::info!(
@@ -179,7 +178,9 @@ pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, Wir
         database = %redact_url(&config.database.url),
         "sandpiper ready"
     );
-    Ok(Agent::with_host(config, model, store, mcp, host)?)
+    let agent = Agent::with_host(config, model, store.clone(), mcp, host)?;
+    sandpiper_agent::store::recall::index_in_background(store);
+    Ok(agent)
 }
 
 /// At start: prunes the audit trail, and when every call is approved (`auto_source` says what

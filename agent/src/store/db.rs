@@ -71,11 +71,6 @@ impl Db {
         self.pool.begin().await
     }
 
-    /// sqlx's pool (migrations).
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
-    }
-
     /// Closes every connection.
     pub(crate) async fn close(&self) {
         if let Some(direct) = &self.direct {

@@ -84,8 +84,12 @@ impl Store {
     ) -> Result<Vec<RecallHit>, StoreError> {
         let terms = search_terms(query)?;
         let limit = i64::try_from(limit.clamp(1, MAX_LIMIT)).unwrap_or(1);
-        // Every message stored before the search is found.
-        self.index_recall().await?;
+        // Every message stored before the search is found. If the index cannot be brought up
+        // to date now (the write lock stayed taken), the search still runs, at most
+        // INDEX_EVERY behind.
+        if let Err(e) = self.index_recall().await {
+            tracing::warn!(error = %e, "indexing messages before a recall search failed");
+        }
         let mut rows = Vec::new();
         for any in [false, true] {
             if any && terms.len() < 2 {
@@ -134,7 +138,8 @@ impl Store {
             }
             let indexed = self.index_recall_batch().await?;
             total += indexed;
-            if indexed == 0 {
+            // A short batch took every row there was (it held the write lock).
+            if indexed < INDEX_BATCH.unsigned_abs() {
                 return Ok(total);
             }
         }
@@ -192,6 +197,8 @@ pub fn index_in_background(store: Store) {
             match store.index_recall().await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(messages = n, "recall index brought up to date"),
+                // The store was closed: nothing is left to index.
+                Err(StoreError::Database(sqlx::Error::PoolClosed)) => break,
                 Err(e) => tracing::warn!(error = %e, "indexing messages for recall failed"),
             }
         }
