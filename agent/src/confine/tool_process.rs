@@ -75,11 +75,6 @@ impl ToolCommand {
         self
     }
 
-    /// The arguments so far.
-    pub fn get_args(&self) -> &[OsString] {
-        &self.args
-    }
-
     /// Starts the child.
     pub async fn spawn(&self) -> io::Result<ToolChild> {
         if let Some(spawner) = self.confinement.spawner() {

@@ -28,7 +28,6 @@ fn check_int(rc: libc::c_int) -> io::Result<()> {
 
 /// Serves requests on `sock` until the bot closes it, then exits. `nested`: the Landlock
 /// ruleset each child applies to itself (`None`: no Landlock here).
-#[allow(unsafe_code)]
 pub(crate) fn serve(sock: OwnedFd, nested: Option<OwnedFd>) -> ! {
     match run(&sock, nested.as_ref()) {
         Ok(()) => std::process::exit(0),
