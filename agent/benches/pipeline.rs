@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use sandpiper_agent::agent::TurnRequest;
+use sandpiper_agent::turn::agent::TurnRequest;
 
 use sandpiper_agent::model::{Message, ScriptedModel, ToolCall};
-use sandpiper_agent::pipeline::Batch;
 use sandpiper_agent::protocol::{ApproveAll, NullSink};
 use sandpiper_agent::store::Store;
 use sandpiper_agent::tools::{ToolContext, ToolRegistry};
+use sandpiper_agent::turn::batch::Batch;
 use sandpiper_agent::{Agent, Config};
 use tokio_util::sync::CancellationToken;
 

@@ -295,7 +295,7 @@ pub struct ModelConfig {
     pub max_tokens: u32,
     /// The model's context window in tokens. Unset: the server is asked (llama.cpp's
     /// `/props`, `max_model_len` or `context_length` in `/v1/models`), else a known default
-    /// for the provider and model family (see [`crate::context::window`]).
+    /// for the provider and model family (see [`crate::turn::context::window`]).
     pub context_window: Option<u64>,
     /// The request field that carries the output limit on OpenAI-compatible servers. Unset:
     /// `max_completion_tokens` for api.openai.com (its reasoning models refuse the other),
@@ -844,13 +844,13 @@ impl Config {
         if self
             .model
             .context_window
-            .is_some_and(|w| w < crate::context::MIN_WINDOW)
+            .is_some_and(|w| w < crate::turn::context::MIN_WINDOW)
         {
             return Err(invalid(
                 "model.context_window",
                 format!(
                     "must be at least {} tokens (a number of tokens such as 32768)",
-                    crate::context::MIN_WINDOW
+                    crate::turn::context::MIN_WINDOW
                 ),
             ));
         }

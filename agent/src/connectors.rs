@@ -13,7 +13,7 @@
 //!   built-ins and names that are not well-formed MCP names always pass (they reach no server).
 //!
 //! Everything here is pure; where the tiers come from (the store, the turn request, config) is
-//! [`crate::agent`]'s and the pipeline's business.
+//! [`crate::turn::agent`]'s and the pipeline's business.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

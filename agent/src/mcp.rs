@@ -36,9 +36,9 @@ pub use config::{
 pub use error::McpError;
 pub use manager::McpManager;
 
-use crate::child_env::ChildEnv;
 use crate::config::McpConfig;
 use crate::model::ImagePart;
+use crate::process::env::ChildEnv;
 
 /// The prefix of every MCP tool name the model sees.
 pub const TOOL_PREFIX: &str = "mcp__";

@@ -22,7 +22,6 @@ mod memory;
 pub mod notify;
 pub mod path_policy;
 mod plan;
-pub mod process_tree;
 mod read_file;
 mod read_resource;
 mod recall;
@@ -217,7 +216,7 @@ pub struct ToolContext {
     /// Connected MCP servers (read_resource, use_prompt). `None` when none are configured.
     pub mcp: Option<std::sync::Arc<crate::mcp::McpManager>>,
     /// The whole environment of processes tools start (bash, man): never sandpiper's own.
-    pub child_env: Arc<crate::child_env::ChildEnv>,
+    pub child_env: Arc<crate::process::env::ChildEnv>,
     /// Settings and the model for web_fetch, web_search and math.
     pub services: Arc<ToolServices>,
     /// The task and project tiers of connector policy; the pipeline resolves the policy from
@@ -254,7 +253,7 @@ impl ToolContext {
             thread_owner: None,
             store: None,
             mcp: None,
-            child_env: Arc::new(crate::child_env::ChildEnv::for_tools(
+            child_env: Arc::new(crate::process::env::ChildEnv::for_tools(
                 &crate::config::ProcessEnv,
                 &ToolsConfig::default(),
             )),

@@ -41,13 +41,13 @@ pub struct Workstream {
     /// When the last turn ended (monotonic), for "resumed after a long pause".
     pub last_turn_end: Option<std::time::Instant>,
     /// Nudge cooldowns.
-    pub nudges: crate::nudge::Nudges,
+    pub nudges: crate::turn::nudge::Nudges,
     /// Deferred tools found by tool search (or called by name): offered from then on, for
     /// good. Rebuilt from the history when the workstream is reloaded.
     pub expanded_tools: HashSet<String>,
     /// Notifications of the current turn (the notify rate limit); a new one at each turn.
     pub notify_budget: crate::tools::notify::NotifyBudget,
-    /// What of the history is sent to the model (see [`crate::context`]).
+    /// What of the history is sent to the model (see [`crate::turn::context`]).
     pub context: ContextState,
 }
 
@@ -61,7 +61,7 @@ pub struct ContextState {
     /// The checkpoint of `history[..start]`, shown in the system message.
     pub summary: Option<String>,
     /// The previous request's size and the prompt tokens the server counted for it.
-    pub observed: Option<crate::context::Observed>,
+    pub observed: Option<crate::turn::context::Observed>,
     /// Prompt tokens of the last request (reported, else estimated), for `/status`.
     pub last_prompt_tokens: u64,
     /// Compactions since the workstream was loaded.
@@ -276,7 +276,7 @@ impl Workstreams {
             workdir: self.layout.dir_for(key),
             turns_since_load: 0,
             last_turn_end: None,
-            nudges: crate::nudge::Nudges::default(),
+            nudges: crate::turn::nudge::Nudges::default(),
             expanded_tools: HashSet::new(),
             notify_budget: Default::default(),
             context,

@@ -156,7 +156,7 @@ pub fn config_report(
         Some(tokens) => format!("{tokens} tokens (from model.context_window)"),
         None => {
             let fallback =
-                sandpiper_agent::context::window::known_default(model.provider, &model.model);
+                sandpiper_agent::turn::context::window::known_default(model.provider, &model.model);
             let asks = match model.provider {
                 sandpiper_agent::config::Provider::Openai => {
                     "asked of the server on first use (/props n_ctx, /v1/models); if it does not say, "

@@ -408,10 +408,10 @@ async fn mcp(config: &Config, protected: &[PathBuf]) -> Vec<Check> {
 
 fn sandbox(config: &Config) -> Check {
     let hidden = sandpiper_agent::tools::path_policy::database_files(&config.database.url);
-    let confinement = sandpiper_agent::confine::Confinement::probe(&hidden);
+    let confinement = sandpiper_agent::process::confine::Confinement::probe(&hidden);
     let verdict = match confinement.report() {
         Some(r) => match &r.files {
-            sandpiper_agent::confine::FileHiding::No(why) => Verdict::Fail(format!(
+            sandpiper_agent::process::confine::FileHiding::No(why) => Verdict::Fail(format!(
                 "tools can read the config and database files: {why} — allow user namespaces \
                  (kernel.unprivileged_userns_clone=1), or run in a container that permits them"
             )),

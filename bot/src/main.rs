@@ -180,8 +180,8 @@ enum ConfigCommand {
 
 fn main() -> std::process::ExitCode {
     // Before anything else: started as the launcher of a confined tool process, this
-    // confines itself and execs the tool (see sandpiper_agent::confine::launcher).
-    sandpiper_agent::confine::launcher::enter();
+    // confines itself and execs the tool (see sandpiper_agent::process::confine::launcher).
+    sandpiper_agent::process::confine::launcher::enter();
     let cli = Cli::parse();
     // The config first: its `[log]` section shapes the log. A config that does not load
     // is reported by the command (`doctor` as one of its checks).
@@ -196,13 +196,13 @@ fn main() -> std::process::ExitCode {
     }
     // Process-wide, set here once: orphans of tool calls (daemons, `setsid` jobs) are
     // reparented to sandpiper instead of init, so a timeout or /stop can kill and reap them.
-    // See sandpiper_agent::tools::process_tree.
-    if let Err(e) = sandpiper_agent::tools::process_tree::become_subreaper() {
+    // See sandpiper_agent::process::tree.
+    if let Err(e) = sandpiper_agent::process::signal::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper; killed tool processes are reaped by init");
     }
     // The bot's environment and memory are not readable by a same-uid process that is not
-    // root (tools run confined as well: see sandpiper_agent::confine).
-    if let Err(e) = sandpiper_agent::confine::protect_this_process() {
+    // root (tools run confined as well: see sandpiper_agent::process::confine).
+    if let Err(e) = sandpiper_agent::process::confine::protect_this_process() {
         tracing::warn!(error = %e, "cannot make the process non-dumpable");
     }
     let result = runtime_for(&cli.command)
@@ -606,8 +606,8 @@ fn stop_signals() -> std::io::Result<impl std::future::Future<Output = &'static 
 }
 
 /// This process as the agent's host, with `protected` (the config files) kept from tools.
-fn protected_host(protected: Vec<PathBuf>) -> sandpiper_agent::agent::Host<'static> {
-    sandpiper_agent::agent::Host {
+fn protected_host(protected: Vec<PathBuf>) -> sandpiper_agent::turn::agent::Host<'static> {
+    sandpiper_agent::turn::agent::Host {
         protected_files: protected,
         ..Default::default()
     }

@@ -3,13 +3,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sandpiper_agent::agent::Host;
-use sandpiper_agent::child_env::ChildEnv;
 use sandpiper_agent::config::{Env, ProcessEnv, Provider};
 use sandpiper_agent::mcp::{McpManager, McpOptions};
 use sandpiper_agent::model::{AnthropicModel, ChatModel, OpenAiModel};
+use sandpiper_agent::process::env::ChildEnv;
 use sandpiper_agent::store::prompt_templates::McpPromptSpec;
 use sandpiper_agent::store::{Store, redact_url};
+use sandpiper_agent::turn::agent::Host;
 use sandpiper_agent::{Agent, Config};
 
 /// Why start-up failed.
@@ -57,7 +57,7 @@ pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
 }
 
 /// Connects the configured MCP servers (never fails: a bad server is reported in its status).
-/// Stdio servers are confined ([`sandpiper_agent::confine`]): `protected` (the config files)
+/// Stdio servers are confined ([`sandpiper_agent::process::confine`]): `protected` (the config files)
 /// and the database files are hidden from them.
 pub async fn start_mcp(config: &Config, protected: &[PathBuf]) -> Arc<McpManager> {
     start_mcp_with_env(config, &ProcessEnv, protected).await
@@ -90,7 +90,7 @@ async fn start_mcp_with(
     }
     let mut hidden = sandpiper_agent::tools::path_policy::database_files(&config.database.url);
     hidden.extend_from_slice(protected);
-    let confinement = sandpiper_agent::confine::Confinement::probe(&hidden);
+    let confinement = sandpiper_agent::process::confine::Confinement::probe(&hidden);
     let options = McpOptions {
         child_env: ChildEnv::for_mcp_servers(env, &config.tools).confined(confinement),
         max_output_bytes: config.tools.max_output_bytes,

@@ -93,7 +93,7 @@ pub async fn mcp_attempted(agent: &Agent) {
 /// Builds the agent as the binary does when it was started with a config file (`protected`):
 /// no tool may read or change those files.
 pub async fn agent_protecting(config: impl Into<Config>, protected: Vec<PathBuf>) -> Agent {
-    let host = sandpiper_agent::agent::Host {
+    let host = sandpiper_agent::turn::agent::Host {
         protected_files: protected,
         ..Default::default()
     };

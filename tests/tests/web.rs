@@ -210,7 +210,7 @@ async fn the_status_page_in_a_real_browser() {
     config.discord.stream_interval = Duration::from_millis(100);
     config.discord.requests_per_second = 500;
     let env = [("PATH", "/usr/bin:/bin")];
-    let host = sandpiper_agent::agent::Host {
+    let host = sandpiper_agent::turn::agent::Host {
         protected_files: Vec::new(),
         env: &env,
     };

@@ -13,8 +13,8 @@ use rmcp::{ClientCacheConfig, ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::child_env::ChildEnv;
-use crate::tools::process_tree::{Containment, ProcessTree};
+use crate::process::env::ChildEnv;
+use crate::process::tree::{Containment, ProcessTree};
 
 use super::stderr_tail::StderrTail;
 

@@ -141,7 +141,7 @@ async fn attempts(
                 let body = error_body(response).await;
                 // A 500 that names the conversation ("Failed to parse tool call arguments")
                 // would fail the same way every time: it goes to the turn at once.
-                let refused = crate::context::overflow::classify_http(status.as_u16(), &body);
+                let refused = crate::turn::context::overflow::classify_http(status.as_u16(), &body);
                 let error = ModelError::Http {
                     status: status.as_u16(),
                     body,

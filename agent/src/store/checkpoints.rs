@@ -1,5 +1,5 @@
 //! Compaction checkpoints: which older messages of a workstream the model no longer sees
-//! verbatim, and the summary it sees instead (see [`crate::context::compact`]).
+//! verbatim, and the summary it sees instead (see [`crate::turn::context::compact`]).
 
 use super::{Store, StoreError, now_ms};
 

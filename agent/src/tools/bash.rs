@@ -2,9 +2,9 @@
 //! output line as it arrives, with a timeout, cancellation and a blocklist of catastrophic
 //! commands.
 //!
-//! The command starts from the tools' clean environment ([`crate::child_env`]), confined so it
-//! cannot read the bot's environment, memory, config or database ([`crate::confine`]), and runs
-//! contained ([`super::process_tree`]): a timeout or `/stop` kills everything it started, not
+//! The command starts from the tools' clean environment ([`crate::process::env`]), confined so it
+//! cannot read the bot's environment, memory, config or database ([`crate::process::confine`]), and runs
+//! contained ([`crate::process::tree`]): a timeout or `/stop` kills everything it started, not
 //! just the shell's process group (a `setsid` job or a daemon too). Output is kept bounded however much the command prints: the
 //! first `max_output_bytes` and a rolling tail, counted in full so the note says how much was
 //! cut. When the shell exits but a background job still holds the pipes, the tool waits
@@ -21,11 +21,11 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::process_tree::{Containment, ProcessTree};
 use super::{
     OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ceil_char_boundary,
     floor_char_boundary, truncate_output,
 };
+use crate::process::tree::{Containment, ProcessTree};
 
 /// The `bash` tool. Asks for approval (`auto_approve: false` in its JSON); refuses commands on the blocklist.
 #[derive(Debug, Default)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::process_tree::{Containment, ProcessTree};
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, truncate_output};
+use crate::process::tree::{Containment, ProcessTree};
 
 /// The `man` tool. Auto-approved: it reads the system's manual only. A page name can never
 /// be a path (no `/`, so man-db does not open it as a file), which keeps it from reading

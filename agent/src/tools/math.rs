@@ -118,7 +118,7 @@ async fn run(
     // The clean tool environment (allow-list, `[tools] env`, `pass_env`), as bash gets it.
     let mut child = ctx
         .child_env
-        .command_as(program, crate::confine::Profile::Math)
+        .command_as(program, crate::process::confine::Profile::Math)
         .args(rest)
         .current_dir(dir.path())
         .stdin(Stdio::null())

@@ -1,4 +1,4 @@
-//! The `plan` tool: a planning sub-agent (see [`crate::subagent`]) writes a plan, saved as
+//! The `plan` tool: a planning sub-agent (see [`crate::turn::subagent`]) writes a plan, saved as
 //! `.plan-<workstream>.md` in the working directory, and the people of the thread review it
 //! (Accept / Reject / Annotate, [`crate::approvals::review`]). A second plan in the same
 //! workstream starts from the previous one and refines it.
@@ -20,7 +20,7 @@ use super::task::{check_prompt, failed};
 use super::{InTurn, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 use crate::approvals::{ReviewAnswer, ReviewRequest, review};
 use crate::protocol::TurnEvent;
-use crate::subagent::{SubAgentJob, SubAgentKind, short_title};
+use crate::turn::subagent::{SubAgentJob, SubAgentKind, short_title};
 use crate::workstream::safe_name;
 
 mod file;

@@ -1,10 +1,10 @@
-//! The `task` tool: delegates a job to a task sub-agent (see [`crate::subagent`]) and returns
+//! The `task` tool: delegates a job to a task sub-agent (see [`crate::turn::subagent`]) and returns
 //! its final answer as the result.
 
 use serde::Deserialize;
 
 use super::{InTurn, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
-use crate::subagent::{SubAgentJob, SubAgentKind, SubAgentOutcome, short_title};
+use crate::turn::subagent::{SubAgentJob, SubAgentKind, SubAgentOutcome, short_title};
 
 /// The `task` tool. Always asks (its JSON says `auto_approve: false`); its sub-agent's own
 /// calls ask again, one by one.
@@ -123,7 +123,7 @@ impl Tool for Task {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::subagent::SubAgentStop;
+    use crate::turn::subagent::SubAgentStop;
     use std::path::Path;
 
     #[test]

@@ -4,10 +4,10 @@
 //! history holding a call with cut-off arguments is still accepted. The model's words are
 //! nonsense; what is checked is sandpiper's behaviour on the real server's stream and limits.
 
-use sandpiper_agent::agent::TurnRequest;
-use sandpiper_agent::context::WindowSource;
 use sandpiper_agent::model::{Message, ToolCall};
 use sandpiper_agent::protocol::{ApproveAll, TurnEvent};
+use sandpiper_agent::turn::agent::TurnRequest;
+use sandpiper_agent::turn::context::WindowSource;
 use sandpiper_tests::db::TestDb;
 use sandpiper_tests::harness::{self, RecordingSink};
 use sandpiper_tests::llama_server::LlamaServer;

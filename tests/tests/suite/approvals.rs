@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use sandpiper_agent::agent::TurnRequest;
 use sandpiper_agent::protocol::{ApprovalItem, Approver, Decision, TurnEvent};
+use sandpiper_agent::turn::agent::TurnRequest;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::harness::{self, RecordingSink, ScriptedApprover};

@@ -83,7 +83,7 @@ async fn start_node(core: &Config, slack: &SlackConfig) -> Node {
     core.server.listen = "127.0.0.1:0".parse().expect("an address");
     core.cluster.lease = LEASE;
     let env = [("PATH", "/usr/bin:/bin")];
-    let host = sandpiper_agent::agent::Host {
+    let host = sandpiper_agent::turn::agent::Host {
         protected_files: Vec::new(),
         env: &env,
     };

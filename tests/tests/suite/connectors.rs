@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::agent::TurnRequest;
 use sandpiper_agent::config::Config;
 use sandpiper_agent::mcp::McpServerConfig;
 use sandpiper_agent::protocol::{ApprovalItem, Approver, Decision, TurnEvent};
 use sandpiper_agent::store::Store;
+use sandpiper_agent::turn::agent::TurnRequest;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::harness::{self, RecordingSink, ScriptedApprover};

@@ -4,10 +4,10 @@
 //! back is always a history the server accepts. The fake enforces a window with the real
 //! error bodies of llama.cpp, OpenAI, vLLM and Anthropic (`fake_llm::window`).
 
-use sandpiper_agent::agent::{AgentError, TurnOutcome, TurnRequest};
-use sandpiper_agent::context::WindowSource;
 use sandpiper_agent::model::{Message, ToolCall};
 use sandpiper_agent::protocol::{ApproveAll, TurnEvent};
+use sandpiper_agent::turn::agent::{AgentError, TurnOutcome, TurnRequest};
+use sandpiper_agent::turn::context::WindowSource;
 use sandpiper_agent::{Agent, Config};
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::window::prompt_tokens;

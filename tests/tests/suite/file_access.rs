@@ -4,9 +4,9 @@
 //! never readable, approved or not; a global memory save asks, a user-scope one does not.
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::agent::TurnRequest;
 use sandpiper_agent::config::WorkdirMode;
 use sandpiper_agent::protocol::{Decision, TurnEvent};
+use sandpiper_agent::turn::agent::TurnRequest;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{ToolCallSpec, text, tool_call, tool_calls};
 use sandpiper_tests::harness::{self, RecordingSink, ScriptedApprover};

@@ -58,7 +58,7 @@ async fn gateway(
     core.server.listen = "127.0.0.1:0".parse().expect("an address");
     server(&mut core.server);
     let env = [("PATH", "/usr/bin:/bin")];
-    let host = sandpiper_agent::agent::Host {
+    let host = sandpiper_agent::turn::agent::Host {
         protected_files: Vec::new(),
         env: &env,
     };

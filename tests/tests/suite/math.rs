@@ -1,8 +1,8 @@
 //! `math` through the whole turn: it asks for approval, runs in the sandbox, and what the code
 //! printed reaches the model; a denial runs nothing; the sandbox's limits are reported.
 
-use sandpiper_agent::agent::TurnRequest;
 use sandpiper_agent::protocol::Decision;
+use sandpiper_agent::turn::agent::TurnRequest;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::harness::{self, RecordingSink, ScriptedApprover};

@@ -50,7 +50,7 @@ async fn node_with(
     let mut core = core.clone();
     core.server.listen = "127.0.0.1:0".parse().expect("an address");
     let env = [("SANDPIPER_JWT_SECRET", SECRET), ("PATH", "/usr/bin:/bin")];
-    let host = sandpiper_agent::agent::Host {
+    let host = sandpiper_agent::turn::agent::Host {
         protected_files: Vec::new(),
         env: &env,
     };

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use sandpiper::wiring;
-use sandpiper_agent::child_env::ChildEnv;
 use sandpiper_agent::mcp::{McpManager, McpOptions, McpServerConfig};
+use sandpiper_agent::process::env::ChildEnv;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{text, tool_call};
 use sandpiper_tests::harness::ConsoleRun;
@@ -90,7 +90,7 @@ both_backends! {
             .insert("s".into(), server_with_env(&[("SERVER_KEY", "server-own-key")]));
         let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
         let env = bot_env(&path);
-        let host = sandpiper_agent::agent::Host {
+        let host = sandpiper_agent::turn::agent::Host {
             protected_files: Vec::new(),
             env: &env,
         };
@@ -198,8 +198,8 @@ async fn a_confined_mcp_server_reads_neither_the_bots_environment_nor_its_config
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
     let mut seen = Vec::new();
     for confinement in [
-        sandpiper_agent::confine::Confinement::none(),
-        sandpiper_agent::confine::Confinement::probe(std::slice::from_ref(&config)),
+        sandpiper_agent::process::confine::Confinement::none(),
+        sandpiper_agent::process::confine::Confinement::probe(std::slice::from_ref(&config)),
     ] {
         let options = McpOptions {
             child_env: ChildEnv::allow_listed(&bot_env(&path)).confined(confinement),

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use sandpiper_agent::agent::TurnRequest;
 use sandpiper_agent::protocol::{ApproveAll, TurnEvent, TurnWait};
+use sandpiper_agent::turn::agent::TurnRequest;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::discord_harness::DiscordRig;
 use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};

@@ -222,7 +222,7 @@ async fn bash_sees_none_of_the_bots_secrets() {
         ..ToolsConfig::default()
     };
     let mut ctx = ctx_with(dir.path(), config.clone());
-    ctx.child_env = Arc::new(crate::child_env::ChildEnv::for_tools(&seam, &config));
+    ctx.child_env = Arc::new(crate::process::env::ChildEnv::for_tools(&seam, &config));
     let out = run_cmd(&ctx, "env | sort", &NoOutput).await.unwrap();
     let names: Vec<&str> = out
         .text
@@ -237,7 +237,7 @@ async fn bash_sees_none_of_the_bots_secrets() {
             "GITHUB_TOKEN",
             "HOME",
             "PATH",
-            crate::tools::process_tree::MARKER_VAR
+            crate::process::tree::MARKER_VAR
         ],
         "{}",
         out.text

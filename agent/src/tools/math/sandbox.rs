@@ -9,7 +9,7 @@
 //!         python3 -I -u -B main.py        isolated mode, unbuffered, in a fresh temp dir
 //! ```
 //!
-//! The whole command is confined first like every tool process ([`crate::confine`], profile
+//! The whole command is confined first like every tool process ([`crate::process::confine`], profile
 //! math: the bot's files covered, Landlock, and a seccomp filter refusing `socket`, so no Unix
 //! socket either). Under Landlock, which forbids mounting, `--mount-proc` is left out.
 //!
@@ -23,8 +23,8 @@ use std::path::Path;
 
 use tokio::sync::OnceCell;
 
-use crate::child_env::ChildEnv;
 use crate::config::{MathConfig, ProcessEnv};
+use crate::process::env::ChildEnv;
 
 /// How `math` can isolate Python on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ fn unshare_flags(map_root: bool, mount_proc: bool) -> impl Iterator<Item = &'sta
 }
 
 /// Probes (once per process, and once more for confined children: see
-/// [`crate::confine`]) whether namespaces can be created, first as we are, then with
+/// [`crate::process::confine`]) whether namespaces can be created, first as we are, then with
 /// `--map-root-user`; with a `/proc` of their own where mounting is allowed.
 pub(super) async fn isolation(env: &ChildEnv) -> Isolation {
     static PROBED: OnceCell<Isolation> = OnceCell::const_new();
@@ -70,7 +70,8 @@ pub(super) async fn isolation(env: &ChildEnv) -> Isolation {
             for (map_root, mount_proc) in
                 [(false, true), (true, true), (false, false), (true, false)]
             {
-                let mut command = base.command_as("unshare", crate::confine::Profile::Math);
+                let mut command =
+                    base.command_as("unshare", crate::process::confine::Profile::Math);
                 command.args(unshare_flags(map_root, mount_proc));
                 let ok = command
                     .args(["--", "true"])

@@ -14,10 +14,10 @@ fn context(math: MathConfig) -> (tempfile::TempDir, ToolContext) {
         math,
         ..ToolServices::default()
     });
-    // Confined as in the product (crate::confine): the sandbox must work inside it.
+    // Confined as in the product (crate::process::confine): the sandbox must work inside it.
     let confined = (*ctx.child_env)
         .clone()
-        .confined(crate::confine::Confinement::probe(&[]));
+        .confined(crate::process::confine::Confinement::probe(&[]));
     ctx.child_env = Arc::new(confined);
     (dir, ctx)
 }

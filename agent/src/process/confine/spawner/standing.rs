@@ -60,7 +60,7 @@ fn run(sock: &OwnedFd, nested: Option<&OwnedFd>) -> io::Result<()> {
     // SAFETY (whole function): plain system calls on integers, on descriptors this process
     // owns and on buffers that outlive each call.
     let sigchld = unsafe {
-        crate::tools::process_tree::become_subreaper()?;
+        crate::process::signal::become_subreaper()?;
         // A tool of the same uid may not read this process's memory or trace it.
         sys::set_non_dumpable()?;
         let mut mask: libc::sigset_t = std::mem::zeroed();
@@ -100,7 +100,7 @@ fn run(sock: &OwnedFd, nested: Option<&OwnedFd>) -> io::Result<()> {
         }
         if polls[1].revents != 0 {
             drain_signalfd(&sigchld);
-            for (pid, status) in reap() {
+            for (pid, status) in crate::process::signal::reap_all() {
                 if let Some(id) = running.remove(&pid) {
                     send(sock, Reply::Exited { id, pid, status })?;
                 }
@@ -239,21 +239,6 @@ fn failed(id: u64) -> Reply {
         errno: io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EIO),
-    }
-}
-
-/// Every child that has ended, with its wait status.
-#[allow(unsafe_code)]
-fn reap() -> Vec<(libc::pid_t, i32)> {
-    let mut ended = Vec::new();
-    loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return ended;
-        }
-        ended.push((pid, status));
     }
 }
 

@@ -114,7 +114,8 @@ impl ToolCatalog {
             tools.push(tool);
         }
         let index = ToolSearchIndex::build(&tools[builtin.len()..]);
-        let external_tokens = crate::context::estimate::tools_bytes(&tools[builtin.len()..]) / 4;
+        let external_tokens =
+            crate::turn::context::estimate::tools_bytes(&tools[builtin.len()..]) / 4;
         Self {
             tools,
             builtin: names,

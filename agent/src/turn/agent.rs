@@ -1,10 +1,10 @@
 //! The turn loop: load the workstream, stream the model, run tool batches through the
-//! [`pipeline`](crate::pipeline), and loop until the model answers without tool calls.
+//! [`pipeline`](crate::turn::batch), and loop until the model answers without tool calls.
 //!
 //! Each model call is offered the tools of the agent's [`ToolCatalog`] as the workstream sees
-//! them (see [`tool_search`](crate::tool_search)): with tool search active, deferred tools
+//! them (see [`tool_search`](crate::turn::tool_search)): with tool search active, deferred tools
 //! appear once `tool_search` found them or the model called them by name. This loop serves
-//! the top-level conversation only; sub-agents ([`crate::subagent`]) run their own loop in
+//! the top-level conversation only; sub-agents ([`crate::turn::subagent`]) run their own loop in
 //! `subagent`, with their scoped tool sets unsearched.
 //!
 //! The loop itself, step by step, is in `turn` (load, build the request, stream, commit,
@@ -15,24 +15,24 @@ use std::sync::{Arc, RwLock};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::child_env::ChildEnv;
 use crate::config::Config;
 use crate::connectors::{ConnectorScope, ConnectorView};
 use crate::mcp::McpManager;
-use crate::memory::MemoryIndex;
 use crate::metrics::TurnEnd;
 use crate::model::{ChatModel, Message, ModelError, ToolSchema};
+use crate::process::env::ChildEnv;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::{Store, StoreError};
-use crate::tool_search::ToolCatalog;
 use crate::tools::{PathPolicy, RegistryError, ToolRegistry};
+use crate::turn::memory::MemoryIndex;
+use crate::turn::tool_search::ToolCatalog;
 use crate::turn_limits::{TurnLimits, TurnPermit};
 use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
 mod facts;
 mod fit;
+mod run;
 mod subagent;
-mod turn;
 
 pub use fit::Compaction;
 
@@ -43,7 +43,7 @@ pub struct Host<'a> {
     /// file. They may hold tokens, and an approver cannot see what a read would post.
     pub protected_files: Vec<PathBuf>,
     /// The environment whose allow-listed part tools' processes start from (see
-    /// [`crate::child_env`]); tests plant secrets here to show they never reach a tool.
+    /// [`crate::process::env`]); tests plant secrets here to show they never reach a tool.
     pub env: &'a dyn crate::config::Env,
 }
 
@@ -74,7 +74,7 @@ pub enum AgentError {
     #[error("{}", too_small_text(window, *fixed, *tools, *first))]
     ContextTooSmall {
         /// The window in force.
-        window: crate::context::ContextWindow,
+        window: crate::turn::context::ContextWindow,
         /// Estimated tokens of the system message and the tools.
         fixed: u64,
         /// Tools offered.
@@ -90,7 +90,7 @@ pub enum AgentError {
     )]
     ContextFull {
         /// The window in force.
-        window: crate::context::ContextWindow,
+        window: crate::turn::context::ContextWindow,
         /// The server's error.
         server: String,
     },
@@ -117,7 +117,7 @@ pub enum AgentError {
 }
 
 fn too_small_text(
-    window: &crate::context::ContextWindow,
+    window: &crate::turn::context::ContextWindow,
     fixed: u64,
     tools: usize,
     first: bool,
@@ -192,7 +192,7 @@ pub struct WorkstreamStatus {
     /// Prompt tokens of its last request (the server's count when it gave one).
     pub context_tokens: u64,
     /// The model's context window.
-    pub context_window: crate::context::ContextWindow,
+    pub context_window: crate::turn::context::ContextWindow,
     /// Messages summarised in its checkpoint rather than sent verbatim.
     pub compacted_messages: usize,
 }
@@ -232,7 +232,7 @@ struct Inner {
     memories: MemoryIndex,
     mcp: Arc<McpManager>,
     /// The environment of processes tools start, built once from sandpiper's own.
-    child_env: Arc<crate::child_env::ChildEnv>,
+    child_env: Arc<crate::process::env::ChildEnv>,
     /// Settings and the model for web_fetch, web_search and math.
     services: Arc<crate::tools::ToolServices>,
     /// Places of running turns (`agent.max_concurrent_turns`, `agent.max_turns_per_user`).
@@ -248,11 +248,11 @@ struct Inner {
     /// Membership of a cluster of nodes, once `serve` joined one (see [`crate::cluster`]).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
     /// The model's context window, found on first use (see [`Agent::context_window`]).
-    window: tokio::sync::OnceCell<crate::context::ContextWindow>,
+    window: tokio::sync::OnceCell<crate::turn::context::ContextWindow>,
     /// A smaller window a server's context error showed (0: none).
     learned_window: std::sync::atomic::AtomicU64,
     /// The bytes-per-token ratio of this model's requests.
-    gauge: crate::context::TokenGauge,
+    gauge: crate::turn::context::TokenGauge,
 }
 
 impl Inner {
@@ -299,7 +299,7 @@ impl Agent {
 
     /// Builds an agent that also offers the tools, resources and prompts of `mcp`'s servers,
     /// following its catalog as servers add and remove tools. Tools' processes get the
-    /// allow-listed part of this process's environment (see [`crate::child_env`]).
+    /// allow-listed part of this process's environment (see [`crate::process::env`]).
     pub fn with_mcp(
         config: Config,
         model: Arc<dyn ChatModel>,
@@ -327,8 +327,8 @@ impl Agent {
         let mut protected = crate::tools::path_policy::database_files(&config.database.url);
         protected.extend(host.protected_files);
         let paths = Arc::new(PathPolicy::build(&config.tools, &protected));
-        let confinement = crate::confine::Confinement::probe(&protected);
-        crate::confine::log_report(&confinement);
+        let confinement = crate::process::confine::Confinement::probe(&protected);
+        crate::process::confine::log_report(&confinement);
         let child_env = ChildEnv::for_tools(host.env, &config.tools).confined(confinement);
         // A weak secret is refused at `serve`'s start; here it only leaves notify unset.
         let service_key = crate::service_jwt::ServiceKey::from_env(&config.auth, host.env)
@@ -374,7 +374,7 @@ impl Agent {
                 cluster: std::sync::OnceLock::new(),
                 window: tokio::sync::OnceCell::new(),
                 learned_window: std::sync::atomic::AtomicU64::new(0),
-                gauge: crate::context::TokenGauge::default(),
+                gauge: crate::turn::context::TokenGauge::default(),
             }),
         };
         agent.follow_mcp_catalog(generation);
@@ -492,7 +492,7 @@ impl Agent {
     ) -> crate::tools::ToolContext {
         let inner = &self.inner;
         let workdir = inner.workstreams.workdir(key);
-        turn::ensure_workdir(&workdir).await;
+        run::ensure_workdir(&workdir).await;
         crate::tools::ToolContext {
             workdir,
             paths: inner.paths.clone(),

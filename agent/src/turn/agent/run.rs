@@ -1,4 +1,4 @@
-//! One turn in named steps, as the module doc of [`crate::agent`] tells it: load the turn
+//! One turn in named steps, as the module doc of [`crate::turn::agent`] tells it: load the turn
 //! ([`Agent::load_turn`]), then for each model call build the request
 //! ([`Agent::build_request`]), stream the answer ([`Agent::stream`]), commit it
 //! ([`Agent::commit`]) and run the batch of tool calls it asked for ([`Agent::run_batch`]).
@@ -14,14 +14,14 @@ use crate::model::{
     AssembledResponse, ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role,
     ToolCall, ToolSchema,
 };
-use crate::nudge::Signals;
-use crate::pipeline::Batch;
-use crate::prompt::system_prompt;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::StoreError;
 use crate::store::memories::Visibility;
-use crate::tool_search::TurnTools;
 use crate::tools::ToolContext;
+use crate::turn::batch::Batch;
+use crate::turn::nudge::Signals;
+use crate::turn::prompt::system_prompt;
+use crate::turn::tool_search::TurnTools;
 use crate::workstream::Workstream;
 
 /// What a turn carries from one model call to the next.
@@ -127,7 +127,7 @@ impl Agent {
         let resumed = (ws.resumed && ws.turns_since_load == 0)
             || ws
                 .last_turn_end
-                .is_some_and(|t| t.elapsed() >= crate::nudge::LONG_PAUSE);
+                .is_some_and(|t| t.elapsed() >= crate::turn::nudge::LONG_PAUSE);
         let policy = self.offer_policy(&scope, &ws.key).await;
         if !config.model.capabilities.supports_tools && policy.is_restricted() {
             // Honest, and never a silent switch to another model: the selection cannot apply.
@@ -199,12 +199,12 @@ impl Agent {
             resumed: first_call && st.resumed,
             previous_answer: st.previous_answer.as_deref().filter(|_| first_call),
         };
-        let nudges = crate::nudge::due(&mut ws.nudges, &signals, Instant::now());
+        let nudges = crate::turn::nudge::due(&mut ws.nudges, &signals, Instant::now());
         let system = format!(
             "{}{}{}",
             st.base_system,
-            crate::memory::render(&relevant),
-            crate::nudge::render(&nudges)
+            crate::turn::memory::render(&relevant),
+            crate::turn::nudge::render(&nudges)
         );
         // Servers may add or remove tools, and people may change the connector policy,
         // mid-turn: the next model call sees the change.
@@ -227,8 +227,8 @@ impl Agent {
             format!(
                 "{}{}{}",
                 st.base_system,
-                crate::memory::render(&relevant),
-                crate::nudge::render(&nudges)
+                crate::turn::memory::render(&relevant),
+                crate::turn::nudge::render(&nudges)
             )
         } else {
             system
@@ -274,9 +274,11 @@ impl Agent {
         let catalog = self.inner.mcp.catalog();
         let policy = tools.policy();
         if policy.is_restricted() {
-            base.push_str(&crate::prompt::mcp_catalog(&policy.restrict(&catalog)));
+            base.push_str(&crate::turn::prompt::mcp_catalog(
+                &policy.restrict(&catalog),
+            ));
         } else {
-            base.push_str(&crate::prompt::mcp_catalog(&catalog));
+            base.push_str(&crate::turn::prompt::mcp_catalog(&catalog));
         }
         base
     }
@@ -391,7 +393,7 @@ impl Agent {
             sink: req.sink,
             approver,
             tool_search: tools.client_search(),
-            turn: Some(crate::pipeline::TurnLink {
+            turn: Some(crate::turn::batch::TurnLink {
                 agent: self,
                 approver: req.approver,
             }),

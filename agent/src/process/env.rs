@@ -17,8 +17,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::config::{Env, ToolsConfig};
-use crate::confine::tool_process::ToolCommand;
-use crate::confine::{Confinement, Profile};
+use crate::process::confine::tool_process::ToolCommand;
+use crate::process::confine::{Confinement, Profile};
 
 /// Variables copied from sandpiper's environment into every child: what programs need to find
 /// things and format text, nothing that authenticates.
@@ -45,7 +45,7 @@ pub const LOCALE: &[&str] = &[
 ];
 
 /// A complete environment for a child process, and how the process is confined
-/// ([`crate::confine`]). Values may be secrets the operator chose to pass, so `Debug` shows
+/// ([`crate::process::confine`]). Values may be secrets the operator chose to pass, so `Debug` shows
 /// names only.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ChildEnv {

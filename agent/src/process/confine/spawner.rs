@@ -41,7 +41,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use super::sys::Plan;
-use crate::tools::process_tree::{kill_pid, kill_process_group};
+use crate::process::signal::{kill_pid, kill_process_group};
 use wire::{OWN_GROUP, REPLY_LEN, Reply, Request};
 
 /// How long after a spawner failed to start before another is tried.

@@ -5,8 +5,8 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::*;
-use crate::child_env::ChildEnv;
 use crate::config::ProcessEnv;
+use crate::process::env::ChildEnv;
 
 /// Whether `pid` is a live (non-zombie) process.
 fn alive(pid: libc::pid_t) -> bool {
@@ -192,7 +192,7 @@ fn as_a_subreaper_killed_orphans_are_reaped() {
         let status = std::process::Command::new(exe)
             .args([
                 "--exact",
-                "tools::process_tree::tests::as_a_subreaper_killed_orphans_are_reaped",
+                "process::tree::tests::as_a_subreaper_killed_orphans_are_reaped",
                 "--nocapture",
             ])
             .env_clear()
@@ -203,7 +203,7 @@ fn as_a_subreaper_killed_orphans_are_reaped() {
         assert!(status.success());
         return;
     }
-    become_subreaper().expect("prctl");
+    crate::process::signal::become_subreaper().expect("prctl");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let (mut tree, mut child, pids) = start_escapees(Containment::MarkerOnly).await;

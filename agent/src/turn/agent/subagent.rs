@@ -1,17 +1,17 @@
-//! A sub-agent's loop (see [`crate::subagent`]): the turn loop's steps (stream, commit, run a
+//! A sub-agent's loop (see [`crate::turn::subagent`]): the turn loop's steps (stream, commit, run a
 //! batch) with the sub-agent's own history, scoped tools, limits and status line.
 
 use std::collections::BTreeSet;
 
-use super::turn::ensure_workdir;
+use super::run::ensure_workdir;
 use super::{Agent, AgentError, TurnOutcome, TurnRequest};
 use crate::connectors::{ConnectorScope, is_tool_allowed};
 use crate::model::{Message, ToolSchema};
-use crate::pipeline::{Batch, Nested};
-use crate::prompt::system_prompt;
 use crate::protocol::SubAgentPhase;
-use crate::subagent::{StatusSink, SubAgentJob, SubAgentOutcome, SubAgentStop, child_key};
 use crate::tools::ToolContext;
+use crate::turn::batch::{Batch, Nested};
+use crate::turn::prompt::system_prompt;
+use crate::turn::subagent::{StatusSink, SubAgentJob, SubAgentOutcome, SubAgentStop, child_key};
 
 impl Agent {
     /// Runs a sub-agent to completion inside the parent's call `job.turn.call_id`: its job

@@ -49,11 +49,11 @@ use crate::protocol::{
 };
 use crate::store::audit::AutoReason;
 use crate::store::{Store, StoreError};
-use crate::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use crate::tools::{
     DynTool, InTurn, McpCall, OutputSink, ReadyCall, ToolContext, ToolError, ToolOutput,
     ToolRegistry, needs_approval, parse_arguments, truncate_output, validate_arguments,
 };
+use crate::turn::tool_search::{ClientToolSearch, TOOL_SEARCH, run_tool_search};
 use serde_json::Value;
 
 /// Everything one batch needs.

@@ -13,7 +13,7 @@
 //! forked child would ([`sys::in_child`]) and execs the program, keeping its pid, process
 //! group, descriptors and environment. That environment is only what the child is given:
 //! [`super::Confinement::command`] starts the launcher with an empty one, which the caller
-//! fills from the allow-list ([`crate::child_env::ChildEnv`]); the bot's own never reaches it. A layer that fails ends the launcher with
+//! fills from the allow-list ([`crate::process::env::ChildEnv`]); the bot's own never reaches it. A layer that fails ends the launcher with
 //! [`CONFINE_FAILED`] before the program runs: a tool never runs less confined than the
 //! probe found.
 //!

@@ -1,4 +1,4 @@
-//! Fitting every model call in the context window (see [`crate::context`]): the output limit
+//! Fitting every model call in the context window (see [`crate::turn::context`]): the output limit
 //! each request sends, compaction before a request would not fit, and one retry after
 //! compacting when the server says the context is full or refuses the history.
 //!
@@ -11,14 +11,14 @@ use std::time::Instant;
 use futures::StreamExt;
 
 use super::{Agent, AgentError, TurnRequest};
-use crate::context::compact::{self, SUMMARY_INSTRUCTIONS};
-use crate::context::estimate::{self, Observed};
-use crate::context::overflow::{self, Refusal};
-use crate::context::{Budget, ContextWindow, MIN_WINDOW, WindowSource, window};
 use crate::model::{AssembledResponse, ChatRequest, Message, ModelEvent, ToolSchema};
-use crate::nudge::NudgeKind;
 use crate::protocol::{TurnEvent, TurnSink};
 use crate::store::checkpoints::Checkpoint;
+use crate::turn::context::compact::{self, SUMMARY_INSTRUCTIONS};
+use crate::turn::context::estimate::{self, Observed};
+use crate::turn::context::overflow::{self, Refusal};
+use crate::turn::context::{Budget, ContextWindow, MIN_WINDOW, WindowSource, window};
+use crate::turn::nudge::NudgeKind;
 use crate::workstream::Workstream;
 use tokio_util::sync::CancellationToken;
 
@@ -335,7 +335,7 @@ impl Agent {
     fn estimate(&self, ws: &Workstream, parts: &Parts<'_>) -> u64 {
         let mut system = parts.system.len();
         if ws.context.nudge_pending {
-            system += crate::nudge::render(&[NudgeKind::Compaction]).len();
+            system += crate::turn::nudge::render(&[NudgeKind::Compaction]).len();
         }
         if let Some(summary) = &ws.context.summary {
             system += compact::checkpoint_section_len(summary);
@@ -358,7 +358,7 @@ impl Agent {
     fn full_system(&self, ws: &Workstream, parts: &Parts<'_>) -> String {
         let mut system = parts.system.to_owned();
         if ws.context.nudge_pending {
-            system.push_str(&crate::nudge::render(&[NudgeKind::Compaction]));
+            system.push_str(&crate::turn::nudge::render(&[NudgeKind::Compaction]));
         }
         if let Some(summary) = &ws.context.summary {
             system.push_str(&compact::checkpoint_section(summary));

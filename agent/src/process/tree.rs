@@ -9,7 +9,7 @@
 //! - **marker and subreaper** otherwise (and in addition): the call's environment carries
 //!   [`MARKER_VAR`]`=<call id>`, which every descendant inherits, so a kill finds the call's
 //!   processes in `/proc` whatever their group, session or parent. With
-//!   [`become_subreaper`], orphans are reparented to sandpiper rather than to init, and
+//!   [`become_subreaper`](super::signal::become_subreaper), orphans are reparented to sandpiper rather than to init, and
 //!   sandpiper reaps the ones it killed.
 //!
 //! Hazards handled: tokio reaps its own children by pid, so nothing here calls `waitpid(-1)`;
@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use procfs::Proc;
 
-use crate::confine::tool_process::ToolCommand;
+use super::confine::tool_process::ToolCommand;
+use super::signal;
 
 /// The variable that marks every process of one call (value: the call's id).
 pub const MARKER_VAR: &str = "SANDPIPER_CALL_ID";
@@ -34,22 +35,6 @@ pub const MARKER_VAR: &str = "SANDPIPER_CALL_ID";
 const KILL_DEADLINE: Duration = Duration::from_secs(3);
 /// How often a kill re-checks for stragglers.
 const POLL: Duration = Duration::from_millis(20);
-
-/// Makes sandpiper the reaper of orphans its tool calls leave (`PR_SET_CHILD_SUBREAPER`), so
-/// a daemon a call started is reparented to sandpiper, not to init, and a kill can reap it.
-///
-/// Process-wide: the binary calls it once at start (`bot/src/main.rs`); without it, kills
-/// still find and end a call's processes by their marker, and init reaps them.
-#[allow(unsafe_code)]
-pub fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integer arguments only.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
 
 /// How a call's processes are contained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,7 +109,7 @@ pub struct ProcessTree {
 
 impl ProcessTree {
     /// Prepares `command` to start a contained call: the marker variable (set after the
-    /// environment, which [`crate::child_env::ChildEnv::apply`] clears), its own process
+    /// environment, which [`crate::process::env::ChildEnv::apply`] clears), its own process
     /// group, and joining a fresh cgroup before exec where possible. The hook before exec
     /// makes std fork all of sandpiper to start the child; a shell is started more cheaply
     /// with [`ProcessTree::prepare_shell`].
@@ -293,7 +278,7 @@ impl ProcessTree {
             cg.kill();
         }
         if let Some(pgid) = self.leader {
-            kill_process_group(pgid);
+            signal::kill_process_group(pgid);
         }
         for p in &found {
             signal_kill(*p);
@@ -335,45 +320,13 @@ impl Drop for ProcessTree {
 /// SIGKILL to `p` if it is still the same process.
 pub(crate) fn signal_kill(p: Proc) {
     if p.pid > 1 && procfs::same(p).is_some() {
-        raw_kill(p.pid, libc::SIGKILL);
-    }
-}
-
-/// Kills the process `pid` (a tool's child that is not the bot's own, dropped before it
-/// ended).
-pub(crate) fn kill_pid(pid: libc::pid_t) {
-    if pid > 1 {
-        raw_kill(pid, libc::SIGKILL);
-    }
-}
-
-#[allow(unsafe_code)]
-fn raw_kill(pid: libc::pid_t, signal: libc::c_int) {
-    // SAFETY: kill takes two integers and touches no memory of ours; callers pass a positive
-    // pid greater than 1, so it never signals a group, every process, or init.
-    unsafe {
-        libc::kill(pid, signal);
-    }
-}
-
-/// Sends SIGKILL to every process in group `pgid`.
-#[allow(unsafe_code)]
-pub(crate) fn kill_process_group(pgid: libc::pid_t) {
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: killpg takes two integers and touches no memory of ours. `pgid` is greater
-    // than 1 and names the group created for the call by `process_group(0)`, so the call
-    // cannot signal every process (pgid 0 or -1) or init.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
+        signal::kill_pid(p.pid);
     }
 }
 
 /// Reaps the processes of `set` that are zombies and sandpiper's children, and forgets
 /// those that are gone (reaped by their parent, or a reused pid). Never touches `leader`,
 /// which tokio reaps, and never waits for any other pid.
-#[allow(unsafe_code)]
 fn reap(set: &mut BTreeSet<Proc>, leader: Option<libc::pid_t>) {
     let me = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
     set.retain(|p| {
@@ -390,11 +343,8 @@ fn reap(set: &mut BTreeSet<Proc>, leader: Option<libc::pid_t>) {
             // Its parent reaps it, or it is reparented to us and seen again next round.
             return true;
         }
-        let mut status = 0;
-        // SAFETY: waitpid on one specific pid that is our zombie child (checked by pid and
-        // start time just above), with WNOHANG; `status` is a valid out-pointer.
-        let rc = unsafe { libc::waitpid(p.pid, &mut status, libc::WNOHANG) };
-        rc == 0
+        // Our zombie child, checked by pid and start time just above.
+        signal::reap_one(p.pid)
     });
 }
 

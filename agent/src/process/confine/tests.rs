@@ -8,7 +8,7 @@ const SECRET: &str = "sk-confine-test-secret";
 
 /// Runs `script` with `sh -c` in `dir` as `confinement` starts a tool; stdout and stderr.
 async fn sh(confinement: &Confinement, dir: &Path, script: &str) -> (bool, String) {
-    let env = crate::child_env::ChildEnv::allow_listed(&crate::config::ProcessEnv)
+    let env = crate::process::env::ChildEnv::allow_listed(&crate::config::ProcessEnv)
         .confined(confinement.clone());
     let out = env
         .command("sh")
@@ -135,7 +135,7 @@ async fn math_reaches_no_socket_of_any_kind() {
     let run = |confinement: Confinement| {
         let code = code.clone();
         async move {
-            let env = crate::child_env::ChildEnv::allow_listed(&crate::config::ProcessEnv)
+            let env = crate::process::env::ChildEnv::allow_listed(&crate::config::ProcessEnv)
                 .confined(confinement);
             let out = env
                 .command_as(python, Profile::Math)
@@ -162,7 +162,8 @@ async fn cost_of_a_confined_bash_echo() {
     let (dir, config) = setup();
     let confined = Confinement::probe(&[config]);
     for (name, c) in [("posix_spawn", Confinement::none()), ("confined", confined)] {
-        let env = crate::child_env::ChildEnv::allow_listed(&crate::config::ProcessEnv).confined(c);
+        let env =
+            crate::process::env::ChildEnv::allow_listed(&crate::config::ProcessEnv).confined(c);
         let runs = 200;
         let start = std::time::Instant::now();
         for _ in 0..runs {

@@ -213,7 +213,7 @@ impl Confinement {
     }
 
     /// A command that starts `program` confined as `profile` says, with an empty
-    /// environment: the caller adds the child's own ([`crate::child_env::ChildEnv`] does),
+    /// environment: the caller adds the child's own ([`crate::process::env::ChildEnv`] does),
     /// so neither the launcher nor the tool it execs inherits the bot's secrets. Arguments
     /// added to it are `program`'s.
     pub(crate) fn command(&self, program: &OsStr, profile: Profile) -> tokio::process::Command {
