@@ -1,5 +1,5 @@
 //! The turn loop: load the workstream, stream the model, run tool batches through the
-//! [`pipeline`](crate::turn::batch), and loop until the model answers without tool calls.
+//! [`batch`](crate::turn::batch), and loop until the model answers without tool calls.
 //!
 //! Each model call is offered the tools of the agent's [`ToolCatalog`] as the workstream sees
 //! them (see [`tool_search`](crate::turn::tool_search)): with tool search active, deferred tools
@@ -7,7 +7,7 @@
 //! the top-level conversation only; sub-agents ([`crate::turn::subagent`]) run their own loop in
 //! `subagent`, with their scoped tool sets unsearched.
 //!
-//! The loop itself, step by step, is in `turn` (load, build the request, stream, commit,
+//! The loop itself, step by step, is in `run` (load, build the request, stream, commit,
 //! run the batch); this file holds the agent, its entry points and how a turn is reported.
 
 use std::path::PathBuf;
@@ -251,6 +251,8 @@ struct Inner {
     window: tokio::sync::OnceCell<crate::turn::context::ContextWindow>,
     /// A smaller window a server's context error showed (0: none).
     learned_window: std::sync::atomic::AtomicU64,
+    /// The wall clock of the context notes.
+    clock: crate::turn::clock::Clock,
     /// The bytes-per-token ratio of this model's requests.
     gauge: crate::turn::context::TokenGauge,
 }
@@ -374,6 +376,7 @@ impl Agent {
                 cluster: std::sync::OnceLock::new(),
                 window: tokio::sync::OnceCell::new(),
                 learned_window: std::sync::atomic::AtomicU64::new(0),
+                clock: Default::default(),
                 gauge: crate::turn::context::TokenGauge::default(),
             }),
         };
@@ -408,6 +411,11 @@ impl Agent {
     /// This node's counters (`GET /metrics`); the channels add their API retries.
     pub fn metrics(&self) -> &crate::metrics::Metrics {
         &self.inner.metrics
+    }
+
+    /// The wall clock the context notes read (tests move it forward).
+    pub fn clock(&self) -> &crate::turn::clock::Clock {
+        &self.inner.clock
     }
 
     /// What this node's running turns are doing now (the status page watches it).
@@ -627,9 +635,9 @@ impl Agent {
         self.run_task_turn(req, None).await
     }
 
-    /// [`Agent::run_turn`] for a background job (a watch's turn, a task sub-agent) that sets
-    /// the task tier of connector policy: `Some(list)` narrows the servers the turn may use,
-    /// `Some([])` allows none, `None` leaves the thread's own policy.
+    /// [`Agent::run_turn`] with the task tier of connector policy set: `Some(list)` narrows
+    /// the servers the turn may use, `Some([])` allows none, `None` (what `run_turn` passes)
+    /// leaves the thread's own policy.
     pub async fn run_task_turn(
         &self,
         req: TurnRequest<'_>,

@@ -177,6 +177,12 @@ fn start(req: &Request, fds: [&OwnedFd; 3], nested: Option<&OwnedFd>) -> Reply {
 
 /// The child between fork and exec: its own Landlock domain, signals as a new process has
 /// them, its process group, descriptors and directory, then the program.
+///
+/// # Safety
+///
+/// Only in the child of `fork` in the spawner, which has one thread; `argv` and `envp` are
+/// NUL-terminated arrays of pointers into strings that outlive the call, and `report` is the
+/// write end of the parent's error pipe.
 #[allow(unsafe_code)]
 unsafe fn in_child(
     req: &Request,
