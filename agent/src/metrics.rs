@@ -354,6 +354,7 @@ mod tests {
         let usage = crate::model::Usage {
             input_tokens: 100,
             output_tokens: 7,
+            cached_tokens: 0,
         };
         m.tokens("gpt", &usage);
         m.tokens("gpt", &usage);

@@ -162,15 +162,20 @@ pub struct ChatRequest<'a> {
     pub tools: &'a [ToolSchema],
     /// The most tokens the answer may use; `None` leaves the provider's configured cap.
     pub max_tokens: Option<u32>,
+    /// The conversation this request continues (the workstream key), for providers that
+    /// route one conversation's requests to one prompt cache (OpenAI's `prompt_cache_key`).
+    pub cache_key: Option<&'a str>,
 }
 
 /// Token counts reported by the provider.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Prompt tokens, cached ones included.
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
+    /// Prompt tokens the provider served from its prompt cache (part of `input_tokens`).
+    pub cached_tokens: u64,
 }
 
 /// One event of a streamed model response.

@@ -22,16 +22,22 @@
 //! - [`context`]: the model's context window: its size, request estimates, output limits,
 //!   compaction and overflow recovery.
 //! - [`tool_search`]: which tools each model call is offered, and the `tool_search` tool.
-//! - [`prompt`]: the system message.
+//! - [`request`]: what one model call sends, so that its beginning does not change: the
+//!   stable system message, the compaction checkpoint as the opening note of the history,
+//!   and each message with the context note it was first sent with.
+//! - [`prompt`]: the system message and the context note (time, memories, nudges).
+//! - [`clock`]: the wall clock of the context note, which tests can move.
 //! - [`memory`]: which memories are relevant to the conversation, for the request.
 //! - [`nudge`]: ephemeral hints that suggest saving a memory at the right moments.
 
 pub mod agent;
 pub mod batch;
+pub mod clock;
 pub mod context;
 pub mod memory;
 pub mod nudge;
 pub mod prompt;
+pub mod request;
 pub mod subagent;
 pub mod tool_search;
 

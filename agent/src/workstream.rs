@@ -7,7 +7,7 @@
 pub mod key;
 pub mod workdir;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -44,11 +44,13 @@ pub struct Workstream {
     pub nudges: crate::turn::nudge::Nudges,
     /// Deferred tools found by tool search (or called by name): offered from then on, for
     /// good. Rebuilt from the history when the workstream is reloaded.
-    pub expanded_tools: HashSet<String>,
+    pub expanded_tools: crate::turn::tool_search::Expanded,
     /// Notifications of the current turn (the notify rate limit); a new one at each turn.
     pub notify_budget: crate::tools::notify::NotifyBudget,
     /// What of the history is sent to the model (see [`crate::turn::context`]).
     pub context: ContextState,
+    /// The context notes its messages were first sent with ([`crate::turn::request`]).
+    pub notes: crate::turn::request::Notes,
 }
 
 /// What of a workstream's history the model sees: a checkpoint of the older part and the
@@ -58,7 +60,7 @@ pub struct ContextState {
     /// Index into `history` of the first message sent verbatim; those before it are
     /// summarised in `summary`.
     pub start: usize,
-    /// The checkpoint of `history[..start]`, shown in the system message.
+    /// The checkpoint of `history[..start]`, sent as the note that opens the kept history.
     pub summary: Option<String>,
     /// The previous request's size and the prompt tokens the server counted for it.
     pub observed: Option<crate::turn::context::Observed>,
@@ -134,6 +136,17 @@ impl Workstream {
     /// The part of the history sent to the model verbatim.
     pub fn sent(&self) -> &[Message] {
         self.history.get(self.context.start..).unwrap_or_default()
+    }
+
+    /// The messages a model call sends: the checkpoint note, then the verbatim part, each
+    /// message with its context note ([`crate::turn::request::messages`]).
+    pub fn request_messages(&self) -> Vec<Message> {
+        crate::turn::request::messages(
+            &self.history,
+            self.context.start,
+            self.context.summary.as_deref(),
+            &self.notes,
+        )
     }
 
     /// The sequence number the next appended message gets.
@@ -277,7 +290,8 @@ impl Workstreams {
             turns_since_load: 0,
             last_turn_end: None,
             nudges: crate::turn::nudge::Nudges::default(),
-            expanded_tools: HashSet::new(),
+            expanded_tools: Default::default(),
+            notes: Default::default(),
             notify_budget: Default::default(),
             context,
         };

@@ -369,6 +369,7 @@ mod tests {
             &sandpiper_agent::model::Usage {
                 input_tokens: 12,
                 output_tokens: 3,
+                cached_tokens: 0,
             },
         );
         m.approval("asked", "timed_out");

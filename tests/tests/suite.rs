@@ -30,6 +30,7 @@ mod outage;
 mod outside_turns;
 mod parallel;
 mod permissions;
+mod prompt_cache;
 mod providers;
 mod recall;
 mod restart;

@@ -288,6 +288,7 @@ mod tests {
         let usage = Usage {
             input_tokens: 100,
             output_tokens: 20,
+            cached_tokens: 0,
         };
         let answer = Message::assistant("hello");
         store.append_answer("w", 1, &answer, usage).await.unwrap();

@@ -210,6 +210,7 @@ async fn ask(
         messages: &messages,
         tools: &[],
         max_tokens: None,
+        cache_key: None,
     };
     let mut stream = model.stream(request).await.map_err(failed)?;
     let mut answer = String::new();

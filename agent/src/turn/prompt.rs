@@ -1,4 +1,6 @@
-//! The system message: who the agent is, the date, the working directory and how to use tools.
+//! The system message: who the agent is, the working directory and how to use tools — only
+//! what changes rarely, so it is the same byte for byte from one call to the next (see
+//! [`crate::turn::request`]). What changes per call is the [`context_note`].
 
 use std::path::Path;
 
@@ -6,13 +8,9 @@ use chrono::{DateTime, Local};
 
 use crate::model::ToolSchema;
 
-/// Builds the system message for one turn.
-pub fn system_prompt(
-    now: DateTime<Local>,
-    workdir: &Path,
-    tools: &[ToolSchema],
-    extra: Option<&str>,
-) -> String {
+/// Builds the system message of a workstream: the same until its working directory, its
+/// tools or the operator's extra text change.
+pub fn system_prompt(workdir: &Path, tools: &[ToolSchema], extra: Option<&str>) -> String {
     let mut s = String::with_capacity(2048);
     s.push_str(
         "You are sandpiper, an engineering assistant working with a team in a chat thread. \
@@ -20,9 +18,9 @@ pub fn system_prompt(
          the work so far.\n\n",
     );
     s.push_str(&format!(
-        "Today is {} ({}).\nYour working directory is {}; relative paths resolve against it.\n",
-        now.format("%A, %Y-%m-%d"),
-        now.format("%H:%M %Z"),
+        "Your working directory is {}; relative paths resolve against it.\n\
+         The newest message may end with a <context> note from sandpiper (the time, memories \
+         relevant to the conversation, hints); it is not from the person.\n",
         workdir.display()
     ));
     if tools.is_empty() {
@@ -57,6 +55,23 @@ pub fn system_prompt(
         s.push('\n');
     }
     s
+}
+
+/// The note a model call adds to the newest message: the time when a turn starts (`now`),
+/// the relevant memories not shown yet and the nudges due, each block already rendered.
+/// `None` when there is nothing to say.
+pub fn context_note(now: Option<DateTime<Local>>, memories: &str, nudges: &str) -> Option<String> {
+    if now.is_none() && memories.is_empty() && nudges.is_empty() {
+        return None;
+    }
+    let mut s = String::from("\n\n<context>\n");
+    if let Some(now) = now {
+        s.push_str(&format!("It is {}.\n", now.format("%A, %Y-%m-%d %H:%M %Z")));
+    }
+    s.push_str(memories.trim_start_matches('\n'));
+    s.push_str(nudges.trim_start_matches('\n'));
+    s.push_str("</context>");
+    Some(s)
 }
 
 /// Resources listed in the system message.
@@ -173,20 +188,36 @@ mod tests {
     }
 
     #[test]
-    fn prompt_names_date_workdir_and_tools() {
-        let now = Local.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap();
+    fn prompt_names_workdir_and_tools_and_no_time() {
         let tools = [ToolSchema {
             name: "bash".into(),
             description: "d".into(),
             parameters: serde_json::json!({}).into(),
             defer_loading: false,
         }];
-        let p = system_prompt(now, Path::new("/srv/app"), &tools, Some("Be brief."));
-        assert!(p.contains("2026-11-29"), "{p}");
+        let p = system_prompt(Path::new("/srv/app"), &tools, Some("Be brief."));
         assert!(p.contains("/srv/app"));
         assert!(p.contains("Tools: bash"));
         assert!(p.ends_with("Be brief.\n"));
-        let none = system_prompt(now, Path::new("/"), &[], None);
+        assert!(!p.contains(&chrono::Local::now().format("%Y-%m-%d").to_string()));
+        let none = system_prompt(Path::new("/"), &[], None);
         assert!(none.contains("no tools"));
+    }
+
+    #[test]
+    fn the_context_note_carries_the_time_memories_and_nudges() {
+        let now = Local.with_ymd_and_hms(2026, 11, 29, 12, 0, 0).unwrap();
+        assert_eq!(context_note(None, "", ""), None);
+        let note = context_note(Some(now), "\n<memories>\nm\n</memories>\n", "").expect("a note");
+        assert!(
+            note.starts_with("\n\n<context>\nIt is Sunday, 2026-11-29 12:00"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("<memories>\nm\n</memories>\n</context>"),
+            "{note}"
+        );
+        let nudge = context_note(None, "", "\n<nudges>\n- n\n</nudges>\n").expect("a note");
+        assert_eq!(nudge, "\n\n<context>\n<nudges>\n- n\n</nudges>\n</context>");
     }
 }

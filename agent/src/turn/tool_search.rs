@@ -163,7 +163,7 @@ impl ToolCatalog {
     /// The catalog as seen by one workstream.
     pub fn view<'a>(
         &'a self,
-        expanded: &'a HashSet<String>,
+        expanded: &'a Expanded,
         active: bool,
         native: bool,
     ) -> ToolCatalogView<'a> {
@@ -185,7 +185,7 @@ pub struct ToolCatalogView<'a> {
     /// Names of the built-in tools (always visible).
     pub builtin: &'a HashSet<String>,
     /// Deferrable tools the workstream has found; visible for good.
-    pub expanded: &'a HashSet<String>,
+    pub expanded: &'a Expanded,
     /// Whether tool search is on (see [`is_active`]).
     pub active: bool,
     /// Whether the provider searches deferred tools itself.
@@ -198,32 +198,107 @@ impl ToolCatalogView<'_> {
         self.active && !self.builtin.contains(name) && !self.expanded.contains(name)
     }
 
-    /// The tools to send: all of them when search is off; otherwise built-ins and expanded
-    /// tools as they are, and the deferred rest flagged `defer_loading` (native search) or
-    /// replaced by the `tool_search` tool (client-side search).
+    /// The tools to send, in an order that only grows: all of them when search is off;
+    /// otherwise, with client-side search, the tools that are never deferred in catalog
+    /// order, `tool_search` while something is left to find, then the tools it found in the
+    /// order they were found (a newly found tool is appended, never sorted in among the
+    /// others, so the request's tool list keeps its prefix); with native search, every tool
+    /// in catalog order, the deferred ones flagged `defer_loading`.
     pub fn offered(&self) -> Vec<ToolSchema> {
-        let mut out = Vec::with_capacity(self.tools.len() + 1);
-        let mut deferred_any = false;
-        for tool in self.tools {
-            if !self.is_deferred(&tool.name) {
-                out.push(ToolSchema {
-                    defer_loading: false,
+        if !self.active || self.native {
+            return self
+                .tools
+                .iter()
+                .map(|tool| ToolSchema {
+                    defer_loading: self.is_deferred(&tool.name),
                     ..tool.clone()
-                });
-            } else if self.native {
-                deferred_any = true;
-                out.push(ToolSchema {
-                    defer_loading: true,
-                    ..tool.clone()
-                });
-            } else {
-                deferred_any = true;
-            }
+                })
+                .collect();
         }
-        if deferred_any && !self.native {
+        let mut out: Vec<ToolSchema> = self
+            .tools
+            .iter()
+            .filter(|t| self.builtin.contains(&t.name))
+            .cloned()
+            .collect();
+        if self.tools.iter().any(|t| self.is_deferred(&t.name)) {
             out.push(tool_search_schema());
         }
+        let found = self
+            .expanded
+            .iter()
+            .filter_map(|name| self.tools.iter().find(|t| &t.name == name));
+        out.extend(found.map(|t| ToolSchema {
+            defer_loading: false,
+            ..t.clone()
+        }));
         out
+    }
+}
+
+/// The deferrable tools a workstream has found, in the order it found them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expanded {
+    names: Vec<String>,
+}
+
+impl Expanded {
+    /// Whether `name` was found.
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
+    /// Records `name` as found (after the others), unless it already was.
+    pub fn insert(&mut self, name: String) {
+        if !self.contains(&name) {
+            self.names.push(name);
+        }
+    }
+
+    /// The found tools, first found first.
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        self.names.iter()
+    }
+
+    /// How many were found.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+impl Extend<String> for Expanded {
+    fn extend<I: IntoIterator<Item = String>>(&mut self, names: I) {
+        for name in names {
+            self.insert(name);
+        }
+    }
+}
+
+impl FromIterator<String> for Expanded {
+    fn from_iter<I: IntoIterator<Item = String>>(names: I) -> Self {
+        let mut expanded = Self::default();
+        expanded.extend(names);
+        expanded
+    }
+}
+
+impl IntoIterator for Expanded {
+    type Item = String;
+    type IntoIter = std::vec::IntoIter<String>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.names.into_iter()
+    }
+}
+
+impl<const N: usize> From<[String; N]> for Expanded {
+    fn from(names: [String; N]) -> Self {
+        names.into_iter().collect()
     }
 }
 
@@ -289,7 +364,7 @@ impl TurnTools {
 
     /// What one model call is offered, given the workstream's expanded tools; nothing when
     /// the model has no tools.
-    pub fn offered(&self, expanded: &HashSet<String>) -> Vec<ToolSchema> {
+    pub fn offered(&self, expanded: &Expanded) -> Vec<ToolSchema> {
         if !self.supports_tools {
             return Vec::new();
         }
@@ -306,9 +381,9 @@ impl TurnTools {
     }
 
     /// The expansions a reloaded workstream's history implies (see [`replay_expansions`]).
-    pub fn replay(&self, history: &[Message]) -> HashSet<String> {
+    pub fn replay(&self, history: &[Message]) -> Expanded {
         if !self.active {
-            return HashSet::new();
+            return Expanded::default();
         }
         replay_expansions(history, self.catalog.index(), self.max_results)
     }
@@ -317,7 +392,7 @@ impl TurnTools {
     /// among `calls`. A deferred tool called by its exact name runs like any other (dispatch
     /// does not look at visibility) and is offered from then on, as if it had been found; it
     /// also keeps native providers consistent, since their search blocks are not kept.
-    pub fn expand(&self, expanded: &mut HashSet<String>, found: Vec<String>, calls: &[ToolCall]) {
+    pub fn expand(&self, expanded: &mut Expanded, found: Vec<String>, calls: &[ToolCall]) {
         expanded.extend(found);
         let index = self.catalog.index();
         let called = calls.iter().filter(|c| index.contains(&c.name));
@@ -439,8 +514,8 @@ pub fn replay_expansions(
     history: &[Message],
     index: &ToolSearchIndex,
     max_results: usize,
-) -> HashSet<String> {
-    let mut found = HashSet::new();
+) -> Expanded {
+    let mut found = Expanded::default();
     for call in history.iter().flat_map(|m| &m.tool_calls) {
         if call.name == TOOL_SEARCH {
             found.extend(run_tool_search(index, &call.arguments, max_results).expand);

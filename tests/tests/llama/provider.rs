@@ -67,6 +67,7 @@ async fn run(
         messages,
         tools,
         max_tokens: None,
+        cache_key: None,
     };
     let mut stream = model.stream(request).await?;
     let mut events = Vec::new();

@@ -1,5 +1,6 @@
-//! Memory end to end: saved through the tool by a scripted model, injected into later system
-//! messages by relevance, and never visible to another user — in the same thread or another.
+//! Memory end to end: saved through the tool by a scripted model, shown by relevance in the
+//! context note of later requests (never in the system message, whose bytes stay the same),
+//! and never visible to another user — in the same thread or another.
 
 use sandpiper_tests::both_backends;
 use sandpiper_tests::fake_llm::{text, tool_call};
@@ -13,6 +14,26 @@ fn system_of(request: &serde_json::Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
+}
+
+/// The newest message of a request, with the context note it carries.
+fn newest_of(request: &serde_json::Value) -> String {
+    let messages = request["messages"].as_array().expect("messages");
+    messages
+        .last()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Everything a request's messages say.
+fn all_of(request: &serde_json::Value) -> String {
+    let messages = request["messages"].as_array().expect("messages");
+    messages
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 both_backends! {
@@ -48,16 +69,18 @@ both_backends! {
 
         let requests = s.llm.requests();
         assert_eq!(requests.len(), 6);
-        // bob's first call: the global memory is injected, alice's personal one is not.
-        let bob_system = system_of(&requests[3]);
-        assert!(bob_system.contains("deploy_command"), "{bob_system}");
-        assert!(!bob_system.contains("tabs"), "{bob_system}");
+        // bob's first call: the global memory is shown, alice's personal one is not — not in
+        // bob's note, nor in what alice's notes left in the shared thread.
+        let bob_sees = all_of(&requests[3]);
+        assert!(bob_sees.contains("deploy_command"), "{bob_sees}");
+        assert!(!bob_sees.contains("tabs"), "{bob_sees}");
+        assert!(!system_of(&requests[3]).contains("deploy_command"));
         // bob's list shows only the global memory.
         let listed = contents_with_role(&requests[4], "tool");
         assert_eq!(listed.last().unwrap(), "- deploy_command [project, global]: how to deploy indentation-checked code\n");
         // alice, in another thread, gets her preference injected.
-        let alice_system = system_of(&requests[5]);
-        assert!(alice_system.contains("alice wants tabs"), "{alice_system}");
+        let alice_note = newest_of(&requests[5]);
+        assert!(alice_note.contains("alice wants tabs"), "{alice_note}");
         // Nothing injected is stored in history.
         let history = agent.history("console:elsewhere").await.unwrap();
         assert!(history.iter().all(|m| !m.content.contains("<memories>")));
@@ -72,11 +95,11 @@ both_backends! {
         console.send("no, that's wrong again").await;
         console.finish().await;
         let requests = s.llm.requests();
-        assert!(!system_of(&requests[0]).contains("<nudges>"));
-        let second = system_of(&requests[1]);
+        assert!(!all_of(&requests[0]).contains("<nudges>"));
+        let second = newest_of(&requests[1]);
         assert!(second.contains("<nudges>") && second.contains("The user just corrected you"), "{second}");
         // The cooldown holds within 300 s.
-        assert!(!system_of(&requests[2]).contains("corrected you"));
+        assert!(!newest_of(&requests[2]).contains("corrected you"));
         let history = agent.history("console:nudge").await.unwrap();
         assert!(history.iter().all(|m| !m.content.contains("nudges")));
     }
@@ -93,8 +116,8 @@ both_backends! {
         console.send("where were we?").await;
         console.finish().await;
         let requests = s.llm.requests();
-        assert!(!system_of(&requests[0]).contains("resuming"));
-        assert!(system_of(&requests[1]).contains("This workstream is resuming"));
+        assert!(!all_of(&requests[0]).contains("resuming"));
+        assert!(newest_of(&requests[1]).contains("This workstream is resuming"));
     }
 }
 

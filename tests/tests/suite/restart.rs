@@ -36,7 +36,9 @@ both_backends! {
         assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "user"]);
         assert_eq!(last[1]["content"], "compute the answer");
         assert_eq!(last[2]["tool_calls"][0]["id"], "c1");
-        assert_eq!(last[5]["content"], "what did I ask?");
+        // The newest message carries the turn's context note (the time, the resume nudge).
+        let newest = last[5]["content"].as_str().unwrap_or_default();
+        assert!(newest.starts_with("what did I ask?\n\n<context>\nIt is "), "{newest}");
         s.llm.verify();
     }
 }

@@ -93,12 +93,16 @@ both_backends! {
             "{}",
             results[0]
         );
-        let found = with(&builtins, &[
-            "mcp__github__create_issue",
-            "mcp__github__list_repos",
-            "mcp__jira__create_ticket",
-            "tool_search",
-        ]);
+        // What was found is appended after the tools offered before, in the order it was
+        // found, so the request's tool list keeps its prefix.
+        let in_found_order: Vec<&str> = results[0]
+            .lines()
+            .filter_map(|l| l.strip_prefix("- ")?.split(':').next())
+            .collect();
+        let mut sorted = in_found_order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, ["mcp__github__create_issue", "mcp__github__list_repos", "mcp__jira__create_ticket"]);
+        let found = with(&with(&builtins, &["tool_search"]), &in_found_order);
         assert_eq!(offered(&requests[1]), found);
         // A later turn still offers what was found.
         assert_eq!(offered(&requests[2]), found);

@@ -256,6 +256,9 @@ impl EventDecoder {
         if let Some(input) = usage.input() {
             self.usage.input_tokens = input;
         }
+        if let Some(read) = usage.cache_read_input_tokens {
+            self.usage.cached_tokens = read;
+        }
         if let Some(output) = usage.output_tokens {
             self.usage.output_tokens = output;
         }

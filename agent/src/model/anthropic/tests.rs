@@ -47,6 +47,7 @@ async fn run(
         messages,
         tools: &[],
         max_tokens: None,
+        cache_key: None,
     };
     match model.stream(request).await {
         Ok(stream) => collect(stream).await,
@@ -122,7 +123,8 @@ async fn streams_text_and_tool_use() {
         events.first(),
         Some(&ModelEvent::Usage(Usage {
             input_tokens: 25,
-            output_tokens: 1
+            output_tokens: 1,
+            cached_tokens: 0,
         }))
     );
     assert_eq!(
@@ -154,7 +156,8 @@ async fn streams_text_and_tool_use() {
         response.usage,
         Usage {
             input_tokens: 25,
-            output_tokens: 40
+            output_tokens: 40,
+            cached_tokens: 0,
         }
     );
 }
@@ -202,6 +205,7 @@ async fn request_body_and_headers() {
         messages: &history,
         tools: &tools,
         max_tokens: None,
+        cache_key: None,
     };
     let (_, err) = collect(model(&server.uri()).stream(request).await.expect("stream")).await;
     assert!(err.is_none(), "{err:?}");

@@ -16,6 +16,15 @@ struct Chunk {
     choices: Option<Vec<Choice>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// llama.cpp's own counts, beside `usage`: `cache_n` prompt tokens reused from the slot.
+    #[serde(default)]
+    timings: Option<WireTimings>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WireTimings {
+    #[serde(default)]
+    cache_n: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -58,6 +67,14 @@ struct WireUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 /// Assigns indices to tool-call deltas, also when the server omits `index`.
@@ -140,9 +157,12 @@ impl ChunkDecoder {
             }
         }
         if let Some(usage) = chunk.usage {
+            let details = usage.prompt_tokens_details.and_then(|d| d.cached_tokens);
+            let timings = chunk.timings.and_then(|t| t.cache_n);
             out.push(ModelEvent::Usage(Usage {
                 input_tokens: usage.prompt_tokens.unwrap_or(0),
                 output_tokens: usage.completion_tokens.unwrap_or(0),
+                cached_tokens: details.or(timings).unwrap_or(0),
             }));
         }
         Ok(())

@@ -41,6 +41,7 @@ async fn run(model: &OpenAiModel, messages: &[Message]) -> (Vec<ModelEvent>, Opt
         messages,
         tools: &[],
         max_tokens: None,
+        cache_key: None,
     };
     match model.stream(request).await {
         Ok(stream) => collect(stream).await,
@@ -73,7 +74,8 @@ async fn streams_text_usage_and_done() {
             ModelEvent::TextDelta("lo".into()),
             ModelEvent::Usage(Usage {
                 input_tokens: 12,
-                output_tokens: 2
+                output_tokens: 2,
+                cached_tokens: 0,
             }),
             ModelEvent::Done {
                 finish_reason: Some("stop".into())
@@ -191,6 +193,7 @@ async fn request_body_and_auth_header() {
         messages: &history,
         tools: &tools,
         max_tokens: None,
+        cache_key: None,
     };
     let (_, err) = collect(with_key.stream(request).await.expect("stream")).await;
     assert!(err.is_none(), "{err:?}");

@@ -27,6 +27,9 @@ pub(super) struct Body<'a> {
     web_search_options: Option<serde_json::Map<String, serde_json::Value>>,
     stream: bool,
     stream_options: StreamOptions,
+    /// Routes one workstream's requests to one cache (OpenAI); other servers ignore it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -166,6 +169,7 @@ pub(super) fn request_body<'a>(
         stream_options: StreamOptions {
             include_usage: true,
         },
+        prompt_cache_key: request.cache_key,
     }
 }
 
@@ -278,6 +282,7 @@ mod tests {
             messages,
             tools,
             max_tokens: None,
+            cache_key: None,
         };
         serde_json::to_value(request_body(
             "m",
@@ -304,6 +309,7 @@ mod tests {
             messages: &messages,
             tools: &tools,
             max_tokens: None,
+            cache_key: None,
         };
         let native = serde_json::to_value(request_body(
             "m",
@@ -442,6 +448,7 @@ mod tests {
             messages: &messages,
             tools: &[],
             max_tokens: Some(300),
+            cache_key: None,
         };
         let plain = serde_json::to_value(request_body(
             "m",

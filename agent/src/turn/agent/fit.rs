@@ -2,7 +2,7 @@
 //! each request sends, compaction before a request would not fit, and one retry after
 //! compacting when the server says the context is full or refuses the history.
 //!
-//! What is sent is the workstream's checkpoint (in the system message) and its history from
+//! What is sent is the workstream's checkpoint (the note opening the history) and its history from
 //! `ws.context.start` on; compaction moves that start forward and writes a new checkpoint.
 //! The messages themselves stay in the store, where `recall` finds them.
 
@@ -99,7 +99,7 @@ impl<'a> From<&'a TurnRequest<'_>> for Reach<'a> {
 
 /// A request's parts that do not change while it is fitted.
 struct Parts<'a> {
-    /// The system message before the checkpoint (base prompt, memories, nudges).
+    /// The system message (the same from one call to the next).
     system: &'a str,
     offered: &'a [ToolSchema],
     tools_bytes: u64,
@@ -205,11 +205,14 @@ impl Agent {
             let Some(max_tokens) = budget.output_limit(prompt) else {
                 return Err(self.too_large(ws, &parts, &window));
             };
-            let full = self.full_system(ws, &parts);
-            let bytes = estimate::request_bytes(&full, ws.sent(), parts.tools_bytes);
+            bake_nudge(ws);
+            let bytes = request_bytes(ws, &parts);
             ws.context.last_prompt_tokens = prompt;
             ws.context.fixed_bytes = estimate::request_bytes(parts.system, &[], parts.tools_bytes);
-            let error = match self.stream(ws, req, &full, offered, Some(max_tokens)).await {
+            let error = match self
+                .stream(ws, req, parts.system, offered, Some(max_tokens))
+                .await
+            {
                 Ok(Some(response)) => {
                     return Ok(Some(self.answered(ws, req, response, bytes, max_tokens)));
                 }
@@ -331,16 +334,12 @@ impl Agent {
     }
 
     /// The estimated prompt tokens of the request as it would be sent now, counted without
-    /// building its system message.
+    /// building it.
     fn estimate(&self, ws: &Workstream, parts: &Parts<'_>) -> u64 {
-        let mut system = parts.system.len();
+        let mut bytes = request_bytes(ws, parts);
         if ws.context.nudge_pending {
-            system += crate::turn::nudge::render(&[NudgeKind::Compaction]).len();
+            bytes += crate::turn::nudge::render(&[NudgeKind::Compaction]).len() as u64;
         }
-        if let Some(summary) = &ws.context.summary {
-            system += compact::checkpoint_section_len(summary);
-        }
-        let bytes = estimate::request_bytes("", ws.sent(), parts.tools_bytes) + system as u64;
         estimate::estimate(bytes, &self.inner.gauge, ws.context.observed)
     }
 
@@ -351,19 +350,6 @@ impl Agent {
             &self.inner.gauge,
             None,
         )
-    }
-
-    /// The system message with the workstream's checkpoint (and the compaction nudge when
-    /// it is due).
-    fn full_system(&self, ws: &Workstream, parts: &Parts<'_>) -> String {
-        let mut system = parts.system.to_owned();
-        if ws.context.nudge_pending {
-            system.push_str(&crate::turn::nudge::render(&[NudgeKind::Compaction]));
-        }
-        if let Some(summary) = &ws.context.summary {
-            system.push_str(&compact::checkpoint_section(summary));
-        }
-        system
     }
 
     /// Compacts what is sent of `ws` (see [`Depth`]) and says so in the thread.
@@ -500,6 +486,7 @@ impl Agent {
             messages: &messages,
             tools: &[],
             max_tokens: Some(u32::try_from(cap).unwrap_or(u32::MAX)),
+            cache_key: None,
         };
         let started = Instant::now();
         let written = tokio::select! {
@@ -575,4 +562,26 @@ async fn collect_text(
         }
     }
     Ok(text)
+}
+
+/// The bytes of the request as it would be sent now: the system message, the tools, and the
+/// history from the checkpoint on with its notes.
+fn request_bytes(ws: &Workstream, parts: &Parts<'_>) -> u64 {
+    let notes = ws.notes.bytes(ws.context.start)
+        + ws.context
+            .summary
+            .as_deref()
+            .map_or(0, crate::turn::request::checkpoint_note_len);
+    estimate::request_bytes(parts.system, ws.sent(), parts.tools_bytes) + notes as u64
+}
+
+/// A compaction nudge that became due goes with this request, in the newest message's note.
+fn bake_nudge(ws: &mut Workstream) {
+    if !std::mem::take(&mut ws.context.nudge_pending) {
+        return;
+    }
+    let newest = ws.history.len().saturating_sub(1);
+    let nudge = crate::turn::nudge::render(&[NudgeKind::Compaction]);
+    ws.notes
+        .append(newest, &format!("\n\n<context>{nudge}</context>"));
 }

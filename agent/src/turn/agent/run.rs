@@ -3,7 +3,6 @@
 //! ([`Agent::build_request`]), stream the answer ([`Agent::stream`]), commit it
 //! ([`Agent::commit`]) and run the batch of tool calls it asked for ([`Agent::run_batch`]).
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -16,11 +15,12 @@ use crate::model::{
 };
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::StoreError;
-use crate::store::memories::Visibility;
+use crate::store::memories::{Scope, Visibility};
 use crate::tools::ToolContext;
 use crate::turn::batch::Batch;
 use crate::turn::nudge::Signals;
 use crate::turn::prompt::system_prompt;
+use crate::turn::request::{Note, PersonalNote};
 use crate::turn::tool_search::TurnTools;
 use crate::workstream::Workstream;
 
@@ -34,12 +34,12 @@ struct TurnState {
     /// again there it could not have changed in between (a query saved per turn). Taken by
     /// that call, or dropped when a resumed batch ran first (it may have waited long).
     loaded_policy: Option<Effective>,
-    /// The system message without memories and nudges.
+    /// The system message (the same for every call until the tools or the policy change).
     base_system: String,
     /// Whose memories the turn may see.
     visibility: Visibility,
-    /// Memories already shown in this turn (touched once).
-    injected: HashSet<String>,
+    /// The names of the tools the system message lists (it is made again when they change).
+    offered_names: Option<Vec<String>>,
     /// Whether the last batch had a denial (a nudge signal).
     denied: bool,
     /// Whether the conversation resumes after a restart or a long pause (a nudge signal).
@@ -153,7 +153,7 @@ impl Agent {
             ws.append(&inner.store, Message::user(req.text.clone()), req.author)
                 .await?;
         }
-        let base_system = self.base_system(ws, &tools);
+        ws.notes.speak(req.author);
         let visibility = Visibility {
             workstream: ws.key.clone(),
             user_id: req.author.map(str::to_owned),
@@ -163,9 +163,9 @@ impl Agent {
             tools,
             scope,
             loaded_policy: Some(policy),
-            base_system,
+            base_system: String::new(),
             visibility,
-            injected: HashSet::new(),
+            offered_names: None,
             denied: false,
             resumed,
             previous_answer,
@@ -173,8 +173,10 @@ impl Agent {
         })
     }
 
-    /// Build the request of one model call: the system message with the relevant memories
-    /// and due nudges, and the tools offered (re-read if servers changed them mid-turn).
+    /// Build the request of one model call: the stable system message and the tools offered
+    /// (re-read if servers changed them mid-turn), and the context note of the newest
+    /// message when this call is the first to send it: the time when the turn starts, the
+    /// relevant memories no kept note shows yet, and the nudges due.
     async fn build_request(
         &self,
         ws: &mut Workstream,
@@ -183,29 +185,11 @@ impl Agent {
         first_call: bool,
     ) -> Result<(String, Vec<ToolSchema>), AgentError> {
         let inner = &self.inner;
-        let relevant = inner.memories.relevant(&st.visibility, &ws.history);
-        let new_ids: Vec<&str> = relevant
-            .iter()
-            .filter(|m| !st.injected.contains(&m.id))
-            .map(|m| m.id.as_str())
-            .collect();
-        if !new_ids.is_empty() {
-            inner.store.touch_memories(&new_ids).await?;
-            st.injected.extend(new_ids.iter().map(|s| (*s).to_owned()));
+        let newest = ws.history.len().saturating_sub(1);
+        if !ws.history.is_empty() && !ws.notes.has(newest) {
+            let note = self.context_note(ws, req, st, first_call).await?;
+            ws.notes.attach(newest, note);
         }
-        let signals = Signals {
-            new_user_message: first_call.then_some(req.text.as_str()),
-            denied: st.denied,
-            resumed: first_call && st.resumed,
-            previous_answer: st.previous_answer.as_deref().filter(|_| first_call),
-        };
-        let nudges = crate::turn::nudge::due(&mut ws.nudges, &signals, Instant::now());
-        let system = format!(
-            "{}{}{}",
-            st.base_system,
-            crate::turn::memory::render(&relevant),
-            crate::turn::nudge::render(&nudges)
-        );
         // Servers may add or remove tools, and people may change the connector policy,
         // mid-turn: the next model call sees the change.
         let current = self.catalog();
@@ -222,19 +206,70 @@ impl Agent {
                 policy,
             );
         }
-        let system = if policy_changed {
-            st.base_system = self.base_system(ws, &st.tools);
-            format!(
-                "{}{}{}",
-                st.base_system,
-                crate::turn::memory::render(&relevant),
-                crate::turn::nudge::render(&nudges)
-            )
-        } else {
-            system
-        };
         let offered = st.tools.offered(&ws.expanded_tools);
-        Ok((system, offered))
+        let listed = names(&offered);
+        if policy_changed || st.offered_names.as_ref() != Some(&listed) {
+            st.base_system = self.base_system(ws, &st.tools);
+            st.offered_names = Some(listed);
+        }
+        Ok((st.base_system.clone(), offered))
+    }
+
+    /// The note for the newest message: the time when the turn starts, the relevant memories
+    /// no kept note shows the speaker yet (their own in the personal part), and the nudges due.
+    async fn context_note(
+        &self,
+        ws: &mut Workstream,
+        req: &TurnRequest<'_>,
+        st: &TurnState,
+        first_call: bool,
+    ) -> Result<Note, AgentError> {
+        let inner = &self.inner;
+        let (personal, shared): (Vec<_>, Vec<_>) = {
+            let shown = ws.notes.shown_memories(ws.context.start);
+            inner
+                .memories
+                .relevant(&st.visibility, &ws.history)
+                .into_iter()
+                .filter(|m| !shown.contains(m.id.as_str()))
+                .partition(|m| m.scope == Scope::User)
+        };
+        let ids = |ms: &[std::sync::Arc<crate::store::memories::Memory>]| -> Vec<String> {
+            ms.iter().map(|m| m.id.clone()).collect()
+        };
+        let touched: Vec<&str> = shared
+            .iter()
+            .chain(&personal)
+            .map(|m| m.id.as_str())
+            .collect();
+        if !touched.is_empty() {
+            inner.store.touch_memories(&touched).await?;
+        }
+        let signals = Signals {
+            new_user_message: first_call.then_some(req.text.as_str()),
+            denied: st.denied,
+            resumed: first_call && st.resumed,
+            previous_answer: st.previous_answer.as_deref().filter(|_| first_call),
+        };
+        let nudges = crate::turn::nudge::due(&mut ws.nudges, &signals, Instant::now());
+        let text = crate::turn::prompt::context_note(
+            first_call.then(|| inner.clock.now()),
+            &crate::turn::memory::render(&shared),
+            &crate::turn::nudge::render(&nudges),
+        );
+        let personal_text =
+            crate::turn::prompt::context_note(None, &crate::turn::memory::render(&personal), "");
+        Ok(Note {
+            text: text.unwrap_or_default(),
+            memories: ids(&shared),
+            personal: personal_text
+                .zip(req.author)
+                .map(|(text, user)| PersonalNote {
+                    user: user.to_owned(),
+                    text,
+                    memories: ids(&personal),
+                }),
+        })
     }
 
     /// The connector policy for what a model call is offered. Unreadable, it offers no MCP
@@ -261,12 +296,11 @@ impl Agent {
         }
     }
 
-    /// The system message without memories and nudges: the prompt naming the tools offered,
-    /// and the MCP resources and prompts of the servers connector policy allows.
+    /// The system message: the prompt naming the tools offered, and the MCP resources and
+    /// prompts of the servers connector policy allows.
     fn base_system(&self, ws: &Workstream, tools: &TurnTools) -> String {
         let config = &self.inner.config;
         let mut base = system_prompt(
-            chrono::Local::now(),
             &ws.workdir,
             &tools.offered(&ws.expanded_tools),
             config.agent.system_prompt_extra.as_deref(),
@@ -295,9 +329,10 @@ impl Agent {
     ) -> Result<Option<AssembledResponse>, AgentError> {
         let request = ChatRequest {
             system,
-            messages: ws.sent(),
+            messages: &ws.request_messages(),
             tools: offered,
             max_tokens,
+            cache_key: Some(&ws.key),
         };
         let mut assembler = ResponseAssembler::default();
         let started = Instant::now();
@@ -522,4 +557,9 @@ fn tool_support_notice(model: &str, policy: &Effective) -> String {
         policy.describe(),
         policy.source
     )
+}
+
+/// The names of `tools`, in order.
+fn names(tools: &[ToolSchema]) -> Vec<String> {
+    tools.iter().map(|t| t.name.clone()).collect()
 }

@@ -54,12 +54,16 @@ impl Agent {
             .subagent_tools(&names, parent, &job.ctx.connectors)
             .await;
         let mut system = system_prompt(
-            chrono::Local::now(),
             &ws.workdir,
             &offered,
             config.agent.system_prompt_extra.as_deref(),
         );
         system.push_str(job.kind.brief());
+        // One sub-agent's calls share this system message; it is made once, so the time fits.
+        system.push_str(&format!(
+            "\nIt is {}.\n",
+            chrono::Local::now().format("%A, %Y-%m-%d %H:%M %Z")
+        ));
         let mut outcome = TurnOutcome::default();
         let mut tokens = 0u64;
         let mut stopped = None;

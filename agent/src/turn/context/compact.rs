@@ -182,7 +182,8 @@ pub fn mechanical_summary(
         .map(|m| {
             let line = m.content.lines().next().unwrap_or_default();
             let line = &line[..floor_char_boundary(line, 200)];
-            format!("- asked: {line}")
+            let who = m.name.as_deref().unwrap_or("someone");
+            format!("- {who} asked: {line:?}")
         })
         .collect();
     let tools: usize = messages.iter().map(|m| m.tool_calls.len()).sum();
@@ -211,20 +212,6 @@ pub fn mechanical_summary(
     out.push_str(&format!("- {tools} tool calls were made in that part.\n"));
     out
 }
-
-/// The checkpoint as it appears in the system message.
-pub fn checkpoint_section(summary: &str) -> String {
-    format!("{CHECKPOINT_HEADER}{}\n", summary.trim())
-}
-
-/// The length of [`checkpoint_section`]`(summary)`, without building it.
-pub fn checkpoint_section_len(summary: &str) -> usize {
-    CHECKPOINT_HEADER.len() + summary.trim().len() + 1
-}
-
-const CHECKPOINT_HEADER: &str = "\n\n# Earlier in this conversation\nThe older part of this \
-conversation was compacted to fit your context window; this is its checkpoint. The recall tool \
-finds the full text of anything it left out.\n";
 
 #[cfg(test)]
 mod tests {
@@ -324,19 +311,12 @@ mod tests {
     fn a_mechanical_summary_lists_the_requests() {
         let s = mechanical_summary(None, &history(), 10_000);
         assert!(
-            s.contains("- asked: question 0\n- asked: question 1\n- asked: question 2\n"),
+            s.contains(
+                "- someone asked: \"question 0\"\n- someone asked: \"question 1\"\n- someone asked: \"question 2\"\n"
+            ),
             "{s}"
         );
         assert!(s.contains("- 2 tool calls"), "{s}");
-    }
-
-    #[test]
-    fn the_checkpoint_section_length_is_known_without_building_it() {
-        let summary = "  - decided to pin the toolchain\n";
-        assert_eq!(
-            checkpoint_section_len(summary),
-            checkpoint_section(summary).len()
-        );
     }
 
     #[test]

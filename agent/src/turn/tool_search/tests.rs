@@ -53,7 +53,7 @@ fn activation_follows_mode_and_threshold() {
 #[test]
 fn inactive_search_offers_everything_as_is() {
     let catalog = ToolCatalog::new(&builtins(), external());
-    let expanded = HashSet::new();
+    let expanded = Expanded::default();
     let offered = catalog.view(&expanded, false, false).offered();
     assert_eq!(offered, [builtins(), external()].concat());
 }
@@ -61,7 +61,7 @@ fn inactive_search_offers_everything_as_is() {
 #[test]
 fn client_side_search_hides_deferred_tools_behind_tool_search() {
     let catalog = ToolCatalog::new(&builtins(), external());
-    let mut expanded = HashSet::new();
+    let mut expanded = Expanded::default();
     let view = catalog.view(&expanded, true, false);
     assert_eq!(
         names(&view.offered()),
@@ -74,20 +74,45 @@ fn client_side_search_hides_deferred_tools_behind_tool_search() {
         [
             ("bash", false),
             ("read_file", false),
+            (TOOL_SEARCH, false),
             ("mcp__jira__create_ticket", false),
-            (TOOL_SEARCH, false)
         ]
     );
-    // Everything expanded: nothing left to search for.
+    // Everything expanded: nothing left to search for; what was found keeps its place.
     expanded.extend(external().into_iter().map(|t| t.name));
     let all = catalog.view(&expanded, true, false).offered();
-    assert_eq!(all, [builtins(), external()].concat());
+    let jira_first = external()
+        .into_iter()
+        .filter(|t| t.name == "mcp__jira__create_ticket")
+        .chain(
+            external()
+                .into_iter()
+                .filter(|t| t.name != "mcp__jira__create_ticket"),
+        );
+    assert_eq!(all, [builtins(), jira_first.collect()].concat());
+}
+
+#[test]
+fn a_found_tool_is_appended_and_the_list_keeps_its_prefix() {
+    let catalog = ToolCatalog::new(&builtins(), external());
+    let mut expanded = Expanded::default();
+    let mut before = catalog.view(&expanded, true, false).offered();
+    // Found in the opposite of catalog order: each list starts with the one before it.
+    let mut found: Vec<String> = external().into_iter().map(|t| t.name).collect();
+    found.reverse();
+    for name in found.into_iter().take(external().len() - 1) {
+        expanded.insert(name.clone());
+        let after = catalog.view(&expanded, true, false).offered();
+        assert_eq!(after[..before.len()], before[..], "after finding {name}");
+        assert_eq!(after.last().map(|t| t.name.as_str()), Some(name.as_str()));
+        before = after;
+    }
 }
 
 #[test]
 fn native_search_flags_deferred_tools_and_adds_no_tool_search() {
     let catalog = ToolCatalog::new(&builtins(), external());
-    let expanded = HashSet::from(["mcp__github__list_repos".to_owned()]);
+    let expanded = Expanded::from(["mcp__github__list_repos".to_owned()]);
     assert_eq!(
         names(&catalog.view(&expanded, true, true).offered()),
         [
@@ -103,7 +128,7 @@ fn native_search_flags_deferred_tools_and_adds_no_tool_search() {
 #[test]
 fn nothing_deferrable_means_no_tool_search() {
     let catalog = ToolCatalog::new(&builtins(), Vec::new());
-    let expanded = HashSet::new();
+    let expanded = Expanded::default();
     assert_eq!(catalog.view(&expanded, true, false).offered(), builtins());
     assert!(catalog.index().is_empty());
 }
@@ -202,7 +227,7 @@ fn expansions_are_replayed_from_history() {
     let replayed = replay_expansions(&history, &index, 5);
     assert_eq!(
         replayed,
-        HashSet::from([
+        Expanded::from([
             "mcp__github__create_issue".to_owned(),
             "mcp__jira__create_ticket".to_owned()
         ])
@@ -219,7 +244,7 @@ fn turn_tools_apply_the_configuration() {
     let caps = Capabilities::default();
     let tools = TurnTools::new(catalog.clone(), &config, caps, Effective::unrestricted());
     assert!(tools.client_search().is_some());
-    let mut expanded = HashSet::new();
+    let mut expanded = Expanded::default();
     let calls = [
         ToolCall {
             id: "1".into(),
@@ -242,9 +267,9 @@ fn turn_tools_apply_the_configuration() {
         [
             ("bash", false),
             ("read_file", false),
-            ("mcp__github__list_repos", false),
+            (TOOL_SEARCH, false),
             ("mcp__jira__create_ticket", false),
-            (TOOL_SEARCH, false)
+            ("mcp__github__list_repos", false),
         ]
     );
     // Below the threshold in auto mode (5 < 20): everything, no search.
@@ -255,7 +280,7 @@ fn turn_tools_apply_the_configuration() {
         Effective::unrestricted(),
     );
     assert!(auto.client_search().is_none());
-    assert_eq!(auto.offered(&HashSet::new()).len(), 5);
+    assert_eq!(auto.offered(&Expanded::default()).len(), 5);
     let native = Capabilities {
         native_tool_search: true,
         ..caps
@@ -302,7 +327,7 @@ fn connector_policy_hides_refused_servers_from_offers_and_search() {
     );
     assert!(!search.index.contains("mcp__github__create_issue"));
     // Even a tool the workstream expanded earlier is not offered any more.
-    let expanded = HashSet::from(["mcp__github__create_issue".to_owned()]);
+    let expanded = Expanded::from(["mcp__github__create_issue".to_owned()]);
     let everything = TurnTools::new(
         catalog,
         &ToolsConfig::default(),
