@@ -433,4 +433,29 @@ mod tests {
         );
         assert_eq!(store.prompt_template("standup").await.unwrap(), None);
     }
+
+    #[tokio::test]
+    async fn a_template_reads_the_same_alone_and_in_the_list() {
+        let store = Store::memory().await.unwrap();
+        store
+            .sync_mcp_templates("srv", &[spec("mcp__srv__greet", "say hi")])
+            .await
+            .unwrap();
+        store
+            .save_manual_template("standup", "What did you do?", Some("daily"))
+            .await
+            .unwrap();
+        let all = store.prompt_templates().await.unwrap();
+        let mut alone = Vec::new();
+        for t in &all {
+            alone.push(store.prompt_template(&t.name).await.unwrap().unwrap());
+        }
+        assert_eq!(alone, all);
+        assert_eq!(
+            all.iter()
+                .map(|t| (t.name.as_str(), t.readonly))
+                .collect::<Vec<_>>(),
+            [("mcp__srv__greet", true), ("standup", false)]
+        );
+    }
 }

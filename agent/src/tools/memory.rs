@@ -213,13 +213,14 @@ impl Tool for MemoryTool {
         };
         let failed = |e| ToolError::store("memory", e);
         let text = match action {
-            &Action::Save {
-                ref name,
-                ref content,
-                ref description,
-                ref kind,
+            Action::Save {
+                name,
+                content,
+                description,
+                kind,
                 scope,
             } => {
+                let scope = *scope;
                 if vis.scope_id(scope).is_none() {
                     return Err(ToolError::model(
                         "scope `user` needs to know who is speaking, and this turn has no user; \
@@ -230,11 +231,11 @@ impl Tool for MemoryTool {
                     .save_memory(
                         &vis,
                         &NewMemory {
-                            name: &name,
+                            name,
                             scope,
                             kind: kind.as_deref(),
                             description: description.as_deref(),
-                            content: &content,
+                            content,
                             created_by: ctx.user_id.as_deref(),
                         },
                     )
