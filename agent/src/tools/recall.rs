@@ -95,7 +95,7 @@ impl Tool for Recall {
             hits = search => hits.map_err(|e| ToolError::store("cannot search conversation history", e))?,
         };
         Ok(ToolOutput::text(truncate_output(
-            &render(&request, &hits),
+            &render(request, &hits),
             ctx.config.max_output_bytes,
         )))
     }
