@@ -3,9 +3,10 @@
 //! A tool's metadata (name, description, parameters, `agent`, `task_agent`, `auto_approve`,
 //! `primary_key`) lives in `tools/<name>.json` at the workspace root, embedded at build time;
 //! the Rust side declares the typed arguments ([`Tool::Args`]) and implements [`Tool::prepare`]
-//! (validate, build the header and preview, say whether this call asks even though the tool is
-//! auto-approved) and [`Tool::execute`]. The registry and the pipeline hold tools as
-//! [`DynTool`], which deserializes the JSON arguments once.
+//! (validate and parse them into the [`Tool::Call`] to run, build the header and preview, say
+//! whether this call asks even though the tool is auto-approved) and [`Tool::execute`], which
+//! runs that call. The registry and the pipeline hold tools as [`DynTool`], which deserializes
+//! the JSON arguments once and keeps the prepared call for `execute`.
 //!
 //! The sub-agent tools (`task`, `plan`) act in the turn rather than on files: they declare
 //! [`Tool::IN_TURN`] and get the turn ([`InTurn`]: the agent, the thread's sink and approver)
@@ -28,6 +29,7 @@ mod recall;
 mod registry;
 mod search;
 mod services;
+mod subagent_tool;
 mod task;
 mod use_prompt;
 mod watch;
@@ -308,12 +310,19 @@ impl std::fmt::Debug for InTurn<'_> {
 }
 
 /// One tool. Metadata comes from its JSON file; this is the behaviour. Held as
-/// [`DynTool`], which parses the JSON arguments into [`Tool::Args`] once per call.
+/// [`DynTool`], which parses the JSON arguments into [`Tool::Args`] once per call and keeps
+/// the [`Tool::Call`] `prepare` made for `execute`.
 #[async_trait::async_trait]
 pub trait Tool: Send + Sync + 'static {
     /// The arguments, as the JSON file's `parameters` describe them (a unit test checks that
     /// every property of the schema is a field here).
     type Args: serde::de::DeserializeOwned + Send + Sync + 'static;
+
+    /// The call as [`Tool::prepare`] checked it and [`Tool::execute`] runs it: the arguments
+    /// themselves for most tools, their parsed form where parsing is work or can fail (a
+    /// regex, a URL, a clamped limit). Parsed once, so `execute` runs what was shown for
+    /// approval and never repeats the checks with a chance to decide otherwise.
+    type Call: Send + Sync + 'static;
 
     /// A hint appended to the model-visible error when the arguments do not deserialize,
     /// e.g. `send {"command": "<bash command>"}`.
@@ -327,14 +336,19 @@ pub trait Tool: Send + Sync + 'static {
     /// The name, equal to the JSON file's `name`.
     fn name(&self) -> &'static str;
 
-    /// Checks the (already schema-validated, deserialized) arguments and describes the call.
-    /// Errors here go to the model and the call does not run.
-    fn prepare(&self, args: &Self::Args, ctx: &ToolContext) -> Result<Prepared, ToolError>;
+    /// Checks the (already schema-validated, deserialized) arguments, describes the call and
+    /// hands on the [`Tool::Call`] to run. Errors here go to the model and the call does not
+    /// run.
+    fn prepare(
+        &self,
+        args: Self::Args,
+        ctx: &ToolContext,
+    ) -> Result<(Prepared, Self::Call), ToolError>;
 
-    /// Runs the call with the arguments `prepare` saw. Streamed output goes to `sink`.
+    /// Runs the call `prepare` made. Streamed output goes to `sink`.
     async fn execute(
         &self,
-        args: &Self::Args,
+        call: &Self::Call,
         prepared: &Prepared,
         ctx: &ToolContext,
         sink: &dyn OutputSink,
@@ -349,13 +363,13 @@ pub trait Tool: Send + Sync + 'static {
     /// implement it; by default it is [`Tool::execute`].
     async fn execute_in_turn(
         &self,
-        args: &Self::Args,
+        call: &Self::Call,
         prepared: &Prepared,
         ctx: &ToolContext,
         sink: &dyn OutputSink,
         _turn: &InTurn<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        self.execute(args, prepared, ctx, sink).await
+        self.execute(call, prepared, ctx, sink).await
     }
 }
 

@@ -335,13 +335,19 @@ impl Store {
             clauses.join(" AND "),
             binds.len() + 2
         );
-        let mut query = sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(sql));
+        /// An `audit_events` row: its id, and the event as JSON.
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            id: i64,
+            detail: String,
+        }
+        let mut query = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql));
         for b in binds {
             query = query.bind(b);
         }
         let rows = query.bind(since).bind(limit).fetch_all(self.pool()).await?;
         rows.into_iter()
-            .map(|(id, detail)| {
+            .map(|Row { id, detail }| {
                 let event = serde_json::from_str(&detail).map_err(|e| StoreError::Corrupt {
                     table: "audit_events",
                     message: format!("row {id}: {e}"),

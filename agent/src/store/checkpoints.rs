@@ -47,20 +47,29 @@ impl Store {
         &self,
         workstream: &str,
     ) -> Result<Option<Checkpoint>, StoreError> {
-        let row: Option<(i64, String, i64, i64)> = sqlx::query_as(
+        let row: Option<Row> = sqlx::query_as(
             "SELECT upto_seq, summary, tokens_before, tokens_after FROM checkpoints \
              WHERE workstream = $1 ORDER BY upto_seq DESC LIMIT 1",
         )
         .bind(workstream)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(|(upto_seq, summary, before, after)| Checkpoint {
-            upto_seq,
-            summary,
-            tokens_before: u64::try_from(before).unwrap_or(0),
-            tokens_after: u64::try_from(after).unwrap_or(0),
+        Ok(row.map(|row| Checkpoint {
+            upto_seq: row.upto_seq,
+            summary: row.summary,
+            tokens_before: u64::try_from(row.tokens_before).unwrap_or(0),
+            tokens_after: u64::try_from(row.tokens_after).unwrap_or(0),
         }))
     }
+}
+
+/// A `checkpoints` row as [`Store::latest_checkpoint`] reads it.
+#[derive(sqlx::FromRow)]
+struct Row {
+    upto_seq: i64,
+    summary: String,
+    tokens_before: i64,
+    tokens_after: i64,
 }
 
 #[cfg(test)]

@@ -36,21 +36,29 @@ impl Store {
     /// Both stored tiers of a workstream and its channel, in one query (the dispatcher asks on
     /// every MCP call, so a change applies to the very next call).
     pub async fn connector_tiers(&self, workstream: &str) -> Result<StoredTiers, StoreError> {
-        let row: Option<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
-            "SELECT w.connector_ids, w.channel, c.connector_ids FROM workstreams w \
+        /// Both tiers' stored ids, and the channel that joins them.
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            workstream_ids: Option<String>,
+            channel: Option<String>,
+            channel_ids: Option<String>,
+        }
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT w.connector_ids AS workstream_ids, w.channel AS channel, \
+             c.connector_ids AS channel_ids FROM workstreams w \
              LEFT JOIN channel_connectors c ON c.channel = w.channel WHERE w.key = $1",
         )
         .bind(workstream)
         .fetch_optional(self.pool())
         .await?;
-        let Some((ws, channel, channel_ids)) = row else {
+        let Some(row) = row else {
             return Ok(StoredTiers::default());
         };
         Ok(StoredTiers {
             exists: true,
-            workstream: decode("workstreams", ws)?,
-            channel,
-            channel_ids: decode("channel_connectors", channel_ids)?,
+            workstream: decode("workstreams", row.workstream_ids)?,
+            channel: row.channel,
+            channel_ids: decode("channel_connectors", row.channel_ids)?,
         })
     }
 

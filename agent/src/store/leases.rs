@@ -70,7 +70,7 @@ pub struct Orphan {
 }
 
 /// Work waiting for a workstream's owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Handoff {
     /// Row id (what the owner is woken with).
     pub id: i64,
@@ -80,8 +80,17 @@ pub struct Handoff {
     pub payload: String,
 }
 
-/// Owner, expiry, turn mark, and 1 when the lease is dead by the database's clock.
-type LeaseRow = (String, i64, Option<i64>, i64);
+/// A `workstream_leases` row as [`Store::claim_lease`] reads it.
+#[derive(sqlx::FromRow)]
+struct LeaseRow {
+    /// The owner.
+    node: String,
+    expires_at: i64,
+    /// The turn mark: set while a turn runs.
+    turn_started_at: Option<i64>,
+    /// 1 when the lease is dead by the database's clock.
+    dead: i64,
+}
 
 /// How often [`Store::claim_lease`] re-reads after losing a race before giving up.
 const CLAIM_ATTEMPTS: usize = 5;
@@ -100,7 +109,7 @@ impl Store {
         let dead_before = liveness.dead_before(self.backend());
         let select = format!(
             "SELECT node, expires_at, turn_started_at, CAST(CASE WHEN expires_at < {dead_before} \
-             THEN 1 ELSE 0 END AS BIGINT) FROM workstream_leases WHERE workstream = $1"
+             THEN 1 ELSE 0 END AS BIGINT) AS dead FROM workstream_leases WHERE workstream = $1"
         );
         let insert = format!(
             "INSERT INTO workstream_leases (workstream, node, expires_at) \
@@ -137,7 +146,7 @@ impl Store {
                         });
                     }
                 }
-                Some((owner, _, _, _)) if owner == node => {
+                Some(LeaseRow { node: owner, .. }) if owner == node => {
                     sqlx::query(AssertSqlSafe(keep.as_str()))
                         .bind(lease_ms)
                         .bind(workstream)
@@ -149,7 +158,12 @@ impl Store {
                         interrupted: false,
                     });
                 }
-                Some((owner, expiry, turn, 1)) => {
+                Some(LeaseRow {
+                    node: owner,
+                    expires_at: expiry,
+                    turn_started_at: turn,
+                    dead: 1,
+                }) => {
                     let done = sqlx::query(AssertSqlSafe(take.as_str()))
                         .bind(node)
                         .bind(lease_ms)
@@ -172,7 +186,7 @@ impl Store {
                         });
                     }
                 }
-                Some((owner, _, _, _)) => return Ok(Claim::Held { node: owner }),
+                Some(LeaseRow { node: owner, .. }) => return Ok(Claim::Held { node: owner }),
             }
         }
         // Every attempt lost a race: someone keeps winning, so someone owns it.
@@ -326,16 +340,12 @@ impl Store {
 
     /// Takes handoff `id` (deleting it), if nobody took it yet.
     pub async fn take_handoff(&self, id: i64) -> Result<Option<Handoff>, StoreError> {
-        let row: Option<(i64, String, String)> =
+        Ok(
             sqlx::query_as("DELETE FROM handoffs WHERE id = $1 RETURNING id, workstream, payload")
                 .bind(id)
                 .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.map(|(id, workstream, payload)| Handoff {
-            id,
-            workstream,
-            payload,
-        }))
+                .await?,
+        )
     }
 
     /// Every handoff waiting for `workstream`, oldest first (for the node that now owns it).

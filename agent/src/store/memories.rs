@@ -105,17 +105,20 @@ pub struct NewMemory<'a> {
     pub created_by: Option<&'a str>,
 }
 
-type Row = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    String,
-    i64,
-    i64,
-);
+/// A `memories` row, column for column ([`COLUMNS`]).
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    name: String,
+    scope: String,
+    scope_id: String,
+    #[sqlx(rename = "type")]
+    kind: String,
+    description: Option<String>,
+    content: String,
+    updated_at: i64,
+    access_count: i64,
+}
 
 const COLUMNS: &str =
     "id, name, scope, scope_id, type, description, content, updated_at, access_count";
@@ -303,21 +306,20 @@ pub fn escape_like(s: &str) -> String {
 }
 
 fn decode(row: Row) -> Result<Memory, StoreError> {
-    let (id, name, scope, scope_id, kind, description, content, updated_at, access_count) = row;
-    let scope = Scope::parse(&scope).ok_or_else(|| StoreError::Corrupt {
+    let scope = Scope::parse(&row.scope).ok_or_else(|| StoreError::Corrupt {
         table: "memories",
-        message: format!("unknown scope `{scope}`"),
+        message: format!("unknown scope `{}`", row.scope),
     })?;
     Ok(Memory {
-        id,
-        name,
+        id: row.id,
+        name: row.name,
         scope,
-        scope_id,
-        kind,
-        description,
-        content,
-        updated_at,
-        access_count,
+        scope_id: row.scope_id,
+        kind: row.kind,
+        description: row.description,
+        content: row.content,
+        updated_at: row.updated_at,
+        access_count: row.access_count,
     })
 }
 

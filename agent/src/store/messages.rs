@@ -3,14 +3,16 @@
 use super::{Backend, RECONNECTS, Store, StoreError, connection_lost, now_ms};
 use crate::model::{ImagePart, Message, Role, ToolCall, Usage};
 
-type Row = (
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
+/// A `messages` row as it is read back: the message, without its place.
+#[derive(sqlx::FromRow)]
+struct Row {
+    role: String,
+    content: String,
+    tool_calls: Option<String>,
+    tool_call_id: Option<String>,
+    name: Option<String>,
+    images: Option<String>,
+}
 
 // Macros rather than constants, so that `concat!` can join them at compile time.
 macro_rules! insert {
@@ -200,26 +202,26 @@ fn non_empty_json<T: serde::Serialize>(items: &[T]) -> Result<Option<String>, St
 }
 
 fn decode(row: Row) -> Result<Message, StoreError> {
-    let (role, content, tool_calls, tool_call_id, name, images) = row;
     let corrupt = |message: String| StoreError::Corrupt {
         table: "messages",
         message,
     };
-    let role = Role::parse(&role).ok_or_else(|| corrupt(format!("unknown role `{role}`")))?;
-    let tool_calls: Vec<ToolCall> = match tool_calls {
+    let role =
+        Role::parse(&row.role).ok_or_else(|| corrupt(format!("unknown role `{}`", row.role)))?;
+    let tool_calls: Vec<ToolCall> = match row.tool_calls {
         Some(t) => serde_json::from_str(&t).map_err(|e| corrupt(e.to_string()))?,
         None => Vec::new(),
     };
-    let images: Vec<ImagePart> = match images {
+    let images: Vec<ImagePart> = match row.images {
         Some(t) => serde_json::from_str(&t).map_err(|e| corrupt(e.to_string()))?,
         None => Vec::new(),
     };
     Ok(Message {
         role,
-        content,
+        content: row.content,
         tool_calls,
-        tool_call_id,
-        name,
+        tool_call_id: row.tool_call_id,
+        name: row.name,
         images,
     })
 }

@@ -51,7 +51,14 @@ impl Store {
         channel: &str,
         message_id: &str,
     ) -> Result<Option<SentNotification>, StoreError> {
-        let row: Option<(String, Option<String>, Option<String>)> = sqlx::query_as(
+        /// What the row adds to the message's place.
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            workstream: String,
+            recipient: Option<String>,
+            recipient_account: Option<String>,
+        }
+        let row: Option<Row> = sqlx::query_as(
             "SELECT workstream, recipient, recipient_account FROM notifications \
              WHERE platform = $1 AND channel = $2 AND message_id = $3",
         )
@@ -60,16 +67,14 @@ impl Store {
         .bind(message_id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(
-            |(workstream, recipient, recipient_account)| SentNotification {
-                platform: platform.to_owned(),
-                channel: channel.to_owned(),
-                message_id: message_id.to_owned(),
-                workstream,
-                recipient,
-                recipient_account,
-            },
-        ))
+        Ok(row.map(|row| SentNotification {
+            platform: platform.to_owned(),
+            channel: channel.to_owned(),
+            message_id: message_id.to_owned(),
+            workstream: row.workstream,
+            recipient: row.recipient,
+            recipient_account: row.recipient_account,
+        }))
     }
 
     /// How many notifications `workstream` delivered to `channel` (a person's DM or a

@@ -73,15 +73,31 @@ pub enum TemplateChange {
     Exists,
 }
 
-type Row = (
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    i64,
-);
+/// A `prompt_templates` row, column for column.
+#[derive(sqlx::FromRow)]
+struct Row {
+    name: String,
+    description: Option<String>,
+    content: String,
+    arguments: Option<String>,
+    origin: String,
+    mcp_server: Option<String>,
+    readonly: i64,
+}
+
+impl From<Row> for PromptTemplate {
+    fn from(row: Row) -> Self {
+        Self {
+            name: row.name,
+            description: row.description,
+            content: row.content,
+            arguments: row.arguments,
+            origin: row.origin,
+            mcp_server: row.mcp_server,
+            readonly: row.readonly != 0,
+        }
+    }
+}
 
 impl Store {
     /// Every template, by name.
@@ -92,22 +108,7 @@ impl Store {
         )
         .fetch_all(self.pool())
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(name, description, content, arguments, origin, mcp_server, readonly)| {
-                    PromptTemplate {
-                        name,
-                        description,
-                        content,
-                        arguments,
-                        origin,
-                        mcp_server,
-                        readonly: readonly != 0,
-                    }
-                },
-            )
-            .collect())
+        Ok(rows.into_iter().map(PromptTemplate::from).collect())
     }
 
     /// One template by name.
@@ -119,19 +120,7 @@ impl Store {
         .bind(name)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(
-            |(name, description, content, arguments, origin, mcp_server, readonly)| {
-                PromptTemplate {
-                    name,
-                    description,
-                    content,
-                    arguments,
-                    origin,
-                    mcp_server,
-                    readonly: readonly != 0,
-                }
-            },
-        ))
+        Ok(row.map(PromptTemplate::from))
     }
 
     /// Creates a manual template. An MCP prompt of that name is replaced (the manual template
@@ -443,5 +432,30 @@ mod tests {
             TemplateChange::Done
         );
         assert_eq!(store.prompt_template("standup").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_template_reads_the_same_alone_and_in_the_list() {
+        let store = Store::memory().await.unwrap();
+        store
+            .sync_mcp_templates("srv", &[spec("mcp__srv__greet", "say hi")])
+            .await
+            .unwrap();
+        store
+            .save_manual_template("standup", "What did you do?", Some("daily"))
+            .await
+            .unwrap();
+        let all = store.prompt_templates().await.unwrap();
+        let mut alone = Vec::new();
+        for t in &all {
+            alone.push(store.prompt_template(&t.name).await.unwrap().unwrap());
+        }
+        assert_eq!(alone, all);
+        assert_eq!(
+            all.iter()
+                .map(|t| (t.name.as_str(), t.readonly))
+                .collect::<Vec<_>>(),
+            [("mcp__srv__greet", true), ("standup", false)]
+        );
     }
 }

@@ -45,27 +45,31 @@ pub struct RecallHit {
     pub snippet: String,
 }
 
-const SQLITE_SEARCH: &str = "SELECT m.workstream, m.seq, m.role, m.created_at, m.content, \
-     m.tool_calls, m.name FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid \
+const SQLITE_SEARCH: &str = "SELECT m.workstream AS workstream, m.seq AS seq, m.role AS role, \
+     m.created_at AS created_at, m.content AS content, m.tool_calls AS tool_calls, \
+     m.name AS name FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid \
      WHERE messages_fts MATCH $1 AND (m.workstream = $2 OR m.workstream IN \
      (SELECT workstream FROM messages WHERE author = $3)) \
      ORDER BY bm25(messages_fts), m.created_at DESC, m.id DESC LIMIT $4";
 
-const POSTGRES_SEARCH: &str = "SELECT m.workstream, m.seq, m.role, m.created_at, m.content, \
-     m.tool_calls, m.name FROM messages m, to_tsquery('simple', $1) AS q \
+const POSTGRES_SEARCH: &str = "SELECT m.workstream AS workstream, m.seq AS seq, m.role AS role, \
+     m.created_at AS created_at, m.content AS content, m.tool_calls AS tool_calls, \
+     m.name AS name FROM messages m, to_tsquery('simple', $1) AS q \
      WHERE m.search @@ q AND (m.workstream = $2 OR m.workstream IN \
      (SELECT workstream FROM messages WHERE author = $3)) \
      ORDER BY ts_rank(m.search, q) DESC, m.created_at DESC, m.id DESC LIMIT $4";
 
-type Row = (
-    String,
-    i64,
-    String,
-    i64,
-    String,
-    Option<String>,
-    Option<String>,
-);
+/// A message the search found, column for column ([`SQLITE_SEARCH`], [`POSTGRES_SEARCH`]).
+#[derive(sqlx::FromRow)]
+struct Row {
+    workstream: String,
+    seq: i64,
+    role: String,
+    created_at: i64,
+    content: String,
+    tool_calls: Option<String>,
+    name: Option<String>,
+}
 
 impl Store {
     /// Searches the messages, tool calls and tool results of the workstreams `user_id` took
@@ -275,7 +279,15 @@ fn tsquery(terms: &[Term], any: bool) -> String {
 }
 
 fn hit(words: &[String], row: Row) -> RecallHit {
-    let (workstream, seq, role, created_at, content, tool_calls, name) = row;
+    let Row {
+        workstream,
+        seq,
+        role,
+        created_at,
+        content,
+        tool_calls,
+        name,
+    } = row;
     let calls = tool_calls
         .as_deref()
         .map(snippet::render_calls)

@@ -66,11 +66,20 @@ impl ServiceRecord {
     }
 }
 
-type Row = (String, String, String, String, String, i64, i64);
+/// A `services` row, column for column.
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    role: String,
+    url: String,
+    version: String,
+    platforms: String,
+    started_at: i64,
+    heartbeat_at: i64,
+}
 
 fn record(row: Row) -> Result<ServiceRecord, StoreError> {
-    let (id, role, url, version, platforms, started_at, heartbeat_at) = row;
-    let role = match role.as_str() {
+    let role = match row.role.as_str() {
         "gateway" => ServiceRole::Gateway,
         "node" => ServiceRole::Node,
         other => {
@@ -81,17 +90,18 @@ fn record(row: Row) -> Result<ServiceRecord, StoreError> {
         }
     };
     Ok(ServiceRecord {
-        id,
+        id: row.id,
         role,
-        url,
-        version,
-        platforms: platforms
+        url: row.url,
+        version: row.version,
+        platforms: row
+            .platforms
             .split(',')
             .filter(|p| !p.is_empty())
             .map(str::to_owned)
             .collect(),
-        started_at,
-        heartbeat_at,
+        started_at: row.started_at,
+        heartbeat_at: row.heartbeat_at,
     })
 }
 

@@ -52,7 +52,7 @@ pub struct PendingApproval {
 }
 
 /// A watch as the page lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct WatchOverview {
     /// Id.
     pub id: String,
@@ -81,7 +81,7 @@ pub struct WatchOverview {
 }
 
 /// What a node last wrote about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct NodeStatusRow {
     /// Node id (as in the services registry).
     pub node: String,
@@ -91,21 +91,30 @@ pub struct NodeStatusRow {
     pub updated_at: i64,
 }
 
-type OverviewRow = (String, Option<String>, i64, i64, Option<i64>, i64);
-type WatchRow = (
-    String,
-    String,
-    String,
-    String,
-    i64,
-    i64,
-    i64,
-    Option<String>,
-    String,
-    i64,
-    Option<String>,
-    Option<i64>,
-);
+/// A workstream with its last activity, as [`Store::workstream_overview`] selects it.
+#[derive(sqlx::FromRow)]
+struct OverviewRow {
+    key: String,
+    owner: Option<String>,
+    tokens_in: i64,
+    tokens_out: i64,
+    closed_at: Option<i64>,
+    active: i64,
+}
+
+/// A pending `tool_approvals` row, as [`Store::pending_approvals`] selects it.
+#[derive(sqlx::FromRow)]
+struct PendingRow {
+    id: String,
+    workstream: String,
+    tool: String,
+    header: String,
+    preview: String,
+    requested_by: Option<String>,
+    approvers: Option<String>,
+    created_at: i64,
+    kind: String,
+}
 
 /// Finished watches are listed for a day after they ended.
 const FINISHED_WATCHES_SHOWN_MS: i64 = 24 * 60 * 60 * 1000;
@@ -117,7 +126,8 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<WorkstreamOverview>, StoreError> {
         let rows: Vec<OverviewRow> = sqlx::query_as(
-            "SELECT w.key, w.owner, w.tokens_in, w.tokens_out, w.closed_at, \
+            "SELECT w.key AS key, w.owner AS owner, w.tokens_in AS tokens_in, \
+             w.tokens_out AS tokens_out, w.closed_at AS closed_at, \
              COALESCE((SELECT MAX(m.created_at) FROM messages m WHERE m.workstream = w.key), \
              w.created_at) AS active \
              FROM workstreams w ORDER BY active DESC, w.key LIMIT $1",
@@ -139,43 +149,41 @@ impl Store {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(key, owner, tokens_in, tokens_out, closed_at, active)| {
-                let mut participants: Vec<String> = people
-                    .iter()
-                    .filter(|(w, _)| *w == key)
-                    .map(|(_, a)| a.clone())
-                    .chain(owner.clone())
-                    .collect();
-                participants.sort();
-                participants.dedup();
-                WorkstreamOverview {
-                    interrupted: interrupted.contains(&key),
-                    key,
-                    owner,
-                    participants,
-                    tokens_in: u64::try_from(tokens_in).unwrap_or(0),
-                    tokens_out: u64::try_from(tokens_out).unwrap_or(0),
-                    closed_at,
-                    last_activity: active,
-                }
-            })
+            .map(
+                |OverviewRow {
+                     key,
+                     owner,
+                     tokens_in,
+                     tokens_out,
+                     closed_at,
+                     active,
+                 }| {
+                    let mut participants: Vec<String> = people
+                        .iter()
+                        .filter(|(w, _)| *w == key)
+                        .map(|(_, a)| a.clone())
+                        .chain(owner.clone())
+                        .collect();
+                    participants.sort();
+                    participants.dedup();
+                    WorkstreamOverview {
+                        interrupted: interrupted.contains(&key),
+                        key,
+                        owner,
+                        participants,
+                        tokens_in: u64::try_from(tokens_in).unwrap_or(0),
+                        tokens_out: u64::try_from(tokens_out).unwrap_or(0),
+                        closed_at,
+                        last_activity: active,
+                    }
+                },
+            )
             .collect())
     }
 
     /// Every request still waiting for a decision, oldest first.
     pub async fn pending_approvals(&self) -> Result<Vec<PendingApproval>, StoreError> {
-        type Row = (
-            String,
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            i64,
-            String,
-        );
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<PendingRow> = sqlx::query_as(
             "SELECT id, workstream, tool, header, preview, requested_by, approvers, created_at, \
              kind FROM tool_approvals WHERE status = 'pending' ORDER BY created_at, id",
         )
@@ -183,40 +191,26 @@ impl Store {
         .await?;
         Ok(rows
             .into_iter()
-            .map(
-                |(
-                    id,
-                    workstream,
-                    tool,
-                    header,
-                    preview,
-                    requested_by,
-                    approvers,
-                    created_at,
-                    kind,
-                )| {
-                    PendingApproval {
-                        // An unknown kind gets a tool call's buttons; a click on them is
-                        // judged against the stored request anyway.
-                        kind: crate::protocol::ApprovalKind::parse(&kind)
-                            .unwrap_or(crate::protocol::ApprovalKind::ToolCall),
-                        approvers: approvers.and_then(|a| serde_json::from_str(&a).ok()),
-                        id,
-                        workstream,
-                        tool,
-                        header,
-                        preview,
-                        requested_by,
-                        created_at,
-                    }
-                },
-            )
+            .map(|row| PendingApproval {
+                // An unknown kind gets a tool call's buttons; a click on them is judged
+                // against the stored request anyway.
+                kind: crate::protocol::ApprovalKind::parse(&row.kind)
+                    .unwrap_or(crate::protocol::ApprovalKind::ToolCall),
+                approvers: row.approvers.and_then(|a| serde_json::from_str(&a).ok()),
+                id: row.id,
+                workstream: row.workstream,
+                tool: row.tool,
+                header: row.header,
+                preview: row.preview,
+                requested_by: row.requested_by,
+                created_at: row.created_at,
+            })
             .collect())
     }
 
     /// Active and paused watches, and those that ended within the last day.
     pub async fn watch_overview(&self) -> Result<Vec<WatchOverview>, StoreError> {
-        let rows: Vec<WatchRow> = sqlx::query_as(
+        Ok(sqlx::query_as(
             "SELECT id, workstream, name, command, poll_every_ms, polls, max_polls, stop_on, \
              state, next_poll_at, last_output, last_exit_code FROM watches \
              WHERE state IN ('active', 'paused') OR finished_at >= $1 \
@@ -224,39 +218,7 @@ impl Store {
         )
         .bind(now_ms() - FINISHED_WATCHES_SHOWN_MS)
         .fetch_all(self.pool())
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(
-                    id,
-                    workstream,
-                    name,
-                    command,
-                    poll_every_ms,
-                    polls,
-                    max_polls,
-                    stop_on,
-                    state,
-                    next_poll_at,
-                    last_output,
-                    last_exit_code,
-                )| WatchOverview {
-                    id,
-                    workstream,
-                    name,
-                    command,
-                    poll_every_ms,
-                    polls,
-                    max_polls,
-                    stop_on,
-                    state,
-                    next_poll_at,
-                    last_output,
-                    last_exit_code,
-                },
-            )
-            .collect())
+        .await?)
     }
 
     /// Messages people sent since `since` (unix ms): each starts a turn.
@@ -294,18 +256,11 @@ impl Store {
         .bind(now_ms() - 24 * 60 * 60 * 1000)
         .execute(self.pool())
         .await?;
-        let rows: Vec<(String, String, i64)> =
+        Ok(
             sqlx::query_as("SELECT node, status, updated_at FROM web_node_status ORDER BY node")
                 .fetch_all(self.pool())
-                .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(node, status, updated_at)| NodeStatusRow {
-                node,
-                status,
-                updated_at,
-            })
-            .collect())
+                .await?,
+        )
     }
 }
 

@@ -29,8 +29,9 @@ pub(crate) const MAX_USERNAME_TRIES: u32 = 8;
 /// one of these prefixes.
 const PLATFORM_PREFIXES: [&str; 3] = ["discord-", "slack-", "console-"];
 
-/// A sandpiper user: the person behind one or more platform identities.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A sandpiper user: the person behind one or more platform identities. Read as a `users`
+/// row (`id, username, display_name`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct User {
     /// Stable id (a UUID): what `messages.author`, memories and notifications refer to.
     pub id: String,
@@ -99,16 +100,6 @@ impl User {
     }
 }
 
-type UserRow = (String, String, Option<String>);
-
-fn user_from_row((id, username, display_name): UserRow) -> User {
-    User {
-        id,
-        username,
-        display_name,
-    }
-}
-
 impl Store {
     /// The user behind a platform identity, created (user and identity) on first contact with
     /// a username derived from `display_name`. Safe to call concurrently from any number of
@@ -160,24 +151,24 @@ impl Store {
 
     /// Looks a user up by id.
     pub async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
-        let row: Option<UserRow> =
+        let row: Option<User> =
             sqlx::query_as("SELECT id, username, display_name FROM users WHERE id = $1")
                 .bind(id)
                 .fetch_optional(self.pool())
                 .await?;
-        Ok(row.map(user_from_row))
+        Ok(row)
     }
 
     /// Looks a user up by username, as people type it: surrounding spaces, a leading `@` and
     /// upper case are ignored.
     pub async fn user_by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
         let username = username.trim().trim_start_matches('@').to_lowercase();
-        let row: Option<UserRow> =
+        let row: Option<User> =
             sqlx::query_as("SELECT id, username, display_name FROM users WHERE username = $1")
                 .bind(username)
                 .fetch_optional(self.pool())
                 .await?;
-        Ok(row.map(user_from_row))
+        Ok(row)
     }
 
     /// Gives a user a new username. Nothing is normalised: a name that breaks the rules is
@@ -191,7 +182,7 @@ impl Store {
         if is_reserved_username(username) {
             return Err(IdentityError::ReservedUsername(username.to_owned()));
         }
-        let row: Result<Option<UserRow>, sqlx::Error> = sqlx::query_as(
+        let row: Result<Option<User>, sqlx::Error> = sqlx::query_as(
             "UPDATE users SET username = $1 WHERE id = $2 RETURNING id, username, display_name",
         )
         .bind(username)
@@ -199,7 +190,7 @@ impl Store {
         .fetch_optional(self.pool())
         .await;
         match row {
-            Ok(Some(row)) => Ok(user_from_row(row)),
+            Ok(Some(user)) => Ok(user),
             Ok(None) => Err(IdentityError::UnknownUser(id.to_owned())),
             Err(e) if is_unique_violation(&e) => {
                 Err(IdentityError::UsernameTaken(username.to_owned()))
@@ -226,8 +217,9 @@ impl Store {
         platform: &str,
         platform_user_id: &str,
     ) -> Result<Option<User>, StoreError> {
-        let row: Option<UserRow> = sqlx::query_as(
-            "SELECT u.id, u.username, u.display_name FROM identities i \
+        let row: Option<User> = sqlx::query_as(
+            "SELECT u.id AS id, u.username AS username, u.display_name AS display_name \
+             FROM identities i \
              JOIN users u ON u.id = i.user_id \
              WHERE i.platform = $1 AND i.platform_user_id = $2",
         )
@@ -235,7 +227,7 @@ impl Store {
         .bind(platform_user_id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(user_from_row))
+        Ok(row)
     }
 
     /// Creates `user` and the identity pointing at it in one transaction. False (and nothing
@@ -277,8 +269,9 @@ impl Store {
     /// have meant. Never used to pick one: only to say that the name is not theirs to answer.
     pub async fn users_showing_name(&self, name: &str) -> Result<Vec<User>, StoreError> {
         let name = name.trim().trim_start_matches('@').to_lowercase();
-        let rows: Vec<UserRow> = sqlx::query_as(
-            "SELECT u.id, u.username, u.display_name FROM users u \
+        let rows: Vec<User> = sqlx::query_as(
+            "SELECT u.id AS id, u.username AS username, u.display_name AS display_name \
+             FROM users u \
              WHERE u.username <> $1 AND (LOWER(u.display_name) = $1 OR EXISTS \
              (SELECT 1 FROM identities i WHERE i.user_id = u.id AND LOWER(i.display_name) = $1)) \
              ORDER BY u.username LIMIT 10",
@@ -286,7 +279,7 @@ impl Store {
         .bind(name)
         .fetch_all(self.pool())
         .await?;
-        Ok(rows.into_iter().map(user_from_row).collect())
+        Ok(rows)
     }
 }
 

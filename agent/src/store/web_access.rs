@@ -109,20 +109,28 @@ impl Store {
         .bind(&hash)
         .execute(self.pool())
         .await?;
-        let row: Option<(Option<String>, i64, i64, Option<i64>)> = sqlx::query_as(
-            "SELECT user_id, admin, expires_at, used_at FROM web_sign_in_links \
-             WHERE token_hash = $1",
+        /// A `web_sign_in_links` row: who it signs in, and whether it was used.
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            user_id: Option<String>,
+            admin: i64,
+            used_at: Option<i64>,
+        }
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT user_id, admin, used_at FROM web_sign_in_links WHERE token_hash = $1",
         )
         .bind(&hash)
         .fetch_optional(self.pool())
         .await?;
         Ok(match row {
             None => Err(RedeemError::Unknown),
-            Some((user_id, admin, ..)) if taken.rows_affected() == 1 => Ok(WebIdentity {
-                user_id,
-                admin: admin != 0,
+            Some(row) if taken.rows_affected() == 1 => Ok(WebIdentity {
+                user_id: row.user_id,
+                admin: row.admin != 0,
             }),
-            Some((.., Some(_))) => Err(RedeemError::Used),
+            Some(Row {
+                used_at: Some(_), ..
+            }) => Err(RedeemError::Used),
             Some(_) => Err(RedeemError::Expired),
         })
     }
@@ -156,7 +164,14 @@ impl Store {
 
     /// The live session with `id`, if it exists and has not ended.
     pub async fn web_session(&self, id: &str) -> Result<Option<WebSession>, StoreError> {
-        let row: Option<(Option<String>, i64, i64)> = sqlx::query_as(
+        /// A live `web_sessions` row.
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            user_id: Option<String>,
+            admin: i64,
+            expires_at: i64,
+        }
+        let row: Option<Row> = sqlx::query_as(
             "SELECT user_id, admin, expires_at FROM web_sessions \
              WHERE id = $1 AND expires_at >= $2",
         )
@@ -164,13 +179,13 @@ impl Store {
         .bind(now_ms())
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(|(user_id, admin, expires_at)| WebSession {
+        Ok(row.map(|row| WebSession {
             id: id.to_owned(),
             who: WebIdentity {
-                user_id,
-                admin: admin != 0,
+                user_id: row.user_id,
+                admin: row.admin != 0,
             },
-            expires_at,
+            expires_at: row.expires_at,
         }))
     }
 

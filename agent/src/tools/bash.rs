@@ -65,19 +65,21 @@ pub(crate) fn check_command(command: &str) -> Result<(), ToolError> {
 #[async_trait::async_trait]
 impl Tool for Bash {
     type Args = Args;
+    type Call = Args;
     const USAGE: &'static str = "send {\"command\": \"<bash command>\"}";
 
     fn name(&self) -> &'static str {
         "bash"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
+    fn prepare(&self, args: Args, _ctx: &ToolContext) -> Result<(Prepared, Args), ToolError> {
         check_command(&args.command)?;
-        Ok(Prepared {
+        let prepared = Prepared {
             header: format!("bash: {}", header_line(&args.command)),
             preview: args.command.clone(),
             ask: false,
-        })
+        };
+        Ok((prepared, args))
     }
 
     async fn execute(

@@ -3,8 +3,8 @@
 //!
 //! [`DynTool`] is implemented for every [`Tool`]. It deserializes the (already repaired and
 //! schema-validated) JSON arguments into `T::Args` once, lets the tool prepare the call, and
-//! keeps the typed arguments in the returned [`ReadyCall`] so `execute` gets them as they were
-//! prepared, without parsing JSON again.
+//! keeps the [`Tool::Call`] `prepare` made in the returned [`ReadyCall`] so `execute` runs it as
+//! it was prepared, without parsing anything again.
 
 use std::sync::Arc;
 
@@ -45,10 +45,10 @@ impl<T: Tool> DynTool for T {
         ctx: &ToolContext,
     ) -> Result<ReadyCall, ToolError> {
         let args: T::Args = deserialize_args(Tool::name(&*self), T::USAGE, args)?;
-        let prepared = Tool::prepare(&*self, &args, ctx)?;
+        let (prepared, call) = Tool::prepare(&*self, args, ctx)?;
         Ok(ReadyCall {
             prepared,
-            run: Box::new(Typed { tool: self, args }),
+            run: Box::new(Typed { tool: self, call }),
             in_turn: T::IN_TURN,
         })
     }
@@ -84,7 +84,7 @@ pub fn deserialize_args<A: serde::de::DeserializeOwned>(
     })
 }
 
-/// A call that was prepared: what to show, and the typed arguments kept for `execute`.
+/// A call that was prepared: what to show, and the tool's [`Tool::Call`] kept for `execute`.
 pub struct ReadyCall {
     /// The header, preview and whether this call asks ([`Prepared`]).
     pub prepared: Prepared,
@@ -148,7 +148,7 @@ trait RunCall: Send + Sync {
 
 struct Typed<T: Tool> {
     tool: Arc<T>,
-    args: T::Args,
+    call: T::Call,
 }
 
 #[async_trait::async_trait]
@@ -163,10 +163,10 @@ impl<T: Tool> RunCall for Typed<T> {
         match turn {
             Some(turn) => {
                 self.tool
-                    .execute_in_turn(&self.args, prepared, ctx, sink, turn)
+                    .execute_in_turn(&self.call, prepared, ctx, sink, turn)
                     .await
             }
-            None => self.tool.execute(&self.args, prepared, ctx, sink).await,
+            None => self.tool.execute(&self.call, prepared, ctx, sink).await,
         }
     }
 }

@@ -70,6 +70,7 @@ struct Edit {
 #[async_trait::async_trait]
 impl Tool for EditFile {
     type Args = Args;
+    type Call = Args;
     const USAGE: &'static str = "send path, old_string and new_string as strings and optionally \
                                  near_line as an integer";
 
@@ -77,16 +78,16 @@ impl Tool for EditFile {
         "edit_file"
     }
 
-    fn prepare(&self, parsed: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        check(parsed)?;
+    fn prepare(&self, parsed: Args, ctx: &ToolContext) -> Result<(Prepared, Args), ToolError> {
+        check(&parsed)?;
         // sandpiper's own config and database are off limits, approved or not.
         ctx.check_path(&parsed.path)?;
         let path = ctx.resolve(&parsed.path);
         check_was_read(ctx, &path, &parsed.path)?;
         // prepare is synchronous; one read of the file the model is editing is acceptable.
         let content = std::fs::read_to_string(&path).map_err(|e| read_error(&parsed.path, e))?;
-        let edit = plan(&content, parsed)?;
-        Ok(Prepared {
+        let edit = plan(&content, &parsed)?;
+        let prepared = Prepared {
             header: format!(
                 "edit_file: {} ({})",
                 parsed.path,
@@ -94,7 +95,8 @@ impl Tool for EditFile {
             ),
             preview: edit.diff,
             ask: false,
-        })
+        };
+        Ok((prepared, parsed))
     }
 
     async fn execute(

@@ -33,7 +33,7 @@ pub(super) struct Args {
 
 /// A validated request.
 #[derive(Debug, Clone, PartialEq)]
-struct Request {
+pub(super) struct Request {
     page: String,
     section: Option<String>,
 }
@@ -74,34 +74,35 @@ fn parse(args: &Args) -> Result<Request, ToolError> {
 #[async_trait::async_trait]
 impl Tool for Man {
     type Args = Args;
+    type Call = Request;
     const USAGE: &'static str = "send {\"page\": \"<name>\"} and optionally \"section\"";
 
     fn name(&self) -> &'static str {
         "man"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(args)?;
+    fn prepare(&self, args: Args, _ctx: &ToolContext) -> Result<(Prepared, Request), ToolError> {
+        let request = parse(&args)?;
         let header = match &request.section {
             Some(s) => format!("man: {}({s})", request.page),
             None => format!("man: {}", request.page),
         };
-        Ok(Prepared {
+        let prepared = Prepared {
             header,
             preview: String::new(),
             ask: false,
-        })
+        };
+        Ok((prepared, request))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        request: &Request,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(args)?;
-        run_man("man", &request, ctx).await
+        run_man("man", request, ctx).await
     }
 }
 

@@ -54,24 +54,26 @@ fn parse(args: &Args) -> Result<&str, ToolError> {
 #[async_trait::async_trait]
 impl Tool for Math {
     type Args = Args;
+    type Call = Args;
     const USAGE: &'static str = "send {\"code\": \"print(2**100)\"}";
 
     fn name(&self) -> &'static str {
         "math"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let code = parse(args)?;
+    fn prepare(&self, args: Args, _ctx: &ToolContext) -> Result<(Prepared, Args), ToolError> {
+        let code = parse(&args)?;
         let first = code.trim().lines().next().unwrap_or_default();
         let mut header: String = first.chars().take(HEADER_CHARS).collect();
         if header.len() < code.trim().len() {
             header.push('…');
         }
-        Ok(Prepared {
+        let prepared = Prepared {
             header: format!("math: {header}"),
             preview: code.to_owned(),
             ask: false,
-        })
+        };
+        Ok((prepared, args))
     }
 
     async fn execute(
@@ -81,9 +83,8 @@ impl Tool for Math {
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let code = parse(args)?;
         let isolation = sandbox::isolation(&ctx.child_env).await;
-        run(code, isolation, ctx).await
+        run(&args.code, isolation, ctx).await
     }
 }
 

@@ -31,18 +31,20 @@ impl McpCall {
 #[async_trait::async_trait]
 impl Tool for McpCall {
     type Args = Value;
+    type Call = Value;
 
     fn name(&self) -> &'static str {
         "mcp"
     }
 
-    fn prepare(&self, args: &Value, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let preview = serde_json::to_string_pretty(args).unwrap_or_default();
-        Ok(Prepared {
+    fn prepare(&self, args: Value, _ctx: &ToolContext) -> Result<(Prepared, Value), ToolError> {
+        let preview = serde_json::to_string_pretty(&args).unwrap_or_default();
+        let prepared = Prepared {
             header: format!("{} (MCP server {})", self.tool.full_name, self.tool.server),
             preview,
             ask: false,
-        })
+        };
+        Ok((prepared, args))
     }
 
     async fn execute(

@@ -42,7 +42,7 @@ pub(super) struct Args {
 
 /// A validated call.
 #[derive(Debug)]
-enum Action {
+pub(super) enum Action {
     Save {
         name: String,
         content: String,
@@ -153,6 +153,7 @@ fn valid_name(name: Option<String>) -> Result<String, ToolError> {
 #[async_trait::async_trait]
 impl Tool for MemoryTool {
     type Args = Args;
+    type Call = Action;
     const ASKS_FOR: Option<&'static str> =
         Some("saves and deletes at global scope (and deletes with no scope)");
 
@@ -160,8 +161,9 @@ impl Tool for MemoryTool {
         "memory"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let (header, preview, ask) = match parse(args)? {
+    fn prepare(&self, args: Args, _ctx: &ToolContext) -> Result<(Prepared, Action), ToolError> {
+        let action = parse(&args)?;
+        let (header, preview, ask) = match &action {
             Action::Save {
                 name,
                 content,
@@ -169,12 +171,12 @@ impl Tool for MemoryTool {
                 scope,
                 ..
             } => {
-                let preview = match &description {
+                let preview = match description {
                     Some(d) => format!("{d}\n\n{content}"),
-                    None => content,
+                    None => content.clone(),
                 };
                 let header = format!("memory: save {name} ({})", scope.as_str());
-                (header, preview, scope == Scope::Global)
+                (header, preview, *scope == Scope::Global)
             }
             Action::Search { query, .. } => {
                 (format!("memory: search \"{query}\""), String::new(), false)
@@ -189,16 +191,17 @@ impl Tool for MemoryTool {
                 (header, String::new(), global)
             }
         };
-        Ok(Prepared {
+        let prepared = Prepared {
             header,
             preview,
             ask,
-        })
+        };
+        Ok((prepared, action))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        action: &Action,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
@@ -209,7 +212,7 @@ impl Tool for MemoryTool {
             user_id: ctx.user_id.clone(),
         };
         let failed = |e| ToolError::store("memory", e);
-        let text = match parse(args)? {
+        let text = match action {
             Action::Save {
                 name,
                 content,
@@ -217,6 +220,7 @@ impl Tool for MemoryTool {
                 kind,
                 scope,
             } => {
+                let scope = *scope;
                 if vis.scope_id(scope).is_none() {
                     return Err(ToolError::model(
                         "scope `user` needs to know who is speaking, and this turn has no user; \
@@ -227,11 +231,11 @@ impl Tool for MemoryTool {
                     .save_memory(
                         &vis,
                         &NewMemory {
-                            name: &name,
+                            name,
                             scope,
                             kind: kind.as_deref(),
                             description: description.as_deref(),
-                            content: &content,
+                            content,
                             created_by: ctx.user_id.as_deref(),
                         },
                     )
@@ -242,7 +246,7 @@ impl Tool for MemoryTool {
             }
             Action::Search { query, limit } => {
                 let found = store
-                    .search_memories(&vis, &query, limit)
+                    .search_memories(&vis, query, *limit)
                     .await
                     .map_err(failed)?;
                 touch(store, &found).await;
@@ -253,7 +257,7 @@ impl Tool for MemoryTool {
                 }
             }
             Action::List { limit } => {
-                let found = store.visible_memories(&vis, limit).await.map_err(failed)?;
+                let found = store.visible_memories(&vis, *limit).await.map_err(failed)?;
                 touch(store, &found).await;
                 if found.is_empty() {
                     "no memories yet".into()
@@ -263,7 +267,7 @@ impl Tool for MemoryTool {
             }
             Action::Delete { name, scope } => {
                 let found = store
-                    .delete_memory(&vis, &name, scope)
+                    .delete_memory(&vis, name, *scope)
                     .await
                     .map_err(failed)?;
                 match found.as_slice() {

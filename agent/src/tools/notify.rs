@@ -59,6 +59,13 @@ impl Args {
     }
 }
 
+/// A notification as `prepare` checked it: the request, and the target it names.
+#[derive(Debug)]
+pub(super) struct Checked {
+    request: NotifyRequest,
+    target: Target,
+}
+
 /// A turn's count of notifications: sent ones and ones on their way (calls of one batch run
 /// in parallel, so a slot is reserved before sending and released if nothing was sent).
 #[derive(Debug, Clone, Default)]
@@ -120,6 +127,7 @@ impl Drop for Reservation<'_> {
 #[async_trait::async_trait]
 impl Tool for Notify {
     type Args = Args;
+    type Call = Checked;
     const USAGE: &'static str = "send {\"message\": \"<text>\", \"username\": \"<user>\"} or \
          {\"message\": \"<text>\", \"channel_type\": \"discord|slack\", \"channel_id\": \"<id>\"}";
 
@@ -127,32 +135,31 @@ impl Tool for Notify {
         "notify"
     }
 
-    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
+    fn prepare(&self, args: Args, ctx: &ToolContext) -> Result<(Prepared, Checked), ToolError> {
         let request = args.request(&ctx.workstream);
         let target = request
             .target()
             .map_err(|e| ToolError::model(e.to_string()))?;
-        Ok(Prepared {
+        let prepared = Prepared {
             header: format!("notify: {target}"),
             preview: match &request.title {
                 Some(title) => format!("{title}\n{}", request.message),
                 None => request.message.clone(),
             },
             ask: false,
-        })
+        };
+        Ok((prepared, Checked { request, target }))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        call: &Checked,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let mut request = args.request(&ctx.workstream);
-        let target = request
-            .target()
-            .map_err(|e| ToolError::model(e.to_string()))?;
+        let Checked { request, target } = call;
+        let mut request = request.clone();
         let store = ctx.store()?;
         let key = ctx.services.service_key.as_ref().ok_or_else(|| {
             ToolError::model(
@@ -160,7 +167,7 @@ impl Tool for Notify {
                  SANDPIPER_JWT_SECRET or [auth] jwt_secret_env); tell the user",
             )
         })?;
-        let resolved = deliver::resolve(store, &target).await?;
+        let resolved = deliver::resolve(store, target).await?;
         let platforms = resolved.platforms;
         request.user_id = resolved.user_id;
         request.requested_by = requester(store, ctx.user_id.as_deref()).await?;
@@ -193,7 +200,7 @@ impl Tool for Notify {
             "notification"
         );
         Ok(ToolOutput {
-            text: render(&target, &results),
+            text: render(target, &results),
             images: Vec::new(),
             is_error: !sent,
         })

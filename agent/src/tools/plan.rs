@@ -1,7 +1,8 @@
 //! The `plan` tool: a planning sub-agent (see [`crate::turn::subagent`]) writes a plan, saved as
 //! `.plan-<workstream>.md` in the working directory, and the people of the thread review it
 //! (Accept / Reject / Annotate, [`crate::approvals::review`]). A second plan in the same
-//! workstream starts from the previous one and refines it.
+//! workstream starts from the previous one and refines it. What it shares with `task` is in
+//! [`super::subagent_tool`].
 //!
 //! A long plan (over [`LONG_PLAN_CHARS`]) goes into the thread as a file before the review
 //! card, and the card shows its beginning with a note naming the file: cards carry no files.
@@ -14,13 +15,11 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
-
-use super::task::{check_prompt, failed};
-use super::{InTurn, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
+use super::subagent_tool::{SubAgentCall, SubAgentRole};
+use super::{ToolError, ToolOutput};
 use crate::approvals::{ReviewAnswer, ReviewRequest, review};
 use crate::protocol::TurnEvent;
-use crate::turn::subagent::{SubAgentJob, SubAgentKind, short_title};
+use crate::turn::subagent::SubAgentKind;
 use crate::workstream::safe_name;
 
 mod file;
@@ -29,12 +28,6 @@ mod file;
 /// is reviewed after.
 #[derive(Debug, Default)]
 pub(super) struct Plan;
-
-/// The arguments of `tools/plan.json`.
-#[derive(Debug, Deserialize)]
-pub(super) struct Args {
-    prompt: String,
-}
 
 /// A plan longer than this many characters is attached as a file, with its beginning on the
 /// review card.
@@ -116,66 +109,19 @@ fn result_text(answer: &ReviewAnswer, plan: &str, saved: &str) -> (String, bool)
 }
 
 #[async_trait::async_trait]
-impl Tool for Plan {
-    type Args = Args;
+impl SubAgentRole for Plan {
+    const KIND: SubAgentKind = SubAgentKind::Plan;
     const USAGE: &'static str = "send {\"prompt\": \"<what to plan>\"}";
-    const IN_TURN: bool = true;
 
-    fn name(&self) -> &'static str {
-        "plan"
-    }
-
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        check_prompt("plan", &args.prompt)?;
-        Ok(Prepared {
-            header: format!("plan: {}", short_title(&args.prompt)),
-            preview: args.prompt.clone(),
-            ask: false,
-        })
-    }
-
-    async fn execute(
-        &self,
-        _args: &Args,
-        _prepared: &Prepared,
-        _ctx: &ToolContext,
-        _sink: &dyn OutputSink,
-    ) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::model(
-            "plan is only available to the top-level conversation, not to sub-agents",
-        ))
-    }
-
-    async fn execute_in_turn(
-        &self,
-        args: &Args,
-        _prepared: &Prepared,
-        ctx: &ToolContext,
-        _sink: &dyn OutputSink,
-        turn: &InTurn<'_>,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run_job(&self, call: &SubAgentCall<'_>) -> Result<ToolOutput, ToolError> {
+        let (ctx, turn, title) = (call.ctx, call.turn, &call.title);
         let path = plan_file(&ctx.workdir, &ctx.workstream);
         let file_name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let previous = file::read_previous(ctx, &path).await?;
-        let title = short_title(&args.prompt);
-        let job = SubAgentJob {
-            kind: SubAgentKind::Plan,
-            title: title.clone(),
-            prompt: job_text(&args.prompt, previous.as_deref()),
-            ctx,
-            turn,
-        };
-        let outcome = turn
-            .agent
-            .run_subagent(job)
-            .await
-            .map_err(|e| failed("plan", &e))?;
-        if outcome.cancelled {
-            return Err(ToolError::Cancelled);
-        }
+        let outcome = call.run(job_text(call.prompt, previous.as_deref())).await?;
         let plan = outcome.text.trim();
         if let Some(stop) = outcome.stopped {
             return Err(ToolError::model(format!(

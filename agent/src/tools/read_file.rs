@@ -42,7 +42,7 @@ pub(super) struct Args {
 
 /// Validated arguments.
 #[derive(Debug, Clone)]
-struct Request {
+pub(super) struct Request {
     path: String,
     offset: usize,
     limit: usize,
@@ -79,6 +79,7 @@ fn parse(args: &Args) -> Result<Request, ToolError> {
 #[async_trait::async_trait]
 impl Tool for ReadFile {
     type Args = Args;
+    type Call = Request;
     const ASKS_FOR: Option<&'static str> = Some("reads outside the workstream's directory");
     const USAGE: &'static str =
         "send {\"path\": \"<file>\"} with optional integer offset and limit";
@@ -87,27 +88,28 @@ impl Tool for ReadFile {
         "read_file"
     }
 
-    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(args)?;
+    fn prepare(&self, args: Args, ctx: &ToolContext) -> Result<(Prepared, Request), ToolError> {
+        let request = parse(&args)?;
         let checked = ctx.check_path(&request.path)?;
-        Ok(Prepared {
+        let prepared = Prepared {
             header: format!("read_file: {}", request.path),
             preview: match checked.outside {
                 true => outside_note(&checked, &ctx.workdir),
                 false => String::new(),
             },
             ask: checked.outside,
-        })
+        };
+        Ok((prepared, request))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        request: &Request,
         prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(args)?;
+        let request = request.clone();
         // Again: the file system may have changed while the call waited.
         let checked = ctx.recheck_read(&request.path, prepared.ask)?;
         let path = checked.resolved;

@@ -15,39 +15,43 @@ pub(super) struct Args {
     uri: String,
 }
 
-fn uri(args: &Args) -> Result<&str, ToolError> {
+/// The resource to read: the `uri`, trimmed.
+fn uri(args: &Args) -> Result<String, ToolError> {
     Some(args.uri.trim())
         .filter(|u| !u.is_empty())
+        .map(str::to_owned)
         .ok_or_else(|| ToolError::model("`uri` is required: one of the URIs in <mcp-resources>"))
 }
 
 #[async_trait::async_trait]
 impl Tool for ReadResource {
     type Args = Args;
+    type Call = String;
 
     fn name(&self) -> &'static str {
         "read_resource"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let header = format!("read_resource: {}", uri(args)?);
-        Ok(Prepared {
-            header,
+    fn prepare(&self, args: Args, _ctx: &ToolContext) -> Result<(Prepared, String), ToolError> {
+        let uri = uri(&args)?;
+        let prepared = Prepared {
+            header: format!("read_resource: {uri}"),
             preview: String::new(),
             ask: false,
-        })
+        };
+        Ok((prepared, uri))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        uri: &String,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let mcp = ctx.mcp()?;
         let out = mcp
-            .read_resource(uri(args)?)
+            .read_resource(uri)
             .await
             .map_err(|e| ToolError::model(e.to_string()))?;
         Ok(ToolOutput {

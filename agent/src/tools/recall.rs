@@ -25,7 +25,7 @@ pub(super) struct Args {
 
 /// A validated request.
 #[derive(Debug, Clone, PartialEq)]
-struct Request {
+pub(super) struct Request {
     query: String,
     limit: usize,
     /// The limit the model asked for, when it was above [`MAX_LIMIT`].
@@ -58,6 +58,7 @@ fn parse(args: &Args) -> Result<Request, ToolError> {
 #[async_trait::async_trait]
 impl Tool for Recall {
     type Args = Args;
+    type Call = Request;
     const USAGE: &'static str =
         "send {\"query\": \"<words to find>\"} and optionally \"limit\" (1 to 100)";
 
@@ -65,23 +66,23 @@ impl Tool for Recall {
         "recall"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(args)?;
-        Ok(Prepared {
+    fn prepare(&self, args: Args, _ctx: &ToolContext) -> Result<(Prepared, Request), ToolError> {
+        let request = parse(&args)?;
+        let prepared = Prepared {
             header: format!("recall: {}", request.query),
             preview: String::new(),
             ask: false,
-        })
+        };
+        Ok((prepared, request))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        request: &Request,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(args)?;
         let store = ctx.store()?;
         let search = store.recall(
             &request.query,
@@ -94,7 +95,7 @@ impl Tool for Recall {
             hits = search => hits.map_err(|e| ToolError::store("cannot search conversation history", e))?,
         };
         Ok(ToolOutput::text(truncate_output(
-            &render(&request, &hits),
+            &render(request, &hits),
             ctx.config.max_output_bytes,
         )))
     }

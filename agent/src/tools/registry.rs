@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::DynTool;
+use super::subagent_tool::SubAgentTool;
 use crate::model::ToolSchema;
 
 mod embedded {
@@ -28,8 +29,8 @@ pub fn default_tools() -> Vec<Arc<dyn DynTool>> {
         Arc::new(man::Man),
         Arc::new(web_fetch::WebFetch),
         Arc::new(web_search::WebSearch),
-        Arc::new(task::Task),
-        Arc::new(plan::Plan),
+        Arc::new(SubAgentTool(task::Task)),
+        Arc::new(SubAgentTool(plan::Plan)),
         Arc::new(memory::MemoryTool),
         Arc::new(recall::Recall),
         Arc::new(notify::Notify),

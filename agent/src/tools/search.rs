@@ -40,6 +40,13 @@ pub(super) struct Args {
     path: Option<String>,
 }
 
+/// A search as `prepare` checked it: the arguments and their compiled regex.
+#[derive(Debug)]
+pub(super) struct Request {
+    args: Args,
+    matcher: RegexMatcher,
+}
+
 fn parse(args: &Args) -> Result<RegexMatcher, ToolError> {
     if args.query.is_empty() {
         return Err(ToolError::model(
@@ -63,6 +70,7 @@ fn parse(args: &Args) -> Result<RegexMatcher, ToolError> {
 #[async_trait::async_trait]
 impl Tool for Search {
     type Args = Args;
+    type Call = Request;
     const ASKS_FOR: Option<&'static str> = Some("searches outside the workstream's directory");
     const USAGE: &'static str = "send {\"query\": \"<regex>\"} and optionally \"path\"";
 
@@ -70,32 +78,33 @@ impl Tool for Search {
         "search"
     }
 
-    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        parse(args)?;
-        let parsed = args;
+    fn prepare(&self, args: Args, ctx: &ToolContext) -> Result<(Prepared, Request), ToolError> {
+        let matcher = parse(&args)?;
+        let parsed = &args;
         let header = match &parsed.path {
             Some(p) => format!("search: /{}/ in {p}", parsed.query),
             None => format!("search: /{}/", parsed.query),
         };
         let checked = ctx.check_path(root_arg(parsed))?;
-        Ok(Prepared {
+        let prepared = Prepared {
             header,
             preview: match checked.outside {
                 true => outside_note(&checked, &ctx.workdir),
                 false => String::new(),
             },
             ask: checked.outside,
-        })
+        };
+        Ok((prepared, Request { args, matcher }))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        request: &Request,
         prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let matcher = parse(args)?;
+        let (args, matcher) = (&request.args, request.matcher.clone());
         // Again: the file system may have changed while the call waited.
         let root = ctx.recheck_read(root_arg(args), prepared.ask)?.canonical;
         let shown = args

@@ -1,47 +1,14 @@
 //! The `task` tool: delegates a job to a task sub-agent (see [`crate::turn::subagent`]) and returns
-//! its final answer as the result.
+//! its final answer as the result. What it shares with `plan` is in [`super::subagent_tool`].
 
-use serde::Deserialize;
-
-use super::{InTurn, OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
-use crate::turn::subagent::{SubAgentJob, SubAgentKind, SubAgentOutcome, short_title};
+use super::subagent_tool::{SubAgentCall, SubAgentRole};
+use super::{ToolError, ToolOutput};
+use crate::turn::subagent::{SubAgentKind, SubAgentOutcome};
 
 /// The `task` tool. Always asks (its JSON says `auto_approve: false`); its sub-agent's own
 /// calls ask again, one by one.
 #[derive(Debug, Default)]
 pub(super) struct Task;
-
-/// The arguments of `tools/task.json`.
-#[derive(Debug, Deserialize)]
-pub(super) struct Args {
-    prompt: String,
-}
-
-/// Longest job accepted, in bytes: it is the first message of the sub-agent's history.
-const MAX_PROMPT_BYTES: usize = 64 * 1024;
-
-/// Checks a sub-agent's job (shared by `task` and `plan`).
-pub(super) fn check_prompt(tool: &str, prompt: &str) -> Result<(), ToolError> {
-    if prompt.trim().is_empty() {
-        return Err(ToolError::model(format!(
-            "{tool} needs a prompt: describe the job completely (the sub-agent sees nothing \
-             of this conversation)"
-        )));
-    }
-    if prompt.len() > MAX_PROMPT_BYTES {
-        return Err(ToolError::model(format!(
-            "the {tool} prompt is {} bytes; the limit is {MAX_PROMPT_BYTES}. Put long context \
-             in a file in the working directory and name it in the prompt",
-            prompt.len()
-        )));
-    }
-    Ok(())
-}
-
-/// A sub-agent's failure (the store or the model), for the parent model.
-pub(super) fn failed(tool: &str, e: &crate::AgentError) -> ToolError {
-    ToolError::model(format!("the {tool} sub-agent failed: {e}"))
-}
 
 /// The result text of a run: its answer, and why it stopped early when a limit stopped it.
 fn result_text(outcome: &SubAgentOutcome) -> String {
@@ -59,59 +26,12 @@ fn result_text(outcome: &SubAgentOutcome) -> String {
 }
 
 #[async_trait::async_trait]
-impl Tool for Task {
-    type Args = Args;
+impl SubAgentRole for Task {
+    const KIND: SubAgentKind = SubAgentKind::Task;
     const USAGE: &'static str = "send {\"prompt\": \"<the complete task>\"}";
-    const IN_TURN: bool = true;
 
-    fn name(&self) -> &'static str {
-        "task"
-    }
-
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        check_prompt("task", &args.prompt)?;
-        Ok(Prepared {
-            header: format!("task: {}", short_title(&args.prompt)),
-            preview: args.prompt.clone(),
-            ask: false,
-        })
-    }
-
-    async fn execute(
-        &self,
-        _args: &Args,
-        _prepared: &Prepared,
-        _ctx: &ToolContext,
-        _sink: &dyn OutputSink,
-    ) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::model(
-            "task is only available to the top-level conversation, not to sub-agents",
-        ))
-    }
-
-    async fn execute_in_turn(
-        &self,
-        args: &Args,
-        _prepared: &Prepared,
-        ctx: &ToolContext,
-        _sink: &dyn OutputSink,
-        turn: &InTurn<'_>,
-    ) -> Result<ToolOutput, ToolError> {
-        let job = SubAgentJob {
-            kind: SubAgentKind::Task,
-            title: short_title(&args.prompt),
-            prompt: args.prompt.clone(),
-            ctx,
-            turn,
-        };
-        let outcome = turn
-            .agent
-            .run_subagent(job)
-            .await
-            .map_err(|e| failed("task", &e))?;
-        if outcome.cancelled {
-            return Err(ToolError::Cancelled);
-        }
+    async fn run_job(&self, call: &SubAgentCall<'_>) -> Result<ToolOutput, ToolError> {
+        let outcome = call.run(call.prompt.to_owned()).await?;
         Ok(ToolOutput {
             text: result_text(&outcome),
             images: Vec::new(),
@@ -123,21 +43,27 @@ impl Tool for Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::ToolContext;
+    use crate::tools::subagent_tool::MAX_PROMPT_BYTES;
     use crate::turn::subagent::SubAgentStop;
     use std::path::Path;
+
+    fn task() -> crate::tools::subagent_tool::SubAgentTool<Task> {
+        crate::tools::subagent_tool::SubAgentTool(Task)
+    }
 
     #[test]
     fn an_empty_or_huge_prompt_is_refused_for_the_model() {
         let ctx = ToolContext::for_test(Path::new("/tmp"));
-        let err = crate::tools::prepare_json(Task, serde_json::json!({"prompt": "  "}), &ctx)
+        let err = crate::tools::prepare_json(task(), serde_json::json!({"prompt": "  "}), &ctx)
             .unwrap_err();
         assert!(err.to_string().contains("needs a prompt"), "{err}");
         let huge = "x".repeat(MAX_PROMPT_BYTES + 1);
-        let err = crate::tools::prepare_json(Task, serde_json::json!({"prompt": huge}), &ctx)
+        let err = crate::tools::prepare_json(task(), serde_json::json!({"prompt": huge}), &ctx)
             .unwrap_err();
         assert!(err.to_string().contains("the limit is"), "{err}");
         let ready = crate::tools::prepare_json(
-            Task,
+            task(),
             serde_json::json!({"prompt": "Fix the tests\nin crate a"}),
             &ctx,
         )

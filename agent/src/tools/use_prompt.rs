@@ -20,7 +20,8 @@ pub(super) struct Args {
 }
 
 /// A checked call.
-struct Request {
+#[derive(Debug)]
+pub(super) struct Request {
     /// `server/prompt` as the manager expects it.
     target: String,
     shown: String,
@@ -59,37 +60,38 @@ fn parse(args: &Args) -> Result<Request, ToolError> {
 #[async_trait::async_trait]
 impl Tool for UsePrompt {
     type Args = Args;
+    type Call = Request;
 
     fn name(&self) -> &'static str {
         "use_prompt"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let parsed = parse(args)?;
+    fn prepare(&self, args: Args, _ctx: &ToolContext) -> Result<(Prepared, Request), ToolError> {
+        let parsed = parse(&args)?;
         let preview = parsed
             .arguments
             .iter()
             .map(|(k, v)| format!("{k} = {v}"))
             .collect::<Vec<_>>()
             .join("\n");
-        Ok(Prepared {
+        let prepared = Prepared {
             header: format!("use_prompt: {}", parsed.shown),
             preview,
             ask: false,
-        })
+        };
+        Ok((prepared, parsed))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        parsed: &Request,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let parsed = parse(args)?;
         let text = ctx
             .mcp()?
-            .get_prompt(&parsed.target, parsed.arguments)
+            .get_prompt(&parsed.target, parsed.arguments.clone())
             .await
             .map_err(|e| ToolError::model(e.to_string()))?;
         Ok(ToolOutput::text(text))

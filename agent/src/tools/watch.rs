@@ -30,7 +30,7 @@ pub(super) struct Args {
 
 /// A validated call.
 #[derive(Debug)]
-enum Action {
+pub(super) enum Action {
     Create(Spec),
     List,
     Cancel(String),
@@ -81,6 +81,7 @@ fn asked_by_owner(ctx: &ToolContext) -> bool {
 #[async_trait::async_trait]
 impl Tool for WatchTool {
     type Args = Args;
+    type Call = Action;
     const USAGE: &'static str = "send {\"action\": \"create\", \"name\": \"ci\", \"command\": \"gh run list -L1 --json status\", \"stop_on\": \"data[0][\\\"status\\\"] == \\\"completed\\\"\"}";
     const ASKS_FOR: Option<&'static str> = Some(
         "create (its command runs unattended, like bash); cancel, unless the thread's owner asked",
@@ -90,8 +91,9 @@ impl Tool for WatchTool {
         "watch"
     }
 
-    fn prepare(&self, args: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        Ok(match parse(args)? {
+    fn prepare(&self, args: Args, ctx: &ToolContext) -> Result<(Prepared, Action), ToolError> {
+        let action = parse(&args)?;
+        let prepared = match &action {
             Action::Create(spec) => Prepared {
                 header: format!("watch: {}", spec.summary()),
                 preview: spec.preview(),
@@ -107,19 +109,20 @@ impl Tool for WatchTool {
                 preview: String::new(),
                 ask: !asked_by_owner(ctx),
             },
-        })
+        };
+        Ok((prepared, action))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        action: &Action,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
         let store = ctx.store()?;
         let model_error = |e: &dyn std::fmt::Display| ToolError::model(e.to_string());
-        match parse(args)? {
+        match action {
             Action::Create(spec) => {
                 let new = NewWatch {
                     workstream: ctx.workstream.clone(),
@@ -160,7 +163,7 @@ impl Tool for WatchTool {
             }
             Action::Cancel(which) => {
                 let cancelled = store
-                    .cancel_watch(&ctx.workstream, &which)
+                    .cancel_watch(&ctx.workstream, which)
                     .await
                     .map_err(|e| model_error(&e))?;
                 Ok(ToolOutput::text(format!(

@@ -60,6 +60,7 @@ fn parse(args: &Args) -> Result<(url::Url, String), ToolError> {
 #[async_trait::async_trait]
 impl Tool for WebFetch {
     type Args = Args;
+    type Call = (url::Url, String);
     const USAGE: &'static str =
         "send {\"url\": \"https://...\", \"question\": \"what to find on the page\"}";
 
@@ -67,23 +68,27 @@ impl Tool for WebFetch {
         "web_fetch"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let (url, question) = parse(args)?;
-        Ok(Prepared {
+    fn prepare(
+        &self,
+        args: Args,
+        _ctx: &ToolContext,
+    ) -> Result<(Prepared, (url::Url, String)), ToolError> {
+        let (url, question) = parse(&args)?;
+        let prepared = Prepared {
             header: format!("web_fetch: {url}"),
-            preview: question,
+            preview: question.clone(),
             ask: false,
-        })
+        };
+        Ok((prepared, (url, question)))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        (url, question): &(url::Url, String),
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let (url, question) = parse(args)?;
         let web = &ctx.services.web;
         let policy = SsrfPolicy::new(&web.allow_private);
         let limits = FetchLimits {
@@ -120,7 +125,7 @@ impl Tool for WebFetch {
         })?;
         let answer = tokio::select! {
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            answer = ask(model, fetched.final_url.as_str(), &question, page) => answer?,
+            answer = ask(model, fetched.final_url.as_str(), question, page) => answer?,
         };
         let mut notes = Vec::new();
         if fetched.truncated {

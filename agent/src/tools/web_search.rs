@@ -35,7 +35,7 @@ pub(super) struct Args {
 
 /// The request body Tavily's `POST /search` takes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-struct SearchRequest {
+pub(super) struct SearchRequest {
     query: String,
     max_results: u32,
     topic: &'static str,
@@ -74,33 +74,38 @@ fn parse(args: &Args) -> Result<SearchRequest, ToolError> {
 #[async_trait::async_trait]
 impl Tool for WebSearch {
     type Args = Args;
+    type Call = SearchRequest;
     const USAGE: &'static str = "send {\"query\": \"...\"} and optionally \"max_results\" (1-20) and \"topic\" (general, news or finance)";
 
     fn name(&self) -> &'static str {
         "web_search"
     }
 
-    fn prepare(&self, args: &Args, _ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        let request = parse(args)?;
+    fn prepare(
+        &self,
+        args: Args,
+        _ctx: &ToolContext,
+    ) -> Result<(Prepared, SearchRequest), ToolError> {
+        let request = parse(&args)?;
         let header = match request.topic {
             "general" => format!("web_search: {}", request.query),
             topic => format!("web_search ({topic}): {}", request.query),
         };
-        Ok(Prepared {
+        let prepared = Prepared {
             header,
             preview: String::new(),
             ask: false,
-        })
+        };
+        Ok((prepared, request))
     }
 
     async fn execute(
         &self,
-        args: &Args,
+        request: &SearchRequest,
         _prepared: &Prepared,
         ctx: &ToolContext,
         _sink: &dyn OutputSink,
     ) -> Result<ToolOutput, ToolError> {
-        let request = parse(args)?;
         let web = &ctx.services.web;
         let key = web.tavily_api_key.as_ref().ok_or_else(|| {
             ToolError::model(format!(
@@ -112,7 +117,7 @@ impl Tool for WebSearch {
         let base = web.search_base_url.trim_end_matches('/');
         let results = tokio::select! {
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            r = search(base, key.expose(), &request, web.search_timeout) => r?,
+            r = search(base, key.expose(), request, web.search_timeout) => r?,
         };
         Ok(ToolOutput::text(truncate_output(
             &render(&request.query, &results),

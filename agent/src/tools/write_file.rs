@@ -36,14 +36,15 @@ fn check(args: &Args) -> Result<(), ToolError> {
 #[async_trait::async_trait]
 impl Tool for WriteFile {
     type Args = Args;
+    type Call = Args;
     const USAGE: &'static str = "send {\"path\": \"<file>\", \"content\": \"<full text>\"}";
 
     fn name(&self) -> &'static str {
         "write_file"
     }
 
-    fn prepare(&self, parsed: &Args, ctx: &ToolContext) -> Result<Prepared, ToolError> {
-        check(parsed)?;
+    fn prepare(&self, parsed: Args, ctx: &ToolContext) -> Result<(Prepared, Args), ToolError> {
+        check(&parsed)?;
         // sandpiper's own config and database are off limits, approved or not.
         ctx.check_path(&parsed.path)?;
         if ctx.resolve(&parsed.path).is_dir() {
@@ -53,11 +54,12 @@ impl Tool for WriteFile {
             )));
         }
         let lines = parsed.content.lines().count();
-        Ok(Prepared {
+        let prepared = Prepared {
             header: format!("write_file: {} ({lines} lines)", parsed.path),
             preview: preview(&parsed.content),
             ask: false,
-        })
+        };
+        Ok((prepared, parsed))
     }
 
     async fn execute(

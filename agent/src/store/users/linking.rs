@@ -11,7 +11,7 @@
 
 use super::{
     IdentityError, MAX_USERNAME_TRIES, User, account_handle, insert_user, is_unique_violation,
-    new_account_user, user_from_row,
+    new_account_user,
 };
 use crate::store::{Store, StoreError, now_ms};
 
@@ -134,17 +134,17 @@ impl Store {
         if identity_count(&mut tx, &previous).await? == 0 {
             merge_users_in(&mut tx, &previous, &target).await?;
         }
-        let row: Option<(String, String, Option<String>)> =
+        let user: Option<User> =
             sqlx::query_as("SELECT id, username, display_name FROM users WHERE id = $1")
                 .bind(&target)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let Some(row) = row else {
+        let Some(user) = user else {
             tx.rollback().await?;
             return Err(IdentityError::UnknownUser(target));
         };
         tx.commit().await?;
-        Ok(user_from_row(row))
+        Ok(user)
     }
 
     /// Gives a platform identity a fresh user of its own (with the account's own handle),

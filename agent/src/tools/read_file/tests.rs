@@ -278,8 +278,8 @@ async fn the_config_file_is_refused_even_when_approved() {
         preview: String::new(),
         ask: true,
     };
-    let args = typed(json!({"path": "../sandpiper.toml"}));
-    let err = model_error(ReadFile.execute(&args, &approved, &ctx, &NoOutput).await);
+    let call = super::parse(&typed(json!({"path": "../sandpiper.toml"}))).unwrap();
+    let err = model_error(ReadFile.execute(&call, &approved, &ctx, &NoOutput).await);
     assert!(err.starts_with("refused:"), "{err}");
     let err = model_error(read(&ctx, json!({"path": "/etc/shadow"})).await);
     assert!(err.contains("deny_read"), "{err}");
