@@ -146,10 +146,8 @@ impl Reader<'_> {
         let mut words = Vec::new();
         let mut end = None;
         for child in children(node) {
-            if let Some(end) = end {
-                if !separator(&self.src[end..child.start_byte()]) {
-                    return None;
-                }
+            if end.is_some_and(|end| !separator(&self.src[end..child.start_byte()])) {
+                return None;
             }
             let word = match child.kind() {
                 "command_name" if words.is_empty() => {
