@@ -15,125 +15,49 @@
 //! `git status` grant still runs whatever `core.fsmonitor` the repository's config names.
 
 /// Programs never covered by a pattern.
+#[rustfmt::skip]
 const RUNNERS: &[&str] = &[
     // Wrappers that run their arguments as a command.
-    "env",
-    "xargs",
-    "parallel",
-    "timeout",
-    "nice",
-    "nohup",
-    "setsid",
-    "stdbuf",
-    "time",
-    "watch",
-    "chroot",
-    "ionice",
-    "taskset",
-    "unshare",
-    "nsenter",
-    "flock",
-    "chrt",
-    "prlimit",
-    "setpriv",
-    "capsh",
-    "script",
-    "strace",
-    "ltrace",
-    "gdb",
-    "valgrind",
-    "firejail",
-    "bwrap",
-    "systemd-run",
-    "ssh",
-    "npx",
-    "busybox",
-    "sudo",
-    "doas",
-    "su",
-    "runuser",
-    "pkexec",
+    "env", "xargs", "parallel", "timeout", "nice", "nohup", "setsid", "stdbuf", "time",
+    "watch", "chroot", "ionice", "taskset", "unshare", "nsenter", "flock", "chrt", "prlimit",
+    "setpriv", "capsh", "script", "strace", "ltrace", "gdb", "valgrind", "firejail", "bwrap",
+    "systemd-run", "ssh", "npx", "busybox", "sudo", "doas", "su", "runuser", "pkexec",
     // Shells.
-    "sh",
-    "bash",
-    "dash",
-    "zsh",
-    "ksh",
-    "mksh",
-    "pdksh",
-    "ash",
-    "yash",
-    "fish",
-    "csh",
-    "tcsh",
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "pdksh", "ash", "yash", "fish", "csh", "tcsh",
     "rbash",
-    // Builtins that run or evaluate text.
-    "eval",
-    "exec",
-    "source",
-    ".",
-    "command",
-    "builtin",
-    "trap",
-    "alias",
-    "enable",
-    "fc",
-    "let",
-    "declare",
-    "typeset",
-    "local",
-    "export",
-    "readonly",
-    "read",
-    "mapfile",
-    "readarray",
-    "unset",
-    "getopts",
-    "wait",
-    "test",
-    "[",
-    "[[",
+    // Builtins that run or evaluate text, or name a variable whose subscript bash evaluates.
+    "eval", "exec", "source", ".", "command", "builtin", "trap", "alias", "enable", "fc",
+    "hash", "compgen", "complete", "bind", "let", "declare", "typeset", "local", "export",
+    "readonly", "read", "mapfile", "readarray", "unset", "getopts", "wait", "test", "[", "[[",
+    // Reserved words, should the grammar ever read one as a program.
+    "coproc", "function", "if", "then", "else", "elif", "fi", "case", "esac", "for", "select",
+    "while", "until", "do", "done", "in", "{", "}", "!",
     // Languages whose program text is always code (`awk 'BEGIN{system("id")}'`,
-    // `sed 'e id'`).
-    "awk",
-    "gawk",
-    "mawk",
-    "nawk",
-    "busybox-awk",
-    "sed",
-    "gsed",
+    // `sed 'e id'`), and editors and pagers that run commands they are given.
+    "awk", "gawk", "mawk", "nawk", "sed", "gsed", "vi", "vim", "nvim", "ex", "emacs", "man",
 ];
 
 /// Programs covered only through a pattern that names their second word, itself no option.
+#[rustfmt::skip]
 const SCRIPT_HOSTS: &[&str] = &[
-    "perl",
-    "ruby",
-    "irb",
-    "node",
-    "nodejs",
-    "deno",
-    "bun",
-    "php",
-    "lua",
-    "luajit",
-    "Rscript",
-    "tclsh",
-    "wish",
-    "pwsh",
-    "osascript",
-    "git",
+    "perl", "ruby", "irb", "node", "nodejs", "deno", "bun", "php", "lua", "luajit", "Rscript",
+    "tclsh", "wish", "pwsh", "osascript", "git",
 ];
 
-/// Programs refused when any word after them is one of the listed ones.
+/// Programs refused when any word after them starts with one of the listed ones.
+#[rustfmt::skip]
 const RUNNING_ARGUMENTS: &[(&str, &[&str])] = &[
-    (
-        "find",
-        &[
-            "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
-            "-fls",
-        ],
-    ),
+    ("find", &["-exec", "-ok", "-delete", "-fprint", "-fls"]),
     ("printf", &["-v"]),
+    ("tar", &[
+        "--to-command", "--checkpoint-action", "--use-compress-program", "--info-script",
+        "--new-volume-script", "--rsh-command", "-I", "-F",
+    ]),
+    ("rsync", &["-e", "--rsh", "--rsync-path"]),
+    ("scp", &["-o", "-S", "-F"]),
+    ("sftp", &["-o", "-S", "-F", "-D"]),
+    ("zip", &["-T", "--unzip-command"]),
+    ("wget", &["--use-askpass"]),
 ];
 
 /// Whether a pattern of `pattern_len` words may stand for the simple command `words`.
@@ -153,7 +77,11 @@ pub(super) fn coverable(words: &[&str], pattern_len: usize) -> bool {
     RUNNING_ARGUMENTS
         .iter()
         .filter(|(p, _)| p == program)
-        .all(|(_, refused)| !args.iter().any(|a| refused.contains(a)))
+        .all(|(_, refused)| {
+            !args
+                .iter()
+                .any(|a| refused.iter().any(|r| a.starts_with(r)))
+        })
 }
 
 /// git subcommands and options that run a program they are given (or let one be configured).
@@ -232,6 +160,13 @@ mod tests {
             (&["printf", "%s", "x"][..], 1, true),
             (&["printf", "-v", "a[$(id)]", "x"][..], 1, false),
             (&["ls", "-la"][..], 1, true),
+            (&["find", ".", "-execdir", "x", ";"][..], 2, false),
+            (&["find", ".", "-okdir", "x", ";"][..], 2, false),
+            (&["tar", "--to-command=sh", "-xf", "a.tar"][..], 1, false),
+            (&["tar", "-xf", "a.tar"][..], 1, true),
+            (&["rsync", "-e", "sh -c x", "a", "b"][..], 1, false),
+            (&["coproc", "x"][..], 1, false),
+            (&["hash", "-p", "/bin/sh", "git"][..], 1, false),
         ] {
             assert_eq!(
                 coverable(words, pattern_len),
