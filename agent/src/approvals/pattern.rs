@@ -1,22 +1,32 @@
 //! Always allow for a command pattern: whether a shell command may run unasked under grants
-//! like `git status` (a prefix of whole words). A pure function over the command text; the
-//! shell is never asked.
+//! like `git status` (a prefix of whole words). A pure function over the command text, read
+//! with bash's grammar ([`shell`]); the shell is never asked.
 //!
-//! The rule, as issue 30 states it:
+//! The rule (issues 30 and 40):
 //! - a pattern is a prefix of whole words: `git status` allows `git status --short`, not
-//!   `git statusx`, and `git` never allows `git-lfs-evil`;
-//! - a compound command (`&&`, `||`, `;`, `|`, `&`, newlines) runs unasked only when every
-//!   part matches an allowed pattern;
-//! - command substitution (`$(…)`, backticks), process substitution (`<(…)`, `>(…)`),
-//!   parameter expansion with braces (`${…}`, which can hide either), redirection to a file
-//!   (`>`, `>>`, `&>`; `2>&1` is not a file), here-documents, subshells, `eval`, `exec`,
-//!   `sudo` and leading variable assignments (`PAGER=evil git log`) never match.
+//!   `git statusx`, and `git status` never allows `git-lfs-evil`;
+//! - the command is simple commands of plain words (bare, quoted without expansions) joined
+//!   by `&&`, `||`, `;`, `|`, `|&`, `&` and newlines, and runs unasked only when every one
+//!   matches an allowed pattern; a descriptor duplication (`2>&1`, `>&2`) may follow a
+//!   command;
+//! - anything else never matches: substitutions (`$(…)`, backticks, `<(…)`), expansions
+//!   (`$HOME`, `${…}`, `$'…'`), redirections to or from a file, here-documents, comments,
+//!   subshells and groups, variable assignments, and whatever bash's grammar cannot read;
+//! - a pattern never stands for a program that runs other programs ([`runners`]: `env`,
+//!   shells, `xargs`, `sudo`, `find -exec`, `python -c`, …).
 //!
 //! When in doubt it does not match: the person is asked, which is always safe.
 
+#[cfg(test)]
+mod bash_oracle;
+mod runners;
+mod shell;
+
+use shell::Word;
+
 /// Whether `command` may run unasked under `patterns` (each a prefix of whole words).
 pub fn allowed(command: &str, patterns: &[&str]) -> bool {
-    let Some(parts) = parts(command) else {
+    let Some(commands) = shell::simple_commands(command) else {
         return false;
     };
     let patterns: Vec<Vec<&str>> = patterns
@@ -24,28 +34,30 @@ pub fn allowed(command: &str, patterns: &[&str]) -> bool {
         .map(|p| p.split_whitespace().collect::<Vec<_>>())
         .filter(|p| !p.is_empty())
         .collect();
-    !parts.is_empty()
-        && parts
+    !commands.is_empty()
+        && commands
             .iter()
-            .all(|words| patterns.iter().any(|p| part_matches(words, p)))
+            .all(|words| patterns.iter().any(|p| covers(p, words)))
 }
 
 /// The pattern the bash card offers for `command`: its program and subcommand (`git status`
 /// for `git status --short`), or the program alone when the second word is an option, a
-/// path or absent. `None` when no pattern could ever match it (a bypass, several parts).
+/// path or absent. `None` when the offer would not allow the command itself: several parts,
+/// a bypass, or a program that runs other programs.
 pub fn suggested(command: &str) -> Option<String> {
-    let parts = parts(command)?;
-    let [words] = parts.as_slice() else {
+    let commands = shell::simple_commands(command)?;
+    let [words] = commands.as_slice() else {
         return None;
     };
     let program = words.first()?;
-    if !plain_word(program) || is_blocked(program) {
-        return None;
-    }
-    match words.get(1) {
-        Some(sub) if plain_word(sub) && !sub.starts_with('-') => Some(format!("{program} {sub}")),
-        _ => Some(program.clone()),
-    }
+    let offer = match words.get(1) {
+        Some(sub) if sub.literal && plain_word(&sub.text) && !sub.text.starts_with('-') => {
+            format!("{} {}", program.text, sub.text)
+        }
+        _ => program.text.clone(),
+    };
+    let pattern: Vec<&str> = offer.split(' ').collect();
+    covers(&pattern, words).then_some(offer)
 }
 
 /// A word a pattern can name: letters, digits and `-_.+`, not a path.
@@ -55,159 +67,16 @@ fn plain_word(w: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
 }
 
-/// Programs that run other commands as they please: never allowed by a pattern.
-fn is_blocked(program: &str) -> bool {
-    matches!(program, "eval" | "exec" | "sudo" | "doas" | "su")
-}
-
-fn part_matches(words: &[String], pattern: &[&str]) -> bool {
-    let Some(program) = words.first() else {
-        return false;
-    };
-    if is_blocked(program) || is_assignment(program) {
-        return false;
-    }
-    words.len() >= pattern.len() && words.iter().zip(pattern).all(|(w, p)| w == p)
-}
-
-/// `NAME=value`: a variable assignment before the program.
-fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-    })
-}
-
-/// The simple commands of `command`, each as its words after quote removal; `None` when it
-/// holds anything that never matches (see the module docs) or does not parse.
-fn parts(command: &str) -> Option<Vec<Vec<String>>> {
-    let mut parts: Vec<Vec<String>> = Vec::new();
-    let mut words: Vec<String> = Vec::new();
-    let mut word = String::new();
-    // Whether `word` holds a word (an empty quoted string is one).
-    let mut in_word = false;
-    let mut chars = command.chars().peekable();
-    let end_word = |words: &mut Vec<String>, word: &mut String, in_word: &mut bool| {
-        if *in_word {
-            words.push(std::mem::take(word));
-            *in_word = false;
-        }
-    };
-    let end_part = |parts: &mut Vec<Vec<String>>, words: &mut Vec<String>| {
-        if !words.is_empty() {
-            parts.push(std::mem::take(words));
-        }
-    };
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.next() {
-                Some('\n') => {}
-                Some(next) => {
-                    word.push(next);
-                    in_word = true;
-                }
-                None => return None,
-            },
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        inner => word.push(inner),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '`' => return None,
-                        '$' if matches!(chars.peek(), Some('(' | '{')) => return None,
-                        '\\' => match chars.next()? {
-                            '\n' => {}
-                            e @ ('"' | '\\' | '$' | '`') => word.push(e),
-                            e => {
-                                word.push('\\');
-                                word.push(e);
-                            }
-                        },
-                        inner => word.push(inner),
-                    }
-                }
-            }
-            '`' | '(' | ')' => return None,
-            '$' if matches!(chars.peek(), Some('(' | '{' | '\'')) => return None,
-            '<' => {
-                if matches!(chars.peek(), Some('(' | '<')) {
-                    return None;
-                }
-                end_word(&mut words, &mut word, &mut in_word);
-                // Input from a file reads it; the word after is its name, not an argument.
-                word.push('<');
-                in_word = true;
-            }
-            '>' => {
-                // Only a duplication onto a descriptor (`2>&1`, `>&2`) is not a file.
-                let fd_only = word.chars().all(|d| d.is_ascii_digit());
-                if chars.peek() != Some(&'&') || !fd_only {
-                    return None;
-                }
-                chars.next();
-                let mut target = String::new();
-                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit() || **d == '-') {
-                    target.push(*d);
-                    chars.next();
-                }
-                if target.is_empty() {
-                    return None;
-                }
-                // The redirection is not a word of the command.
-                word.clear();
-                in_word = false;
-            }
-            '&' => {
-                if chars.peek() == Some(&'>') {
-                    return None;
-                }
-                if chars.peek() == Some(&'&') {
-                    chars.next();
-                }
-                end_word(&mut words, &mut word, &mut in_word);
-                end_part(&mut parts, &mut words);
-            }
-            '|' => {
-                if matches!(chars.peek(), Some('|' | '&')) {
-                    chars.next();
-                }
-                end_word(&mut words, &mut word, &mut in_word);
-                end_part(&mut parts, &mut words);
-            }
-            ';' | '\n' => {
-                end_word(&mut words, &mut word, &mut in_word);
-                end_part(&mut parts, &mut words);
-            }
-            '#' if !in_word => {
-                // A comment runs to the end of the line.
-                for rest in chars.by_ref() {
-                    if rest == '\n' {
-                        break;
-                    }
-                }
-                end_word(&mut words, &mut word, &mut in_word);
-                end_part(&mut parts, &mut words);
-            }
-            c if c.is_whitespace() => end_word(&mut words, &mut word, &mut in_word),
-            c => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    end_word(&mut words, &mut word, &mut in_word);
-    end_part(&mut parts, &mut words);
-    Some(parts)
+/// Whether `pattern` stands for the simple command `words`: its words start the command,
+/// each literal and plain, and the program is not one that runs others.
+fn covers(pattern: &[&str], words: &[Word]) -> bool {
+    let texts: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+    words.len() >= pattern.len()
+        && words
+            .iter()
+            .zip(pattern)
+            .all(|(w, p)| w.literal && plain_word(p) && w.text == *p)
+        && runners::coverable(&texts, pattern.len())
 }
 
 #[cfg(test)]
@@ -230,7 +99,9 @@ mod tests {
             ("git stat", git_status, false),
             ("git", git_status, false),
             ("git push", git_status, false),
-            ("git push --force", git, true),
+            // Changed by issue 40: `git` alone runs programs (`git -c core.pager=…`).
+            ("git push --force", git, false),
+            ("git push --force", &["git push"], true),
             ("git-lfs-evil", git, false),
             ("git-lfs-evil status", git_status, false),
             ("gitx status", git_status, false),
@@ -262,7 +133,8 @@ mod tests {
             ("git status >(sh)", git_status, false),
             ("git status ${IFS}", git_status, false),
             ("git status $'\\x3b'", git_status, false),
-            ("git status $HOME", git_status, true),
+            // Changed by issue 40: no expansion is a plain word.
+            ("git status $HOME", git_status, false),
             // Redirection to a file; a descriptor is not one.
             ("git status > out.txt", git_status, false),
             ("git status >> ~/.bashrc", git_status, false),
@@ -290,7 +162,82 @@ mod tests {
             ("git status \"a && b\"", git_status, true),
             ("git status 'unterminated", git_status, false),
             ("git status \\\n --short", git_status, true),
-            ("git status # ; rm -rf /", git_status, true),
+            // Changed by issue 40: comments never match; where one starts is what the bypass
+            // below played on.
+            ("git status # ; rm -rf /", git_status, false),
+            // Issue 40: a duplication does not end the word; bash reads `1#` as one.
+            ("git status 2>&1#; rm -rf /", git_status, false),
+            ("git status >&2#; rm -rf /", git_status, false),
+            ("git status --short 2>&1#|| rm -rf /", git_status, false),
+            ("git status 2>&1#&& rm -rf /", git_status, false),
+            ("git status 2>&1#| sh", git_status, false),
+            ("git status 2>&1x", git_status, false),
+            ("git status >&2x", git_status, false),
+            ("git status >&file", git_status, false),
+            ("git status 2>& 1", git_status, false),
+            ("git status 2>&1 >&2", git_status, true),
+            ("git status >&2; git status", git_status, true),
+            ("git status a#b", git_status, false),
+            // Found by the bash oracle: a line continuation joins the words around it.
+            ("git status\\\nx", git_status, false),
+            ("git\\\n status", git_status, true),
+            ("ls\\\n'$(id)'", &["ls"], false),
+            ("git status\\\n2>&1", git_status, false),
+            ("git status\r", git_status, false),
+            ("git status\r; rm -rf /", git_status, false),
+            (r"git\ status", git_status, false),
+            (r"git status\ ; rm -rf /", git_status, false),
+            ("git status <file", git_status, false),
+            ("git status < /dev/tcp/1.2.3.4/80", git_status, false),
+            ("git status <<< x", git_status, false),
+            ("git status\n#x\nls", several, false),
+            ("! git status", git_status, false),
+            ("git status ;; ls", several, false),
+            ("git status 'a'\"b\"", git_status, true),
+            ("git status \"$(id)\"x", git_status, false),
+            ("git status \"\\$x\"", git_status, false),
+            ("git status $'\\'", git_status, false),
+            ("git status {a,b}", git_status, false),
+            ("git status *.rs", git_status, true),
+            ("git stat*", git_status, false),
+            ("git st?tus", git_status, false),
+            // Issue 40: programs that run programs are never covered.
+            ("env sh -c 'rm -rf /'", &["env"], false),
+            ("env", &["env"], false),
+            ("bash -c 'rm -rf /'", &["bash"], false),
+            ("sh x.sh", &["sh x.sh"], false),
+            ("xargs rm", &["xargs"], false),
+            ("command rm -rf /", &["command"], false),
+            ("builtin eval id", &["builtin"], false),
+            ("timeout 5 rm -rf /", &["timeout 5"], false),
+            ("nice rm -rf /", &["nice"], false),
+            ("nohup rm -rf /", &["nohup"], false),
+            ("time rm -rf /", &["time"], false),
+            ("setsid rm -rf /", &["setsid"], false),
+            ("stdbuf -o0 rm -rf /", &["stdbuf"], false),
+            ("doas rm", &["doas"], false),
+            ("su -c id", &["su"], false),
+            ("source x.sh", &["source"], false),
+            (". x.sh", &["."], false),
+            ("watch id", &["watch"], false),
+            ("trap id EXIT", &["trap"], false),
+            ("printf -v 'a[$(id)]' x", &["printf"], false),
+            ("printf '%s' x", &["printf"], true),
+            ("find . -name '*.rs'", &["find ."], true),
+            ("find . -exec rm {} ;", &["find ."], false),
+            ("find . -execdir rm {} +", &["find ."], false),
+            ("find . -ok rm {} ;", &["find ."], false),
+            ("find . -delete", &["find ."], false),
+            ("python3 -c 'import os'", &["python3"], false),
+            ("python3 manage.py test", &["python3 manage.py"], true),
+            ("python3 manage.py test", &["python3"], false),
+            ("perl -e 'system(1)'", &["perl"], false),
+            ("node -e 1", &["node"], false),
+            ("awk 'BEGIN{system(1)}'", &["awk"], false),
+            ("sed 'e id' x", &["sed"], false),
+            ("git -c core.pager=sh log", git, false),
+            ("git config core.fsmonitor id", &["git config"], false),
+            ("git grep -Osh x", &["git grep"], false),
             // Nothing to run, or nothing allowed.
             ("", git_status, false),
             ("   ", git_status, false),
@@ -319,6 +266,19 @@ mod tests {
             ("ls -la", Some("ls")),
             ("ls", Some("ls")),
             ("cat ./notes.txt", Some("cat")),
+            ("git -C x status", None),
+            ("env sh -c 'id'", None),
+            ("env", None),
+            ("bash", None),
+            ("xargs rm", None),
+            ("command -v x", None),
+            ("find . -name x", Some("find .")),
+            ("find . -exec rm {} ;", None),
+            ("timeout 5 ls", None),
+            ("python3 -c 1", None),
+            ("python3 manage.py test", Some("python3 manage.py")),
+            ("git status 2>&1#; id", None),
+            ("git status 2>&1", Some("git status")),
             ("git status && ls", None),
             ("sudo git status", None),
             ("git status $(id)", None),
@@ -326,6 +286,12 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(suggested(command).as_deref(), want, "{command}");
+            if let Some(offer) = suggested(command) {
+                assert!(
+                    allowed(command, &[&offer]),
+                    "{command} is not allowed by {offer}"
+                );
+            }
         }
     }
 }
