@@ -39,6 +39,41 @@ pub fn parse_since(text: &str) -> Result<i64, BadSince> {
         .map_err(|_| BadSince(text.into()))
 }
 
+/// The flags of `sandpiper audit`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AuditArgs {
+    /// Only this workstream (`discord:<thread>`, `console:default`, ...).
+    #[arg(long, value_name = "KEY")]
+    pub workstream: Option<String>,
+    /// Only events this person acted in (username or shown name).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Only events since this date (YYYY-MM-DD, UTC) or RFC 3339 time.
+    #[arg(long, value_name = "DATE", value_parser = parse_since)]
+    pub since: Option<i64>,
+    /// table, jsonl or csv.
+    #[arg(long, value_enum, default_value_t = AuditFormat::Table)]
+    pub format: AuditFormat,
+}
+
+/// `sandpiper audit`: prints the events `args` select from the configured database (which it
+/// never creates). The binary's edge, as [`crate::init::run`] is.
+pub async fn run(args: AuditArgs, config: &sandpiper_agent::Config) -> anyhow::Result<()> {
+    if let Some(none) = crate::defaults::no_database_yet(config) {
+        println!("{none}");
+        return Ok(());
+    }
+    let store = crate::wiring::open_store(config).await?;
+    let filter = AuditFilter {
+        workstream: args.workstream,
+        user: args.user,
+        since: args.since,
+        limit: None,
+    };
+    print!("{}", report(&store, &filter, args.format).await?);
+    Ok(())
+}
+
 /// The events `filter` selects, rendered in `format`.
 pub async fn report(
     store: &Store,

@@ -1,6 +1,12 @@
-//! Output of the informational commands.
+//! The informational commands `tools` and `mcp`, and the output of those and of `config
+//! check`. The command functions are the binary's edge, as [`crate::init::run`] is: they
+//! print, and their errors are reported by `main` as they are.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sandpiper_agent::mcp::McpManager;
 
 use sandpiper_agent::Config;
 use sandpiper_agent::config::ConfigSource;
@@ -136,6 +142,72 @@ running server from here needs its authenticated service endpoint, which is not 
 /// `sandpiper mcp refresh [SERVER]`: the report, then [`MCP_REFRESH_SCOPE`].
 pub fn mcp_refresh_cli(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
     format!("{}{MCP_REFRESH_SCOPE}", mcp_refresh(reports))
+}
+
+/// `sandpiper mcp`'s subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum McpCommand {
+    /// Connected servers and their tools.
+    List,
+    /// Re-list tools, resources and prompts (reconnecting a disconnected server) and show what
+    /// was added and removed — in this command's own process only: a running `serve` is
+    /// refreshed from chat with `/mcp refresh [server]`.
+    Refresh {
+        /// Only this server.
+        server: Option<String>,
+    },
+}
+
+/// `sandpiper tools`: the built-in tools, then the configured MCP servers' (an error when
+/// one of them failed). `protected` are the files MCP servers may not read.
+pub async fn tools(config: &Config, protected: &[PathBuf]) -> anyhow::Result<()> {
+    print!("{}", tools_table(&ToolRegistry::builtin()?));
+    if config.mcp.servers.is_empty() {
+        return Ok(());
+    }
+    let mcp = mcp_first_attempts(config, protected).await;
+    print!("{}", mcp_tools_table(&mcp, config));
+    let failed = mcp_failed(&mcp);
+    mcp.shutdown().await;
+    mcp_verdict(&failed)
+}
+
+/// `sandpiper mcp list` (an error when a server failed) and `sandpiper mcp refresh`.
+pub async fn mcp(
+    command: McpCommand,
+    config: &Config,
+    protected: &[PathBuf],
+) -> anyhow::Result<()> {
+    let mcp = mcp_first_attempts(config, protected).await;
+    let (text, failed) = match command {
+        McpCommand::List => (mcp_list(&mcp), mcp_failed(&mcp)),
+        // Its report names each server's error; a refresh that failed is not a
+        // broken installation.
+        McpCommand::Refresh { server } => (
+            mcp_refresh_cli(&mcp.refresh(server.as_deref()).await),
+            Vec::new(),
+        ),
+    };
+    print!("{text}");
+    mcp.shutdown().await;
+    mcp_verdict(&failed)
+}
+
+/// The configured MCP servers, started for one command. They connect in the background;
+/// the command reports their first attempt.
+async fn mcp_first_attempts(config: &Config, protected: &[PathBuf]) -> Arc<McpManager> {
+    let mcp = crate::wiring::start_mcp_once(config, protected).await;
+    mcp.first_attempts(config.mcp.connect_timeout + std::time::Duration::from_secs(1))
+        .await;
+    mcp
+}
+
+/// A command that listed MCP servers fails when one of them did.
+fn mcp_verdict(failed: &[String]) -> anyhow::Result<()> {
+    if !failed.is_empty() {
+        anyhow::bail!("MCP server {} failed (see above)", failed.join(", "));
+    }
+    Ok(())
 }
 
 /// `sandpiper config check`: where the config came from and its effective values, secrets

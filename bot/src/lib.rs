@@ -5,7 +5,10 @@
 //!
 //! - [`wiring`]: builds the model, the store and the [`Agent`](sandpiper_agent::Agent) from a
 //!   [`Config`](sandpiper_agent::Config).
-//! - [`commands`]: `config check` and `tools` output.
+//! - [`commands`]: `sandpiper tools` and `mcp`, and the output of those and `config check`.
+//! - [`chat`]: `sandpiper chat`, one workstream in the terminal.
+//! - [`console_account`]: the person at the terminal as a sandpiper user: `link`,
+//!   `console-link`, `whoami`, `rename`, `memory`.
 //! - [`defaults`]: what follows the user when nothing is configured: the data directory, the
 //!   database in it, the console's working directory and user name.
 //! - [`node`]: one running `sandpiper serve` node: platforms, endpoints, registry, shutdown.
@@ -39,8 +42,10 @@
 pub mod admin_api;
 pub mod api_error;
 pub mod audit;
+pub mod chat;
 pub mod cluster;
 pub mod commands;
+pub mod console_account;
 pub mod defaults;
 pub mod doctor;
 pub mod http_server;

@@ -1,22 +1,18 @@
 //! `sandpiper`: a chat-ops AI agent for Discord, Slack and the terminal.
 
-use std::io::IsTerminal;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use sandpiper::chat::ChatArgs;
+use sandpiper::commands::{self, McpCommand};
+use sandpiper::console_account::{self, MemoryCommand};
 use sandpiper::defaults::{self, Place};
-use sandpiper::{commands, wiring};
+use sandpiper::wiring;
 use sandpiper_agent::Config;
 use sandpiper_agent::config::redact_url;
-use sandpiper_agent::config::{ConfigSource, ProcessEnv, ToolSearchMode};
-use sandpiper_agent::people::People;
-use sandpiper_agent::tools::ToolRegistry;
-use sandpiper_channels::commands::account;
+use sandpiper_agent::config::{ConfigError, ConfigSource, ProcessEnv};
 use sandpiper_channels::config::ChannelsConfig;
-use sandpiper_channels::console::editor::TerminalLines;
-use sandpiper_channels::console::{Console, ConsoleOptions, Output, command_names};
 use tracing::Instrument as _;
 
 /// jemalloc instead of glibc's malloc. A turn allocates and frees about 100 KB of short-lived
@@ -62,27 +58,7 @@ enum Command {
         command: McpCommand,
     },
     /// Chat with the agent in the terminal.
-    Chat {
-        /// Approve every tool call without asking.
-        #[arg(long, short = 'y')]
-        yes: bool,
-        /// Continue (or create) a named workstream.
-        #[arg(long, default_value = "default", value_name = "NAME")]
-        workstream: String,
-        /// The directory tools work in (default: `[tools] workdir`, else the current
-        /// directory).
-        #[arg(long, value_name = "DIR")]
-        workdir: Option<PathBuf>,
-        /// Dynamic tool search: auto, on or off (overrides `tools.search`).
-        #[arg(long, value_name = "auto|on|off")]
-        tool_search: Option<ToolSearchMode>,
-        /// Total tool count that turns tool search on in auto mode (`tools.search_threshold`).
-        #[arg(long, value_name = "N")]
-        tool_search_threshold: Option<usize>,
-        /// Most tools one search returns (`tools.search_max_results`).
-        #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-        tool_search_max_results: Option<usize>,
-    },
+    Chat(ChatArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -116,20 +92,7 @@ enum Command {
     Doctor,
     /// Print the approval audit trail: every request, decision (who, and through which
     /// path), call run unasked (and why), timeout, cancellation and grant.
-    Audit {
-        /// Only this workstream (`discord:<thread>`, `console:default`, ...).
-        #[arg(long, value_name = "KEY")]
-        workstream: Option<String>,
-        /// Only events this person acted in (username or shown name).
-        #[arg(long, value_name = "USER")]
-        user: Option<String>,
-        /// Only events since this date (YYYY-MM-DD, UTC) or RFC 3339 time.
-        #[arg(long, value_name = "DATE", value_parser = sandpiper::audit::parse_since)]
-        since: Option<i64>,
-        /// table, jsonl or csv.
-        #[arg(long, value_enum, default_value_t = sandpiper::audit::AuditFormat::Table)]
-        format: sandpiper::audit::AuditFormat,
-    },
+    Audit(sandpiper::audit::AuditArgs),
     /// Change your username.
     Rename {
         /// The new username (a-z, 0-9, `_`, `.`, `-`; at most 32 characters).
@@ -142,33 +105,6 @@ enum Command {
         /// Workstream whose memories are included.
         #[arg(long, default_value = "default", value_name = "NAME", global = true)]
         workstream: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum McpCommand {
-    /// Connected servers and their tools.
-    List,
-    /// Re-list tools, resources and prompts (reconnecting a disconnected server) and show what
-    /// was added and removed — in this command's own process only: a running `serve` is
-    /// refreshed from chat with `/mcp refresh [server]`.
-    Refresh {
-        /// Only this server.
-        server: Option<String>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum MemoryCommand {
-    /// List memories (the default).
-    List,
-    /// Delete a memory by name.
-    Delete {
-        /// The memory's name.
-        name: String,
-        /// global, workstream or user (needed when the name exists in several).
-        #[arg(long)]
-        scope: Option<String>,
     },
 }
 
@@ -238,299 +174,182 @@ fn runtime_for(command: &Command) -> tokio::runtime::Builder {
     }
 }
 
-async fn run(
-    cli: Cli,
-    loaded: Result<(Config, ConfigSource), sandpiper_agent::config::ConfigError>,
-) -> anyhow::Result<()> {
-    match &cli.command {
-        Command::Init(args) => return sandpiper::init::run(args, cli.config.as_deref()),
-        Command::Doctor => {
-            let failed = sandpiper::doctor::run(loaded, cli.mcp_config.as_deref()).await;
-            if failed > 0 {
-                anyhow::bail!("{failed} check(s) failed");
-            }
-            return Ok(());
-        }
-        _ => {}
-    }
-    let (mut config, source) = loaded?;
-    // `[discord]` and `[slack]` from the same file: the chat channels' own sections.
-    let channels = ChannelsConfig::load(&source, &ProcessEnv)?;
-    if let Some(path) = &cli.mcp_config {
-        config.mcp.merge_json_file(path)?;
-    }
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    if let Some(database) = &cli.database {
-        config.database.url = defaults::database_url(database, &cwd);
-    }
-    // Where `chat` run here would work and where `serve`'s threads work, for `config check`.
-    let workdirs = [Place::Console, Place::Platforms].map(|place| {
-        let mut config = config.clone();
-        defaults::workdir(&mut config, place, None, &cwd, &ProcessEnv);
-        config
-    });
-    match &cli.command {
-        Command::Chat { workdir, .. } => defaults::workdir(
-            &mut config,
-            Place::Console,
-            workdir.as_deref(),
-            &cwd,
-            &ProcessEnv,
-        ),
-        _ => defaults::workdir(&mut config, Place::Platforms, None, &cwd, &ProcessEnv),
-    }
-    // Only the commands that write create the database; the others say there is none yet.
-    if matches!(
-        cli.command,
-        Command::Serve | Command::Chat { .. } | Command::Link { .. } | Command::Rename { .. }
-    ) {
-        defaults::prepare_database(&config).with_context(|| {
-            format!(
-                "cannot create the database directory for {}",
-                redact_url(&config.database.url)
-            )
-        })?;
-    }
-    // Files that may hold tokens: no tool may read them, asked or not.
-    let protected: Vec<PathBuf> = match &source {
-        ConfigSource::File(path) => Some(path.clone()),
-        ConfigSource::Defaults => None,
-    }
-    .into_iter()
-    .chain(cli.mcp_config.clone())
-    .collect();
+/// What `Config::load` made of the file and the environment, before the command line.
+type Loaded = Result<(Config, ConfigSource), ConfigError>;
+
+/// Runs the command: each is one function. `init` and `doctor` take the configuration as it
+/// loaded (a bad one is `doctor`'s to report); every other command goes through [`Setup`]
+/// first.
+async fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
+    let flags = Flags {
+        mcp_config: cli.mcp_config,
+        database: cli.database,
+    };
     match cli.command {
+        Command::Init(args) => sandpiper::init::run(&args, cli.config.as_deref()),
+        Command::Doctor => doctor(loaded, flags.mcp_config.as_deref()).await,
         Command::Config {
             command: ConfigCommand::Check,
-        } => {
-            let facts = commands::Facts {
-                console_workdir: defaults::workdir_of(&workdirs[0], "console:default", &cwd),
-                platform_workdirs: defaults::workdir_of(&workdirs[1], "discord:ID", &cwd),
-                env: &ProcessEnv,
-            };
-            print!("{}", commands::config_report(&config, &channels, &source));
-            print!("{}", commands::config_facts(&config, &channels, &facts));
-            Ok(())
-        }
-        Command::Serve => serve(config, channels, protected).await,
-        Command::Init(_) | Command::Doctor => {
-            unreachable!("init and doctor are answered before the configuration is required")
+        } => config_check(Setup::load(loaded, &flags)?),
+        Command::Serve => serve(Setup::load(loaded, &flags)?.for_platforms().writing()?).await,
+        Command::Chat(args) => {
+            let setup = Setup::load(loaded, &flags)?
+                .placed(Place::Console, args.workdir.as_deref())
+                .writing()?;
+            sandpiper::chat::run(args, setup.config, setup.protected).await
         }
         Command::Mcp { command } => {
-            let mcp = wiring::start_mcp_once(&config, &protected).await;
-            // Servers connect in the background; this command reports their first attempt.
-            mcp.first_attempts(config.mcp.connect_timeout + std::time::Duration::from_secs(1))
-                .await;
-            let (text, failed) = match command {
-                McpCommand::List => (commands::mcp_list(&mcp), commands::mcp_failed(&mcp)),
-                // Its report names each server's error; a refresh that failed is not a
-                // broken installation.
-                McpCommand::Refresh { server } => (
-                    commands::mcp_refresh_cli(&mcp.refresh(server.as_deref()).await),
-                    Vec::new(),
-                ),
-            };
-            print!("{text}");
-            mcp.shutdown().await;
-            if !failed.is_empty() {
-                anyhow::bail!("MCP server {} failed (see above)", failed.join(", "));
-            }
-            Ok(())
+            let setup = Setup::load(loaded, &flags)?.for_platforms();
+            commands::mcp(command, &setup.config, &setup.protected).await
         }
         Command::Tools => {
-            print!("{}", commands::tools_table(&ToolRegistry::builtin()?));
-            if !config.mcp.servers.is_empty() {
-                let mcp = wiring::start_mcp_once(&config, &protected).await;
-                mcp.first_attempts(config.mcp.connect_timeout + std::time::Duration::from_secs(1))
-                    .await;
-                print!("{}", commands::mcp_tools_table(&mcp, &config));
-                let failed = commands::mcp_failed(&mcp);
-                mcp.shutdown().await;
-                if !failed.is_empty() {
-                    anyhow::bail!("MCP server {} failed (see above)", failed.join(", "));
-                }
-            }
-            Ok(())
+            let setup = Setup::load(loaded, &flags)?.for_platforms();
+            commands::tools(&setup.config, &setup.protected).await
         }
         Command::Link { code, unlink } => {
-            let me = os_user();
-            let people = People::new(wiring::open_store(&config).await?);
-            println!(
-                "{}",
-                account::link(&people, console_person(&me), code.as_deref(), unlink).await?
-            );
-            Ok(())
+            let setup = Setup::load(loaded, &flags)?.for_platforms().writing()?;
+            console_account::link(&setup.config, code.as_deref(), unlink).await
         }
         Command::ConsoleLink { admin } => {
-            let me = os_user();
-            let store = wiring::open_store(&config).await?;
-            let who = sandpiper_agent::store::web_access::WebIdentity {
-                user_id: Some(
-                    account::user_id(&People::new(store.clone()), console_person(&me)).await?,
-                ),
-                admin,
-            };
-            let link = sandpiper_agent::sign_in::make_link(&store, &config.server, &who).await?;
-            println!("{}", link.message());
-            Ok(())
+            let setup = Setup::load(loaded, &flags)?.for_platforms();
+            console_account::console_link(&setup.config, admin).await
         }
         Command::Whoami => {
-            if let Some(none) = defaults::no_database_yet(&config) {
-                println!("{none}");
-                return Ok(());
-            }
-            let me = os_user();
-            let people = People::new(wiring::open_store(&config).await?);
-            println!("{}", account::whoami(&people, console_person(&me)).await?);
-            Ok(())
+            console_account::whoami(&Setup::load(loaded, &flags)?.for_platforms().config).await
         }
-        Command::Audit {
-            workstream,
-            user,
-            since,
-            format,
-        } => {
-            if let Some(none) = defaults::no_database_yet(&config) {
-                println!("{none}");
-                return Ok(());
-            }
-            let store = wiring::open_store(&config).await?;
-            let filter = sandpiper_agent::store::audit::AuditFilter {
-                workstream,
-                user,
-                since,
-                limit: None,
-            };
-            print!(
-                "{}",
-                sandpiper::audit::report(&store, &filter, format).await?
-            );
-            Ok(())
+        Command::Audit(args) => {
+            let setup = Setup::load(loaded, &flags)?.for_platforms();
+            sandpiper::audit::run(args, &setup.config).await
         }
         Command::Rename { username } => {
-            let me = os_user();
-            let people = People::new(wiring::open_store(&config).await?);
-            println!(
-                "{}",
-                account::rename(&people, console_person(&me), &username).await?
-            );
-            Ok(())
+            let setup = Setup::load(loaded, &flags)?.for_platforms().writing()?;
+            console_account::rename(&setup.config, &username).await
         }
         Command::Memory {
             command,
             workstream,
         } => {
-            if let Some(none) = defaults::no_database_yet(&config) {
-                println!("{none}");
-                return Ok(());
-            }
-            let me = os_user();
-            let people = People::new(wiring::open_store(&config).await?);
-            let workstream =
-                sandpiper_agent::workstream::WorkstreamKey::console(&workstream).to_string();
-            let text = match command.unwrap_or(MemoryCommand::List) {
-                MemoryCommand::List => {
-                    account::memory_list(&people, console_person(&me), &workstream).await?
-                }
-                MemoryCommand::Delete { name, scope } => {
-                    account::memory_delete(
-                        &people,
-                        console_person(&me),
-                        &workstream,
-                        &name,
-                        scope.as_deref(),
-                        // The console runs as the operator, who holds the database anyway.
-                        true,
-                    )
-                    .await?
-                }
-            };
-            println!("{}", text.trim_end());
-            Ok(())
-        }
-        Command::Chat {
-            yes,
-            workstream,
-            workdir: _,
-            tool_search,
-            tool_search_threshold,
-            tool_search_max_results,
-        } => {
-            let auto_source = Some(if yes {
-                "--yes"
-            } else {
-                "[approval] auto_approve"
-            });
-            if yes {
-                config.approval.auto_approve = true;
-            }
-            let tools = &mut config.tools;
-            tools.search = tool_search.unwrap_or(tools.search);
-            tools.search_threshold = tool_search_threshold.unwrap_or(tools.search_threshold);
-            tools.search_max_results = tool_search_max_results.unwrap_or(tools.search_max_results);
-            if let Some(hint) = commands::missing_api_key(&config) {
-                anyhow::bail!(hint);
-            }
-            let auto_approve = config.approval.auto_approve;
-            let agent = wiring::build_agent_in(config, protected_host(protected)).await?;
-            let key = format!("console:{workstream}");
-            wiring::announce_session(&agent, &key, auto_source).await?;
-            let interactive = std::io::stdin().is_terminal();
-            let user = os_user();
-            let options = ConsoleOptions {
-                workstream,
-                user: user.clone(),
-                auto_approve,
-                interactive,
-                styled: std::io::stdout().is_terminal(),
-            };
-            let out: Output = Arc::new(Mutex::new(std::io::stdout()));
-            let console = if interactive {
-                let history = defaults::history_file(&ProcessEnv, &user);
-                let lines = TerminalLines::start(history, command_names())
-                    .context("cannot start the line editor")?;
-                Console::with_lines(agent.clone(), options, Arc::new(lines), out)
-            } else {
-                Console::new(agent.clone(), options, stdin_lines(), out)
-            };
-            // This workstream's watches, while the console is open.
-            let mut starters = sandpiper_channels::thread::Starters::default();
-            starters.add(console.starter());
-            let stop_watches = tokio_util::sync::CancellationToken::new();
-            let watches = wiring::start_watches(&agent, starters, stop_watches.clone());
-            let interrupter = console.interrupter();
-            tokio::spawn(async move {
-                while tokio::signal::ctrl_c().await.is_ok() {
-                    if !interrupter.interrupt() {
-                        eprintln!("\n(nothing to stop; Ctrl-D or /quit to leave)");
-                    }
-                }
-            });
-            let report = console.run().await;
-            stop_watches.cancel();
-            let _ = tokio::time::timeout(SHUTDOWN_GRACE, watches).await;
-            agent.mcp().shutdown().await;
-            // A script piping messages in learns of a failed turn from the exit code; at a
-            // terminal the person saw the error and the session's end is not a verdict.
-            if !interactive && !report.succeeded() {
-                anyhow::bail!(
-                    "{} of {} turns failed (the errors are shown above)",
-                    report.failed,
-                    report.turns
-                );
-            }
-            Ok(())
+            let setup = Setup::load(loaded, &flags)?.for_platforms();
+            console_account::memory(&setup.config, command, &workstream).await
         }
     }
 }
 
-/// `sandpiper serve`: the chat platforms and the HTTP endpoints until Ctrl-C or SIGTERM (see
-/// [`sandpiper::node`]).
-async fn serve(
+/// The global flags that change the configuration (`--config` chose the file before).
+struct Flags {
+    /// `--mcp-config`: servers added to the configured ones.
+    mcp_config: Option<PathBuf>,
+    /// `--database`: the database instead of the configured one.
+    database: Option<String>,
+}
+
+/// What a command runs with: the configuration with the command line's flags over it, the
+/// chat platforms' sections, the directory the command started in, and the files no tool
+/// may read.
+struct Setup {
     config: Config,
     channels: ChannelsConfig,
+    source: ConfigSource,
+    cwd: PathBuf,
+    /// Files that may hold tokens: no tool may read them, asked or not.
     protected: Vec<PathBuf>,
-) -> anyhow::Result<()> {
+}
+
+impl Setup {
+    /// The loaded configuration (its error is the command's), `[discord]` and `[slack]` from
+    /// the same file, then `--mcp-config` and `--database`. Where tools work is not set yet
+    /// ([`Setup::placed`]).
+    fn load(loaded: Loaded, flags: &Flags) -> anyhow::Result<Self> {
+        let (mut config, source) = loaded?;
+        // `[discord]` and `[slack]` from the same file: the chat channels' own sections.
+        let channels = ChannelsConfig::load(&source, &ProcessEnv)?;
+        if let Some(path) = &flags.mcp_config {
+            config.mcp.merge_json_file(path)?;
+        }
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        if let Some(database) = &flags.database {
+            config.database.url = defaults::database_url(database, &cwd);
+        }
+        let protected = match &source {
+            ConfigSource::File(path) => Some(path.clone()),
+            ConfigSource::Defaults => None,
+        }
+        .into_iter()
+        .chain(flags.mcp_config.clone())
+        .collect();
+        Ok(Self {
+            config,
+            channels,
+            source,
+            cwd,
+            protected,
+        })
+    }
+
+    /// Sets where tools work when the configuration did not ([`defaults::workdir`]).
+    fn placed(mut self, place: Place, workdir: Option<&Path>) -> Self {
+        defaults::workdir(&mut self.config, place, workdir, &self.cwd, &ProcessEnv);
+        self
+    }
+
+    /// [`Setup::placed`] as the chat platforms' threads work: every command but `chat`.
+    fn for_platforms(self) -> Self {
+        self.placed(Place::Platforms, None)
+    }
+
+    /// Creates the database's directory. Only the commands that write create the database;
+    /// the others say there is none yet.
+    fn writing(self) -> anyhow::Result<Self> {
+        defaults::prepare_database(&self.config).with_context(|| {
+            format!(
+                "cannot create the database directory for {}",
+                redact_url(&self.config.database.url)
+            )
+        })?;
+        Ok(self)
+    }
+}
+
+/// `sandpiper doctor`: one line per check; a failed check is a failed command.
+async fn doctor(loaded: Loaded, mcp_config: Option<&Path>) -> anyhow::Result<()> {
+    let failed = sandpiper::doctor::run(loaded, mcp_config).await;
+    if failed > 0 {
+        anyhow::bail!("{failed} check(s) failed");
+    }
+    Ok(())
+}
+
+/// `sandpiper config check`: the configuration `serve` would run with, secrets redacted,
+/// and where `chat` run here and `serve`'s threads would work.
+fn config_check(setup: Setup) -> anyhow::Result<()> {
+    let mut console = setup.config.clone();
+    defaults::workdir(&mut console, Place::Console, None, &setup.cwd, &ProcessEnv);
+    let setup = setup.for_platforms();
+    let facts = commands::Facts {
+        console_workdir: defaults::workdir_of(&console, "console:default", &setup.cwd),
+        platform_workdirs: defaults::workdir_of(&setup.config, "discord:ID", &setup.cwd),
+        env: &ProcessEnv,
+    };
+    print!(
+        "{}",
+        commands::config_report(&setup.config, &setup.channels, &setup.source)
+    );
+    print!(
+        "{}",
+        commands::config_facts(&setup.config, &setup.channels, &facts)
+    );
+    Ok(())
+}
+
+/// `sandpiper serve`: the chat platforms and the HTTP endpoints until Ctrl-C or SIGTERM (see
+/// [`sandpiper::node`]).
+async fn serve(setup: Setup) -> anyhow::Result<()> {
+    let Setup {
+        config,
+        channels,
+        protected,
+        ..
+    } = setup;
     let stop_signal = stop_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let listen = config.server.listen;
     let key = sandpiper::service_jwt::ServiceKey::from_env(&config.auth, &ProcessEnv)
@@ -541,7 +360,7 @@ async fn serve(
     // and the `node` field of every line logged inside this span.
     let node_id = sandpiper::registry::node_id();
     let span = tracing::info_span!("node", node = %node_id);
-    let agent = wiring::build_agent_in(config, protected_host(protected))
+    let agent = wiring::build_agent_in(config, wiring::protected_host(protected))
         .instrument(span.clone())
         .await?;
     wiring::announce_session(&agent, "*", Some("[approval] auto_approve")).await?;
@@ -605,50 +424,6 @@ fn stop_signals() -> std::io::Result<impl std::future::Future<Output = &'static 
     })
 }
 
-/// This process as the agent's host, with `protected` (the config files) kept from tools.
-fn protected_host(protected: Vec<PathBuf>) -> sandpiper_agent::turn::agent::Host<'static> {
-    sandpiper_agent::turn::agent::Host {
-        protected_files: protected,
-        ..Default::default()
-    }
-}
-
-/// The person at the terminal as a console identity.
-fn console_person(os_user: &str) -> account::Person<'_> {
-    account::Person {
-        platform: sandpiper_channels::console::PLATFORM,
-        platform_user_id: os_user,
-        display_name: os_user,
-    }
-}
-
-/// The person at the terminal: the OS user name.
-fn os_user() -> String {
-    defaults::os_user(&ProcessEnv)
-}
-
-/// Reads stdin lines on a blocking thread into a bounded channel.
-fn stdin_lines() -> tokio::sync::mpsc::Receiver<String> {
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match stdin.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let text = line.trim_end_matches(['\n', '\r']).to_owned();
-                    if tx.blocking_send(text).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -666,18 +441,22 @@ mod tests {
             "7",
         ])
         .expect("parses");
-        let Command::Chat {
+        let Command::Chat(ChatArgs {
             tool_search,
             tool_search_threshold,
             tool_search_max_results,
             ..
-        } = cli.command
+        }) = cli.command
         else {
             panic!("not chat: {cli:?}");
         };
         assert_eq!(
             (tool_search, tool_search_threshold, tool_search_max_results),
-            (Some(ToolSearchMode::On), Some(3), Some(7))
+            (
+                Some(sandpiper_agent::config::ToolSearchMode::On),
+                Some(3),
+                Some(7)
+            )
         );
         let bad = Cli::try_parse_from(["sandpiper", "chat", "--tool-search", "maybe"]);
         assert!(bad.is_err());

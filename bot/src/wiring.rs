@@ -183,6 +183,14 @@ pub async fn build_agent_in(config: Config, host: Host<'_>) -> Result<Agent, Wir
     Ok(agent)
 }
 
+/// This process as the agent's host, with `protected` (the config files) kept from tools.
+pub fn protected_host(protected: Vec<PathBuf>) -> Host<'static> {
+    Host {
+        protected_files: protected,
+        ..Default::default()
+    }
+}
+
 /// At start: prunes the audit trail, and when every call is approved (`auto_source` says what
 /// turned it on) prints the warning banner and records it in the audit trail.
 pub async fn announce_session(

@@ -48,7 +48,7 @@ async fn chat(
             "SANDPIPER_DATABASE_URL",
             format!("sqlite://{}/sandpiper.db", dir.display()),
         )
-        .env("SANDPIPER_LOG", "sandpiper_agent::confine=info")
+        .env("SANDPIPER_LOG", "sandpiper_agent::process::confine=info")
         .env("SANDPIPER_MODEL_BASE_URL", llm.openai_base_url())
         .env("SANDPIPER_MODEL", "fake")
         .envs(ENV_SECRETS)

@@ -65,10 +65,8 @@ impl IntoResponse for Refused {
 fn press(form: &DecideForm) -> Result<Press, Refused> {
     let code = form.action.as_deref().unwrap_or_default();
     let base = pages::buttons(ApprovalKind::ToolCall)
-        .iter()
         .chain(pages::buttons(ApprovalKind::Review))
-        .find(|(c, _)| *c == code)
-        .and_then(|(c, _)| ClickAction::from_code(c))
+        .find(|action| action.code() == code)
         .ok_or_else(|| Refused {
             status: StatusCode::BAD_REQUEST,
             title: "Not a decision",

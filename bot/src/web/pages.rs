@@ -4,8 +4,8 @@
 //! and for every server-sent update.
 
 use maud::{DOCTYPE, Markup, html};
+use sandpiper_agent::approvals::ClickAction;
 use sandpiper_agent::model::Role;
-
 use sandpiper_agent::protocol::ApprovalKind;
 use sandpiper_agent::store::approvals::ApprovalRecord;
 
@@ -16,12 +16,16 @@ use super::read_model::{
 /// Longest note accepted, in characters.
 pub(super) const MAX_NOTE: usize = 2000;
 
-/// The buttons the page offers for a request of `kind`: code and label.
-pub(super) fn buttons(kind: ApprovalKind) -> &'static [(&'static str, &'static str)] {
-    match kind {
-        ApprovalKind::ToolCall => &[("a", "Approve"), ("d", "Deny"), ("aa", "Always allow")],
-        ApprovalKind::Review => &[("ok", "Accept"), ("rj", "Reject"), ("nt", "Annotate")],
-    }
+/// The buttons the page offers for a request of `kind`: the card's row
+/// ([`ClickAction::for_kind`]), one button per verdict. The page has one note field for every
+/// button, so the card's with-note buttons are the plain ones pressed with a note (see
+/// `decide`).
+pub(super) fn buttons(kind: ApprovalKind) -> impl Iterator<Item = ClickAction> {
+    let row = ClickAction::for_kind(kind);
+    row.iter()
+        .enumerate()
+        .filter(|(i, action)| row[..*i].iter().all(|b| b.verdict() != action.verdict()))
+        .map(|(_, action)| *action)
 }
 
 /// The stylesheet: light and dark follow the system setting; narrow screens stack.
@@ -75,8 +79,8 @@ fn decide_form(viewer: &Viewer, a: &ApprovalView) -> Markup {
             input type="hidden" name="csrf" value=(viewer.csrf);
             input.note type="text" name="note" maxlength=(MAX_NOTE)
                 placeholder="note (optional)" aria-label="note";
-            @for (code, label) in buttons(kind) {
-                button type="submit" name="action" value=(code) { (label) }
+            @for action in buttons(kind) {
+                button type="submit" name="action" value=(action.code()) { (action.label()) }
             }
         }
     }
@@ -482,6 +486,22 @@ mod tests {
         assert_eq!(until(-5), "due");
         assert_eq!(detail_href("slack:T:C:1.2"), "/w/slack%3AT%3AC%3A1.2");
         assert_eq!(clip("ab", 1), "a… (1 bytes more)");
+    }
+
+    #[test]
+    fn the_page_offers_one_button_per_verdict_from_the_cards_row() {
+        let row = |kind| {
+            buttons(kind)
+                .map(|a| (a.code(), a.label()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            (row(ApprovalKind::ToolCall), row(ApprovalKind::Review)),
+            (
+                vec![("a", "Approve"), ("d", "Deny"), ("aa", "Always allow")],
+                vec![("ok", "Accept"), ("rj", "Reject"), ("nt", "Annotate")],
+            )
+        );
     }
 
     #[test]
