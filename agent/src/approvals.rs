@@ -50,12 +50,12 @@ use crate::store::{Store, StoreError};
 
 use ledger::Change;
 
-pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
+pub use click::{AskingTurn, BatchClick, BatchOutcome, BatchRefusal, Click, ClickOutcome};
 pub use fingerprint::{fingerprint, fingerprint_raw};
 pub use grant::Grant;
 pub use grants::{GrantedBy, Grants, RevokeTarget};
 pub use live::{LiveApprovals, Waiters};
-pub use policy::ClickAction;
+pub use policy::{ClickAction, Clicker, Refusal};
 pub use request::NewRequest;
 pub use resume_click::{ResumeClick, ResumeOutcome};
 pub use review::{ReviewAnswer, ReviewRequest, review};
