@@ -21,8 +21,9 @@
 //! - [`grant`], [`pattern`], [`grants`]: what Always allow allows (a tool, a command
 //!   pattern, an MCP server), the pure command-pattern matcher, and a workstream's grants.
 //! - [`ledger`]: the one writer. Every stored change (a request asked, decided, timed out,
-//!   cancelled; a grant made or taken back) and every call that runs unasked goes through
-//!   [`ledger::record`], which also writes the audit trail.
+//!   cancelled, its answer taken by the turn that asked; a grant made or taken back) and
+//!   every call that runs unasked goes through [`ledger::record`], which also writes the
+//!   audit trail.
 //! - [`Answer::of_stored`]: the one reading of a stored state, for a waiting turn on another
 //!   node and for a resumed one alike.
 
@@ -150,8 +151,7 @@ pub async fn ask(
     }
     // The turn has the answers now and acts on them: a node that takes the workstream over
     // after this one died must not run these calls again on its own.
-    let ids: Vec<String> = requests.iter().map(|r| r.id.clone()).collect();
-    cx.store.mark_approvals_taken(&ids).await?;
+    ledger::record(cx.store, Change::Taken(requests)).await?;
     if !closed.is_empty() {
         cx.approver.closed(&closed).await;
     }
