@@ -122,10 +122,17 @@ impl Agent {
 /// A click that goes no further: what to answer now, or why it could not be handled.
 #[derive(Debug)]
 enum Stop {
-    /// The answer, decided by a step before the last.
-    Early(ClickOutcome),
+    /// The answer, decided by a step before the last (boxed: a store row is large).
+    Early(Box<ClickOutcome>),
     /// The store or the cluster failed.
     Failed(AgentError),
+}
+
+impl Stop {
+    /// Ends the click with `outcome`.
+    fn answer(outcome: ClickOutcome) -> Self {
+        Stop::Early(Box::new(outcome))
+    }
 }
 
 impl From<AgentError> for Stop {
@@ -142,13 +149,14 @@ impl From<crate::store::StoreError> for Stop {
 
 impl From<Refusal> for Stop {
     fn from(refusal: Refusal) -> Self {
-        Stop::Early(ClickOutcome::Refused(refusal.to_string()))
+        Stop::answer(ClickOutcome::Refused(refusal.to_string()))
     }
 }
 
 async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
     match steps(agent, click).await {
-        Ok(outcome) | Err(Stop::Early(outcome)) => Ok(outcome),
+        Ok(outcome) => Ok(outcome),
+        Err(Stop::Early(outcome)) => Ok(*outcome),
         Err(Stop::Failed(e)) => Err(e),
     }
 }
@@ -174,8 +182,10 @@ async fn steps(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, Stop> {
 /// gone (the card should say so).
 async fn look_up(agent: &Agent, id: &str) -> Result<ApprovalRecord, Stop> {
     match agent.store().get_approval(id).await? {
-        None => Err(Stop::Early(ClickOutcome::Unknown)),
-        Some(r) if r.status == ApprovalStatus::Cancelled => Err(Stop::Early(ClickOutcome::Gone(r))),
+        None => Err(Stop::answer(ClickOutcome::Unknown)),
+        Some(r) if r.status == ApprovalStatus::Cancelled => {
+            Err(Stop::answer(ClickOutcome::Gone(r)))
+        }
         Some(r) => Ok(r),
     }
 }
@@ -232,7 +242,7 @@ pub(super) async fn judge(
 fn note_of(action: ClickAction, note: Option<String>) -> Result<Option<String>, Stop> {
     let note = note.filter(|n| !n.trim().is_empty());
     if action.needs_note() && note.is_none() {
-        return Err(Stop::Early(ClickOutcome::NeedsNote));
+        return Err(Stop::answer(ClickOutcome::NeedsNote));
     }
     Ok(note)
 }
@@ -311,7 +321,7 @@ async fn close_unheld(
             ledger::record(agent.store(), Change::TimedOut(request)).await?;
             let turn = interrupted_turn(agent, &request.workstream).await?;
             let record = reread(agent, request.clone()).await?;
-            Err(Stop::Early(ClickOutcome::Decided { record, turn }))
+            Err(Stop::answer(ClickOutcome::Decided { record, turn }))
         }
         Unheld::Cancel => {
             let change = Change::Cancelled {
@@ -320,7 +330,7 @@ async fn close_unheld(
             };
             ledger::record(agent.store(), change).await?;
             let record = reread(agent, request.clone()).await?;
-            Err(Stop::Early(ClickOutcome::Gone(record)))
+            Err(Stop::answer(ClickOutcome::Gone(record)))
         }
     }
 }
@@ -559,7 +569,7 @@ mod tests {
         for (action, given, want) in cases {
             let got = match note_of(action, given.clone()) {
                 Ok(n) => Some(n),
-                Err(Stop::Early(ClickOutcome::NeedsNote)) => None,
+                Err(Stop::Early(o)) if *o == ClickOutcome::NeedsNote => None,
                 Err(other) => panic!("{action:?} {given:?}: {other:?}"),
             };
             assert_eq!(got, want, "{action:?} {given:?}");
