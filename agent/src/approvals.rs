@@ -21,8 +21,9 @@
 //! - [`grant`], [`pattern`], [`grants`]: what Always allow allows (a tool, a command
 //!   pattern, an MCP server), the pure command-pattern matcher, and a workstream's grants.
 //! - [`ledger`]: the one writer. Every stored change (a request asked, decided, timed out,
-//!   cancelled; a grant made or taken back) and every call that runs unasked goes through
-//!   [`ledger::record`], which also writes the audit trail.
+//!   cancelled, its answer taken by the turn that asked; a grant made or taken back) and
+//!   every call that runs unasked goes through [`ledger::record`], which also writes the
+//!   audit trail.
 //! - [`Answer::of_stored`]: the one reading of a stored state, for a waiting turn on another
 //!   node and for a resumed one alike.
 
@@ -50,12 +51,12 @@ use crate::store::{Store, StoreError};
 
 use ledger::Change;
 
-pub use click::{AskingTurn, BatchClick, BatchOutcome, Click, ClickOutcome, Refusal};
+pub use click::{AskingTurn, BatchClick, BatchOutcome, BatchRefusal, Click, ClickOutcome};
 pub use fingerprint::{fingerprint, fingerprint_raw};
 pub use grant::Grant;
 pub use grants::{GrantedBy, Grants, RevokeTarget};
 pub use live::{LiveApprovals, Waiters};
-pub use policy::ClickAction;
+pub use policy::{ClickAction, Clicker, Refusal};
 pub use request::NewRequest;
 pub use resume_click::{ResumeClick, ResumeOutcome};
 pub use review::{ReviewAnswer, ReviewRequest, review};
@@ -150,8 +151,7 @@ pub async fn ask(
     }
     // The turn has the answers now and acts on them: a node that takes the workstream over
     // after this one died must not run these calls again on its own.
-    let ids: Vec<String> = requests.iter().map(|r| r.id.clone()).collect();
-    cx.store.mark_approvals_taken(&ids).await?;
+    ledger::record(cx.store, Change::Taken(requests)).await?;
     if !closed.is_empty() {
         cx.approver.closed(&closed).await;
     }

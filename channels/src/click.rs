@@ -8,7 +8,7 @@
 //! names another workstream than the one it was pressed in.
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::approvals::ClickAction;
+use sandpiper_agent::approvals::{self, ClickAction};
 use sandpiper_agent::approvals::{BatchClick, Click, ClickOutcome, ResumeClick, ResumeOutcome};
 use sandpiper_agent::protocol::DecisionPath;
 
@@ -26,6 +26,19 @@ pub struct Clicker {
     pub name: String,
     /// Their platform roles or user groups that may matter for these requests.
     pub roles: Vec<String>,
+}
+
+impl Clicker {
+    /// Who clicked, as the agent's rules judge them on `place`: the same for every kind of
+    /// click.
+    fn on<'a>(&'a self, place: &'a dyn ClickPlace) -> approvals::Clicker<'a> {
+        approvals::Clicker {
+            user_id: &self.user_id,
+            username: &self.name,
+            roles: &self.roles,
+            approver_roles: place.approver_roles(),
+        }
+    }
 }
 
 /// What happened on the platform, and what the router can do there.
@@ -155,10 +168,7 @@ async fn decide(
         .decide(Click {
             request_id: request,
             action,
-            user_id: &who.user_id,
-            username: &who.name,
-            roles: &who.roles,
-            approver_roles: place.approver_roles(),
+            clicker: who.on(place),
             note,
             path,
             grant: None,
@@ -213,10 +223,7 @@ async fn decide_all(agent: &Agent, place: &dyn ClickPlace, first: &str, approve:
         .decide_all(BatchClick {
             request_ids: &ids,
             action,
-            user_id: &who.user_id,
-            username: &who.name,
-            roles: &who.roles,
-            approver_roles: place.approver_roles(),
+            clicker: who.on(place),
             path: DecisionPath::Button,
         })
         .await;
@@ -237,10 +244,7 @@ async fn resume(agent: &Agent, place: &dyn ClickPlace, request: &str) -> Handled
     let outcome = agent
         .resume_click(ResumeClick {
             request_id: request,
-            user_id: &who.user_id,
-            username: &who.name,
-            roles: &who.roles,
-            approver_roles: place.approver_roles(),
+            clicker: who.on(place),
         })
         .await
         .map_err(|e| e.to_string())?;

@@ -4,6 +4,10 @@
 //! click decides (an atomic update in the store, the decision's only write); later ones are
 //! told it was decided.
 //!
+//! A click is a chain of named steps, each of which may answer early: look the request up,
+//! apply the thread's rules, derive the grant, check the note, find where the turn that asked
+//! is (closing the request when no turn will ever read it), record the decision, deliver it.
+//!
 //! A click on a request whose turn is no longer running (sandpiper restarted, or the node
 //! running it stopped) still decides it: the decision is kept, the card says the turn was
 //! interrupted, and once every request of that turn is decided it offers **Resume**
@@ -11,7 +15,9 @@
 //! Nothing resumes on its own.
 
 use super::ledger::{self, Change};
-use crate::approvals::policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
+use crate::approvals::policy::{
+    ClickAction, ClickContext, Clicker, Refusal, Ruling, chosen_grant, rule_on_click,
+};
 use crate::protocol::{Decision, DecisionPath};
 use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::store::audit::CancelCause;
@@ -24,14 +30,8 @@ pub struct Click<'a> {
     pub request_id: &'a str,
     /// What the button does.
     pub action: ClickAction,
-    /// The clicker's sandpiper user id.
-    pub user_id: &'a str,
-    /// The clicker's username (shown on the card).
-    pub username: &'a str,
-    /// The clicker's platform roles or user groups.
-    pub roles: &'a [String],
-    /// Roles whose members may decide (`approver_roles`, `approver_usergroups`).
-    pub approver_roles: &'a [String],
+    /// Who clicked.
+    pub clicker: Clicker<'a>,
     /// The note typed in the modal, for the with-note actions.
     pub note: Option<String>,
     /// Where the click happened (a card's button, its note dialog, the status page); the
@@ -119,133 +119,291 @@ impl Agent {
     }
 }
 
-async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
-    let live = agent.live();
-    let store = agent.store();
-    let Some(record) = store.get_approval(click.request_id).await? else {
-        return Ok(ClickOutcome::Unknown);
-    };
-    if record.status == ApprovalStatus::Cancelled {
-        // The turn that asked was stopped or is gone: the card should say so.
-        return Ok(ClickOutcome::Gone(record));
+/// A click that goes no further: what to answer now, or why it could not be handled.
+#[derive(Debug)]
+enum Stop {
+    /// The answer, decided by a step before the last (boxed: a store row is large).
+    Early(Box<ClickOutcome>),
+    /// The store or the cluster failed.
+    Failed(AgentError),
+}
+
+impl Stop {
+    /// Ends the click with `outcome`.
+    fn answer(outcome: ClickOutcome) -> Self {
+        Stop::Early(Box::new(outcome))
     }
-    let owner = store
-        .workstream(&record.workstream)
+}
+
+impl From<AgentError> for Stop {
+    fn from(e: AgentError) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+impl From<crate::store::StoreError> for Stop {
+    fn from(e: crate::store::StoreError) -> Self {
+        Stop::Failed(e.into())
+    }
+}
+
+impl From<Refusal> for Stop {
+    fn from(refusal: Refusal) -> Self {
+        Stop::answer(ClickOutcome::Refused(refusal.to_string()))
+    }
+}
+
+async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentError> {
+    match steps(agent, click).await {
+        Ok(outcome) => Ok(outcome),
+        Err(Stop::Early(outcome)) => Ok(*outcome),
+        Err(Stop::Failed(e)) => Err(e),
+    }
+}
+
+/// A click's steps, in order; any of them may answer early.
+async fn steps(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, Stop> {
+    let request = look_up(agent, click.request_id).await?;
+    apply_rules(agent, &request, &click).await?;
+    let grant = chosen_grant(&request, click.action, click.grant)?;
+    let note = note_of(click.action, click.note)?;
+    let turn = find_turn(agent, &request).await?;
+    close_unheld(agent, &request, &turn).await?;
+    let decision = Decision::new(click.action.verdict(), note)
+        .by(click.clicker.username)
+        .via(click.path);
+    record_decision(agent, &request, &decision, click.clicker.user_id, grant).await?;
+    let turn = deliver(agent, &request, decision, turn).await?;
+    let record = reread(agent, request).await?;
+    Ok(ClickOutcome::Decided { record, turn })
+}
+
+/// The stored request the button names; a cancelled one answers at once that its turn is
+/// gone (the card should say so).
+async fn look_up(agent: &Agent, id: &str) -> Result<ApprovalRecord, Stop> {
+    match agent.store().get_approval(id).await? {
+        None => Err(Stop::answer(ClickOutcome::Unknown)),
+        Some(r) if r.status == ApprovalStatus::Cancelled => {
+            Err(Stop::answer(ClickOutcome::Gone(r)))
+        }
+        Some(r) => Ok(r),
+    }
+}
+
+/// The thread's rules ([`rule_on_click`]); a refusal is logged and told to the clicker.
+async fn apply_rules(
+    agent: &Agent,
+    request: &ApprovalRecord,
+    click: &Click<'_>,
+) -> Result<(), Stop> {
+    let ruling = judge(agent, request, &click.clicker, |ctx, who| {
+        rule_on_click(ctx, who, click.action)
+    })
+    .await?;
+    let Ruling::Deny(refusal) = ruling else {
+        return Ok(());
+    };
+    tracing::info!(
+        request = %request.id,
+        workstream = %request.workstream,
+        tool = %request.tool,
+        action = ?click.action,
+        by = click.clicker.username,
+        reason = %refusal,
+        "approval click refused"
+    );
+    Err(refusal.into())
+}
+
+/// Judges `who`'s click on `request` with `rule`, against the workstream's owner as the store
+/// says now and this node's `require_approver_for`: the one place a click's context is built,
+/// for a decision and for Resume alike.
+pub(super) async fn judge(
+    agent: &Agent,
+    request: &ApprovalRecord,
+    who: &Clicker<'_>,
+    rule: impl FnOnce(&ClickContext<'_>, &Clicker<'_>) -> Ruling,
+) -> Result<Ruling, AgentError> {
+    let owner = agent
+        .store()
+        .workstream(&request.workstream)
         .await?
         .and_then(|w| w.row.owner);
     let ctx = ClickContext {
-        request: &record,
+        request,
         owner: owner.as_deref(),
-        approver_roles: click.approver_roles,
         require_approver_for: &agent.config().approval.require_approver_for,
     };
-    let who = Clicker {
-        user_id: click.user_id,
-        roles: click.roles,
-    };
-    if let Ruling::Deny(reason) = rule_on_click(&ctx, &who, click.action) {
-        tracing::info!(
-            request = %record.id,
-            workstream = %record.workstream,
-            tool = %record.tool,
-            action = ?click.action,
-            by = click.username,
-            reason = %reason,
-            "approval click refused"
-        );
-        return Ok(ClickOutcome::Refused(reason));
+    Ok(rule(&ctx, who))
+}
+
+/// The note the decision carries (a blank one is none); a with-note action without one
+/// opens the note dialog first.
+fn note_of(action: ClickAction, note: Option<String>) -> Result<Option<String>, Stop> {
+    let note = note.filter(|n| !n.trim().is_empty());
+    if action.needs_note() && note.is_none() {
+        return Err(Stop::answer(ClickOutcome::NeedsNote));
     }
-    let grant = match click.action {
-        ClickAction::AlwaysAllowPattern | ClickAction::AlwaysAllowServer => {
-            match super::policy::offered_grant(&record.tool, &record.preview) {
-                Some((offered, grant)) if offered == click.action => Some(grant),
-                _ => {
-                    return Ok(ClickOutcome::Refused(
-                        "this call offers no such Always allow; use Always allow for the tool"
-                            .into(),
-                    ));
-                }
-            }
-        }
-        _ => click.grant.clone(),
-    };
-    if click.action.needs_note() && click.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
-        return Ok(ClickOutcome::NeedsNote);
+    Ok(note)
+}
+
+/// Where the turn that asked about a request is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TurnPlace {
+    /// Waiting on this node.
+    Here,
+    /// Waiting on the node that owns the workstream (named): never taken for gone, nor
+    /// resumed a second time, while that node lives.
+    Node(String),
+    /// Not running anywhere, its call still unanswered: a restart interrupted it.
+    Interrupted,
+    /// Not running anywhere, and the thread moved on.
+    Gone,
+}
+
+/// Finds where the turn that asked about `request` is.
+async fn find_turn(agent: &Agent, request: &ApprovalRecord) -> Result<TurnPlace, AgentError> {
+    if agent.live().is_waiting(&request.id) {
+        return Ok(TurnPlace::Here);
     }
-    let live_turn = live.is_waiting(&record.id);
-    // In a cluster the turn may wait on the node that owns the workstream: never take it
-    // for gone (or resume it a second time) while that node lives.
-    let remote = match agent.cluster() {
-        Some(cluster) if !live_turn => cluster.remote_owner(&record.workstream).await?,
-        _ => None,
-    };
-    let interrupted = !live_turn && remote.is_none() && interrupted_call(agent, &record).await?;
+    if let Some(cluster) = agent.cluster()
+        && let Some(owner) = cluster.remote_owner(&request.workstream).await?
+    {
+        return Ok(TurnPlace::Node(owner));
+    }
+    Ok(if interrupted_call(agent, request).await? {
+        TurnPlace::Interrupted
+    } else {
+        TurnPlace::Gone
+    })
+}
+
+/// What a click does about the request before any decision, given where its turn is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unheld {
+    /// A turn will read the decision (now, or when resumed): decide.
+    Decide,
+    /// The turn was interrupted and the approval timeout passed meanwhile (nobody enforced it
+    /// while sandpiper was down): it times out now.
+    TimeOut,
+    /// No turn will ever read it: cancel it.
+    Cancel,
+}
+
+/// The rule for a request whose turn may not be waiting any more.
+fn unheld(turn: &TurnPlace, expired: bool) -> Unheld {
+    match turn {
+        TurnPlace::Here | TurnPlace::Node(_) => Unheld::Decide,
+        TurnPlace::Interrupted if expired => Unheld::TimeOut,
+        TurnPlace::Interrupted => Unheld::Decide,
+        TurnPlace::Gone => Unheld::Cancel,
+    }
+}
+
+/// Whether a request asked at `created_at` waited longer than `timeout` (zero: forever) by
+/// `now` (milliseconds).
+fn expired(created_at: i64, timeout: std::time::Duration, now: i64) -> bool {
+    !timeout.is_zero() && now - created_at > i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Times out or cancels a request no turn will read a decision of ([`unheld`]), answering
+/// at once.
+async fn close_unheld(
+    agent: &Agent,
+    request: &ApprovalRecord,
+    turn: &TurnPlace,
+) -> Result<(), Stop> {
     let timeout = agent.config().approval.timeout;
-    let expired = !timeout.is_zero()
-        && crate::store::now_ms() - record.created_at
-            > i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
-    if interrupted && expired {
-        // Nobody enforced the timeout while sandpiper was down: it applies now.
-        ledger::record(store, Change::TimedOut(&record)).await?;
-        let turn = interrupted_turn(agent, &record.workstream).await?;
-        let record = store.get_approval(&record.id).await?.unwrap_or(record);
-        return Ok(ClickOutcome::Decided { record, turn });
+    let expired = expired(request.created_at, timeout, crate::store::now_ms());
+    match unheld(turn, expired) {
+        Unheld::Decide => Ok(()),
+        Unheld::TimeOut => {
+            ledger::record(agent.store(), Change::TimedOut(request)).await?;
+            let turn = interrupted_turn(agent, &request.workstream).await?;
+            let record = reread(agent, request.clone()).await?;
+            Err(Stop::answer(ClickOutcome::Decided { record, turn }))
+        }
+        Unheld::Cancel => {
+            let change = Change::Cancelled {
+                request,
+                cause: CancelCause::Restart,
+            };
+            ledger::record(agent.store(), change).await?;
+            let record = reread(agent, request.clone()).await?;
+            Err(Stop::answer(ClickOutcome::Gone(record)))
+        }
     }
-    if !live_turn && !interrupted && remote.is_none() {
-        let change = Change::Cancelled {
-            request: &record,
-            cause: CancelCause::Restart,
-        };
-        ledger::record(store, change).await?;
-        let record = store.get_approval(&record.id).await?.unwrap_or(record);
-        return Ok(ClickOutcome::Gone(record));
-    }
-    let decision = Decision::new(
-        click.action.verdict(),
-        click.note.filter(|n| !n.trim().is_empty()),
-    )
-    .by(click.username)
-    .via(click.path);
+}
+
+/// Stores the decision (the only write); another click or the timeout that stored first wins.
+async fn record_decision(
+    agent: &Agent,
+    request: &ApprovalRecord,
+    decision: &Decision,
+    by_id: &str,
+    grant: Option<super::Grant>,
+) -> Result<(), Stop> {
     let change = Change::Decided {
-        request: &record,
-        decision: &decision,
-        by_id: Some(click.user_id),
+        request,
+        decision,
+        by_id: Some(by_id),
         grant,
     };
-    if !ledger::record(store, change).await?.happened() {
-        return Ok(ClickOutcome::Refused(
-            "this request was already decided".into(),
-        ));
+    if !ledger::record(agent.store(), change).await?.happened() {
+        return Err(Refusal::DecidedMeanwhile.into());
     }
     tracing::info!(
-        request = %record.id,
-        workstream = %record.workstream,
+        request = %request.id,
+        workstream = %request.workstream,
         decision = %ApprovalStatus::from(decision.verdict),
-        by = click.username,
-        via = click.path.as_str(),
+        by = decision.decided_by.as_deref().unwrap_or_default(),
+        via = decision.via.map_or("", DecisionPath::as_str),
         "approval decided"
     );
-    let turn = if live_turn {
-        live.deliver(&record.id, decision);
-        AskingTurn::Live
-    } else if let (Some(owner), Some(bus)) = (&remote, agent.cluster().and_then(|c| c.bus())) {
-        // Stored above; the owner's waiting turn reads it from there.
-        bus.signal(owner, &crate::cluster::Signal::Decided(record.id.clone()))
-            .await?;
-        tracing::info!(request = %record.id, owner = %owner, "decision sent to the owning node");
-        AskingTurn::Live
-    } else {
-        let turn = interrupted_turn(agent, &record.workstream).await?;
-        tracing::info!(
-            request = %record.id,
-            workstream = %record.workstream,
-            turn = ?turn,
-            "decision kept for an interrupted turn"
-        );
-        turn
-    };
-    let record = store.get_approval(&record.id).await?.unwrap_or(record);
-    Ok(ClickOutcome::Decided { record, turn })
+    Ok(())
+}
+
+/// Hands the stored decision to the turn that asked, where it is; an interrupted turn keeps
+/// it for Resume.
+async fn deliver(
+    agent: &Agent,
+    request: &ApprovalRecord,
+    decision: Decision,
+    turn: TurnPlace,
+) -> Result<AskingTurn, AgentError> {
+    match turn {
+        TurnPlace::Here => {
+            agent.live().deliver(&request.id, decision);
+            return Ok(AskingTurn::Live);
+        }
+        TurnPlace::Node(owner) => {
+            if let Some(bus) = agent.cluster().and_then(|c| c.bus()) {
+                // Stored already; the owner's waiting turn reads it from there.
+                let signal = crate::cluster::Signal::Decided(request.id.clone());
+                bus.signal(&owner, &signal).await?;
+                tracing::info!(request = %request.id, owner = %owner, "decision sent to the owning node");
+                return Ok(AskingTurn::Live);
+            }
+        }
+        TurnPlace::Interrupted | TurnPlace::Gone => {}
+    }
+    let turn = interrupted_turn(agent, &request.workstream).await?;
+    tracing::info!(
+        request = %request.id,
+        workstream = %request.workstream,
+        turn = ?turn,
+        "decision kept for an interrupted turn"
+    );
+    Ok(turn)
+}
+
+/// `request` as stored now (after this click's write), or as it was read when it is gone.
+async fn reread(agent: &Agent, request: ApprovalRecord) -> Result<ApprovalRecord, AgentError> {
+    Ok(agent
+        .store()
+        .get_approval(&request.id)
+        .await?
+        .unwrap_or(request))
 }
 
 /// Approve all / Deny all: one person's click on a batch card.
@@ -255,21 +413,15 @@ pub struct BatchClick<'a> {
     pub request_ids: &'a [String],
     /// [`ClickAction::Approve`] or [`ClickAction::Deny`].
     pub action: ClickAction,
-    /// The clicker's sandpiper user id.
-    pub user_id: &'a str,
-    /// The clicker's username (shown on the card).
-    pub username: &'a str,
-    /// The clicker's platform roles or user groups.
-    pub roles: &'a [String],
-    /// Roles whose members may decide (`approver_roles`, `approver_usergroups`).
-    pub approver_roles: &'a [String],
+    /// Who clicked.
+    pub clicker: Clicker<'a>,
     /// Where the click happened (the audit trail records it).
     pub path: DecisionPath,
 }
 
 /// A request of a batch the clicker could not decide, and why (shown only to them).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub struct BatchRefusal {
     /// The request's header (`bash: env`).
     pub header: String,
     /// Why it was not decided.
@@ -285,7 +437,7 @@ pub struct BatchOutcome {
     /// Where the turn that asked stands after the last decision (`None`: nothing decided).
     pub turn: Option<AskingTurn>,
     /// The pending requests not decided, and why.
-    pub refused: Vec<Refusal>,
+    pub refused: Vec<BatchRefusal>,
 }
 
 impl BatchOutcome {
@@ -331,10 +483,7 @@ async fn decide_all(agent: &Agent, batch: BatchClick<'_>) -> BatchOutcome {
         let click = Click {
             request_id: id,
             action: batch.action,
-            user_id: batch.user_id,
-            username: batch.username,
-            roles: batch.roles,
-            approver_roles: batch.approver_roles,
+            clicker: batch.clicker,
             note: None,
             path: batch.path,
             grant: None,
@@ -345,7 +494,7 @@ async fn decide_all(agent: &Agent, batch: BatchClick<'_>) -> BatchOutcome {
                 outcome.turn = Some(turn);
             }
             Ok(ClickOutcome::Gone(_)) => outcome.changed = true,
-            Ok(ClickOutcome::Refused(reason)) => outcome.refused.push(Refusal {
+            Ok(ClickOutcome::Refused(reason)) => outcome.refused.push(BatchRefusal {
                 header: record.header,
                 reason,
             }),
@@ -356,9 +505,9 @@ async fn decide_all(agent: &Agent, batch: BatchClick<'_>) -> BatchOutcome {
     outcome
 }
 
-fn store_failure(header: &str, e: &dyn std::fmt::Display) -> Refusal {
+fn store_failure(header: &str, e: &dyn std::fmt::Display) -> BatchRefusal {
     tracing::warn!(error = %e, "deciding a batch request failed");
-    Refusal {
+    BatchRefusal {
         header: header.to_owned(),
         reason: format!("I could not record the decision ({e}); please try again"),
     }
@@ -404,11 +553,66 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
+    fn a_note_is_asked_for_only_by_the_with_note_actions_and_a_blank_one_is_none() {
+        use ClickAction::*;
+        let note = |n: &str| Some(n.to_owned());
+        let cases = [
+            (Approve, None, Some(None)),
+            (Approve, note("  "), Some(None)),
+            (Deny, note("not now"), Some(note("not now"))),
+            (ApproveWithNote, note("careful"), Some(note("careful"))),
+            (ApproveWithNote, None, None),
+            (DenyWithNote, note(" \n"), None),
+            (Annotate, note("fine, but"), Some(note("fine, but"))),
+            (Annotate, None, None),
+        ];
+        for (action, given, want) in cases {
+            let got = match note_of(action, given.clone()) {
+                Ok(n) => Some(n),
+                Err(Stop::Early(o)) if *o == ClickOutcome::NeedsNote => None,
+                Err(other) => panic!("{action:?} {given:?}: {other:?}"),
+            };
+            assert_eq!(got, want, "{action:?} {given:?}");
+        }
+    }
+
+    #[test]
+    fn a_turn_waiting_anywhere_is_decided_an_interrupted_one_may_time_out_a_gone_one_is_cancelled()
+    {
+        let node = TurnPlace::Node("node-b".into());
+        let cases = [
+            (TurnPlace::Here, false, Unheld::Decide),
+            (TurnPlace::Here, true, Unheld::Decide),
+            (node.clone(), false, Unheld::Decide),
+            (node, true, Unheld::Decide),
+            (TurnPlace::Interrupted, false, Unheld::Decide),
+            (TurnPlace::Interrupted, true, Unheld::TimeOut),
+            (TurnPlace::Gone, false, Unheld::Cancel),
+            (TurnPlace::Gone, true, Unheld::Cancel),
+        ];
+        for (turn, expired, want) in cases {
+            assert_eq!(unheld(&turn, expired), want, "{turn:?} expired: {expired}");
+        }
+    }
+
+    #[test]
+    fn a_request_expires_only_after_a_nonzero_timeout_has_passed() {
+        use std::time::Duration;
+        let minute = Duration::from_secs(60);
+        assert!(!expired(1_000, minute, 61_000), "exactly the timeout");
+        assert!(expired(1_000, minute, 61_001));
+        assert!(
+            !expired(1_000, Duration::ZERO, i64::MAX),
+            "zero waits forever"
+        );
+        assert!(!expired(0, Duration::MAX, i64::MAX), "a timeout beyond i64");
+    }
+
+    #[test]
     fn a_batch_refusal_names_each_request_and_why() {
-        let refused = vec![Refusal {
+        let refused = vec![BatchRefusal {
             header: "bash: env".into(),
-            reason: "only the person who started this thread, or an approver, can decide this"
-                .into(),
+            reason: Refusal::NotOwnerOrApprover.to_string(),
         }];
         let mixed = BatchOutcome {
             changed: true,

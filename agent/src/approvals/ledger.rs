@@ -1,7 +1,7 @@
 //! The one writer of approval state: every request asked, every decision, every request closed
-//! without one, every grant made or taken back goes through [`record`]. Nothing else in
-//! sandpiper writes `tool_approvals` or `tool_grants`, so there is one place that says what a
-//! change is, and one place the audit trail hangs on.
+//! without one, every answer a turn took, every grant made or taken back goes through
+//! [`record`]. Nothing else in sandpiper writes `tool_approvals` or `tool_grants`, so there is
+//! one place that says what a change is, and one place the audit trail hangs on.
 //!
 //! A decision is a conditional update (only a pending request is decided), so when a click and
 //! a timeout race, the first write wins and the second is told nothing changed
@@ -40,6 +40,11 @@ pub enum Change<'a> {
         /// Why.
         cause: CancelCause,
     },
+    /// The turn that asked has the answers to these requests and acts on them, so a node that
+    /// takes the workstream over must not run their calls again on its own
+    /// ([`Store::decided_untaken_for_call`]). Bookkeeping, not an approval event: no audit
+    /// row. A request already taken keeps its time.
+    Taken(&'a [ApprovalRecord]),
     /// Every pending request of a workstream is cancelled: the turn that asked is gone.
     CancelPending {
         /// Workstream key.
@@ -80,7 +85,7 @@ pub enum Change<'a> {
 /// What a [`record`] changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Recorded {
-    /// Rows changed: requests asked, decided or closed, grants taken back. Zero for a
+    /// Rows changed: requests asked, decided, closed or taken, grants taken back. Zero for a
     /// decision on a request that was no longer pending (someone else decided first).
     pub changed: u64,
     /// An Always allow made a new grant (false when it already existed).
@@ -179,6 +184,10 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
         }
         Change::Cancelled { request, cause } => {
             done.changed = u64::from(cancel(store, request, cause).await?);
+        }
+        Change::Taken(requests) => {
+            let ids: Vec<String> = requests.iter().map(|r| r.id.clone()).collect();
+            done.changed = store.mark_approvals_taken(&ids).await?;
         }
         Change::CancelPending { workstream, cause } => {
             for request in store.pending_in(workstream).await? {

@@ -4,9 +4,12 @@
 //! when it was asked ([`AllowedApprovers`]), so every node judges a click alike whatever its
 //! own configuration; rows from before that was stored fall back to the configuration.
 //! [`rule_on_resume`] judges the **Resume** button of a turn that stopped running.
+//!
+//! Every refusal is a [`Refusal`], whose `Display` is the one wording the clicker sees, on
+//! every platform and on the status page.
 
 use crate::protocol::{ApprovalKind, Verdict};
-use crate::store::approvals::{AllowedApprovers, ApprovalRecord};
+use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
 
 /// What a button does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,30 +168,53 @@ pub fn offered_grant(tool: &str, preview: &str) -> Option<(ClickAction, super::G
     ))
 }
 
-/// The person who clicked.
+/// What a click grants when it decides `request`: for the narrower Always allows, what the
+/// card offered ([`offered_grant`]), refused when it offered no such thing (a forged or stale
+/// button); for any other action, `asked` (`None`: an Always allow grants the whole tool).
+pub fn chosen_grant(
+    request: &ApprovalRecord,
+    action: ClickAction,
+    asked: Option<super::Grant>,
+) -> Result<Option<super::Grant>, Refusal> {
+    match action {
+        ClickAction::AlwaysAllowPattern | ClickAction::AlwaysAllowServer => {
+            match offered_grant(&request.tool, &request.preview) {
+                Some((offered, grant)) if offered == action => Ok(Some(grant)),
+                _ => Err(Refusal::NotOffered),
+            }
+        }
+        _ => Ok(asked),
+    }
+}
+
+/// The person who clicked, as the platform they clicked on knows them: the same for a
+/// decision, Approve all / Deny all and Resume.
 #[derive(Debug, Clone, Copy)]
 pub struct Clicker<'a> {
     /// Their sandpiper user id.
     pub user_id: &'a str,
+    /// Their username (logged, and shown on the card as who decided).
+    pub username: &'a str,
     /// Their platform roles (Discord role ids, Slack user group ids).
     pub roles: &'a [String],
+    /// Roles whose members may decide any request (`approver_roles`, `approver_usergroups`),
+    /// as the platform they clicked on is configured on this node; they count only for
+    /// requests stored without their [`AllowedApprovers`].
+    pub approver_roles: &'a [String],
 }
 
 /// What a click is checked against: the stored request and the workstream's rules.
 #[derive(Debug, Clone, Copy)]
 pub struct ClickContext<'a> {
     /// The stored request the button names. Its stored [`AllowedApprovers`], when it has
-    /// them, decide who may click; `owner` and `approver_roles` below only stand in for rows
-    /// stored without them.
+    /// them, decide who may click; `owner` below and the clicker's `approver_roles` only
+    /// stand in for rows stored without them.
     pub request: &'a ApprovalRecord,
     /// The workstream's owner (the person who started the thread), as the store says now. The
     /// person whose message caused the call (`request.requested_by`) is deliberately *not*
     /// consulted: in a shared thread that is anyone who talked, and approval is the security
     /// boundary.
     pub owner: Option<&'a str>,
-    /// Roles whose members may decide any request (`approver_roles`, `approver_usergroups`),
-    /// as this node is configured.
-    pub approver_roles: &'a [String],
     /// Tools that even the owner may not approve without an approver role
     /// (`[approval] require_approver_for`).
     pub require_approver_for: &'a [String],
@@ -199,19 +225,57 @@ pub struct ClickContext<'a> {
 pub enum Ruling {
     /// This rule has no objection.
     Allow,
-    /// Refused, with a reason shown only to the clicker.
-    Deny(String),
+    /// Refused, with the reason shown only to the clicker.
+    Deny(Refusal),
+}
+
+/// Why a click decides nothing. Shown only to the clicker (privately where the platform can,
+/// as the status page's answer); its `Display` is the one wording, the same everywhere.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A review's button on a tool call, or the other way round (a forged id).
+    #[error("{} is not an answer to this request", .0.label())]
+    NotAnAnswer(ClickAction),
+    /// The request was decided (or timed out, or was cancelled) before this click.
+    #[error("this request was already decided ({0})")]
+    AlreadyDecided(ApprovalStatus),
+    /// Someone who is neither the thread's owner nor an approver.
+    #[error("only the person who started this thread, or an approver, can decide this")]
+    NotOwnerOrApprover,
+    /// An Always allow by someone other than the thread's owner.
+    #[error("only the person who started this thread can choose Always allow")]
+    AlwaysAllowIsTheOwners,
+    /// A tool in `require_approver_for`, let run by someone without an approver role.
+    #[error(
+        "`{0}` needs an approver here: only a member of an approver role can let it run \
+         (you can still deny it)"
+    )]
+    NeedsAnApprover(String),
+    /// An Always allow narrower than the tool that the card did not offer for this call.
+    #[error("this call offers no such Always allow; use Always allow for the tool")]
+    NotOffered,
+    /// Another click (or the timeout) decided the request between this click's check and its
+    /// write; the first write wins.
+    #[error("this request was already decided")]
+    DecidedMeanwhile,
+    /// Resume pressed by someone who is neither the thread's owner nor an approver.
+    #[error("only the person who started this thread, or an approver, can resume its turn")]
+    NotOwnerOrApproverToResume,
+    /// Resume pressed while a request of the interrupted turn still waits.
+    #[error("some requests of this turn still wait for a decision; decide them first")]
+    TurnStillAsks,
 }
 
 type Rule = fn(&ClickContext<'_>, &Clicker<'_>, ClickAction) -> Ruling;
 
 /// The rules, in order; the first refusal wins.
-const RULES: [Rule; 5] = [
+const RULES: [Rule; 6] = [
     fits_the_request,
     still_pending,
     owner_or_approver,
     always_allow_is_the_owners,
     approver_required_for_tool,
+    offers_that_always_allow,
 ];
 
 /// Checks a click against every rule.
@@ -236,9 +300,7 @@ pub fn rule_on_resume(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> Ruling {
     if is_owner(ctx, who) || is_approver(ctx, who) {
         Ruling::Allow
     } else {
-        Ruling::Deny(
-            "only the person who started this thread, or an approver, can resume its turn".into(),
-        )
+        Ruling::Deny(Refusal::NotOwnerOrApproverToResume)
     }
 }
 
@@ -258,7 +320,7 @@ fn is_owner(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
 fn is_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>) -> bool {
     let roles = match stored(ctx) {
         Some(a) => a.roles.as_slice(),
-        None => ctx.approver_roles,
+        None => who.approver_roles,
     };
     who.roles.iter().any(|r| roles.contains(r))
 }
@@ -268,10 +330,7 @@ fn fits_the_request(ctx: &ClickContext<'_>, _who: &Clicker<'_>, action: ClickAct
     if action.kind() == ctx.request.kind {
         Ruling::Allow
     } else {
-        Ruling::Deny(format!(
-            "{} is not an answer to this request",
-            action.label()
-        ))
+        Ruling::Deny(Refusal::NotAnAnswer(action))
     }
 }
 
@@ -280,10 +339,7 @@ fn still_pending(ctx: &ClickContext<'_>, _who: &Clicker<'_>, _a: ClickAction) ->
     if ctx.request.status.is_pending() {
         Ruling::Allow
     } else {
-        Ruling::Deny(format!(
-            "this request was already decided ({})",
-            ctx.request.status
-        ))
+        Ruling::Deny(Refusal::AlreadyDecided(ctx.request.status))
     }
 }
 
@@ -292,9 +348,7 @@ fn owner_or_approver(ctx: &ClickContext<'_>, who: &Clicker<'_>, _a: ClickAction)
     if is_owner(ctx, who) || is_approver(ctx, who) {
         Ruling::Allow
     } else {
-        Ruling::Deny(
-            "only the person who started this thread, or an approver, can decide this".into(),
-        )
+        Ruling::Deny(Refusal::NotOwnerOrApprover)
     }
 }
 
@@ -311,7 +365,7 @@ fn always_allow_is_the_owners(
     if !always || is_owner(ctx, who) {
         Ruling::Allow
     } else {
-        Ruling::Deny("only the person who started this thread can choose Always allow".into())
+        Ruling::Deny(Refusal::AlwaysAllowIsTheOwners)
     }
 }
 
@@ -326,19 +380,43 @@ fn approver_required_for_tool(
     if !guarded || !approves(action) || is_approver(ctx, who) {
         Ruling::Allow
     } else {
-        Ruling::Deny(format!(
-            "`{}` needs an approver here: only a member of an approver role can let it run \
-             (you can still deny it)",
-            ctx.request.tool
-        ))
+        Ruling::Deny(Refusal::NeedsAnApprover(ctx.request.tool.clone()))
+    }
+}
+
+/// A narrower Always allow (a command pattern, an MCP server) grants only what the card
+/// offered for this very call ([`chosen_grant`]).
+fn offers_that_always_allow(
+    ctx: &ClickContext<'_>,
+    _who: &Clicker<'_>,
+    action: ClickAction,
+) -> Ruling {
+    match chosen_grant(ctx.request, action, None) {
+        Ok(_) => Ruling::Allow,
+        Err(refusal) => Ruling::Deny(refusal),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::Grant;
     use super::*;
-    use crate::store::approvals::ApprovalStatus;
     use pretty_assertions::assert_eq;
+
+    /// `user_id` (also their username) holding `roles`, clicking where `approver_roles` are
+    /// the configured approver roles.
+    fn person<'a>(
+        user_id: &'a str,
+        roles: &'a [String],
+        approver_roles: &'a [String],
+    ) -> Clicker<'a> {
+        Clicker {
+            user_id,
+            username: user_id,
+            roles,
+            approver_roles,
+        }
+    }
 
     fn record(status: ApprovalStatus) -> ApprovalRecord {
         ApprovalRecord {
@@ -398,7 +476,6 @@ mod tests {
         let ctx = ClickContext {
             request: &rec,
             owner,
-            approver_roles: config_roles,
             require_approver_for,
         };
         let none: Vec<String> = vec![];
@@ -418,7 +495,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         for (label, user_id, roles) in people {
-            let who = Clicker { user_id, roles };
+            let who = person(user_id, roles, config_roles);
             for action in actions {
                 let allowed = rule_on_click(&ctx, &who, action) == Ruling::Allow;
                 out.push((label, action, allowed));
@@ -447,17 +524,10 @@ mod tests {
         let ctx = ClickContext {
             request: &rec,
             owner: Some("carol"),
-            approver_roles: &config_roles,
             require_approver_for: &[],
         };
-        let carol = Clicker {
-            user_id: "carol",
-            roles: &config_roles,
-        };
-        let alice = Clicker {
-            user_id: "alice",
-            roles: &[],
-        };
+        let carol = person("carol", &config_roles, &config_roles);
+        let alice = person("alice", &[], &config_roles);
         assert!(matches!(
             rule_on_click(&ctx, &carol, ClickAction::Approve),
             Ruling::Deny(_)
@@ -487,7 +557,6 @@ mod tests {
             let ctx = ClickContext {
                 request: &rec,
                 owner,
-                approver_roles: config_roles,
                 require_approver_for: &["bash".to_owned()],
             };
             let none: Vec<String> = vec![];
@@ -500,13 +569,11 @@ mod tests {
             let got: Vec<(&str, Ruling)> = people
                 .into_iter()
                 .map(|(label, user_id, roles)| {
-                    (label, rule_on_resume(&ctx, &Clicker { user_id, roles }))
+                    let who = person(user_id, roles, config_roles);
+                    (label, rule_on_resume(&ctx, &who))
                 })
                 .collect();
-            let refused = Ruling::Deny(
-                "only the person who started this thread, or an approver, can resume its turn"
-                    .into(),
-            );
+            let refused = Ruling::Deny(Refusal::NotOwnerOrApproverToResume);
             assert_eq!(
                 got,
                 vec![
@@ -585,38 +652,129 @@ mod tests {
         let ctx = ClickContext {
             request: &rec,
             owner: Some("alice"),
-            approver_roles: &roles,
             require_approver_for: &guarded,
         };
-        let alice = Clicker {
-            user_id: "alice",
-            roles: &[],
-        };
-        let carol = Clicker {
-            user_id: "carol",
-            roles: &roles,
-        };
-        let mallory = Clicker {
-            user_id: "mallory",
-            roles: &[],
-        };
+        let alice = person("alice", &[], &roles);
+        let carol = person("carol", &roles, &roles);
+        let mallory = person("mallory", &[], &roles);
         assert_eq!(
             rule_on_click(&ctx, &mallory, ClickAction::Deny),
-            Ruling::Deny(
-                "only the person who started this thread, or an approver, can decide this".into()
-            )
+            Ruling::Deny(Refusal::NotOwnerOrApprover)
         );
         assert_eq!(
             rule_on_click(&ctx, &carol, ClickAction::AlwaysAllow),
-            Ruling::Deny("only the person who started this thread can choose Always allow".into())
+            Ruling::Deny(Refusal::AlwaysAllowIsTheOwners)
         );
         assert_eq!(
             rule_on_click(&ctx, &alice, ClickAction::Approve),
-            Ruling::Deny(
+            Ruling::Deny(Refusal::NeedsAnApprover("bash".into()))
+        );
+    }
+
+    /// The one wording of every refusal, as the clicker reads it (tests in `tests/` and the
+    /// platforms' snapshots quote these).
+    #[test]
+    fn every_refusal_has_one_wording() {
+        let wordings = [
+            (
+                Refusal::NotAnAnswer(ClickAction::Accept),
+                "Accept is not an answer to this request",
+            ),
+            (
+                Refusal::AlreadyDecided(ApprovalStatus::Approved),
+                "this request was already decided (approved)",
+            ),
+            (
+                Refusal::NotOwnerOrApprover,
+                "only the person who started this thread, or an approver, can decide this",
+            ),
+            (
+                Refusal::AlwaysAllowIsTheOwners,
+                "only the person who started this thread can choose Always allow",
+            ),
+            (
+                Refusal::NeedsAnApprover("bash".into()),
                 "`bash` needs an approver here: only a member of an approver role can let it \
-                 run (you can still deny it)"
-                    .into()
-            )
+                 run (you can still deny it)",
+            ),
+            (
+                Refusal::NotOffered,
+                "this call offers no such Always allow; use Always allow for the tool",
+            ),
+            (
+                Refusal::DecidedMeanwhile,
+                "this request was already decided",
+            ),
+            (
+                Refusal::NotOwnerOrApproverToResume,
+                "only the person who started this thread, or an approver, can resume its turn",
+            ),
+            (
+                Refusal::TurnStillAsks,
+                "some requests of this turn still wait for a decision; decide them first",
+            ),
+        ];
+        for (refusal, wording) in wordings {
+            assert_eq!(refusal.to_string(), wording);
+        }
+    }
+
+    #[test]
+    fn a_narrower_always_allow_grants_only_what_the_card_offered() {
+        let mut git = record(ApprovalStatus::Pending);
+        git.preview = "git status --short".into();
+        let mut mcp = record(ApprovalStatus::Pending);
+        mcp.tool = "mcp__github__create_issue".into();
+        mcp.preview = "{}".into();
+        let mut write = record(ApprovalStatus::Pending);
+        write.tool = "write_file".into();
+        let pattern = Grant::Pattern {
+            tool: "bash".into(),
+            prefix: "git status".into(),
+        };
+        let server = Grant::Server("github".into());
+        let asked = Some(Grant::Tool("bash".into()));
+        use ClickAction::*;
+        let cases = [
+            (&git, AlwaysAllowPattern, Ok(Some(pattern.clone()))),
+            (&git, AlwaysAllowServer, Err(Refusal::NotOffered)),
+            (&mcp, AlwaysAllowServer, Ok(Some(server))),
+            (&mcp, AlwaysAllowPattern, Err(Refusal::NotOffered)),
+            (&write, AlwaysAllowPattern, Err(Refusal::NotOffered)),
+            (&write, AlwaysAllowServer, Err(Refusal::NotOffered)),
+            // Any other action keeps what the click asked for (the whole tool by default).
+            (&git, AlwaysAllow, Ok(asked.clone())),
+            (&write, Approve, Ok(asked.clone())),
+        ];
+        for (request, action, want) in cases {
+            assert_eq!(
+                chosen_grant(request, action, asked.clone()),
+                want,
+                "{} {action:?}",
+                request.tool
+            );
+        }
+        // The rule chain refuses the same click, after every rule about who may decide.
+        let ctx = ClickContext {
+            request: &write,
+            owner: Some("alice"),
+            require_approver_for: &[],
+        };
+        assert_eq!(
+            rule_on_click(&ctx, &person("alice", &[], &[]), AlwaysAllowPattern),
+            Ruling::Deny(Refusal::NotOffered)
+        );
+        assert_eq!(
+            rule_on_click(&ctx, &person("bob", &[], &[]), AlwaysAllowPattern),
+            Ruling::Deny(Refusal::NotOwnerOrApprover)
+        );
+        let ctx = ClickContext {
+            request: &git,
+            ..ctx
+        };
+        assert_eq!(
+            rule_on_click(&ctx, &person("alice", &[], &[]), AlwaysAllowPattern),
+            Ruling::Allow
         );
     }
 
@@ -627,17 +785,10 @@ mod tests {
         let ctx = ClickContext {
             request: &rec,
             owner: None,
-            approver_roles: &roles,
             require_approver_for: &[],
         };
-        let requester = Clicker {
-            user_id: "alice",
-            roles: &[],
-        };
-        let carol = Clicker {
-            user_id: "carol",
-            roles: &roles,
-        };
+        let requester = person("alice", &[], &roles);
+        let carol = person("carol", &roles, &roles);
         assert!(matches!(
             rule_on_click(&ctx, &requester, ClickAction::Approve),
             Ruling::Deny(_)
@@ -657,7 +808,6 @@ mod tests {
         let ctx = ClickContext {
             request: &rec,
             owner: Some("alice"),
-            approver_roles: &approver_roles,
             require_approver_for: &[],
         };
         let none: Vec<String> = vec![];
@@ -668,7 +818,7 @@ mod tests {
             ("stranger", "mallory", &none, false),
         ];
         for (label, user_id, roles, may) in people {
-            let who = Clicker { user_id, roles };
+            let who = person(user_id, roles, &approver_roles);
             for &action in ClickAction::for_kind(ApprovalKind::Review) {
                 assert_eq!(
                     rule_on_click(&ctx, &who, action) == Ruling::Allow,
@@ -686,13 +836,9 @@ mod tests {
             request: &tool_call,
             ..ctx
         };
-        let alice = Clicker {
-            user_id: "alice",
-            roles: &[],
-        };
         assert_eq!(
-            rule_on_click(&ctx, &alice, ClickAction::Accept),
-            Ruling::Deny("Accept is not an answer to this request".into())
+            rule_on_click(&ctx, &person("alice", &[], &[]), ClickAction::Accept),
+            Ruling::Deny(Refusal::NotAnAnswer(ClickAction::Accept))
         );
         assert_eq!(ClickAction::Annotate.verdict(), Verdict::Annotate);
         assert!(ClickAction::Annotate.needs_note() && !ClickAction::Reject.needs_note());
@@ -707,16 +853,11 @@ mod tests {
         let ctx = ClickContext {
             request: &rec,
             owner: Some("alice"),
-            approver_roles: &[],
             require_approver_for: &[],
         };
-        let alice = Clicker {
-            user_id: "alice",
-            roles: &[],
-        };
         assert_eq!(
-            rule_on_click(&ctx, &alice, ClickAction::Deny),
-            Ruling::Deny("this request was already decided (approved)".into())
+            rule_on_click(&ctx, &person("alice", &[], &[]), ClickAction::Deny),
+            Ruling::Deny(Refusal::AlreadyDecided(ApprovalStatus::Approved))
         );
     }
 }

@@ -4,7 +4,7 @@
 //! continue the turn. What it returns tells the channel to queue the resumed turn in the
 //! thread's lane; a forged or repeated press finds nothing left to resume and changes nothing.
 
-use crate::approvals::policy::{ClickContext, Clicker, Ruling, rule_on_resume};
+use crate::approvals::policy::{Clicker, Refusal, Ruling, rule_on_resume};
 use crate::{Agent, AgentError};
 
 /// A press of Resume, resolved to sandpiper identities.
@@ -12,15 +12,8 @@ use crate::{Agent, AgentError};
 pub struct ResumeClick<'a> {
     /// The request the button names (the card's first).
     pub request_id: &'a str,
-    /// The clicker's sandpiper user id.
-    pub user_id: &'a str,
-    /// The clicker's username (logged, shown on the card).
-    pub username: &'a str,
-    /// The clicker's platform roles or user groups.
-    pub roles: &'a [String],
-    /// Roles whose members may decide (`approver_roles`, `approver_usergroups`); used only for
-    /// requests stored without their approvers.
-    pub approver_roles: &'a [String],
+    /// Who pressed it.
+    pub clicker: Clicker<'a>,
 }
 
 /// What the channel should do after a press of Resume.
@@ -47,33 +40,20 @@ impl Agent {
     /// channel's: it queues [`Agent::resume_turn`] in the thread's lane, which does nothing
     /// when nothing dangles, so two quick presses run it once.
     pub async fn resume_click(&self, click: ResumeClick<'_>) -> Result<ResumeOutcome, AgentError> {
-        let store = self.store();
-        let Some(record) = store.get_approval(click.request_id).await? else {
+        let Some(record) = self.store().get_approval(click.request_id).await? else {
             return Ok(ResumeOutcome::Unknown);
         };
-        let owner = store
-            .workstream(&record.workstream)
-            .await?
-            .and_then(|w| w.row.owner);
-        let ctx = ClickContext {
-            request: &record,
-            owner: owner.as_deref(),
-            approver_roles: click.approver_roles,
-            require_approver_for: &self.config().approval.require_approver_for,
-        };
-        let who = Clicker {
-            user_id: click.user_id,
-            roles: click.roles,
-        };
-        if let Ruling::Deny(reason) = rule_on_resume(&ctx, &who) {
+        let by = click.clicker.username;
+        let ruling = super::click::judge(self, &record, &click.clicker, rule_on_resume).await?;
+        if let Ruling::Deny(reason) = ruling {
             tracing::info!(
                 request = %record.id,
                 workstream = %record.workstream,
-                by = click.username,
+                by,
                 reason = %reason,
                 "resume refused"
             );
-            return Ok(ResumeOutcome::Refused(reason));
+            return Ok(ResumeOutcome::Refused(reason.to_string()));
         }
         let history = self.history(&record.workstream).await?;
         let dangling = crate::approvals::resume::unanswered_calls(&history);
@@ -81,20 +61,18 @@ impl Agent {
             tracing::info!(
                 request = %record.id,
                 workstream = %record.workstream,
-                by = click.username,
+                by,
                 "resume pressed with nothing left to resume"
             );
             return Ok(ResumeOutcome::NothingToResume);
         }
         if !super::click::batch_decided(self, &record.workstream).await? {
-            return Ok(ResumeOutcome::Refused(
-                "some requests of this turn still wait for a decision; decide them first".into(),
-            ));
+            return Ok(ResumeOutcome::Refused(Refusal::TurnStillAsks.to_string()));
         }
         tracing::info!(
             request = %record.id,
             workstream = %record.workstream,
-            by = click.username,
+            by,
             calls = dangling.len(),
             "resuming an interrupted turn"
         );

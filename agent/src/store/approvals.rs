@@ -324,8 +324,8 @@ impl Store {
     }
 
     /// [`Store::decide_approval`], recording the path that decided when it was not the
-    /// thread (`web`).
-    pub async fn decide_approval_via(
+    /// thread (`web`). Only the approval engine's writer calls this.
+    pub(crate) async fn decide_approval_via(
         &self,
         id: &str,
         status: ApprovalStatus,
@@ -378,24 +378,28 @@ impl Store {
     }
 
     /// Marks `ids` as taken by the turn that asked: it has their answers and may act on them
-    /// (see [`Store::decided_untaken_for_call`]). Requests already taken keep their time.
-    pub(crate) async fn mark_approvals_taken(&self, ids: &[String]) -> Result<(), StoreError> {
+    /// (see [`Store::decided_untaken_for_call`]); how many were not taken before (requests
+    /// already taken keep their time). Only the approval engine's writer
+    /// ([`crate::approvals::ledger`]) calls this.
+    pub(crate) async fn mark_approvals_taken(&self, ids: &[String]) -> Result<u64, StoreError> {
         if ids.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let mut tx = self.pool().begin().await?;
         let now = now_ms();
+        let mut taken = 0;
         for id in ids {
-            sqlx::query(
+            taken += sqlx::query(
                 "UPDATE tool_approvals SET taken_at = $1 WHERE id = $2 AND taken_at IS NULL",
             )
             .bind(now)
             .bind(id)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
         }
         tx.commit().await?;
-        Ok(())
+        Ok(taken)
     }
 
     /// Whether the latest request about a tool call holds a person's decision that no turn
@@ -660,7 +664,15 @@ mod tests {
             .unwrap();
         assert!(store.decided_untaken_for_call("w", "c1").await.unwrap());
         assert!(!store.decided_untaken_for_call("w", "other").await.unwrap());
-        store.mark_approvals_taken(&["ap1".into()]).await.unwrap();
+        assert_eq!(
+            store.mark_approvals_taken(&["ap1".into()]).await.unwrap(),
+            1
+        );
+        assert_eq!(
+            store.mark_approvals_taken(&["ap1".into()]).await.unwrap(),
+            0,
+            "taken once"
+        );
         assert!(
             !store.decided_untaken_for_call("w", "c1").await.unwrap(),
             "taken"

@@ -24,7 +24,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use sandpiper_agent::approvals::ClickAction;
-use sandpiper_agent::approvals::{AskingTurn, Click, ClickOutcome};
+use sandpiper_agent::approvals::{AskingTurn, Click, ClickOutcome, Clicker};
 use sandpiper_agent::protocol::ApprovalKind;
 use sandpiper_channels::card::{TurnNote, human_duration, outcome_line};
 
@@ -190,10 +190,12 @@ pub(super) async fn decide(
     let click = Click {
         request_id: &id,
         action: press.action,
-        user_id: &user_id,
-        username: &viewer.name,
-        roles: &roles,
-        approver_roles: &[],
+        clicker: Clicker {
+            user_id: &user_id,
+            username: &viewer.name,
+            roles: &roles,
+            approver_roles: &[],
+        },
         note: press.note,
         path: sandpiper_agent::protocol::DecisionPath::Web,
         grant: None,

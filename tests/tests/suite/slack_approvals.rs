@@ -210,7 +210,7 @@ both_backends! {
     // says who decided and that it was from the web, and the turn goes on.
     async fn a_decision_from_the_status_page_redraws_the_slack_card(db) {
         use sandpiper_agent::approvals::ClickAction;
-        use sandpiper_agent::approvals::{Click, ClickOutcome};
+        use sandpiper_agent::approvals::{Click, ClickOutcome, Clicker};
         let s = setup(&db, vec![
             tool_call("c1", "bash", json!({"command": "echo from-the-web"})),
             text("It ran."),
@@ -226,10 +226,7 @@ both_backends! {
         let outcome = run.agent.decide_from_web(Click {
             request_id: &pending[0].id,
             action: ClickAction::Approve,
-            user_id: &owner,
-            username: "alice",
-            roles: &[],
-            approver_roles: &[],
+            clicker: Clicker { user_id: &owner, username: "alice", roles: &[], approver_roles: &[] },
             note: None,
             path: sandpiper_agent::protocol::DecisionPath::Web,
             grant: None,
