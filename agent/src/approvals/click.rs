@@ -12,8 +12,8 @@
 
 use super::ledger::{self, Change};
 use crate::approvals::policy::{ClickAction, ClickContext, Clicker, Ruling, rule_on_click};
-use crate::protocol::{Decision, DecisionPath};
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::protocol::{ApprovalStatus, ApprovalView, Decision, DecisionPath};
+use crate::store::approvals::ApprovalRecord;
 use crate::store::audit::CancelCause;
 use crate::{Agent, AgentError};
 
@@ -54,12 +54,12 @@ pub enum ClickOutcome {
     /// Decided; re-render the card from this record, saying where the turn that asked stands.
     Decided {
         /// The request as stored after the decision.
-        record: ApprovalRecord,
+        record: ApprovalView,
         /// Whether the turn got the decision or is no longer running.
         turn: AskingTurn,
     },
     /// The turn that asked is gone (stopped, or the thread moved on): the card should say so.
-    Gone(ApprovalRecord),
+    Gone(ApprovalView),
 }
 
 /// Where the turn that asked stands after a decision.
@@ -127,7 +127,7 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
     };
     if record.status == ApprovalStatus::Cancelled {
         // The turn that asked was stopped or is gone: the card should say so.
-        return Ok(ClickOutcome::Gone(record));
+        return Ok(ClickOutcome::Gone(record.into()));
     }
     let owner = store
         .workstream(&record.workstream)
@@ -188,7 +188,11 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         // Nobody enforced the timeout while sandpiper was down: it applies now.
         ledger::record(store, Change::TimedOut(&record)).await?;
         let turn = interrupted_turn(agent, &record.workstream).await?;
-        let record = store.get_approval(&record.id).await?.unwrap_or(record);
+        let record = store
+            .get_approval(&record.id)
+            .await?
+            .unwrap_or(record)
+            .into();
         return Ok(ClickOutcome::Decided { record, turn });
     }
     if !live_turn && !interrupted && remote.is_none() {
@@ -198,7 +202,7 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         };
         ledger::record(store, change).await?;
         let record = store.get_approval(&record.id).await?.unwrap_or(record);
-        return Ok(ClickOutcome::Gone(record));
+        return Ok(ClickOutcome::Gone(record.into()));
     }
     let decision = Decision::new(
         click.action.verdict(),
@@ -244,7 +248,11 @@ async fn decide(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, AgentEr
         );
         turn
     };
-    let record = store.get_approval(&record.id).await?.unwrap_or(record);
+    let record = store
+        .get_approval(&record.id)
+        .await?
+        .unwrap_or(record)
+        .into();
     Ok(ClickOutcome::Decided { record, turn })
 }
 

@@ -337,7 +337,7 @@ fn approver_required_for_tool(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::approvals::ApprovalStatus;
+    use crate::protocol::ApprovalStatus;
     use pretty_assertions::assert_eq;
 
     fn record(status: ApprovalStatus) -> ApprovalRecord {

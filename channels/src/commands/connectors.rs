@@ -67,7 +67,7 @@ async fn run(
                     p = at.prefix
                 ));
             };
-            let owner = agent.workstream(ws).await?.and_then(|w| w.row.owner);
+            let owner = agent.workstream(ws).await?.and_then(|w| w.owner);
             if !at.admin && owner.as_deref() != Some(at.user_id) {
                 return Ok(
                     "🚫 Only the person who started this thread, or an admin, can change its \

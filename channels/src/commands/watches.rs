@@ -101,7 +101,7 @@ async fn may_change(
     if at.admin {
         return Ok(None);
     }
-    let owner = agent.workstream(ws).await?.and_then(|w| w.row.owner);
+    let owner = agent.workstream(ws).await?.and_then(|w| w.owner);
     Ok((owner.as_deref() != Some(at.user_id)).then(|| {
         "🚫 Only the person who started this thread, or an admin, can cancel or resume its \
          watches."

@@ -92,7 +92,7 @@ pub(super) async fn stop(
         return Ok("There is no workstream in this channel.".into());
     };
     let person = bot.person(user).await?;
-    let who = standing(bot, ws.row.owner.as_deref(), &person.id, member);
+    let who = standing(bot, ws.owner.as_deref(), &person.id, member);
     if let Err(refusal) = may_stop(bot.config.thread_access, who) {
         return Ok(refusal.to_string());
     }
