@@ -46,7 +46,7 @@ use crate::permissions::Standing;
 use crate::tasks::{Drained, Tasks};
 use crate::turns::TurnQueue;
 use client::Api;
-use sandpiper_agent::store::users::User;
+use sandpiper_agent::people::User;
 
 /// Why the Slack channel could not start. The operator fixes the configuration or the
 /// network and starts again.

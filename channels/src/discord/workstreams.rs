@@ -40,7 +40,7 @@ pub(super) async fn start_workstream(
     channel: ChannelId,
     owner: &str,
     parent: Option<ChannelId>,
-) -> Result<(), sandpiper_agent::store::StoreError> {
+) -> Result<(), sandpiper_agent::StoreError> {
     let parent = parent.map(workstream_key);
     bot.agent
         .open_workstream(&workstream_key(channel), Some(owner), parent.as_deref())

@@ -507,7 +507,7 @@ both_backends! {
             text("done again"),
         ]).await;
         let agent = harness::agent(with_servers(s.config.core.clone())).await;
-        let key = "t:subagent-connectors";
+        let key = "console:subagent-connectors";
         agent.store().ensure_workstream(key, Some("alice")).await.unwrap();
         agent.store().set_workstream_connectors(key, Some(&["u".to_owned()])).await.unwrap();
         run_approved(&agent, key, None).await;
