@@ -44,8 +44,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{ApprovalItem, Approver, Decision};
-use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
+use crate::protocol::{ApprovalItem, ApprovalStatus, Approver, Decision};
+use crate::store::approvals::{AllowedApprovers, ApprovalRecord};
 use crate::store::audit::CancelCause;
 use crate::store::{Store, StoreError};
 

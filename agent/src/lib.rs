@@ -63,4 +63,6 @@ pub mod watch;
 pub mod workstream;
 
 pub use config::Config;
+/// The store failed; what every narrow question to the agent can answer.
+pub use store::StoreError;
 pub use turn::{Agent, AgentError, ResumeRequest, TurnOutcome, TurnRequest, WorkstreamStatus};

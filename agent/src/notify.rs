@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::users::is_valid_username;
 
+/// A delivered notification, as the [`Ledger`] hands it back.
+pub use crate::store::notifications::SentNotification;
 pub use ledger::Ledger;
 
 /// Longest notification text, in characters.

@@ -5,8 +5,9 @@
 //! [`People`] is a cheap handle: [`Agent::people`](crate::Agent::people) gives one, and a
 //! command-line tool that has a store but no agent makes one with [`People::new`].
 
-use crate::store::memories::{Memory, Scope, Visibility};
-use crate::store::users::{IdentityError, User};
+/// What a person is and sees, re-exported so a channel names them here, not in the store.
+pub use crate::store::memories::{Memory, Scope, Visibility};
+pub use crate::store::users::{IdentityError, User};
 use crate::store::{Store, StoreError};
 
 /// A platform identity: who typed a command or wrote a message.

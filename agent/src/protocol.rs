@@ -234,6 +234,156 @@ pub struct ApprovalItem {
     pub preview: String,
 }
 
+/// Where an approval request stands. Stored as text in `tool_approvals.status`; the strings
+/// ([`ApprovalStatus::as_str`]) are the ones rows have always had, so old databases read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApprovalStatus {
+    /// Asked, nobody decided yet.
+    Pending,
+    /// A person approved the call.
+    Approved,
+    /// A person denied the call.
+    Denied,
+    /// A person approved the call and every later call of its tool in the workstream.
+    AlwaysAllowed,
+    /// Nobody decided within the approval timeout; the call did not run.
+    TimedOut,
+    /// The turn that asked was stopped or is gone; the call did not run.
+    Cancelled,
+    /// (A review) accepted with a note for the model.
+    Annotated,
+}
+
+impl ApprovalStatus {
+    /// The stored text (`pending`, `approved`, `denied`, `always`, `timed_out`, `cancelled`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::AlwaysAllowed => "always",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+            Self::Annotated => "annotated",
+        }
+    }
+
+    /// Whether the request still waits for a decision.
+    pub const fn is_pending(self) -> bool {
+        matches!(self, Self::Pending)
+    }
+
+    /// Whether a person decided it (approved, denied, always allowed or annotated), as
+    /// opposed to pending, timed out or cancelled.
+    pub const fn decided_by_person(self) -> bool {
+        matches!(
+            self,
+            Self::Approved | Self::Denied | Self::AlwaysAllowed | Self::Annotated
+        )
+    }
+}
+
+impl std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `tool_approvals.status` text no [`ApprovalStatus`] has: the row was written by something
+/// else (or a newer sandpiper). The caller reports the row as corrupt rather than guess.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown approval status `{0}`")]
+pub struct UnknownApprovalStatus(pub String);
+
+impl std::str::FromStr for ApprovalStatus {
+    type Err = UnknownApprovalStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "pending" => Self::Pending,
+            "approved" => Self::Approved,
+            "denied" => Self::Denied,
+            "always" => Self::AlwaysAllowed,
+            "timed_out" => Self::TimedOut,
+            "cancelled" => Self::Cancelled,
+            "annotated" => Self::Annotated,
+            other => return Err(UnknownApprovalStatus(other.to_owned())),
+        })
+    }
+}
+
+impl From<Verdict> for ApprovalStatus {
+    /// The status a person's decision is stored as.
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Approve => Self::Approved,
+            Verdict::Deny => Self::Denied,
+            Verdict::AlwaysAllow => Self::AlwaysAllowed,
+            Verdict::Annotate => Self::Annotated,
+        }
+    }
+}
+
+/// An approval request as a channel shows it: the item asked about, and what became of it. A
+/// card draws itself from these (after a restart too: [`Agent::approval`](crate::Agent::approval)
+/// reads one back), so a channel never sees the stored row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalView {
+    /// What is asked: the request id, the call, its header and preview.
+    pub item: ApprovalItem,
+    /// The workstream whose people decide it (a sub-agent's parent thread).
+    pub workstream: String,
+    /// The workstream's owner when it was asked (they may always decide it); `None` when it
+    /// had none, and for requests stored before approvers were kept.
+    pub owner: Option<String>,
+    /// Who started the turn that asked (a sandpiper user id), when known.
+    pub requested_by: Option<String>,
+    /// Where it stands.
+    pub status: ApprovalStatus,
+    /// Who decided (a username), when a person did.
+    pub decided_by: Option<String>,
+    /// When it was decided or closed (unix ms).
+    pub decided_at: Option<i64>,
+    /// Through which path it was decided; `None` while pending, and for requests decided
+    /// before the path was kept.
+    pub decided_via: Option<DecisionPath>,
+    /// The note typed with the decision.
+    pub feedback: Option<String>,
+}
+
+impl ApprovalView {
+    /// A request just asked: pending, nobody decided yet.
+    pub fn pending(item: ApprovalItem, workstream: &str) -> Self {
+        Self {
+            item,
+            workstream: workstream.to_owned(),
+            owner: None,
+            requested_by: None,
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decided_at: None,
+            decided_via: None,
+            feedback: None,
+        }
+    }
+
+    /// Whether it was decided on the status page (its card says so).
+    pub fn decided_from_web(&self) -> bool {
+        self.decided_via == Some(DecisionPath::Web)
+    }
+}
+
+/// A workstream as a channel needs it: whose it is and whether it still answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkstreamView {
+    /// Its key (`discord:<thread id>`, `slack:<team>:<channel>:<ts>`, `console:<name>`).
+    pub key: String,
+    /// Who opened it (a sandpiper user id): they may stop, close and always-allow in it.
+    pub owner: Option<String>,
+    /// Closed for good (`/close`): the thread gets no more answers.
+    pub closed: bool,
+}
+
 /// What a person decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -332,6 +482,21 @@ impl DecisionPath {
             Self::Resumed => "resumed",
             Self::Automatic => "automatic",
         }
+    }
+
+    /// The path a stored text names; `None` for a text no path has (a row written by
+    /// something else).
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::Button,
+            Self::NoteDialog,
+            Self::Console,
+            Self::Web,
+            Self::Resumed,
+            Self::Automatic,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == text)
     }
 }
 

@@ -4,7 +4,9 @@
 
 use crate::Agent;
 use crate::config::ServerConfig;
-use crate::store::web_access::{LINK_LIFETIME_MS, WebIdentity};
+use crate::store::web_access::LINK_LIFETIME_MS;
+/// Who a sign-in link signs in, re-exported for the channel that asks for one.
+pub use crate::store::web_access::WebIdentity;
 use crate::store::{Store, StoreError};
 
 /// The path a sign-in link opens, before its token.

@@ -23,6 +23,8 @@ pub mod spec;
 pub mod value;
 pub mod verdict;
 
+/// A stored watch and why a command on one failed, as [`Agent`](crate::Agent) hands them back.
+pub use crate::store::watches::{WatchError, WatchRecord};
 pub use condition::{Condition, ConditionError, Poll};
 pub use eval::EvalError;
 pub use runner::{Delivery, Dispatch, DispatchError, WatchRunner};

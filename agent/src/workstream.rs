@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use crate::model::Message;
 use crate::store::{Store, StoreError};
 use crate::tools::FilesRead;
-pub use key::{KeyPlatform, WorkstreamKey};
+pub use key::{KeyPattern, KeyPlatform, WorkstreamKey};
 pub use workdir::{WorkdirLayout, safe_name};
 
 /// Fewest messages the history grows by at once (see [`Workstream::append`]).

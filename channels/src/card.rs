@@ -8,8 +8,7 @@
 
 use sandpiper_agent::Agent;
 use sandpiper_agent::approvals::AskingTurn;
-use sandpiper_agent::protocol::{ApprovalItem, ApprovalKind};
-use sandpiper_agent::store::approvals::{ApprovalRecord, ApprovalStatus};
+use sandpiper_agent::protocol::{ApprovalItem, ApprovalKind, ApprovalStatus, ApprovalView};
 
 use crate::visible;
 
@@ -27,7 +26,7 @@ pub const PREVIEW_LINES: usize = 40;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalCard {
     /// One row per request, in call order.
-    pub rows: Vec<ApprovalRecord>,
+    pub rows: Vec<ApprovalView>,
     /// What the card says about the turn that asked, when it is not simply waiting.
     pub turn: Option<TurnNote>,
 }
@@ -91,24 +90,7 @@ impl ApprovalCard {
         Self {
             rows: items
                 .iter()
-                .map(|i| ApprovalRecord {
-                    id: i.request_id.clone(),
-                    kind: i.kind,
-                    workstream: workstream.to_owned(),
-                    call_id: i.call_id.clone(),
-                    tool: i.name.clone(),
-                    header: i.header.clone(),
-                    preview: i.preview.clone(),
-                    requested_by: None,
-                    status: ApprovalStatus::Pending,
-                    decided_by: None,
-                    feedback: None,
-                    decided_at: None,
-                    created_at: 0,
-                    fingerprint: None,
-                    approvers: None,
-                    decided_via: None,
-                })
+                .map(|i| ApprovalView::pending(i.clone(), workstream))
                 .collect(),
             turn: None,
         }
@@ -125,9 +107,10 @@ impl ApprovalCard {
         self
     }
 
-    /// Replaces the row of `record.id` with `record`.
-    pub fn update(&mut self, record: &ApprovalRecord) {
-        if let Some(row) = self.rows.iter_mut().find(|r| r.id == record.id) {
+    /// Replaces the row of `record`'s request with `record`.
+    pub fn update(&mut self, record: &ApprovalView) {
+        let id = &record.item.request_id;
+        if let Some(row) = self.rows.iter_mut().find(|r| &r.item.request_id == id) {
             *row = record.clone();
         }
     }
@@ -139,12 +122,18 @@ impl ApprovalCard {
 
     /// Whether the card offers Approve all / Deny all: several tool calls, no review.
     pub fn offers_all(&self) -> bool {
-        self.is_batch() && self.rows.iter().all(|r| r.kind == ApprovalKind::ToolCall)
+        self.is_batch()
+            && self
+                .rows
+                .iter()
+                .all(|r| r.item.kind == ApprovalKind::ToolCall)
     }
 
     /// Whether the card asks for a review (a single review gate).
     pub fn is_review(&self) -> bool {
-        self.rows.iter().any(|r| r.kind == ApprovalKind::Review)
+        self.rows
+            .iter()
+            .any(|r| r.item.kind == ApprovalKind::Review)
     }
 
     /// The card of `ids` as stored now; `None` when none is stored or the store fails.
@@ -180,7 +169,7 @@ pub fn header(text: &str) -> String {
 
 /// What happened to a row, in words, e.g. `✅ Approved by alice at 14:03 UTC — note: "ok"`.
 /// `None` while pending.
-pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
+pub fn outcome_line(row: &ApprovalView, timeout: &str) -> Option<String> {
     let web = row.decided_from_web();
     let by = match (row.decided_by.as_deref(), web) {
         (Some(b), true) => format!(" by {b} from the status page"),
@@ -198,7 +187,7 @@ pub fn outcome_line(row: &ApprovalRecord, timeout: &str) -> Option<String> {
         .as_deref()
         .map(|f| format!(" — note: \"{f}\""))
         .unwrap_or_default();
-    let review = row.kind == ApprovalKind::Review;
+    let review = row.item.kind == ApprovalKind::Review;
     let line = match row.status {
         ApprovalStatus::Pending => return None,
         ApprovalStatus::Approved if review => format!("✅ Accepted{by}{at}{note}"),
@@ -237,6 +226,7 @@ pub fn human_duration(d: std::time::Duration) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use sandpiper_agent::protocol::DecisionPath;
 
     #[test]
     fn long_previews_are_cut_with_a_note_and_fences_cannot_escape() {
@@ -278,7 +268,7 @@ mod tests {
         assert_eq!(outcome_line(&row, "30 min"), None);
         row.status = ApprovalStatus::Denied;
         row.decided_by = Some("alice".into());
-        row.decided_via = Some("web".into());
+        row.decided_via = Some(DecisionPath::Web);
         let web = outcome_line(&row, "30 min").unwrap();
         assert!(web.contains("by alice from the status page"), "{web}");
         row.decided_via = None;

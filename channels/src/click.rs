@@ -184,7 +184,7 @@ async fn decide(
             let header = ApprovalCard::load(agent, &[request.to_owned()])
                 .await
                 .and_then(|c| c.rows.into_iter().next())
-                .map(|r| r.header)
+                .map(|r| r.item.header)
                 .unwrap_or_default();
             let dialog = CardButton::Note {
                 request: request.to_owned(),

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use sandpiper_agent::Agent;
 use sandpiper_agent::protocol::{ApproveAll, Approver};
-use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::workstream::KeyPattern;
 use sandpiper_agent::workstream::WorkstreamKey;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::config::{DiscordConfig, ShardRange};
 use sandpiper_agent::Agent;
-use sandpiper_agent::store::users::User;
-use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::people::User;
+use sandpiper_agent::workstream::KeyPattern;
 use sandpiper_agent::workstream::KeyPlatform;
 use sandpiper_agent::workstream::WorkstreamKey;
 use serenity::all::{ChannelId, GatewayIntents, Http, HttpBuilder, UserId};
@@ -117,7 +117,7 @@ impl Bot {
     async fn person(
         &self,
         user: &serenity::all::User,
-    ) -> Result<User, sandpiper_agent::store::StoreError> {
+    ) -> Result<User, sandpiper_agent::StoreError> {
         let name = user
             .global_name
             .clone()

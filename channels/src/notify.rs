@@ -8,14 +8,15 @@
 
 use std::sync::Arc;
 
+use sandpiper_agent::StoreError;
+use sandpiper_agent::notify::SentNotification;
 use sandpiper_agent::notify::{
     ChannelType, Ledger, MAX_PER_RECIPIENT, NotifyInputError, NotifyRequest, RECIPIENT_WINDOW_MS,
     Target, TargetStatus, attribution,
 };
 use sandpiper_agent::people::People;
-use sandpiper_agent::store::notifications::SentNotification;
-use sandpiper_agent::store::users::User;
-use sandpiper_agent::store::{StoreError, now_ms};
+use sandpiper_agent::people::User;
+use sandpiper_agent::store::now_ms;
 
 use crate::thread::{OutsideTurn, Starters, Work};
 

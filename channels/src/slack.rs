@@ -46,7 +46,7 @@ use crate::permissions::Standing;
 use crate::tasks::{Drained, Tasks};
 use crate::turns::TurnQueue;
 use client::Api;
-use sandpiper_agent::store::users::User;
+use sandpiper_agent::people::User;
 
 /// Why the Slack channel could not start. The operator fixes the configuration or the
 /// network and starts again.
@@ -128,7 +128,7 @@ impl Ctx {
     async fn standing(&self, slack_user: &str, workstream: &str) -> Option<(User, Standing)> {
         let user = self.person(slack_user).await?;
         let owner = match self.agent.workstream(workstream).await {
-            Ok(info) => info.and_then(|w| w.row.owner),
+            Ok(info) => info.and_then(|w| w.owner),
             Err(e) => {
                 tracing::warn!(error = %e, workstream, "cannot read the workstream");
                 return None;

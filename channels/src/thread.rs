@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use sandpiper_agent::cluster::{INTERRUPTED, Ownership};
 use sandpiper_agent::protocol::{Approver, TurnEvent, TurnSink};
-use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::workstream::KeyPattern;
 use sandpiper_agent::{Agent, AgentError, ResumeRequest, TurnRequest};
 use tokio_util::sync::CancellationToken;
 

@@ -18,8 +18,8 @@ use super::ledger::{self, Change};
 use crate::approvals::policy::{
     ClickAction, ClickContext, Clicker, Refusal, Ruling, chosen_grant, rule_on_click,
 };
-use crate::protocol::{Decision, DecisionPath};
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::protocol::{ApprovalStatus, ApprovalView, Decision, DecisionPath};
+use crate::store::approvals::ApprovalRecord;
 use crate::store::audit::CancelCause;
 use crate::{Agent, AgentError};
 
@@ -54,12 +54,12 @@ pub enum ClickOutcome {
     /// Decided; re-render the card from this record, saying where the turn that asked stands.
     Decided {
         /// The request as stored after the decision.
-        record: ApprovalRecord,
+        record: ApprovalView,
         /// Whether the turn got the decision or is no longer running.
         turn: AskingTurn,
     },
     /// The turn that asked is gone (stopped, or the thread moved on): the card should say so.
-    Gone(ApprovalRecord),
+    Gone(ApprovalView),
 }
 
 /// Where the turn that asked stands after a decision.
@@ -175,7 +175,10 @@ async fn steps(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, Stop> {
     record_decision(agent, &request, &decision, click.clicker.user_id, grant).await?;
     let turn = deliver(agent, &request, decision, turn).await?;
     let record = reread(agent, request).await?;
-    Ok(ClickOutcome::Decided { record, turn })
+    Ok(ClickOutcome::Decided {
+        record: record.into(),
+        turn,
+    })
 }
 
 /// The stored request the button names; a cancelled one answers at once that its turn is
@@ -184,7 +187,7 @@ async fn look_up(agent: &Agent, id: &str) -> Result<ApprovalRecord, Stop> {
     match agent.store().get_approval(id).await? {
         None => Err(Stop::answer(ClickOutcome::Unknown)),
         Some(r) if r.status == ApprovalStatus::Cancelled => {
-            Err(Stop::answer(ClickOutcome::Gone(r)))
+            Err(Stop::answer(ClickOutcome::Gone(r.into())))
         }
         Some(r) => Ok(r),
     }
@@ -321,7 +324,10 @@ async fn close_unheld(
             ledger::record(agent.store(), Change::TimedOut(request)).await?;
             let turn = interrupted_turn(agent, &request.workstream).await?;
             let record = reread(agent, request.clone()).await?;
-            Err(Stop::answer(ClickOutcome::Decided { record, turn }))
+            Err(Stop::answer(ClickOutcome::Decided {
+                record: record.into(),
+                turn,
+            }))
         }
         Unheld::Cancel => {
             let change = Change::Cancelled {
@@ -330,7 +336,7 @@ async fn close_unheld(
             };
             ledger::record(agent.store(), change).await?;
             let record = reread(agent, request.clone()).await?;
-            Err(Stop::answer(ClickOutcome::Gone(record)))
+            Err(Stop::answer(ClickOutcome::Gone(record.into())))
         }
     }
 }

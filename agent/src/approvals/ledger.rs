@@ -7,8 +7,8 @@
 //! a timeout race, the first write wins and the second is told nothing changed
 //! ([`Recorded::changed`]). An Always allow adds its grant in the same call.
 
-use crate::protocol::{ApprovalKind, Decision, Verdict};
-use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+use crate::protocol::{ApprovalKind, ApprovalStatus, Decision, Verdict};
+use crate::store::approvals::ApprovalRecord;
 use crate::store::audit::{AuditEvent, AuditKind, AutoReason, CancelCause, DecisionKind};
 use crate::store::{Store, StoreError};
 

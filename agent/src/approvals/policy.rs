@@ -8,8 +8,9 @@
 //! Every refusal is a [`Refusal`], whose `Display` is the one wording the clicker sees, on
 //! every platform and on the status page.
 
+use crate::protocol::ApprovalStatus;
 use crate::protocol::{ApprovalKind, Verdict};
-use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
+use crate::store::approvals::{AllowedApprovers, ApprovalRecord};
 
 /// What a button does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -401,6 +402,7 @@ fn offers_that_always_allow(
 mod tests {
     use super::super::Grant;
     use super::*;
+    use crate::protocol::ApprovalStatus;
     use pretty_assertions::assert_eq;
 
     /// `user_id` (also their username) holding `roles`, clicking where `approver_roles` are

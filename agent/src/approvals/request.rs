@@ -2,8 +2,8 @@
 //! fields a new request starts with (pending, undecided, a fresh id, its fingerprint) are
 //! written once rather than in every caller.
 
-use crate::protocol::ApprovalKind;
-use crate::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
+use crate::protocol::{ApprovalKind, ApprovalStatus};
+use crate::store::approvals::{AllowedApprovers, ApprovalRecord};
 
 /// A request about to be asked: what it is about; everything else starts empty.
 #[derive(Debug, Clone)]
@@ -32,8 +32,14 @@ pub struct NewRequest<'a> {
 impl NewRequest<'_> {
     /// The pending record, with a new request id.
     pub fn build(self) -> ApprovalRecord {
+        self.build_as(super::new_request_id())
+    }
+
+    /// The pending record under `id`, for a caller that must know the id beforehand (a test
+    /// that names the requests its pages and buttons refer to).
+    pub fn build_as(self, id: String) -> ApprovalRecord {
         ApprovalRecord {
-            id: super::new_request_id(),
+            id,
             kind: self.kind,
             workstream: self.workstream.to_owned(),
             call_id: self.call_id,

@@ -118,8 +118,9 @@ impl Approver for StoredDecisions {
 mod tests {
     use super::*;
     use crate::approvals::ledger::{self, Change};
+    use crate::protocol::ApprovalStatus;
     use crate::protocol::Verdict;
-    use crate::store::approvals::{ApprovalRecord, ApprovalStatus};
+    use crate::store::approvals::ApprovalRecord;
     use pretty_assertions::assert_eq;
 
     fn call(id: &str) -> ToolCall {

@@ -1,101 +1,8 @@
 //! The `tool_approvals` table (every approval request and its decision, so that a platform
 //! button can be checked against the stored request) and `tool_grants` (always-allow).
 
-use std::fmt;
-use std::str::FromStr;
-
 use super::{Store, StoreError, now_ms};
-use crate::protocol::{ApprovalKind, Verdict};
-
-/// Where an approval request stands. Stored as text in `tool_approvals.status`; the strings
-/// ([`ApprovalStatus::as_str`]) are the ones rows have always had, so old databases read back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ApprovalStatus {
-    /// Asked, nobody decided yet.
-    Pending,
-    /// A person approved the call.
-    Approved,
-    /// A person denied the call.
-    Denied,
-    /// A person approved the call and every later call of its tool in the workstream.
-    AlwaysAllowed,
-    /// Nobody decided within the approval timeout; the call did not run.
-    TimedOut,
-    /// The turn that asked was stopped or is gone; the call did not run.
-    Cancelled,
-    /// (A review) accepted with a note for the model.
-    Annotated,
-}
-
-impl ApprovalStatus {
-    /// The stored text (`pending`, `approved`, `denied`, `always`, `timed_out`, `cancelled`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::AlwaysAllowed => "always",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-            Self::Annotated => "annotated",
-        }
-    }
-
-    /// Whether the request still waits for a decision.
-    pub const fn is_pending(self) -> bool {
-        matches!(self, Self::Pending)
-    }
-
-    /// Whether a person decided it (approved, denied, always allowed or annotated), as
-    /// opposed to pending, timed out or cancelled.
-    pub const fn decided_by_person(self) -> bool {
-        matches!(
-            self,
-            Self::Approved | Self::Denied | Self::AlwaysAllowed | Self::Annotated
-        )
-    }
-}
-
-impl fmt::Display for ApprovalStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A `tool_approvals.status` text no [`ApprovalStatus`] has: the row was written by something
-/// else (or a newer sandpiper). The caller reports the row as corrupt rather than guess.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown approval status `{0}`")]
-pub struct UnknownApprovalStatus(pub String);
-
-impl FromStr for ApprovalStatus {
-    type Err = UnknownApprovalStatus;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "pending" => Self::Pending,
-            "approved" => Self::Approved,
-            "denied" => Self::Denied,
-            "always" => Self::AlwaysAllowed,
-            "timed_out" => Self::TimedOut,
-            "cancelled" => Self::Cancelled,
-            "annotated" => Self::Annotated,
-            other => return Err(UnknownApprovalStatus(other.to_owned())),
-        })
-    }
-}
-
-impl From<Verdict> for ApprovalStatus {
-    /// The status a person's decision is stored as.
-    fn from(v: Verdict) -> Self {
-        match v {
-            Verdict::Approve => Self::Approved,
-            Verdict::Deny => Self::Denied,
-            Verdict::AlwaysAllow => Self::AlwaysAllowed,
-            Verdict::Annotate => Self::Annotated,
-        }
-    }
-}
+use crate::protocol::{ApprovalKind, ApprovalStatus, ApprovalView, UnknownApprovalStatus, Verdict};
 
 /// Who may decide a request, as it stood when the request was asked. Stored with the request
 /// (`tool_approvals.approvers`, JSON) so that a click is judged the same on every node, whatever
@@ -110,50 +17,52 @@ pub struct AllowedApprovers {
     pub roles: Vec<String>,
 }
 
-/// A stored approval request.
+/// A stored approval request. Its fields are the approval engine's: outside the crate it is
+/// passed around whole (to [`ledger::record`](crate::approvals::ledger::record)) and read as an
+/// [`ApprovalView`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRecord {
     /// Request id (what buttons name).
-    pub id: String,
+    pub(crate) id: String,
     /// A tool call or a review gate.
-    pub kind: ApprovalKind,
+    pub(crate) kind: ApprovalKind,
     /// Workstream key.
-    pub workstream: String,
+    pub(crate) workstream: String,
     /// The tool call it is about.
-    pub call_id: String,
+    pub(crate) call_id: String,
     /// Tool name.
-    pub tool: String,
+    pub(crate) tool: String,
     /// One line naming the call.
-    pub header: String,
+    pub(crate) header: String,
     /// Preview shown to the approver.
-    pub preview: String,
+    pub(crate) preview: String,
     /// Who started the turn.
-    pub requested_by: Option<String>,
+    pub(crate) requested_by: Option<String>,
     /// Where the request stands.
-    pub status: ApprovalStatus,
+    pub(crate) status: ApprovalStatus,
     /// Who decided.
-    pub decided_by: Option<String>,
+    pub(crate) decided_by: Option<String>,
     /// Feedback typed with the decision.
-    pub feedback: Option<String>,
+    pub(crate) feedback: Option<String>,
     /// When it was decided (unix ms).
-    pub decided_at: Option<i64>,
+    pub(crate) decided_at: Option<i64>,
     /// When it was asked (unix ms); set by the store.
-    pub created_at: i64,
+    pub(crate) created_at: i64,
     /// sha256 (hex) of the tool name and its arguments
     /// ([`fingerprint`](crate::approvals::fingerprint)); `None` on rows older than it.
-    pub fingerprint: Option<String>,
+    pub(crate) fingerprint: Option<String>,
     /// Who may decide, as at ask time; `None` on rows older than it (clicks then fall back to
     /// the configuration).
-    pub approvers: Option<AllowedApprovers>,
+    pub(crate) approvers: Option<AllowedApprovers>,
     /// How it was decided ([`DecisionPath::as_str`](crate::protocol::DecisionPath::as_str):
     /// `button`, `web`, …); `None` while pending, and for rows decided before it was kept.
-    pub decided_via: Option<String>,
+    pub(crate) decided_via: Option<String>,
 }
 
 impl ApprovalRecord {
-    /// Whether it was decided on the status page (its card says so).
-    pub fn decided_from_web(&self) -> bool {
-        self.decided_via.as_deref() == Some(crate::protocol::DecisionPath::Web.as_str())
+    /// The request as a channel (or the status page) shows it.
+    pub fn view(&self) -> ApprovalView {
+        self.clone().into()
     }
 
     /// The person's decision this row holds; `None` while it is pending, and for a row the
@@ -172,6 +81,34 @@ impl ApprovalRecord {
         let mut decision = crate::protocol::Decision::new(verdict, self.feedback.clone());
         decision.decided_by = self.decided_by.clone();
         Some(decision)
+    }
+}
+
+impl From<ApprovalRecord> for ApprovalView {
+    /// A `decided_via` text no [`DecisionPath`](crate::protocol::DecisionPath) has reads as
+    /// unknown (`None`), as on rows decided before the path was kept.
+    fn from(r: ApprovalRecord) -> Self {
+        ApprovalView {
+            item: crate::protocol::ApprovalItem {
+                request_id: r.id,
+                kind: r.kind,
+                call_id: r.call_id,
+                name: r.tool,
+                header: r.header,
+                preview: r.preview,
+            },
+            workstream: r.workstream,
+            owner: r.approvers.and_then(|a| a.owner),
+            requested_by: r.requested_by,
+            status: r.status,
+            decided_by: r.decided_by,
+            decided_at: r.decided_at,
+            decided_via: r
+                .decided_via
+                .as_deref()
+                .and_then(crate::protocol::DecisionPath::parse),
+            feedback: r.feedback,
+        }
     }
 }
 
@@ -607,6 +544,69 @@ mod tests {
         let stored = store.get_approval("ap2").await.unwrap().unwrap();
         assert_eq!(stored.decided_via.as_deref(), Some("web"));
         assert_eq!(stored.decided_by.as_deref(), Some("bob"));
+    }
+
+    #[test]
+    fn a_record_is_shown_as_its_item_owner_and_decision() {
+        let record = |via: Option<&str>| ApprovalRecord {
+            id: "ap1".into(),
+            kind: ApprovalKind::ToolCall,
+            workstream: "discord:1".into(),
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            header: "bash: ls".into(),
+            preview: "ls".into(),
+            requested_by: Some("u2".into()),
+            status: ApprovalStatus::Denied,
+            decided_by: Some("alice".into()),
+            feedback: Some("no".into()),
+            decided_at: Some(7),
+            created_at: 3,
+            fingerprint: Some("ab".into()),
+            approvers: Some(AllowedApprovers {
+                owner: Some("u1".into()),
+                roles: vec!["ops".into()],
+            }),
+            decided_via: via.map(str::to_owned),
+        };
+        assert_eq!(
+            record(Some("web")).view(),
+            ApprovalView {
+                item: crate::protocol::ApprovalItem {
+                    request_id: "ap1".into(),
+                    kind: ApprovalKind::ToolCall,
+                    call_id: "c1".into(),
+                    name: "bash".into(),
+                    header: "bash: ls".into(),
+                    preview: "ls".into(),
+                },
+                workstream: "discord:1".into(),
+                owner: Some("u1".into()),
+                requested_by: Some("u2".into()),
+                status: ApprovalStatus::Denied,
+                decided_by: Some("alice".into()),
+                decided_at: Some(7),
+                decided_via: Some(crate::protocol::DecisionPath::Web),
+                feedback: Some("no".into()),
+            }
+        );
+        assert!(record(Some("web")).view().decided_from_web());
+        assert!(!record(Some("button")).view().decided_from_web());
+        // A path this sandpiper does not know, or none kept: not known, never a guess.
+        assert_eq!(record(Some("carrier pigeon")).view().decided_via, None);
+        assert_eq!(record(None).view().decided_via, None);
+        let mut old = record(None);
+        old.approvers = None;
+        assert_eq!(old.view().owner, None);
+    }
+
+    #[test]
+    fn decision_paths_read_back_from_their_stored_text() {
+        use crate::protocol::DecisionPath::{self, *};
+        for path in [Button, NoteDialog, Console, Web, Resumed, Automatic] {
+            assert_eq!(DecisionPath::parse(path.as_str()), Some(path));
+        }
+        assert_eq!(DecisionPath::parse("Web"), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Backend, Store, StoreError, now_ms};
-use crate::workstream::{KeyPlatform, WorkstreamKey};
+use crate::workstream::KeyPattern;
 
 /// Most active watches in one workstream.
 pub const MAX_ACTIVE_PER_WORKSTREAM: i64 = 5;
@@ -112,26 +112,6 @@ pub struct WatchRecord {
 
 /// How a message a watch wrote into its workstream starts; the depth guard counts them.
 pub const WATCH_MESSAGE_PREFIX: &str = "[watch ";
-
-/// Which workstreams a runner polls, by key: every workstream of a platform (a Discord or
-/// Slack node's), or one workstream (the console's).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyPattern {
-    /// Every workstream on this platform, sub-agents' children included.
-    Platform(KeyPlatform),
-    /// This workstream.
-    Exact(WorkstreamKey),
-}
-
-impl KeyPattern {
-    /// Whether `key` is one of these workstreams.
-    pub fn matches(&self, key: &str) -> bool {
-        match self {
-            KeyPattern::Platform(p) => key.starts_with(p.prefix()),
-            KeyPattern::Exact(k) => key.parse::<WorkstreamKey>().is_ok_and(|key| key == *k),
-        }
-    }
-}
 
 /// The watch named `which`, or else the one whose id starts with it.
 fn pick<'a>(watches: &'a [WatchRecord], which: &str) -> Result<&'a WatchRecord, WatchError> {

@@ -1,29 +1,40 @@
 //! The `workstreams` table: one row per conversation, keyed by the platform's thread key.
 
 use super::{Store, StoreError, now_ms};
+use crate::protocol::WorkstreamView;
 
-/// A stored workstream.
+/// A stored workstream. Outside the crate a workstream is a [`WorkstreamView`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkstreamRow {
+pub(crate) struct WorkstreamRow {
     /// Key such as `discord:<thread id>` or `console:<name>`.
-    pub key: String,
+    pub(crate) key: String,
     /// Who started it.
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
     /// Creation time (unix ms).
-    pub created_at: i64,
+    pub(crate) created_at: i64,
 }
 
 /// A workstream with its counters, for `/status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkstreamInfo {
+pub(crate) struct WorkstreamInfo {
     /// Key, owner, creation time.
-    pub row: WorkstreamRow,
+    pub(crate) row: WorkstreamRow,
     /// Prompt tokens used so far.
-    pub tokens_in: u64,
+    pub(crate) tokens_in: u64,
     /// Completion tokens used so far.
-    pub tokens_out: u64,
+    pub(crate) tokens_out: u64,
     /// When it was closed (unix ms), if it was.
-    pub closed_at: Option<i64>,
+    pub(crate) closed_at: Option<i64>,
+}
+
+impl From<WorkstreamInfo> for WorkstreamView {
+    fn from(info: WorkstreamInfo) -> Self {
+        WorkstreamView {
+            key: info.row.key,
+            owner: info.row.owner,
+            closed: info.closed_at.is_some(),
+        }
+    }
 }
 
 /// `key, owner, created_at, tokens_in, tokens_out, closed_at` as selected.
@@ -35,7 +46,7 @@ impl Store {
         &self,
         key: &str,
         owner: Option<&str>,
-    ) -> Result<WorkstreamRow, StoreError> {
+    ) -> Result<WorkstreamView, StoreError> {
         let channel = crate::connectors::channel_from_key(key);
         self.ensure_workstream_in(key, owner, channel.as_deref())
             .await
@@ -48,7 +59,7 @@ impl Store {
         key: &str,
         owner: Option<&str>,
         channel: Option<&str>,
-    ) -> Result<WorkstreamRow, StoreError> {
+    ) -> Result<WorkstreamView, StoreError> {
         let now = now_ms();
         sqlx::query(
             "INSERT INTO workstreams (key, owner, created_at, updated_at, channel) \
@@ -62,20 +73,20 @@ impl Store {
         .bind(channel)
         .execute(self.pool())
         .await?;
-        let (key, owner, created_at): (String, Option<String>, i64) =
-            sqlx::query_as("SELECT key, owner, created_at FROM workstreams WHERE key = $1")
+        let (key, owner, closed_at): (String, Option<String>, Option<i64>) =
+            sqlx::query_as("SELECT key, owner, closed_at FROM workstreams WHERE key = $1")
                 .bind(key)
                 .fetch_one(self.pool())
                 .await?;
-        Ok(WorkstreamRow {
+        Ok(WorkstreamView {
             key,
             owner,
-            created_at,
+            closed: closed_at.is_some(),
         })
     }
 
     /// A workstream's row, or `None` when there is no such workstream.
-    pub async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
+    pub(crate) async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
         let row: Option<InfoRow> = sqlx::query_as(
             "SELECT key, owner, created_at, tokens_in, tokens_out, closed_at FROM workstreams \
              WHERE key = $1",
@@ -164,5 +175,33 @@ mod tests {
         assert_eq!((info.tokens_in, info.tokens_out), (105, 21));
         assert!(info.closed_at.is_some());
         assert_eq!(store.workstream("nope").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_workstream_is_shown_as_its_key_owner_and_whether_it_is_closed() {
+        let store = Store::memory().await.unwrap();
+        let open = WorkstreamView {
+            key: "w".into(),
+            owner: Some("alice".into()),
+            closed: false,
+        };
+        assert_eq!(
+            store.ensure_workstream("w", Some("alice")).await.unwrap(),
+            open
+        );
+        let info = store.workstream("w").await.unwrap().unwrap();
+        assert_eq!(WorkstreamView::from(info), open);
+        store.close_workstream("w").await.unwrap();
+        let closed = WorkstreamView {
+            closed: true,
+            ..open
+        };
+        // A second open keeps the owner it had, and says it is closed.
+        assert_eq!(
+            store.ensure_workstream("w", Some("bob")).await.unwrap(),
+            closed
+        );
+        let info = store.workstream("w").await.unwrap().unwrap();
+        assert_eq!(WorkstreamView::from(info), closed);
     }
 }

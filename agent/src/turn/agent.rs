@@ -103,6 +103,10 @@ pub enum AgentError {
         /// The server's words.
         message: String,
     },
+    /// A sub-agent was asked for in a workstream whose key names nothing sandpiper makes (its
+    /// child could not be named); the parent's model is told, nothing else changes.
+    #[error("a sub-agent cannot run here: {0}")]
+    BadKey(#[from] crate::workstream::key::BadKey),
     /// The user's message is larger than `agent.max_message_bytes`; nothing was stored.
     #[error(
         "your message is {size} bytes; the limit is {limit} bytes (agent.max_message_bytes). \

@@ -22,6 +22,7 @@ use std::sync::Mutex;
 
 use crate::protocol::{ApprovalOutcome, SubAgentPhase, SubAgentStatus, TurnEvent, TurnSink};
 use crate::tools::{InTurn, ToolContext, ToolRegistry};
+use crate::workstream::WorkstreamKey;
 
 /// Which sub-agent runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +84,8 @@ impl SubAgentKind {
 }
 
 /// The workstream key of the sub-agent run by `call_id` in `parent`.
-pub fn child_key(parent: &str, kind: SubAgentKind, call_id: &str) -> String {
-    format!("{parent}/{}:{call_id}", kind.tool())
+pub fn child_key(parent: &WorkstreamKey, kind: SubAgentKind, call_id: &str) -> WorkstreamKey {
+    parent.child(kind.tool(), call_id)
 }
 
 /// Characters of a job's short title.
@@ -316,13 +317,19 @@ mod tests {
 
     #[test]
     fn child_keys_name_parent_tool_and_call() {
+        let key =
+            |parent: &str, kind, call| child_key(&parent.parse().unwrap(), kind, call).to_string();
         assert_eq!(
-            child_key("discord:1", SubAgentKind::Task, "c7"),
+            key("discord:1", SubAgentKind::Task, "c7"),
             "discord:1/task:c7"
         );
         assert_eq!(
-            child_key("console:x", SubAgentKind::Plan, "p"),
+            key("console:x", SubAgentKind::Plan, "p"),
             "console:x/plan:p"
+        );
+        assert_eq!(
+            key("console:x/task:c1", SubAgentKind::Task, "c2"),
+            "console:x/task:c1/task:c2"
         );
     }
 

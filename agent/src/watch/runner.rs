@@ -24,10 +24,11 @@ use tokio_util::sync::CancellationToken;
 use super::Poll;
 use super::verdict::{self, Fired, PollJudged, Verdict};
 use crate::Agent;
-use crate::store::watches::{KeyPattern, WatchRecord, WatchState};
+use crate::store::watches::{WatchRecord, WatchState};
 use crate::store::{Store, StoreError, now_ms};
 use crate::tools::bash::{self, Ran};
 use crate::tools::{NoOutput, ToolError};
+use crate::workstream::KeyPattern;
 
 /// Most watch-started turns in a row in one workstream without a person's message.
 pub const DEPTH_LIMIT: usize = 5;

@@ -69,6 +69,26 @@ impl KeyPlatform {
     }
 }
 
+/// Which workstreams a runner polls, by key: every workstream of a platform (a Discord or
+/// Slack node's), or one workstream (the console's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPattern {
+    /// Every workstream on this platform, sub-agents' children included.
+    Platform(KeyPlatform),
+    /// This workstream.
+    Exact(WorkstreamKey),
+}
+
+impl KeyPattern {
+    /// Whether `key` is one of these workstreams.
+    pub fn matches(&self, key: &str) -> bool {
+        match self {
+            KeyPattern::Platform(p) => key.starts_with(p.prefix()),
+            KeyPattern::Exact(k) => key.parse::<WorkstreamKey>().is_ok_and(|key| key == *k),
+        }
+    }
+}
+
 /// A key that names nothing sandpiper makes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}` is not a workstream key")]

@@ -6,8 +6,9 @@
 use maud::{DOCTYPE, Markup, html};
 use sandpiper_agent::approvals::ClickAction;
 use sandpiper_agent::model::Role;
+
+use sandpiper_agent::protocol;
 use sandpiper_agent::protocol::ApprovalKind;
-use sandpiper_agent::store::approvals::ApprovalRecord;
 
 use super::read_model::{
     ApprovalView, ClusterView, NodeView, Viewer, WorkstreamDetail, WorkstreamView,
@@ -90,14 +91,13 @@ fn decide_form(viewer: &Viewer, a: &ApprovalView) -> Markup {
 /// is shown only to a viewer the page lists it for; the decision itself is the engine's.
 pub(super) fn confirm_decision(
     viewer: &Viewer,
-    record: &ApprovalRecord,
+    record: &protocol::ApprovalView,
     code: &str,
     label: &str,
     note: Option<&str>,
 ) -> String {
     let shown = viewer.admin
-        || viewer.user_id.is_some()
-            && record.approvers.as_ref().and_then(|a| a.owner.as_ref()) == viewer.user_id.as_ref();
+        || viewer.user_id.is_some() && record.owner.as_ref() == viewer.user_id.as_ref();
     layout(
         "Confirm",
         Some(viewer),
@@ -105,14 +105,14 @@ pub(super) fn confirm_decision(
             section.card.confirm #confirm {
                 h1 { (label) "?" }
                 @if shown {
-                    p { b.tool { (record.tool) } " " span.header { (record.header) } }
-                    pre.preview { (record.preview) }
+                    p { b.tool { (record.item.name) } " " span.header { (record.item.header) } }
+                    pre.preview { (record.item.preview) }
                     p.meta { "in " code { (record.workstream) } }
                 } @else {
-                    p { "Request " code { (record.id) } }
+                    p { "Request " code { (record.item.request_id) } }
                 }
                 @if let Some(n) = note { p { "Note: " q { (n) } } }
-                form method="post" action={ "/approvals/" (record.id) "/decide" } {
+                form method="post" action={ "/approvals/" (record.item.request_id) "/decide" } {
                     input type="hidden" name="csrf" value=(viewer.csrf);
                     input type="hidden" name="action" value=(code);
                     @if let Some(n) = note { input type="hidden" name="note" value=(n); }
@@ -127,14 +127,19 @@ pub(super) fn confirm_decision(
 }
 
 /// What a confirmed decision did: the card's own words.
-pub(super) fn decided(viewer: &Viewer, record: &ApprovalRecord, line: &str, next: &str) -> String {
+pub(super) fn decided(
+    viewer: &Viewer,
+    record: &protocol::ApprovalView,
+    line: &str,
+    next: &str,
+) -> String {
     layout(
         "Decided",
         Some(viewer),
         html! {
-            section.card #decided data-request=(record.id) {
+            section.card #decided data-request=(record.item.request_id) {
                 h1 { "Decided" }
-                p { b.tool { (record.tool) } " " span.header { (record.header) } }
+                p { b.tool { (record.item.name) } " " span.header { (record.item.header) } }
                 p #outcome { (line) }
                 p { (next) }
                 p { a href="/" { "Back to the status page" } }

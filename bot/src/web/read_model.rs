@@ -393,7 +393,7 @@ pub(super) async fn workstream(
     key: &str,
 ) -> Result<Option<WorkstreamDetail>, StoreError> {
     let store = src.local.agent().store();
-    let Some(info) = store.workstream(key).await? else {
+    let Some(info) = src.local.agent().workstream(key).await? else {
         return Ok(None);
     };
     let overview = store
@@ -409,9 +409,9 @@ pub(super) async fn workstream(
     let mut names = Names::default();
     Ok(Some(WorkstreamDetail {
         key: key.to_owned(),
-        owner: names.of(src, info.row.owner.as_deref()).await,
+        owner: names.of(src, info.owner.as_deref()).await,
         thread_url: thread_url(key, src.discord_guild),
-        closed: info.closed_at.is_some(),
+        closed: info.closed,
         tokens: overview.tokens_in.saturating_add(overview.tokens_out),
         messages,
         live,

@@ -461,35 +461,29 @@ impl Page {
         owner: &str,
         kind: sandpiper_agent::protocol::ApprovalKind,
     ) {
-        use sandpiper_agent::store::approvals::{AllowedApprovers, ApprovalRecord, ApprovalStatus};
+        use sandpiper_agent::approvals::NewRequest;
+        use sandpiper_agent::store::approvals::AllowedApprovers;
         self.agent
             .store()
             .ensure_workstream(workstream, Some(owner))
             .await
             .unwrap();
-        let call = format!("call-{id}");
         let args = serde_json::json!({ "command": "ls" });
-        let request = ApprovalRecord {
-            id: id.into(),
+        let request = NewRequest {
             kind,
-            workstream: workstream.into(),
-            call_id: call,
-            tool: "bash".into(),
+            workstream,
+            call_id: format!("call-{id}"),
+            tool: "bash",
             header: "bash: ls".into(),
             preview: "ls".into(),
-            requested_by: Some(owner.into()),
-            status: ApprovalStatus::Pending,
-            decided_by: None,
-            feedback: None,
-            decided_at: None,
-            created_at: 0,
-            fingerprint: Some(sandpiper_agent::approvals::fingerprint("bash", &args)),
-            approvers: Some(AllowedApprovers {
+            requested_by: Some(owner),
+            fingerprint: sandpiper_agent::approvals::fingerprint("bash", &args),
+            approvers: AllowedApprovers {
                 owner: Some(owner.into()),
                 roles: vec!["ops".into()],
-            }),
-            decided_via: None,
-        };
+            },
+        }
+        .build_as(id.into());
         let asked = [request];
         sandpiper_agent::approvals::ledger::record(
             self.agent.store(),
@@ -499,8 +493,8 @@ impl Page {
         .unwrap();
     }
 
-    async fn status_of(&self, id: &str) -> sandpiper_agent::store::approvals::ApprovalRecord {
-        self.agent.store().get_approval(id).await.unwrap().unwrap()
+    async fn status_of(&self, id: &str) -> sandpiper_agent::protocol::ApprovalView {
+        self.agent.approval(id).await.unwrap().unwrap()
     }
 }
 
@@ -509,8 +503,8 @@ impl Page {
 /// every POST.
 #[tokio::test]
 async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
+    use sandpiper_agent::protocol::ApprovalStatus;
     use sandpiper_agent::protocol::{ApprovalKind, Verdict};
-    use sandpiper_agent::store::approvals::ApprovalStatus;
     let page = page().await;
     let owner = page.user("owner").await;
     let approver = page.user("approver").await;
@@ -644,7 +638,10 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
     );
     let one = page.status_of("ap_one").await;
     assert_eq!(one.status, ApprovalStatus::Denied);
-    assert_eq!(one.decided_via.as_deref(), Some("web"));
+    assert_eq!(
+        one.decided_via,
+        Some(sandpiper_agent::protocol::DecisionPath::Web)
+    );
     assert_eq!(one.feedback.as_deref(), Some("use staging"));
     // Once decided, nobody decides it again.
     let (status, body) = page
@@ -721,7 +718,7 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
 #[tokio::test]
 async fn a_review_is_accepted_rejected_or_annotated_from_the_page() {
     use sandpiper_agent::protocol::ApprovalKind;
-    use sandpiper_agent::store::approvals::ApprovalStatus;
+    use sandpiper_agent::protocol::ApprovalStatus;
     let page = page().await;
     let owner = page.user("owner").await;
     page.pending("ap_plan", "discord:51", &owner, ApprovalKind::Review)

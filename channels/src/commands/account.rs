@@ -6,8 +6,7 @@
 use std::fmt::Write as _;
 
 use sandpiper_agent::people::People;
-use sandpiper_agent::store::memories::{Scope, Visibility};
-use sandpiper_agent::store::users::{IdentityError, User};
+use sandpiper_agent::people::{IdentityError, Scope, User, Visibility};
 
 /// The person a command is about: a platform identity.
 pub use sandpiper_agent::people::Identity as Person;
@@ -20,7 +19,7 @@ pub enum AccountError {
     Identity(#[from] IdentityError),
     /// The database failed.
     #[error(transparent)]
-    Store(#[from] sandpiper_agent::store::StoreError),
+    Store(#[from] sandpiper_agent::StoreError),
     /// Bad command-line input.
     #[error("{0}")]
     Usage(String),

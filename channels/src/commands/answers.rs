@@ -151,7 +151,7 @@ async fn compact(agent: &Agent, who: Person<'_>, workstream: &str, at: Where<'_>
         Err(e) => return format!("compact: {e}"),
     };
     let owner = match agent.workstream(workstream).await {
-        Ok(Some(info)) => info.row.owner,
+        Ok(Some(info)) => info.owner,
         Ok(None) => return format!("No workstream `{workstream}` yet."),
         Err(e) => return format!("compact failed: {e}"),
     };

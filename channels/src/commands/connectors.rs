@@ -46,7 +46,7 @@ async fn run(
     action: &ConnectorsAction,
     scope: PolicyScope,
     at: At<'_>,
-) -> Result<String, sandpiper_agent::store::StoreError> {
+) -> Result<String, sandpiper_agent::StoreError> {
     // Typed in a channel rather than a thread: the channel is what there is to change.
     let scope = match (scope, at.workstream, at.channel) {
         (PolicyScope::Thread, None, Some(_)) => PolicyScope::Channel,
@@ -67,7 +67,7 @@ async fn run(
                     p = at.prefix
                 ));
             };
-            let owner = agent.workstream(ws).await?.and_then(|w| w.row.owner);
+            let owner = agent.workstream(ws).await?.and_then(|w| w.owner);
             if !at.admin && owner.as_deref() != Some(at.user_id) {
                 return Ok(
                     "🚫 Only the person who started this thread, or an admin, can change its \
@@ -113,7 +113,7 @@ async fn show(
     agent: &Agent,
     scope: PolicyScope,
     at: At<'_>,
-) -> Result<String, sandpiper_agent::store::StoreError> {
+) -> Result<String, sandpiper_agent::StoreError> {
     let view = match (scope, at.workstream, at.channel) {
         (PolicyScope::Thread, Some(ws), _) => agent.workstream_connectors(ws).await?,
         (_, _, Some(channel)) => agent.channel_connectors(channel).await?,

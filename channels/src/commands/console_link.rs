@@ -2,7 +2,7 @@
 //! them (admins of the bot as admins), answered privately (an ephemeral reply).
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::store::web_access::WebIdentity;
+use sandpiper_agent::sign_in::WebIdentity;
 
 use crate::commands::account::{self, Person};
 

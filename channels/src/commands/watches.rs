@@ -7,9 +7,10 @@
 //! for anyone who can use commands in the thread.
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::store::watches::{KeyPattern, WatchError};
+use sandpiper_agent::watch::WatchError;
 use sandpiper_agent::watch::runner::{Delivery, Dispatch, DispatchError};
 use sandpiper_agent::watch::{self};
+use sandpiper_agent::workstream::KeyPattern;
 
 use crate::commands::WatchAction;
 use crate::thread::{OutsideTurn, StartError, Starters, Work};
@@ -97,11 +98,11 @@ async fn may_change(
     agent: &Agent,
     ws: &str,
     at: At<'_>,
-) -> Result<Option<String>, sandpiper_agent::store::StoreError> {
+) -> Result<Option<String>, sandpiper_agent::StoreError> {
     if at.admin {
         return Ok(None);
     }
-    let owner = agent.workstream(ws).await?.and_then(|w| w.row.owner);
+    let owner = agent.workstream(ws).await?.and_then(|w| w.owner);
     Ok((owner.as_deref() != Some(at.user_id)).then(|| {
         "🚫 Only the person who started this thread, or an admin, can cancel or resume its \
          watches."

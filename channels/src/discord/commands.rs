@@ -105,12 +105,8 @@ pub(super) async fn on_command(
                     .await;
             };
             let person = bot.person(&c.user).await?;
-            let who = workstreams::standing(
-                bot,
-                ws.row.owner.as_deref(),
-                &person.id,
-                c.member.as_deref(),
-            );
+            let who =
+                workstreams::standing(bot, ws.owner.as_deref(), &person.id, c.member.as_deref());
             if let Err(refusal) = crate::permissions::may_close(who) {
                 return reply.send(Reply::Private(refusal.to_string())).await;
             }
@@ -136,7 +132,7 @@ pub(super) async fn on_command(
             let channel = match &ws {
                 // A thread opened before parents were recorded learns its parent here.
                 Some(w) => match (
-                    bot.agent.workstream_connectors(&w.row.key).await?.channel,
+                    bot.agent.workstream_connectors(&w.key).await?.channel,
                     parent,
                 ) {
                     (Some(known), _) => Some(known),
@@ -154,7 +150,7 @@ pub(super) async fn on_command(
                 None => None,
             };
             let at = crate::commands::connectors::At {
-                workstream: ws.as_ref().map(|w| w.row.key.as_str()),
+                workstream: ws.as_ref().map(|w| w.key.as_str()),
                 channel: channel.as_deref(),
                 user_id: &person.id,
                 admin: is_bot_admin(c.member.as_deref(), &bot.config.admin_roles),
@@ -175,7 +171,7 @@ pub(super) async fn on_command(
                     .any(|r| bot.config.approver_roles.contains(&r.to_string()))
             });
             let at = Where {
-                workstream: ws.as_ref().map(|w| w.row.key.as_str()),
+                workstream: ws.as_ref().map(|w| w.key.as_str()),
                 prefix: "/",
                 admin: is_bot_admin(c.member.as_deref(), &bot.config.admin_roles),
                 approver,

@@ -163,7 +163,7 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
 async fn in_thread(
     bot: &Arc<Bot>,
     msg: Message,
-    ws: sandpiper_agent::store::workstreams::WorkstreamInfo,
+    ws: sandpiper_agent::protocol::WorkstreamView,
 ) -> Result<(), sandpiper_agent::AgentError> {
     let me = bot.me.get().copied();
     let mentioned = msg.mentions.iter().any(|u| Some(u.id) == me);
@@ -173,12 +173,12 @@ async fn in_thread(
         return Ok(());
     }
     let author = bot.person(&msg.author).await?;
-    if ws.closed_at.is_some() {
+    if ws.closed {
         let text = Refusal::ThreadClosed.to_string();
         tell_once(bot, msg.channel_id, msg.author.id.get(), &text).await;
         return Ok(());
     }
-    let owner = ws.row.owner.as_deref();
+    let owner = ws.owner.as_deref();
     let who = Standing {
         owner: owner == Some(author.id.as_str()),
         ..Standing::default()

@@ -114,7 +114,7 @@ impl ClickPlace for DiscordClick<'_> {
             .workstream(workstream)
             .await
             .map_err(|e| e.to_string())?
-            .and_then(|w| w.row.owner);
+            .and_then(|w| w.owner);
         Ok(workstreams::standing(
             self.bot,
             owner.as_deref(),

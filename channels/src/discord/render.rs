@@ -3,7 +3,7 @@
 //! empty on every body.
 
 use sandpiper_agent::approvals::ClickAction;
-use sandpiper_agent::store::approvals::ApprovalStatus;
+use sandpiper_agent::protocol::ApprovalStatus;
 
 use sandpiper_agent::workstream::WorkstreamKey;
 
@@ -181,9 +181,13 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
                 text.to_owned()
             }
         };
-        let mut description = format!("`{}`", inline(&row.header));
-        if !row.preview.trim().is_empty() && row.preview.trim() != row.header.trim() {
-            description.push_str(&format!("\n```\n{}\n```", preview(row.preview.trim_end())));
+        let mut description = format!("`{}`", inline(&row.item.header));
+        if !row.item.preview.trim().is_empty() && row.item.preview.trim() != row.item.header.trim()
+        {
+            description.push_str(&format!(
+                "\n```\n{}\n```",
+                preview(row.item.preview.trim_end())
+            ));
         }
         let colour = match row.status {
             ApprovalStatus::Pending => 0xF1C40F,
@@ -198,16 +202,16 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         }
         embeds.push(
             CreateEmbed::new()
-                .title(label(&row.tool))
+                .title(label(&row.item.name))
                 .description(description)
                 .colour(colour),
         );
         let done = !row.status.is_pending();
-        let buttons = ClickAction::for_kind(row.kind)
+        let buttons = ClickAction::for_kind(row.item.kind)
             .iter()
             .map(|&action| {
                 let id = CardButton::Decide {
-                    request: row.id.clone(),
+                    request: row.item.request_id.clone(),
                     action,
                 };
                 CreateButton::new(id.to_string())
@@ -221,8 +225,11 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         // of four stays within Discord's five rows.
         if !done
             && card.rows.len() == 1
-            && let Some((pattern, text)) =
-                CardButton::always_allow_pattern(&row.id, &row.tool, &row.preview)
+            && let Some((pattern, text)) = CardButton::always_allow_pattern(
+                &row.item.request_id,
+                &row.item.name,
+                &row.item.preview,
+            )
         {
             components.push(CreateActionRow::Buttons(vec![
                 CreateButton::new(pattern.to_string())
@@ -236,13 +243,13 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
         && let Some(first) = card.rows.first()
     {
         last_row.push(
-            CreateButton::new(all_id(&first.id, true).to_string())
+            CreateButton::new(all_id(&first.item.request_id, true).to_string())
                 .label("Approve all")
                 .style(ButtonStyle::Success)
                 .disabled(pending == 0),
         );
         last_row.push(
-            CreateButton::new(all_id(&first.id, false).to_string())
+            CreateButton::new(all_id(&first.item.request_id, false).to_string())
                 .label("Deny all")
                 .style(ButtonStyle::Danger)
                 .disabled(pending == 0),
@@ -258,7 +265,7 @@ pub fn card(card: &ApprovalCard, timeout: &str) -> Body {
             last_row.push(
                 CreateButton::new(
                     CardButton::Resume {
-                        request: first.id.clone(),
+                        request: first.item.request_id.clone(),
                     }
                     .to_string(),
                 )

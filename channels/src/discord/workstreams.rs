@@ -40,7 +40,7 @@ pub(super) async fn start_workstream(
     channel: ChannelId,
     owner: &str,
     parent: Option<ChannelId>,
-) -> Result<(), sandpiper_agent::store::StoreError> {
+) -> Result<(), sandpiper_agent::StoreError> {
     let parent = parent.map(workstream_key);
     bot.agent
         .open_workstream(&workstream_key(channel), Some(owner), parent.as_deref())
@@ -92,7 +92,7 @@ pub(super) async fn stop(
         return Ok("There is no workstream in this channel.".into());
     };
     let person = bot.person(user).await?;
-    let who = standing(bot, ws.row.owner.as_deref(), &person.id, member);
+    let who = standing(bot, ws.owner.as_deref(), &person.id, member);
     if let Err(refusal) = may_stop(bot.config.thread_access, who) {
         return Ok(refusal.to_string());
     }

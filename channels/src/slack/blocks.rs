@@ -142,23 +142,26 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
     let mut blocks = vec![section(&title)];
     let mut fallback = vec![title.clone()];
     for row in &card.rows {
-        let header: String = header(&row.header).chars().take(HEADER_LIMIT).collect();
+        let header: String = header(&row.item.header)
+            .chars()
+            .take(HEADER_LIMIT)
+            .collect();
         // Headers usually name the tool already ("bash: ls").
         let shown_header = header
-            .strip_prefix(&format!("{}: ", row.tool))
+            .strip_prefix(&format!("{}: ", row.item.name))
             .unwrap_or(&header);
-        let mut text = format!("*{}* — {}", escape(&row.tool), escape(shown_header));
-        let shown = preview(&row.preview);
+        let mut text = format!("*{}* — {}", escape(&row.item.name), escape(shown_header));
+        let shown = preview(&row.item.preview);
         if !shown.trim().is_empty() && shown.trim() != shown_header.trim() {
             text.push_str(&format!("\n```\n{}\n```", escape(&shown)));
         }
         let mut block = section(&text);
-        block["block_id"] = json!(format!("{ROW_PREFIX}{}", row.id));
+        block["block_id"] = json!(format!("{ROW_PREFIX}{}", row.item.request_id));
         blocks.push(block);
         match outcome_line(row, timeout) {
             None => {
-                let id = &row.id;
-                let mut elements: Vec<Value> = ClickAction::for_kind(row.kind)
+                let id = &row.item.request_id;
+                let mut elements: Vec<Value> = ClickAction::for_kind(row.item.kind)
                     .iter()
                     .map(|&action| {
                         let b = CardButton::Decide {
@@ -169,7 +172,7 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
                     })
                     .collect();
                 if let Some((pattern, label)) =
-                    CardButton::always_allow_pattern(id, &row.tool, &row.preview)
+                    CardButton::always_allow_pattern(id, &row.item.name, &row.item.preview)
                 {
                     elements.push(button(&label, &pattern.to_string(), id, None));
                 }
@@ -178,19 +181,23 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
                     "block_id": format!("ap_act:{id}"),
                     "elements": elements,
                 }));
-                fallback.push(format!("{} — {}", escape(&row.tool), escape(&header)));
+                fallback.push(format!("{} — {}", escape(&row.item.name), escape(&header)));
             }
             Some(outcome) => {
                 blocks.push(json!({
                     "type": "context",
                     "elements": [{"type": "mrkdwn", "text": escape(&outcome)}],
                 }));
-                fallback.push(format!("{}: {}", escape(&row.tool), escape(&outcome)));
+                fallback.push(format!("{}: {}", escape(&row.item.name), escape(&outcome)));
             }
         }
     }
     if card.offers_all() && pending > 0 {
-        let ids: Vec<&str> = card.rows.iter().map(|r| r.id.as_str()).collect();
+        let ids: Vec<&str> = card
+            .rows
+            .iter()
+            .map(|r| r.item.request_id.as_str())
+            .collect();
         let first = ids.first().copied().unwrap_or_default();
         let value = ids.join(",");
         blocks.push(json!({
@@ -218,10 +225,10 @@ pub(super) fn card(card: &ApprovalCard, timeout: &str) -> Content {
                 "elements": [button(
                     RESUME_LABEL,
                     &CardButton::Resume {
-                        request: first.id.clone(),
+                        request: first.item.request_id.clone(),
                     }
                     .to_string(),
-                    &first.id,
+                    &first.item.request_id,
                     Some("primary"),
                 )],
             }));
@@ -303,7 +310,7 @@ pub(super) const NOTE_BLOCK: &str = "note";
 mod tests {
     use super::*;
     use sandpiper_agent::protocol::ApprovalItem;
-    use sandpiper_agent::store::approvals::ApprovalStatus;
+    use sandpiper_agent::protocol::ApprovalStatus;
 
     fn item(n: usize) -> ApprovalItem {
         ApprovalItem {

@@ -254,7 +254,7 @@ async fn latest(ctx: &Ctx, team: &str, channel: &str) -> Option<String> {
         .rev()
     {
         if let Ok(Some(info)) = ctx.agent.workstream(&key).await
-            && info.closed_at.is_none()
+            && !info.closed
         {
             return Some(key);
         }

@@ -140,13 +140,13 @@ pub(crate) async fn converse(
     };
     let addressed = may_start || text.contains(&format!("<@{}>", ctx.bot_user));
     if let Some(info) = &info {
-        if info.closed_at.is_some() {
+        if info.closed {
             if ctx.told.first((key.clone(), slack_user.to_owned())) {
                 tell(ctx, &thread, slack_user, &Refusal::ThreadClosed.to_string()).await;
             }
             return;
         }
-        let owner = info.row.owner.as_deref();
+        let owner = info.owner.as_deref();
         let who = Standing {
             owner: owner.is_none_or(|o| o == user.id),
             ..Standing::default()

@@ -6,7 +6,7 @@
 use sandpiper_agent::workstream::WorkstreamKey;
 use std::sync::Arc;
 
-use sandpiper_agent::store::watches::KeyPattern;
+use sandpiper_agent::workstream::KeyPattern;
 use sandpiper_agent::workstream::KeyPlatform;
 
 use super::Ctx;

@@ -63,7 +63,7 @@ both_backends! {
         // The request was stored and decided by alice.
         let asked = approver.asked();
         let id = &asked[0][0].request_id;
-        let record = agent.store().get_approval(id).await.unwrap().unwrap();
+        let record = agent.approval(id).await.unwrap().unwrap();
         assert_eq!((record.status.as_str(), record.decided_by.as_deref()), ("approved", Some("alice")));
         assert_eq!(record.requested_by.as_deref(), Some("alice"));
     }

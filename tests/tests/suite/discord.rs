@@ -45,8 +45,8 @@ both_backends! {
         rig.fake.wait_until(WAIT, "stop button removed", |_| {
             rig.bot_messages(thread)[0].components.as_array().is_some_and(|c| c.is_empty()).then_some(())
         }).await;
-        let ws = rig.agent.store().workstream(&format!("discord:{thread}")).await.unwrap().unwrap();
-        let owner = rig.agent.store().user(ws.row.owner.as_deref().unwrap()).await.unwrap().unwrap();
+        let ws = rig.agent.workstream(&format!("discord:{thread}")).await.unwrap().unwrap();
+        let owner = rig.agent.store().user(ws.owner.as_deref().unwrap()).await.unwrap().unwrap();
         assert_eq!(owner.username, "discord-900000000000000001");
         let first = &s.llm.requests()[0];
         assert!(first.to_string().contains("why is   the build red?"), "{first}");

@@ -52,8 +52,8 @@ both_backends! {
             f.threads().into_iter().find(|t| t.id == thread && t.archived && t.locked)
         }).await;
         assert_eq!(closed.id, thread);
-        let ws = rig.agent.store().workstream(&format!("discord:{thread}")).await.unwrap().unwrap();
-        assert!(ws.closed_at.is_some());
+        let ws = rig.agent.workstream(&format!("discord:{thread}")).await.unwrap().unwrap();
+        assert!(ws.closed);
     }
 
     async fn forged_and_unknown_buttons_change_nothing(db) {

@@ -4,8 +4,8 @@
 //! asked through the same cards, rules and store as tool approvals.
 
 use sandpiper_agent::approvals::{ReviewAnswer, ReviewRequest, review};
+use sandpiper_agent::protocol::ApprovalStatus;
 use sandpiper_agent::protocol::{TurnEvent, TurnSink as _};
-use sandpiper_agent::store::approvals::ApprovalStatus;
 use sandpiper_channels::thread::{OutsideTurn, StartError, Starters, Work};
 use sandpiper_channels::turns::Queued;
 use sandpiper_tests::both_backends;
@@ -240,7 +240,7 @@ both_backends! {
         assert!(out.contains(SHOWN), "{out}");
         let requests = s.llm.requests();
         assert_eq!(contents_with_role(&requests[1], "user").last().map(String::as_str), Some(SYNTHETIC));
-        let stored = agent.store().approval_for_call("console:bg", "c1").await.unwrap().unwrap();
+        let stored = agent.store().approval_for_call("console:bg", "c1").await.unwrap().unwrap().view();
         assert_eq!(stored.status, ApprovalStatus::Approved);
         assert_eq!(stored.decided_by.as_deref(), Some("alice"));
         s.llm.verify();
@@ -262,7 +262,7 @@ both_backends! {
         rig.wait_text(thread, "could not post the approval card").await;
         rig.wait_text(thread, "Discord: understood, it was denied.").await;
         let key = format!("discord:{thread}");
-        let stored = rig.agent.store().approval_for_call(&key, "c1").await.unwrap().unwrap();
+        let stored = rig.agent.store().approval_for_call(&key, "c1").await.unwrap().unwrap().view();
         assert_eq!(stored.status, ApprovalStatus::Denied);
         let tool = contents_with_role(&s.llm.requests()[1], "tool");
         assert!(tool[0].contains("could not be posted"), "{tool:?}");
@@ -276,7 +276,7 @@ both_backends! {
         run.wait_message(CHANNEL_ID, &root, "the notice", |m| m.text.contains("could not post the approval card")).await;
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "Slack: understood, it was denied.").await;
         let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
-        let stored = run.agent.store().approval_for_call(&key, "c2").await.unwrap().unwrap();
+        let stored = run.agent.store().approval_for_call(&key, "c2").await.unwrap().unwrap().view();
         assert_eq!(stored.status, ApprovalStatus::Denied);
         s.llm.verify();
         run.stop().await;

@@ -178,13 +178,13 @@ both_backends! {
             let typed = rig.fake.slash(thread, &who, "close", json!([])).await;
             assert_eq!(discord_answer(&rig, typed).await, Refusal::Close.to_string(), "{}", who.name);
         }
-        let ws = rig.agent.store().workstream(&key).await.unwrap().unwrap();
-        assert!(ws.closed_at.is_none(), "refused closes changed nothing");
+        let ws = rig.agent.workstream(&key).await.unwrap().unwrap();
+        assert!(!ws.closed, "refused closes changed nothing");
         let admin = FakeUser::new(900_000_000_000_000_005, "erin").as_admin();
         let typed = rig.fake.slash(thread, &admin, "close", json!([])).await;
         let said = discord_answer(&rig, typed).await;
         assert!(said.starts_with("🔒 Closed by "), "the admin closed it: {said}");
-        assert!(rig.agent.store().workstream(&key).await.unwrap().unwrap().closed_at.is_some());
+        assert!(rig.agent.workstream(&key).await.unwrap().unwrap().closed);
         // Moderators reopen the archived thread; the workstream stays closed, and each of
         // the four is told so once however often they write.
         rig.fake.unlock_thread(thread);
@@ -217,11 +217,11 @@ both_backends! {
             run.slack.slash_command(SLACK_CHANNEL, who, "/sandpiper", "close").await;
             assert_eq!(slack_nth(&run, &who.id, 1).await, Refusal::Close.to_string(), "{}", who.name);
         }
-        assert!(run.agent.store().workstream(&key).await.unwrap().unwrap().closed_at.is_none());
+        assert!(!run.agent.workstream(&key).await.unwrap().unwrap().closed);
         let erin = run.slack.user("U0ERIN", "erin");
         run.slack.slash_command(SLACK_CHANNEL, &erin, "/sandpiper", "close").await;
         assert!(slack_nth(&run, "U0ERIN", 1).await.contains("Closed"));
-        assert!(run.agent.store().workstream(&key).await.unwrap().unwrap().closed_at.is_some());
+        assert!(run.agent.workstream(&key).await.unwrap().unwrap().closed);
         for who in &four {
             let before = slack_told(&run, &who.id).len();
             run.slack.thread_message(SLACK_CHANNEL, &root, who, "anyone?").await;

@@ -58,9 +58,8 @@ both_backends! {
         }
         assert_eq!((a.llm.requests().len(), b.llm.requests().len()), (1, 1));
         // Each thread belongs to the node whose shard saw the mention (both share one database).
-        let store = node_a.agent.store();
         for thread in [in_first, in_other] {
-            assert!(store.workstream(&format!("discord:{thread}")).await.unwrap().is_some());
+            assert!(node_a.agent.workstream(&format!("discord:{thread}")).await.unwrap().is_some());
         }
         let parents: Vec<u64> = fake.threads().iter().map(|t| t.parent_id).collect();
         assert_eq!(parents, vec![CHANNEL_ID, OTHER_CHANNEL]);

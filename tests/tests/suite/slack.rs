@@ -51,9 +51,9 @@ both_backends! {
         // The model saw the text unescaped and without the bot's mention.
         assert_eq!(contents_with_role(&s.llm.requests()[0], "user"), ["hello <b> & you"]);
         let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
-        let info = run.agent.store().workstream(&key).await.unwrap().expect("workstream");
+        let info = run.agent.workstream(&key).await.unwrap().expect("workstream");
         let alice_id = run.agent.store().user_for_identity("slack", "U0ALICE", "alice").await.unwrap().id;
-        assert_eq!(info.row.owner, Some(alice_id));
+        assert_eq!(info.owner, Some(alice_id));
 
         // A reply in the thread continues the workstream without a mention.
         let reply = run.slack.thread_message(CHANNEL_ID, &root, &alice, "still there?").await;
@@ -75,7 +75,7 @@ both_backends! {
         run.wait_message(&dm, &dm_ts, "the DM answer", |m| m.text == "A DM answer, after a while.").await;
         assert_eq!(reacted("reactions.add"), [root.clone(), dm_ts.clone()], "tried, refused");
         assert_eq!(reacted("reactions.remove").len(), 1, "nothing to take off");
-        assert!(run.agent.store().workstream(&format!("slack:{TEAM_ID}:{dm}:{dm_ts}")).await.unwrap().is_some());
+        assert!(run.agent.workstream(&format!("slack:{TEAM_ID}:{dm}:{dm_ts}")).await.unwrap().is_some());
         s.llm.verify();
     }
 
@@ -165,7 +165,7 @@ both_backends! {
         run.slack.slash_command(CHANNEL_ID, &alice, "/sandpiper", "close").await;
         run.ephemeral(CHANNEL_ID, "U0ALICE", "Closed").await;
         let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{}", asked.ts);
-        assert!(run.agent.store().workstream(&key).await.unwrap().unwrap().closed_at.is_some());
+        assert!(run.agent.workstream(&key).await.unwrap().unwrap().closed);
         let acks = run.slack.wait_until(WAIT, "5 acks", |s| Some(s.acks()).filter(|a| a.len() == 5)).await;
         let unknown = run.slack.ack_payload(&acks[0]).expect("an immediate reply");
         assert!(unknown["text"].as_str().unwrap().contains("unknown command"), "{unknown}");

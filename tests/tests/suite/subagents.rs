@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use sandpiper_agent::model::Role;
-use sandpiper_agent::store::approvals::ApprovalStatus;
+use sandpiper_agent::protocol::ApprovalStatus;
 use sandpiper_tests::both_backends;
 use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button, card_text};
 use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
@@ -120,10 +120,10 @@ both_backends! {
 
         // Stored: its decisions under the parent thread, its history as its own workstream.
         let store = rig.agent.store();
-        let approved = store.approval_for_call(&key, "t1/s1").await.unwrap().unwrap();
+        let approved = store.approval_for_call(&key, "t1/s1").await.unwrap().unwrap().view();
         assert_eq!((approved.status, approved.decided_by.as_deref()), (ApprovalStatus::Approved, Some("alice")));
-        assert_eq!(approved.header, "task: Check the build › bash: echo sub-ran");
-        let denied = store.approval_for_call(&key, "t1/s2").await.unwrap().unwrap();
+        assert_eq!(approved.item.header, "task: Check the build › bash: echo sub-ran");
+        let denied = store.approval_for_call(&key, "t1/s2").await.unwrap().unwrap().view();
         assert_eq!(denied.status, ApprovalStatus::Denied);
         let child = rig.agent.history(&format!("{key}/task:t1")).await.unwrap();
         let roles: Vec<Role> = child.iter().map(|m| m.role).collect();
@@ -285,7 +285,7 @@ both_backends! {
 
         let store = agent.store();
         let status = |call: &'static str| async move {
-            let r = store.approval_for_call("console:plans", call).await.unwrap().unwrap();
+            let r = store.approval_for_call("console:plans", call).await.unwrap().unwrap().view();
             (r.status, r.feedback)
         };
         assert_eq!(status("p1").await, (ApprovalStatus::Annotated, Some("dump with --no-owner".into())));
@@ -441,7 +441,7 @@ both_backends! {
         assert_eq!(child[1].tool_calls[0].id, "s1");
         rig.fake.click(thread, sub_card.id, &alice(), &button(&sub_card, "Approve", 0)).await;
         rig.wait_message(thread, sub_card.id, "the turn that asked was stopped or is gone").await;
-        let stored = rig.agent.store().approval_for_call(&key, "t1/s1").await.unwrap().unwrap();
+        let stored = rig.agent.store().approval_for_call(&key, "t1/s1").await.unwrap().unwrap().view();
         assert_eq!(stored.status, ApprovalStatus::Cancelled);
 
         // The next message closes the interrupted call like any other.
@@ -507,7 +507,7 @@ both_backends! {
             text("done again"),
         ]).await;
         let agent = harness::agent(with_servers(s.config.core.clone())).await;
-        let key = "t:subagent-connectors";
+        let key = "console:subagent-connectors";
         agent.store().ensure_workstream(key, Some("alice")).await.unwrap();
         agent.store().set_workstream_connectors(key, Some(&["u".to_owned()])).await.unwrap();
         run_approved(&agent, key, None).await;
@@ -581,7 +581,7 @@ both_backends! {
         rig.fake.slash(thread, &alice(), "stop", json!([])).await;
         rig.wait_message(thread, sub_card.id, "the turn that asked was stopped or is gone").await;
         rig.wait_text(thread, "(stopped)").await;
-        let stored = rig.agent.store().approval_for_call(&key, "t1/s1").await.unwrap().unwrap();
+        let stored = rig.agent.store().approval_for_call(&key, "t1/s1").await.unwrap().unwrap().view();
         assert_eq!(stored.status, ApprovalStatus::Cancelled);
         let parent = rig.agent.history(&key).await.unwrap();
         assert!(parent.last().unwrap().content.starts_with("cancelled"), "{:?}", parent.last());
@@ -673,9 +673,9 @@ both_backends! {
         rig.wait_text(thread, "all done").await;
         let store = rig.agent.store();
         assert_eq!(store.grants(&key).await.unwrap(), vec!["bash".to_owned()]);
-        let one = store.approval_for_call(&key, "t1/s1").await.unwrap().unwrap();
+        let one = store.approval_for_call(&key, "t1/s1").await.unwrap().unwrap().view();
         assert_eq!((one.status, one.decided_by.as_deref()), (ApprovalStatus::Approved, Some("carol")));
-        let two = store.approval_for_call(&key, "t1/s2").await.unwrap().unwrap();
+        let two = store.approval_for_call(&key, "t1/s2").await.unwrap().unwrap().view();
         assert_eq!((two.status, two.decided_by.as_deref()), (ApprovalStatus::AlwaysAllowed, Some("alice")));
         assert!(store.approval_for_call(&key, "c9").await.unwrap().is_none(), "no card for c9");
         let results = contents_with_role(&s.llm.requests()[6], "tool");

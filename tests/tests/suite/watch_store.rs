@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 
 use sandpiper_agent::store::Store;
-use sandpiper_agent::store::watches::{KeyPattern, NewWatch, WatchError, WatchState};
+use sandpiper_agent::store::watches::{NewWatch, WatchError, WatchState};
+use sandpiper_agent::workstream::KeyPattern;
 use sandpiper_agent::workstream::{KeyPlatform, WorkstreamKey};
 use sandpiper_tests::both_backends;
 

@@ -5,17 +5,16 @@
 use crate::Agent;
 use crate::notify::Ledger;
 use crate::people::People;
+use crate::protocol::{ApprovalView, WorkstreamView};
 use crate::store::StoreError;
-use crate::store::approvals::ApprovalRecord;
 use crate::store::users::User;
 use crate::store::watches::{WatchError, WatchRecord};
-use crate::store::workstreams::WorkstreamInfo;
 
 impl Agent {
-    /// A workstream's stored facts (owner, parent channel, whether closed); `None` when the
-    /// bot has no workstream there.
-    pub async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
-        self.inner.store.workstream(key).await
+    /// A workstream's owner and whether it is closed; `None` when the bot has no workstream
+    /// there.
+    pub async fn workstream(&self, key: &str) -> Result<Option<WorkstreamView>, StoreError> {
+        Ok(self.inner.store.workstream(key).await?.map(Into::into))
     }
 
     /// Records a workstream opened by `owner` in `parent` (the channel tier of connector
@@ -65,9 +64,9 @@ impl Agent {
         self.inner.store.user(id).await
     }
 
-    /// An approval request as stored (for a card that shows it).
-    pub async fn approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.inner.store.get_approval(id).await
+    /// An approval request as it stands now (for a card that shows it).
+    pub async fn approval(&self, id: &str) -> Result<Option<ApprovalView>, StoreError> {
+        Ok(self.inner.store.get_approval(id).await?.map(Into::into))
     }
 
     /// Whether `platform` delivers the event `id` for the first time on any node (redeliveries

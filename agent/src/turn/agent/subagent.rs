@@ -24,7 +24,7 @@ impl Agent {
         let config = &inner.config;
         let turn = job.turn;
         let parent = job.ctx.workstream.as_str();
-        let key = child_key(parent, job.kind, turn.call_id);
+        let key = child_key(&parent.parse()?, job.kind, turn.call_id).to_string();
         let handle = inner.workstreams.get(&key, turn.requested_by).await?;
         let mut ws = handle.lock().await;
         // It works on the parent's files, in the parent's directory.

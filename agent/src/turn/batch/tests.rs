@@ -1,6 +1,6 @@
 use super::*;
+use crate::protocol::ApprovalStatus;
 use crate::protocol::{ApprovalItem, NullSink};
-use crate::store::approvals::ApprovalStatus;
 use std::sync::Mutex;
 
 /// Denies everything and remembers what it was asked.
