@@ -178,6 +178,15 @@ pub struct Usage {
     pub cached_tokens: u64,
 }
 
+impl Usage {
+    /// Adds another call's counts (a turn's usage over its model calls).
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_tokens += other.cached_tokens;
+    }
+}
+
 /// One event of a streamed model response.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {

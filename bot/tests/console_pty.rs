@@ -13,7 +13,7 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sandpiper_tests::fake_llm::{FakeLlm, text};
+use sandpiper_tests::fake_llm::{FakeLlm, said, text};
 
 const WAIT: Duration = Duration::from_secs(30);
 const UP: &str = "\x1b[A";
@@ -188,7 +188,7 @@ fn user_messages(llm: &FakeLlm) -> Vec<String> {
                 .iter()
                 .rev()
                 .find(|m| m["role"] == "user")
-                .and_then(|m| m["content"].as_str().map(str::to_owned))
+                .and_then(|m| m["content"].as_str().map(|c| said(c).to_owned()))
                 .unwrap_or_default()
         })
         .collect()

@@ -70,6 +70,14 @@ pub struct FakeLlm {
     stop: watch::Sender<bool>,
 }
 
+/// What a person said in a message of a request: its content without the context note that
+/// sandpiper appends to the newest message (the time, memories, hints).
+pub fn said(content: &str) -> &str {
+    content
+        .split_once("\n\n<context>\n")
+        .map_or(content, |(said, _)| said)
+}
+
 impl FakeLlm {
     /// Binds 127.0.0.1 on a free port and serves `script` in order.
     ///

@@ -3,6 +3,7 @@
 //! rather than beside its timing-sensitive tests.
 
 mod llama {
+    mod cache;
     mod provider;
     mod workstream;
 }

@@ -53,7 +53,7 @@ mod who_decides_slack;
 use std::time::Duration;
 
 use sandpiper_tests::db::TestDb;
-use sandpiper_tests::fake_llm::{FakeLlm, Reply};
+use sandpiper_tests::fake_llm::{FakeLlm, Reply, said};
 use sandpiper_tests::harness;
 use tempfile::TempDir;
 
@@ -81,13 +81,24 @@ pub(crate) async fn setup(db: &TestDb, script: Vec<Reply>) -> Setup {
     Setup { llm, work, config }
 }
 
-/// The content of the messages of a recorded OpenAI request with `role`.
+/// What the messages of a recorded OpenAI request with `role` said (without the context note
+/// sandpiper appends to the newest message).
 pub(crate) fn contents_with_role(request: &serde_json::Value, role: &str) -> Vec<String> {
     request["messages"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|m| m["role"] == role)
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .map(|m| said(m["content"].as_str().unwrap_or_default()).to_owned())
         .collect()
+}
+
+/// The newest message of a recorded OpenAI request, with the context note it carries.
+pub(crate) fn newest_content(request: &serde_json::Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
 }

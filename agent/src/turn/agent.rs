@@ -214,6 +214,8 @@ pub struct TurnOutcome {
     pub cancelled: bool,
     /// Whether it stopped at `agent.max_rounds`.
     pub hit_round_limit: bool,
+    /// The tokens its model calls used, as the provider reported them (summed over calls).
+    pub usage: crate::model::Usage,
 }
 
 /// The agent: configuration, model, tools, storage and live workstreams.

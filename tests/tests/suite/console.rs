@@ -52,10 +52,12 @@ both_backends! {
         s.llm.verify();
         let requests = s.llm.requests();
         assert_eq!(contents_with_role(&requests[1], "tool"), ["denied by alice: use the staging db"]);
-        // The denial nudges the model, once, in that call's system message only.
-        let system = requests[1]["messages"][0]["content"].as_str().unwrap();
-        assert!(system.contains("A tool call was just denied"), "{system}");
-        assert!(!requests[0]["messages"][0]["content"].as_str().unwrap().contains("<nudges>"));
+        // The denial nudges the model, once, in the note of that call's newest message (the
+        // denied call's result), never in the system message.
+        let note = crate::suite::newest_content(&requests[1]);
+        assert!(note.contains("A tool call was just denied"), "{note}");
+        assert!(!requests[1]["messages"][0]["content"].as_str().unwrap().contains("<nudges>"));
+        assert!(!requests[0].to_string().contains("<nudges>"));
     }
 
     async fn approval_feedback_reaches_the_model_with_the_output(db) {

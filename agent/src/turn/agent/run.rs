@@ -91,6 +91,7 @@ impl Agent {
                 st.outcome.cancelled = true;
                 break;
             };
+            st.outcome.usage.add(response.usage);
             let calls = self.commit(ws, response, &mut st.outcome).await?;
             if calls.is_empty() {
                 break;
