@@ -87,6 +87,25 @@ impl LlamaServer {
         }
     }
 
+    /// The configuration of an agent talking to this server: the model it serves, greedy
+    /// sampling, the window asked from the server, tools off (the small model calls them at
+    /// random) and answers of at most `max_tokens`.
+    pub fn agent_config(
+        &self,
+        db: &crate::db::TestDb,
+        work: &std::path::Path,
+        max_tokens: u32,
+    ) -> crate::harness::TestConfig {
+        let mut config = crate::harness::config(db, &self.base_url(), work);
+        config.model.model = "gemma-3-270m".into();
+        config.model.context_window = None;
+        config.model.max_tokens = max_tokens;
+        config.model.temperature = Some(0.0);
+        config.model.timeout = Duration::from_secs(300);
+        config.model.capabilities.supports_tools = false;
+        config
+    }
+
     /// One server for the whole test binary, started on first use with the default options.
     /// It is never dropped: it exits when the test binary does (its stdin closes).
     pub fn shared() -> Option<&'static Self> {

@@ -37,13 +37,7 @@ async fn later_turns_are_served_from_the_servers_cache() {
     };
     let db = TestDb::sqlite();
     let work = tempfile::tempdir().expect("work dir");
-    let mut config = harness::config(&db, &server.base_url(), work.path());
-    config.model.model = "gemma-3-270m".into();
-    config.model.context_window = None;
-    config.model.max_tokens = 16;
-    config.model.temperature = Some(0.0);
-    config.model.timeout = Duration::from_secs(300);
-    config.model.capabilities.supports_tools = false;
+    let mut config = server.agent_config(&db, work.path(), 16);
     config.agent.system_prompt_extra = Some(guidance());
     let agent = harness::agent(config).await;
     let mut turns = Vec::new();

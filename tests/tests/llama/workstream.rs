@@ -20,13 +20,7 @@ async fn thirty_messages_on_a_real_small_window_each_get_an_answer() {
     };
     let db = TestDb::sqlite();
     let work = tempfile::tempdir().expect("work dir");
-    let mut config = harness::config(&db, &server.base_url(), work.path());
-    config.model.model = "gemma-3-270m".into();
-    config.model.context_window = None;
-    config.model.max_tokens = 12;
-    config.model.temperature = Some(0.0);
-    config.model.timeout = std::time::Duration::from_secs(180);
-    config.model.capabilities.supports_tools = false;
+    let config = server.agent_config(&db, work.path(), 12);
     let agent = harness::agent(config).await;
     let key = "console:llama-long";
     // As an older sandpiper left it: a call whose arguments were cut off, sent back verbatim
