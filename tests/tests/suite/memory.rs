@@ -16,16 +16,6 @@ fn system_of(request: &serde_json::Value) -> String {
         .to_owned()
 }
 
-/// The newest message of a request, with the context note it carries.
-fn newest_of(request: &serde_json::Value) -> String {
-    let messages = request["messages"].as_array().expect("messages");
-    messages
-        .last()
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Everything a request's messages say.
 fn all_of(request: &serde_json::Value) -> String {
     let messages = request["messages"].as_array().expect("messages");
@@ -79,7 +69,7 @@ both_backends! {
         let listed = contents_with_role(&requests[4], "tool");
         assert_eq!(listed.last().unwrap(), "- deploy_command [project, global]: how to deploy indentation-checked code\n");
         // alice, in another thread, gets her preference injected.
-        let alice_note = newest_of(&requests[5]);
+        let alice_note = crate::suite::newest_content(&requests[5]);
         assert!(alice_note.contains("alice wants tabs"), "{alice_note}");
         // Nothing injected is stored in history.
         let history = agent.history("console:elsewhere").await.unwrap();
@@ -96,10 +86,10 @@ both_backends! {
         console.finish().await;
         let requests = s.llm.requests();
         assert!(!all_of(&requests[0]).contains("<nudges>"));
-        let second = newest_of(&requests[1]);
+        let second = crate::suite::newest_content(&requests[1]);
         assert!(second.contains("<nudges>") && second.contains("The user just corrected you"), "{second}");
         // The cooldown holds within 300 s.
-        assert!(!newest_of(&requests[2]).contains("corrected you"));
+        assert!(!crate::suite::newest_content(&requests[2]).contains("corrected you"));
         let history = agent.history("console:nudge").await.unwrap();
         assert!(history.iter().all(|m| !m.content.contains("nudges")));
     }
@@ -117,7 +107,7 @@ both_backends! {
         console.finish().await;
         let requests = s.llm.requests();
         assert!(!all_of(&requests[0]).contains("resuming"));
-        assert!(newest_of(&requests[1]).contains("This workstream is resuming"));
+        assert!(crate::suite::newest_content(&requests[1]).contains("This workstream is resuming"));
     }
 }
 

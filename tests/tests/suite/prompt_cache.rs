@@ -16,13 +16,6 @@ fn messages(request: &Value) -> &Vec<Value> {
     request["messages"].as_array().expect("messages")
 }
 
-fn newest(request: &Value) -> &str {
-    messages(request)
-        .last()
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-}
-
 /// Every request repeats the one before it, then adds to it.
 fn assert_each_extends_the_last(requests: &[Value]) {
     for (i, pair) in requests.windows(2).enumerate() {
@@ -74,12 +67,12 @@ both_backends! {
         // What changes per call is in the newest message, after the history.
         let system = messages(&requests[0])[0]["content"].as_str().unwrap_or_default();
         assert!(!system.contains("<context>\n") && !system.contains("It is "), "{system}");
-        assert!(newest(&requests[0]).contains("<context>\nIt is "), "{}", newest(&requests[0]));
+        assert!(crate::suite::newest_content(&requests[0]).contains("<context>\nIt is "), "{}", crate::suite::newest_content(&requests[0]));
         // The memory saved in the first turn is shown once, in the note after it was saved.
-        assert!(newest(&requests[2]).contains("make deploy-payments")
-            || newest(&requests[1]).contains("make deploy-payments"));
+        assert!(crate::suite::newest_content(&requests[2]).contains("make deploy-payments")
+            || crate::suite::newest_content(&requests[1]).contains("make deploy-payments"));
         // The correction's nudge goes with the third turn's message.
-        assert!(newest(&requests[3]).contains("<nudges>"), "{}", newest(&requests[3]));
+        assert!(crate::suite::newest_content(&requests[3]).contains("<nudges>"), "{}", crate::suite::newest_content(&requests[3]));
         // Nothing of a note is stored.
         let history = agent.history("console:cache").await.expect("history");
         assert!(history.iter().all(|m| !m.content.contains("<context>")));

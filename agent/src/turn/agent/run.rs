@@ -208,10 +208,13 @@ impl Agent {
             );
         }
         let offered = st.tools.offered(&ws.expanded_tools);
-        let listed = names(&offered);
-        if policy_changed || st.offered_names.as_ref() != Some(&listed) {
+        let same_names = st
+            .offered_names
+            .as_ref()
+            .is_some_and(|listed| listed.iter().eq(offered.iter().map(|t| &t.name)));
+        if policy_changed || !same_names {
             st.base_system = self.base_system(ws, &st.tools);
-            st.offered_names = Some(listed);
+            st.offered_names = Some(offered.iter().map(|t| t.name.clone()).collect());
         }
         Ok((st.base_system.clone(), offered))
     }
@@ -558,9 +561,4 @@ fn tool_support_notice(model: &str, policy: &Effective) -> String {
         policy.describe(),
         policy.source
     )
-}
-
-/// The names of `tools`, in order.
-fn names(tools: &[ToolSchema]) -> Vec<String> {
-    tools.iter().map(|t| t.name.clone()).collect()
 }
