@@ -582,6 +582,7 @@ fn bake_nudge(ws: &mut Workstream) {
     }
     let newest = ws.history.len().saturating_sub(1);
     let nudge = crate::turn::nudge::render(&[NudgeKind::Compaction]);
-    ws.notes
-        .append(newest, &format!("\n\n<context>{nudge}</context>"));
+    if let Some(note) = crate::turn::prompt::context_note(None, "", &nudge) {
+        ws.notes.append(newest, &note);
+    }
 }
