@@ -19,8 +19,8 @@ mod web;
 pub use log::{LogConfig, LogFormat};
 pub(crate) use mcp::read_mcp_json;
 pub use mcp::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL, McpConfig,
-    McpServerConfig, parse_mcp_json,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL,
+    DEFAULT_STARTUP_TIMEOUT, McpConfig, McpServerConfig, parse_mcp_json,
 };
 pub use projects::{ProjectConfig, project_connectors};
 pub use redact::{redact_url, url_secrets};

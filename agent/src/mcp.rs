@@ -289,6 +289,8 @@ pub struct McpOptions {
     pub call_timeout: Duration,
     /// How long connecting (spawn or HTTP handshake, plus the first listing) may take.
     pub connect_timeout: Duration,
+    /// How long after start a turn waits for servers still making their first attempt.
+    pub startup_timeout: Duration,
     /// How often servers without list-changed notifications are re-listed; `ZERO` disables.
     pub refresh_interval: Duration,
     /// Consecutive failures (timeouts, transport errors, crashes) that trip the breaker.
@@ -319,6 +321,7 @@ impl Default for McpOptions {
         Self {
             call_timeout: crate::config::DEFAULT_CALL_TIMEOUT,
             connect_timeout: crate::config::DEFAULT_CONNECT_TIMEOUT,
+            startup_timeout: crate::config::DEFAULT_STARTUP_TIMEOUT,
             refresh_interval: crate::config::DEFAULT_REFRESH_INTERVAL,
             failure_threshold: 3,
             cooldown_base: Duration::from_secs(30),
@@ -337,6 +340,7 @@ impl From<&McpConfig> for McpOptions {
         Self {
             call_timeout: config.call_timeout,
             connect_timeout: config.connect_timeout,
+            startup_timeout: config.startup_timeout,
             refresh_interval: config.refresh_interval,
             ..Self::default()
         }

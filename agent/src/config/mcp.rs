@@ -14,6 +14,8 @@ use super::{ConfigError, duration};
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting to one MCP server may take, unless configured.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a turn waits for a server still making its first connection, unless configured.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often servers without list-changed notifications are re-listed, unless configured.
 pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(4 * 60 * 60);
 
@@ -33,6 +35,11 @@ pub struct McpConfig {
     /// background; a failed or timed-out one is retried with backoff).
     #[serde(with = "duration")]
     pub connect_timeout: Duration,
+    /// How long after start a turn waits for a server that has not connected yet (each
+    /// server counts from the process's start): its tools are there from the first message.
+    /// A server still starting after that is left out of the turn, which says so.
+    #[serde(with = "duration")]
+    pub startup_timeout: Duration,
     /// Whether a configured server that is not connected makes `/ready` answer 503. Off by
     /// default, so one broken server does not take a node out of its load balancer.
     pub required_for_ready: bool,
@@ -45,6 +52,7 @@ impl Default for McpConfig {
             refresh_interval: DEFAULT_REFRESH_INTERVAL,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
             required_for_ready: false,
         }
     }

@@ -1,7 +1,7 @@
 //! [`McpManager`]: every configured server, the published catalog, and the call paths
 //! (bounded, circuit-broken, reconnecting).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,8 +16,8 @@ use tracing::Instrument as _;
 use super::connection::Client;
 use super::slot::{Slot, classify, millis};
 use super::{
-    McpCallOutput, McpCatalog, McpError, McpOptions, McpServerConfig, RefreshReport, ServerStatus,
-    check_server_names, convert, split_tool_name, tasks,
+    McpCallOutput, McpCatalog, McpError, McpOptions, McpServerConfig, RefreshReport, ServerState,
+    ServerStatus, UnavailableServer, check_server_names, convert, split_tool_name, tasks,
 };
 
 /// The MCP client side of sandpiper: one connection per configured server, shared by every
@@ -30,7 +30,10 @@ pub struct McpManager {
     pub(crate) generation: watch::Sender<u64>,
     pub(crate) shutdown: CancellationToken,
     /// Servers whose first connection attempt has not ended yet.
-    pub(crate) first_attempts: watch::Sender<usize>,
+    pub(crate) starting: watch::Sender<BTreeSet<String>>,
+    /// When the servers started connecting: a turn waits for them until
+    /// [`McpOptions::startup_timeout`] after this.
+    pub(crate) started: Instant,
     /// The background connects, waited for at shutdown (so their processes are ended).
     pub(crate) connects: TaskTracker,
 }
@@ -49,7 +52,8 @@ impl McpManager {
     /// waits for a server. A server's tools join the catalog when it has listed them; one
     /// that fails or hangs is recorded (see [`McpManager::status`]) and retried with backoff
     /// and the breaker; one with a bad name never connects. [`McpManager::first_attempts`]
-    /// waits for the first round when a caller needs it (`mcp list`).
+    /// waits for the first round when a caller needs it (`mcp list`);
+    /// [`McpManager::await_startup`] is how a turn waits for the servers still starting.
     pub async fn start(
         servers: BTreeMap<String, McpServerConfig>,
         options: McpOptions,
@@ -74,13 +78,13 @@ impl McpManager {
             receivers.push((name, receiver));
         }
         let manager = Arc::new(Self::new(slots, options));
-        let valid: Vec<String> = manager
+        let valid: BTreeSet<String> = manager
             .slots
             .values()
             .filter(|slot| slot.invalid.is_none())
             .map(|slot| slot.name.clone())
             .collect();
-        manager.first_attempts.send_replace(valid.len());
+        manager.starting.send_replace(valid.clone());
         manager.rebuild_catalog();
         for name in valid {
             // In the caller's span (a node's), so its lines carry the node's id.
@@ -124,7 +128,8 @@ impl McpManager {
             catalog: Mutex::new(Arc::new(McpCatalog::default())),
             generation: watch::channel(0).0,
             shutdown: CancellationToken::new(),
-            first_attempts: watch::channel(0).0,
+            starting: watch::channel(BTreeSet::new()).0,
+            started: Instant::now(),
             connects: TaskTracker::new(),
         }
     }
@@ -133,8 +138,60 @@ impl McpManager {
     /// connected or not; true if they all did. For one-shot commands (`mcp list`, `doctor`)
     /// that report what the servers did; a long-running process never needs to wait.
     pub async fn first_attempts(&self, limit: Duration) -> bool {
-        let mut pending = self.first_attempts.subscribe();
-        tokio::time::timeout(limit, pending.wait_for(|n| *n == 0))
+        self.wait_starting(limit, BTreeSet::is_empty).await
+    }
+
+    /// Waits for the servers still making their first connection attempt, until
+    /// [`McpOptions::startup_timeout`] after start, so that a turn starting meanwhile is
+    /// offered their tools. `None` at once without servers or when the start-up time is
+    /// over; otherwise the
+    /// servers that are not connected (still starting, failed, misconfigured), for the turn
+    /// to say it goes on without them.
+    pub async fn await_startup(&self) -> Option<Vec<UnavailableServer>> {
+        let left = self.startup_left();
+        if self.slots.is_empty() || left.is_zero() {
+            return None;
+        }
+        self.wait_starting(left, BTreeSet::is_empty).await;
+        let unavailable = self
+            .slots
+            .values()
+            .filter_map(|slot| {
+                let state = slot.server_state(&slot.state());
+                (state != ServerState::Connected).then(|| UnavailableServer {
+                    server: slot.name.clone(),
+                    state,
+                })
+            })
+            .collect();
+        Some(unavailable)
+    }
+
+    /// Waits (within the start-up time) for `server`'s first connection attempt, for a call
+    /// to a tool it has not listed yet; true if the server is connected now.
+    pub async fn await_server(&self, server: &str) -> bool {
+        self.wait_starting(self.startup_left(), |starting| !starting.contains(server))
+            .await;
+        self.slots
+            .get(server)
+            .is_some_and(|slot| slot.server_state(&slot.state()) == ServerState::Connected)
+    }
+
+    /// What is left of the start-up time.
+    fn startup_left(&self) -> Duration {
+        self.options
+            .startup_timeout
+            .saturating_sub(self.started.elapsed())
+    }
+
+    /// Waits at most `limit` until `done` holds for the servers still starting.
+    async fn wait_starting(
+        &self,
+        limit: Duration,
+        done: impl Fn(&BTreeSet<String>) -> bool,
+    ) -> bool {
+        let mut starting = self.starting.subscribe();
+        tokio::time::timeout(limit, starting.wait_for(|s| done(s)))
             .await
             .is_ok_and(|r| r.is_ok())
     }

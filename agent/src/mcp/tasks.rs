@@ -54,8 +54,8 @@ pub(crate) async fn connect_until_listed(
         let settle = |first: &mut bool| {
             if std::mem::take(first) {
                 manager
-                    .first_attempts
-                    .send_modify(|n| *n = n.saturating_sub(1));
+                    .starting
+                    .send_if_modified(|starting| starting.remove(&server));
             }
         };
         let Some(result) = outcome else {

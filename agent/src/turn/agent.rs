@@ -264,6 +264,11 @@ struct Inner {
 }
 
 impl Inner {
+    /// Offers the MCP catalog's tools as they are now.
+    fn offer_mcp_tools(&self) {
+        self.set_external_tools(mcp_tool_schemas(&self.mcp));
+    }
+
     fn set_external_tools(&self, tools: Vec<ToolSchema>) {
         let catalog = Arc::new(ToolCatalog::new(self.registry.tools(), tools));
         match self.catalog.write() {
@@ -405,7 +410,7 @@ impl Agent {
         runtime.spawn(async move {
             while generation.changed().await.is_ok() {
                 let Some(inner) = weak.upgrade() else { break };
-                inner.set_external_tools(mcp_tool_schemas(&inner.mcp));
+                inner.offer_mcp_tools();
             }
         });
     }

@@ -179,6 +179,7 @@ impl Batch<'_> {
     pub async fn run(&self, calls: &[ToolCall]) -> Result<BatchOutcome, StoreError> {
         let mut items: Vec<Item<'_>> = Vec::with_capacity(calls.len());
         for call in calls {
+            self.await_starting_server(call).await;
             let stage = match self.connector_refusal(call).await {
                 Some(text) => Stage::Done { text },
                 None => self.prepare(call),
@@ -334,6 +335,18 @@ impl Batch<'_> {
     /// its set in a sub-agent's batch.
     fn may_call(&self, name: &str) -> bool {
         self.nested.is_none_or(|n| n.tools.contains(name))
+    }
+
+    /// A call to a tool of an MCP server still making its first connection waits for it
+    /// (within the start-up time) instead of failing as unknown.
+    async fn await_starting_server(&self, call: &ToolCall) {
+        let (Some(mcp), Some(server)) = (&self.tool_ctx.mcp, connectors::server_of(&call.name))
+        else {
+            return;
+        };
+        if mcp.catalog().tool(&call.name).is_none() {
+            mcp.await_server(server).await;
+        }
     }
 
     /// The workstream whose people decide, whose grants and connector policy apply: the

@@ -139,6 +139,32 @@ pub fn mcp_not_ready(unavailable: &[crate::mcp::UnavailableServer]) -> String {
     if unavailable.is_empty() {
         return String::new();
     }
+    format!(
+        "\nMCP servers not ready yet, so their tools are not offered in this turn: {}. If the \
+         person needs one of them, say so.\n",
+        servers_with_why(unavailable)
+    )
+}
+
+/// The line a turn shows the person when servers it waited for at start-up are not ready:
+/// it goes on without their tools. `None` when every one connected.
+pub fn mcp_startup_notice(unavailable: &[crate::mcp::UnavailableServer]) -> Option<String> {
+    (!unavailable.is_empty()).then(|| {
+        format!(
+            "⏳ Going on without the tools of MCP {} {} (`/mcp` shows how servers stand).",
+            if unavailable.len() == 1 {
+                "server"
+            } else {
+                "servers"
+            },
+            servers_with_why(unavailable)
+        )
+    })
+}
+
+/// `github (still connecting), jira (not reachable, retrying)`: names and states only, since
+/// a server's error may quote secrets.
+fn servers_with_why(unavailable: &[crate::mcp::UnavailableServer]) -> String {
     let named: Vec<String> = unavailable
         .iter()
         .map(|u| {
@@ -150,11 +176,7 @@ pub fn mcp_not_ready(unavailable: &[crate::mcp::UnavailableServer]) -> String {
             format!("{} ({why})", u.server)
         })
         .collect();
-    format!(
-        "\nMCP servers not ready yet, so their tools are not offered in this turn: {}. If the \
-         person needs one of them, say so.\n",
-        named.join(", ")
-    )
+    named.join(", ")
 }
 
 #[cfg(test)]

@@ -129,6 +129,7 @@ impl Agent {
             || ws
                 .last_turn_end
                 .is_some_and(|t| t.elapsed() >= crate::turn::nudge::LONG_PAUSE);
+        self.await_mcp_startup(req).await;
         let policy = self.offer_policy(&scope, &ws.key).await;
         if !config.model.capabilities.supports_tools && policy.is_restricted() {
             // Honest, and never a silent switch to another model: the selection cannot apply.
@@ -172,6 +173,20 @@ impl Agent {
             previous_answer,
             outcome: TurnOutcome::default(),
         })
+    }
+
+    /// A turn that starts while MCP servers are still making their first connection waits
+    /// for them (up to `[mcp] startup_timeout` after start), so the first message after a
+    /// start is offered their tools; the person is told which ones it goes on without.
+    async fn await_mcp_startup(&self, req: &TurnRequest<'_>) {
+        let Some(unavailable) = self.inner.mcp.await_startup().await else {
+            return;
+        };
+        // The follower task may not have seen the servers' listings yet.
+        self.inner.offer_mcp_tools();
+        if let Some(notice) = crate::turn::prompt::mcp_startup_notice(&unavailable) {
+            req.sink.event(TurnEvent::Notice(notice));
+        }
     }
 
     /// Build the request of one model call: the stable system message and the tools offered

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use sandpiper_agent::mcp::{McpError, McpOptions, McpServerConfig, load_mcp_json};
+use sandpiper_agent::mcp::{
+    McpError, McpManager, McpOptions, McpServerConfig, ServerState, load_mcp_json,
+};
 use serde_json::json;
 
 use super::{call, has_tool, options, start, stdio, text, wait_catalog};
@@ -157,6 +159,67 @@ async fn broken_servers_do_not_block_the_good_one() {
     );
     let bad = manager.refresh(Some("bad__name")).await;
     assert!(bad[0].error.is_some());
+    manager.shutdown().await;
+}
+
+/// A server that takes a moment to start is waited for (a turn then offers its tools); one
+/// still starting after `startup_timeout` is reported as still connecting, a failed one as
+/// failed, and nothing waits once the start-up time is over.
+#[tokio::test]
+async fn turns_wait_for_servers_still_starting_until_the_startup_timeout() {
+    let late = McpServerConfig::Stdio {
+        command: "sh".into(),
+        args: vec![
+            "-c".into(),
+            format!("sleep 1; exec {} --stdio", super::SERVER),
+        ],
+        env: BTreeMap::new(),
+        auto_approve: vec![],
+    };
+    let hanging = McpServerConfig::Stdio {
+        command: "sleep".into(),
+        args: vec!["30".into()],
+        env: BTreeMap::new(),
+        auto_approve: vec![],
+    };
+    let missing = McpServerConfig::Stdio {
+        command: "/nonexistent/mcp-server".into(),
+        args: vec![],
+        env: BTreeMap::new(),
+        auto_approve: vec![],
+    };
+    let options = McpOptions {
+        startup_timeout: Duration::from_secs(4),
+        ..options()
+    };
+    let servers = [("late", late), ("hang", hanging), ("missing", missing)]
+        .into_iter()
+        .map(|(n, c)| (n.to_owned(), c))
+        .collect();
+    let manager = McpManager::start(servers, options).await;
+    assert!(manager.catalog().tools.is_empty(), "nothing listed yet");
+    // A call to a tool the late server has not listed yet waits for it.
+    assert!(manager.await_server("late").await);
+    assert!(has_tool(&manager.catalog(), "mcp__late__echo"));
+    let unavailable = manager
+        .await_startup()
+        .await
+        .expect("servers were starting");
+    let states: BTreeMap<String, ServerState> = unavailable
+        .into_iter()
+        .map(|u| (u.server, u.state))
+        .collect();
+    assert_eq!(
+        states,
+        BTreeMap::from([
+            ("hang".to_owned(), ServerState::Connecting),
+            ("missing".to_owned(), ServerState::Failed),
+        ])
+    );
+    // The start-up time is over: nothing waits any more.
+    let now = Instant::now();
+    assert!(!manager.await_server("hang").await);
+    assert!(now.elapsed() < Duration::from_secs(1));
     manager.shutdown().await;
 }
 
