@@ -291,8 +291,9 @@ pub struct ModelConfig {
     pub max_retries: u32,
     /// Most tokens of one answer. Every request sends it (OpenAI-compatible servers as
     /// `max_tokens` or `max_completion_tokens`, Anthropic as `max_tokens`), lowered to what
-    /// the context window leaves after the prompt.
-    pub max_tokens: u32,
+    /// the context window leaves after the prompt. Unset: see [`ModelConfig::output_cap`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// The model's context window in tokens. Unset: the server is asked (llama.cpp's
     /// `/props`, `max_model_len` or `context_length` in `/v1/models`), else a known default
     /// for the provider and model family (see [`crate::turn::context::window`]).
@@ -307,7 +308,29 @@ pub struct ModelConfig {
     pub capabilities: Capabilities,
 }
 
+/// The most tokens of one answer when `[model] max_tokens` is unset and the window is large.
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// Windows smaller than this get a quarter of the window as their unset output limit.
+const SMALL_WINDOW: u64 = 32_768;
+
 impl ModelConfig {
+    /// The most tokens of one answer with a context window of `window` tokens: `max_tokens`
+    /// when configured; else [`DEFAULT_MAX_TOKENS`], or a quarter of the window when it is
+    /// small (under 32k), so that a small local model's first "hello" does not write for
+    /// minutes.
+    pub fn output_cap(&self, window: u64) -> u32 {
+        self.max_tokens.unwrap_or_else(|| {
+            if window < SMALL_WINDOW {
+                u32::try_from(window / 4)
+                    .unwrap_or(DEFAULT_MAX_TOKENS)
+                    .max(1)
+            } else {
+                DEFAULT_MAX_TOKENS
+            }
+        })
+    }
+
     /// The base URL in effect (configured or the provider's default), without a trailing `/`.
     pub fn effective_base_url(&self) -> String {
         let url = self
@@ -355,7 +378,7 @@ impl Default for ModelConfig {
             api_key: None,
             timeout: Duration::from_secs(300),
             max_retries: 4,
-            max_tokens: 8192,
+            max_tokens: None,
             context_window: None,
             output_limit_field: None,
             temperature: None,
@@ -838,7 +861,7 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
-        if self.model.max_tokens == 0 {
+        if self.model.max_tokens == Some(0) {
             return Err(invalid("model.max_tokens", "must be at least 1".into()));
         }
         if self

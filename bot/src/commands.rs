@@ -231,16 +231,22 @@ pub fn config_report(
                 sandpiper_agent::turn::context::window::known_default(model.provider, &model.model);
             let asks = match model.provider {
                 sandpiper_agent::config::Provider::Openai => {
-                    "asked of the server on first use (/props n_ctx, /v1/models); if it does not say, "
+                    "asked of the server on first use (/props n_ctx, /v1/models, LM Studio, Ollama); if it does not say, "
                 }
                 sandpiper_agent::config::Provider::Anthropic => "",
             };
             format!("{asks}{fallback}")
         }
     };
+    let output = match model.max_tokens {
+        Some(tokens) => format!("at most {tokens} tokens an answer (model.max_tokens)"),
+        None => format!(
+            "at most {} tokens an answer, a quarter of the window when it is under 32k (set model.max_tokens to choose)",
+            sandpiper_agent::config::DEFAULT_MAX_TOKENS
+        ),
+    };
     let context = format!(
-        "# context window: {window}\n# output limit: at most {} tokens an answer (model.max_tokens), less when the window leaves less\n# compaction: when a request would fill {:.0}% of the window (agent.compact_threshold)\n",
-        model.max_tokens,
+        "# context window: {window}\n# output limit: {output}, less when the window leaves less\n# compaction: when a request would fill {:.0}% of the window (agent.compact_threshold)\n",
         config.agent.compact_threshold * 100.0
     );
     format!(

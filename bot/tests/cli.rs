@@ -533,7 +533,7 @@ fn config_check_says_which_context_window_is_in_force_and_where_it_comes_from() 
         ("SANDPIPER_MODEL_BASE_URL", "http://127.0.0.1:9/v1"),
     ]);
     assert!(
-        stdout.contains("# context window: asked of the server on first use (/props n_ctx, /v1/models); if it does not say, 8192 tokens (from the default for an unknown model on an OpenAI-compatible server)"),
+        stdout.contains("# context window: asked of the server on first use (/props n_ctx, /v1/models, LM Studio, Ollama); if it does not say, 8192 tokens (from a guess for an unknown model on an OpenAI-compatible server)"),
         "{stdout}"
     );
     let (ok, _, stderr) = check(&[("SANDPIPER_MODEL_CONTEXT_WINDOW", "lots")]);

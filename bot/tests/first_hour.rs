@@ -146,3 +146,64 @@ async fn a_server_still_starting_after_the_startup_timeout_is_left_out_in_one_li
         .to_owned();
     assert!(system.contains("slow (still connecting)"), "{system}");
 }
+
+/// The MCP test server of the tests crate, built beside this binary by `cargo test
+/// --workspace`.
+fn mcp_test_server() -> std::path::PathBuf {
+    let path =
+        std::path::Path::new(env!("CARGO_BIN_EXE_sandpiper")).with_file_name("mcp_test_server");
+    assert!(
+        path.is_file(),
+        "mcp_test_server is not built: run `cargo test --workspace`"
+    );
+    path
+}
+
+/// A server that names no window (OpenAI's `/v1/models` does not), every tool offered
+/// (tool search off) with an MCP server's beside the built-ins: the guessed 8,192 tokens
+/// would not even hold the tools, yet the message is sent, with a quarter of the guess as
+/// its output limit; the server answers. Where the server then refuses, its error teaches
+/// the real window, smaller or larger than the guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessed_window_never_refuses_a_message() {
+    use sandpiper_tests::fake_llm::{ContextLimit, Flavor};
+    let llm = FakeLlm::start(vec![text("Hello with every tool.")]).await;
+    llm.set_window(ContextLimit::new(65_536, Flavor::OpenAi));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sandpiper.toml");
+    std::fs::write(
+        &config,
+        "[tools]\nsearch = \"off\"\n\n[agent]\nsystem_prompt_extra = \"\"\"\n".to_owned()
+            + &"Follow the team's conventions for every change. ".repeat(500)
+            + "\"\"\"\n",
+    )
+    .unwrap();
+    let mcp = dir.path().join("mcp.json");
+    let servers = json!({"mcpServers": {"t": {"command": mcp_test_server(), "args": ["--stdio"]}}});
+    std::fs::write(&mcp, servers.to_string()).unwrap();
+    let mut cmd = sandpiper(dir.path(), &llm);
+    cmd.arg("--config")
+        .arg(&config)
+        .arg("--mcp-config")
+        .arg(&mcp)
+        .arg("chat");
+    let (out, shown) = run_with_stdin(cmd, "hello\n").await;
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("Hello with every tool."), "{shown}");
+    assert!(!shown.contains("context window"), "{shown}");
+    llm.verify();
+    let request = &llm.requests()[0];
+    let tools = offered_tools(request);
+    assert!(
+        tools.len() > 20 && tools.iter().any(|t| t.starts_with("mcp__t__")),
+        "{tools:?}"
+    );
+    assert!(
+        sandpiper_tests::fake_llm::window::prompt_tokens(request) > 8192,
+        "the request is larger than the guess"
+    );
+    assert_eq!(
+        request["max_tokens"], 2048,
+        "a quarter of the guessed window"
+    );
+}

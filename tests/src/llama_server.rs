@@ -99,7 +99,7 @@ impl LlamaServer {
         let mut config = crate::harness::config(db, &self.base_url(), work);
         config.model.model = "gemma-3-270m".into();
         config.model.context_window = None;
-        config.model.max_tokens = max_tokens;
+        config.model.max_tokens = Some(max_tokens);
         config.model.temperature = Some(0.0);
         config.model.timeout = Duration::from_secs(300);
         config.model.capabilities.supports_tools = false;

@@ -44,7 +44,9 @@ impl AnthropicModel {
         Ok(Self {
             endpoint,
             model: config.model.clone(),
-            max_tokens: config.max_tokens,
+            max_tokens: config
+                .max_tokens
+                .unwrap_or(crate::config::DEFAULT_MAX_TOKENS),
             temperature: config.temperature,
             native_web_search: config.capabilities.native_web_search,
         })

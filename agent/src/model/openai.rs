@@ -5,6 +5,7 @@
 //! body and [`decode`] for the tolerant chunk decoder.
 
 mod decode;
+mod window;
 mod wire;
 
 #[cfg(test)]
@@ -77,39 +78,32 @@ impl ChatModel for OpenAiModel {
         &self.model
     }
 
-    /// llama.cpp's `/props` (the slot's `n_ctx`, which is what a request may fill), else the
-    /// model's entry in `/models` (`max_model_len` from vLLM, `context_length` or
-    /// `context_window` from others).
+    /// The window where the server says it, asked in this order: llama.cpp's `/props`, the
+    /// model's entry in `/models`, LM Studio's `/api/v0/models`, Ollama's `/api/show` (see
+    /// [`window`]). `None` when none says.
     async fn server_context_window(&self) -> Option<(u64, &'static str)> {
         let root = self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url);
-        if let Some(props) = self.get_json(&format!("{root}/props")).await {
-            let n_ctx = props
-                .pointer("/default_generation_settings/n_ctx")
-                .or_else(|| props.get("n_ctx"))
-                .and_then(serde_json::Value::as_u64);
-            if let Some(n) = n_ctx.filter(|n| *n > 0) {
-                return Some((n, "/props n_ctx"));
-            }
+        let props = self.get_json(&format!("{root}/props")).await;
+        if let Some(n) = props.as_ref().and_then(window::llama_props) {
+            return Some((n, "/props n_ctx"));
         }
-        let models = self.get_json(&format!("{}/models", self.base_url)).await?;
-        let entries = models.get("data")?.as_array()?;
-        let entry = entries
-            .iter()
-            .find(|m| m.get("id").and_then(|v| v.as_str()) == Some(self.model.as_str()))
-            .or_else(|| entries.first().filter(|_| entries.len() == 1))?;
-        [
-            ("max_model_len", "/models max_model_len"),
-            ("context_length", "/models context_length"),
-            ("context_window", "/models context_window"),
-        ]
-        .into_iter()
-        .find_map(|(field, what)| {
-            entry
-                .get(field)
-                .and_then(serde_json::Value::as_u64)
-                .filter(|n| *n > 0)
-                .map(|n| (n, what))
-        })
+        let listing = self.get_json(&format!("{}/models", self.base_url)).await;
+        if let Some(found) = listing
+            .as_ref()
+            .and_then(|l| window::models_listing(l, &self.model))
+        {
+            return Some(found);
+        }
+        let lm_studio = self.get_json(&format!("{root}/api/v0/models")).await;
+        if let Some(found) = lm_studio
+            .as_ref()
+            .and_then(|l| window::lm_studio(l, &self.model))
+        {
+            return Some(found);
+        }
+        let show = serde_json::json!({ "model": self.model });
+        let ollama = self.post_json(&format!("{root}/api/show"), &show).await?;
+        window::ollama_show(&ollama)
     }
 }
 
@@ -117,7 +111,18 @@ impl OpenAiModel {
     /// GETs `url` as JSON with a short timeout; `None` on any failure (the server does not
     /// have the endpoint, or is not up yet).
     async fn get_json(&self, url: &str) -> Option<serde_json::Value> {
-        let mut request = self.endpoint.client.get(url).timeout(DISCOVERY_TIMEOUT);
+        self.discover(self.endpoint.client.get(url)).await
+    }
+
+    /// POSTs `body` to `url` and reads the answer as [`OpenAiModel::get_json`] does.
+    async fn post_json(&self, url: &str, body: &serde_json::Value) -> Option<serde_json::Value> {
+        self.discover(self.endpoint.client.post(url).json(body))
+            .await
+    }
+
+    /// Sends a discovery request with the key and a short timeout; `None` on any failure.
+    async fn discover(&self, request: reqwest::RequestBuilder) -> Option<serde_json::Value> {
+        let mut request = request.timeout(DISCOVERY_TIMEOUT);
         if let Some((name, value)) = &self.endpoint.secret {
             request = request.header(name, value.clone());
         }

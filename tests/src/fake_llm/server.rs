@@ -47,6 +47,8 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/messages", post(anthropic_endpoint))
         .route("/v1/models", get(models_endpoint))
         .route("/props", get(props_endpoint))
+        .route("/api/show", post(ollama_show_endpoint))
+        .route("/api/v0/models", get(lm_studio_models_endpoint))
         .fallback(unknown_endpoint)
         .layer(DefaultBodyLimit::disable())
         .with_state(shared)
@@ -77,9 +79,26 @@ async fn models_endpoint(State(shared): State<Arc<Shared>>) -> Response {
 /// `GET /props`: llama.cpp's server properties, only when a llama.cpp window is enforced.
 async fn props_endpoint(State(shared): State<Arc<Shared>>) -> Response {
     let limit = shared.ledger().limit;
-    match limit.as_ref().and_then(super::window::props) {
-        Some(props) => axum::Json(props).into_response(),
-        None => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
+    found_or_404(limit.as_ref().and_then(super::window::props))
+}
+
+/// `POST /api/show`: Ollama's model details, only when an Ollama window is enforced.
+async fn ollama_show_endpoint(State(shared): State<Arc<Shared>>) -> Response {
+    let limit = shared.ledger().limit;
+    found_or_404(limit.as_ref().and_then(super::window::ollama_show))
+}
+
+/// `GET /api/v0/models`: LM Studio's model list, only when an LM Studio window is enforced.
+async fn lm_studio_models_endpoint(State(shared): State<Arc<Shared>>) -> Response {
+    let limit = shared.ledger().limit;
+    found_or_404(limit.as_ref().and_then(super::window::lm_studio_models))
+}
+
+/// A discovery answer, or the 404 a server without that endpoint gives.
+fn found_or_404(body: Option<Value>) -> Response {
+    match body {
+        Some(body) => axum::Json(body).into_response(),
+        None => (StatusCode::NOT_FOUND, "404 page not found").into_response(),
     }
 }
 

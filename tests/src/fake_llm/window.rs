@@ -25,6 +25,12 @@ pub enum Flavor {
     Vllm,
     /// Anthropic: a prompt larger than the window is refused (400 "prompt is too long").
     Anthropic,
+    /// Ollama: never refuses a long prompt (it drops the start of it to fit `num_ctx`);
+    /// `POST /api/show` says `num_ctx` in the model's `parameters`.
+    Ollama,
+    /// LM Studio: `GET /api/v0/models` says `max_context_length` and, for a loaded model,
+    /// `loaded_context_length`; a long prompt is cut to fit, not refused.
+    LmStudio,
 }
 
 /// A context window the fake enforces.
@@ -118,6 +124,7 @@ pub fn refusal(limit: &ContextLimit, body: &Value) -> Option<(u16, Value)> {
                 }),
             )
         }),
+        Flavor::Ollama | Flavor::LmStudio => None,
         Flavor::Anthropic => (prompt > n_ctx).then(|| {
             (
                 400,
@@ -195,8 +202,29 @@ pub fn models(limit: Option<&ContextLimit>) -> Value {
         match limit.flavor {
             Flavor::Vllm => entry["max_model_len"] = json!(limit.n_ctx),
             Flavor::LlamaCpp => entry["meta"] = json!({"n_ctx_train": 32768}),
-            Flavor::OpenAi | Flavor::Anthropic => {}
+            Flavor::OpenAi | Flavor::Anthropic | Flavor::Ollama | Flavor::LmStudio => {}
         }
     }
     json!({"object": "list", "data": [entry]})
+}
+
+/// `POST /api/show` of an Ollama server with this window.
+pub fn ollama_show(limit: &ContextLimit) -> Option<Value> {
+    (limit.flavor == Flavor::Ollama).then(|| {
+        json!({
+            "parameters": format!("num_ctx                        {}\nstop                           \"<end_of_turn>\"", limit.n_ctx),
+            "model_info": {"general.architecture": "gemma3", "gemma3.context_length": 131072},
+            "capabilities": ["completion", "tools"],
+        })
+    })
+}
+
+/// `GET /api/v0/models` of LM Studio with this window, the model loaded with it.
+pub fn lm_studio_models(limit: &ContextLimit) -> Option<Value> {
+    (limit.flavor == Flavor::LmStudio).then(|| {
+        json!({"object": "list", "data": [{
+            "id": "fake-model", "object": "model", "type": "llm", "state": "loaded",
+            "max_context_length": 131072, "loaded_context_length": limit.n_ctx,
+        }]})
+    })
 }

@@ -44,7 +44,7 @@ fn provider(server: &LlamaServer, max_tokens: u32) -> OpenAiModel {
         model: "gemma-3-270m".into(),
         timeout: Duration::from_secs(120),
         max_retries: 0,
-        max_tokens,
+        max_tokens: Some(max_tokens),
         temperature: Some(0.0),
         ..ModelConfig::default()
     };

@@ -176,14 +176,14 @@ both_backends! {
     async fn an_answer_cut_at_the_output_limit_says_so_and_the_turn_ends_cleanly(db) {
         let mut s = setup(&db, vec![text(filler("answer", 2000)), text("short")]).await;
         s.llm.set_window(ContextLimit::new(100_000, Flavor::OpenAi));
-        s.config.model.max_tokens = 50;
+        s.config.model.max_tokens = Some(50);
         let agent = harness::agent(s.config.clone()).await;
         let (result, events) = turn(&agent, "console:cut", "write a lot").await;
         let outcome = result.expect("a cut answer is not an error");
         assert!(outcome.text.len() <= 50 * 4, "{}", outcome.text.len());
         let said = notices(&events);
         assert!(
-            said.iter().any(|n| n.contains("cut off at the output limit of 50 tokens ([model] max_tokens)")),
+            said.iter().any(|n| n.contains("cut off at the output limit of 50 tokens ([model] max_tokens is 50)")),
             "{said:?}"
         );
         assert!(matches!(events.last(), Some(TurnEvent::TurnComplete { cancelled: false, .. })), "{events:?}");
@@ -293,4 +293,64 @@ both_backends! {
         assert_eq!(again, "this request still does not fit the model's context window of 1024 tokens (see above)");
         assert_eq!(s.llm.requests().len(), 0, "nothing was sent that the server would refuse");
     }
+}
+
+/// Ollama says the window it runs a model with in `/api/show`, LM Studio the length a model is
+/// loaded with in `/api/v0/models`: neither is guessed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollama_and_lm_studio_say_their_window() {
+    let cases = [
+        (Flavor::Ollama, 8192, "Ollama's num_ctx"),
+        (Flavor::LmStudio, 4096, "LM Studio's loaded_context_length"),
+    ];
+    for (flavor, tokens, what) in cases {
+        let db = sandpiper_tests::db::TestDb::sqlite();
+        let mut s = setup(&db, vec![]).await;
+        s.llm.set_window(ContextLimit::new(tokens, flavor));
+        unlimited_window(&mut s.config);
+        let agent = harness::agent(s.config.clone()).await;
+        let window = agent.context_window().await;
+        assert_eq!(
+            (window.tokens, window.source),
+            (tokens, WindowSource::Server(what))
+        );
+        s.llm.verify();
+    }
+}
+
+/// A server that names no window gets the guess, which never refuses a request: one larger
+/// than the guess is sent, and when the server then refuses, the window it names (larger
+/// than the guess) is the one in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessed_window_learns_a_larger_one_from_the_servers_refusal() {
+    let db = sandpiper_tests::db::TestDb::sqlite();
+    let mut s = setup(&db, vec![]).await;
+    s.llm.respond_with(respond(200));
+    unlimited_window(&mut s.config);
+    s.config.agent.system_prompt_extra = Some(filler("conventions", 20_000));
+    s.llm.set_window(ContextLimit::new(16_000, Flavor::OpenAi));
+    let agent = harness::agent(s.config.clone()).await;
+    let key = "console:guess";
+    let guess = agent.context_window().await;
+    assert!(guess.is_guess(), "{guess}");
+    let (first, _) = turn(&agent, key, "hello").await;
+    first.expect("a request larger than the guess is sent and answered");
+    assert!(prompt_tokens(&s.llm.requests()[0]) > guess.tokens);
+    for i in 0..10 {
+        let (result, _) = turn(&agent, key, &filler(&format!("more {i}"), 3000)).await;
+        result.unwrap_or_else(|e| panic!("message {i}: {e}"));
+        if !s.llm.refusals().is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        s.llm.refusals().len(),
+        1,
+        "the server refused once, naming its window"
+    );
+    let window = agent.context_window().await;
+    assert_eq!(
+        (window.tokens, window.source),
+        (16_000, WindowSource::Learned)
+    );
 }

@@ -135,7 +135,7 @@ impl Agent {
         let learned = inner
             .learned_window
             .load(std::sync::atomic::Ordering::Relaxed);
-        if learned > 0 && learned < found.tokens {
+        if learned > 0 && (learned < found.tokens || found.is_guess()) {
             return ContextWindow {
                 tokens: learned,
                 source: WindowSource::Learned,
@@ -177,7 +177,7 @@ impl Agent {
         let config = &self.inner.config;
         Budget::new(
             window,
-            config.model.max_tokens,
+            config.model.output_cap(window.tokens),
             config.agent.compact_threshold,
         )
     }
@@ -202,7 +202,11 @@ impl Agent {
             let window = self.context_window().await;
             let budget = self.budget(&window);
             let prompt = self.fit(ws, req, &parts, &window, &budget).await?;
-            let Some(max_tokens) = budget.output_limit(prompt) else {
+            // A guessed window never refuses: the server's answer, or its refusal, tells.
+            let limit = budget
+                .output_limit(prompt)
+                .or_else(|| window.is_guess().then_some(budget.output_cap));
+            let Some(max_tokens) = limit else {
                 return Err(self.too_large(ws, &parts, &window));
             };
             bake_nudge(ws);
@@ -214,7 +218,8 @@ impl Agent {
                 .await
             {
                 Ok(Some(response)) => {
-                    return Ok(Some(self.answered(ws, req, response, bytes, max_tokens)));
+                    let limit = (max_tokens, budget.output_cap);
+                    return Ok(Some(self.answered(ws, req, response, bytes, limit)));
                 }
                 Ok(None) => return Ok(None),
                 Err(AgentError::Model(e)) => e,
@@ -269,7 +274,7 @@ impl Agent {
         req: &TurnRequest<'_>,
         mut response: AssembledResponse,
         bytes: u64,
-        max_tokens: u32,
+        (max_tokens, output_cap): (u32, u32),
     ) -> AssembledResponse {
         ws.context.nudge_pending = false;
         let counted = response.usage.input_tokens;
@@ -287,13 +292,15 @@ impl Agent {
         ) {
             let calls = std::mem::take(&mut response.tool_calls);
             tracing::info!(workstream = %ws.key, max_tokens, dropped_calls = calls.len(), "answer cut off at the output limit");
-            let cap = self.inner.config.model.max_tokens;
-            let why = if max_tokens < cap {
-                format!(
-                    "the {max_tokens} tokens the context window left for it ([model] max_tokens is {cap})"
-                )
+            let model = &self.inner.config.model;
+            let cap = match model.max_tokens {
+                Some(cap) => format!("[model] max_tokens is {cap}"),
+                None => "[model] max_tokens sets it".to_owned(),
+            };
+            let why = if max_tokens < output_cap {
+                format!("the {max_tokens} tokens the context window left for it ({cap})")
             } else {
-                format!("{max_tokens} tokens ([model] max_tokens)")
+                format!("{max_tokens} tokens ({cap})")
             };
             let dropped = if calls.is_empty() {
                 String::new()

@@ -13,6 +13,9 @@ pub enum WindowSource {
     Server(&'static str),
     /// A known default for the provider and model family.
     Default(&'static str),
+    /// Nothing says: a small guess that compacts a conversation early but never refuses a
+    /// request (the server's refusal teaches the real window).
+    Guess(&'static str),
     /// A server refused a request as too long and named its window (or showed it was smaller
     /// than believed).
     Learned,
@@ -24,6 +27,7 @@ impl fmt::Display for WindowSource {
             WindowSource::Config => f.write_str("model.context_window"),
             WindowSource::Server(what) => write!(f, "the server's {what}"),
             WindowSource::Default(family) => write!(f, "the default for {family}"),
+            WindowSource::Guess(what) => write!(f, "a guess for {what}"),
             WindowSource::Learned => f.write_str("the server's context error"),
         }
     }
@@ -36,6 +40,13 @@ pub struct ContextWindow {
     pub tokens: u64,
     /// Where the number came from.
     pub source: WindowSource,
+}
+
+impl ContextWindow {
+    /// Whether the size is only a guess: it never blocks a request.
+    pub fn is_guess(&self) -> bool {
+        matches!(self.source, WindowSource::Guess(_))
+    }
 }
 
 impl fmt::Display for ContextWindow {
@@ -52,14 +63,11 @@ pub const UNKNOWN_OPENAI_COMPATIBLE: u64 = 8192;
 /// The known default window for `model` on `provider`: hosted families publish theirs;
 /// anything else on an OpenAI-compatible server gets [`UNKNOWN_OPENAI_COMPATIBLE`].
 pub fn known_default(provider: Provider, model: &str) -> ContextWindow {
-    let (tokens, family) = family_window(provider, &model.to_ascii_lowercase());
-    ContextWindow {
-        tokens,
-        source: WindowSource::Default(family),
-    }
+    let (tokens, source) = family_window(provider, &model.to_ascii_lowercase());
+    ContextWindow { tokens, source }
 }
 
-fn family_window(provider: Provider, model: &str) -> (u64, &'static str) {
+fn family_window(provider: Provider, model: &str) -> (u64, WindowSource) {
     // The model name without a vendor prefix ("openai/gpt-4o", "anthropic.claude-...").
     let name = model.rsplit(['/', ':']).next().unwrap_or(model);
     let name = name.strip_prefix("anthropic.").unwrap_or(name);
@@ -78,13 +86,13 @@ fn family_window(provider: Provider, model: &str) -> (u64, &'static str) {
         ("mistral-large", 128_000, "Mistral Large"),
     ];
     if let Some((_, tokens, family)) = families.iter().find(|(p, _, _)| name.starts_with(p)) {
-        return (*tokens, family);
+        return (*tokens, WindowSource::Default(family));
     }
     match provider {
-        Provider::Anthropic => (200_000, "Anthropic's API"),
+        Provider::Anthropic => (200_000, WindowSource::Default("Anthropic's API")),
         Provider::Openai => (
             UNKNOWN_OPENAI_COMPATIBLE,
-            "an unknown model on an OpenAI-compatible server",
+            WindowSource::Guess("an unknown model on an OpenAI-compatible server"),
         ),
     }
 }
@@ -128,7 +136,7 @@ mod tests {
         );
         assert_eq!(
             known_default(Provider::Openai, "x").to_string(),
-            "8192 tokens (from the default for an unknown model on an OpenAI-compatible server)"
+            "8192 tokens (from a guess for an unknown model on an OpenAI-compatible server)"
         );
     }
 }
