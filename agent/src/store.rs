@@ -49,6 +49,10 @@ pub enum StoreError {
     /// The database could not be opened at start-up; the text has the URL's secrets removed.
     #[error("cannot open the database: {0}")]
     Open(String),
+    /// A command that only reads found no SQLite file ([`Store::open_existing`]): nothing to
+    /// read yet; the commands that write create it.
+    #[error("there is no database at {} yet", .0.display())]
+    NotCreated(std::path::PathBuf),
     /// Migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -156,6 +160,29 @@ impl Store {
         Ok(Self { pool, backend })
     }
 
+    /// [`Self::connect_with`] for a command that only reads (`doctor`, `audit`, `whoami`): a
+    /// SQLite file is opened as it is and never created; a missing one is
+    /// [`StoreError::NotCreated`].
+    pub async fn open_existing(
+        url: &str,
+        max_connections: u32,
+        patience: Duration,
+    ) -> Result<Self, StoreError> {
+        let Some(file) = sqlite_path(url) else {
+            return Self::connect_with(url, max_connections, patience).await;
+        };
+        if !file.exists() {
+            return Err(StoreError::NotCreated(file));
+        }
+        // `mode=rw`: a file removed meanwhile is an error here too, not a new database.
+        let url = match url.contains("mode=") {
+            true => url.to_owned(),
+            false if url.contains('?') => format!("{url}&mode=rw"),
+            false => format!("{url}?mode=rw"),
+        };
+        Self::connect_with(&url, max_connections, patience).await
+    }
+
     /// A private in-memory SQLite database (unit tests, benchmarks).
     pub async fn memory() -> Result<Self, StoreError> {
         Self::connect("sqlite::memory:", 1).await
@@ -233,7 +260,8 @@ fn protect_sqlite_file(url: &str) -> Result<(), StoreError> {
     };
     let open_error = |e: std::io::Error| StoreError::Open(format!("{}: {e}", path.display()));
     std::fs::OpenOptions::new()
-        .create(true)
+        // Only a URL that asks for it creates the file (`mode=rw` opens an existing one).
+        .create(url.contains("mode=rwc"))
         .append(true)
         .mode(0o600)
         .open(&path)
