@@ -144,7 +144,7 @@ impl Node {
             (router, ops),
             &http_requests,
             &shutdown,
-        )?;
+        );
         say_who_reaches_ops(server, &http, platforms.slack_events());
         let serves_notify = key.is_some();
         let registry = register(

@@ -247,18 +247,22 @@ pub(super) fn with_notify_api(
 /// start-up at once, before the chat platforms connect (and before anyone could send the bot
 /// a message it would then drop).
 pub(super) struct Sockets {
-    /// `[server] listen`.
-    main: TcpListener,
+    /// `[server] listen`, and the address it got (port 0 picks one).
+    main: (SocketAddr, TcpListener),
     /// `[server] ops_listen`, when `/ready` and `/metrics` are served apart.
-    ops: Option<TcpListener>,
+    ops: Option<(SocketAddr, TcpListener)>,
 }
 
 /// Binds `[server] listen`, and `[server] ops_listen` when set.
 pub(super) async fn bind(server: &ServerConfig) -> Result<Sockets, NodeError> {
     let bind = |addr: SocketAddr| async move {
-        TcpListener::bind(addr)
+        let socket = TcpListener::bind(addr)
             .await
-            .map_err(|e| NodeError::Listen(addr, e))
+            .map_err(|e| NodeError::Listen(addr, e))?;
+        let bound = socket
+            .local_addr()
+            .map_err(|e| NodeError::Listen(addr, e))?;
+        Ok::<_, NodeError>((bound, socket))
     };
     let main = bind(server.listen).await?;
     let ops = match server.ops_listen {
@@ -289,41 +293,39 @@ pub(super) fn listen(
     (router, ops): (Router, Option<Router>),
     http_requests: &HttpRequests,
     shutdown: &CancellationToken,
-) -> Result<Listening, NodeError> {
+) -> Listening {
     let stop = shutdown.child_token();
-    let (addr, task) = serve_http(sockets.main, http_requests.layer(router), server, &stop)
-        .map_err(|e| NodeError::Listen(server.listen, e))?;
+    let (addr, task) = serve_http(sockets.main, http_requests.layer(router), server, &stop);
     crate::startup!(node = %node_id, "serving http://{addr}/health");
     let ops = match (sockets.ops, ops) {
-        (Some(socket), Some(ops)) => Some(
-            serve_http(socket, http_requests.layer(ops), server, &stop)
-                .map_err(|e| NodeError::Listen(server.ops_listen.unwrap_or(server.listen), e))?,
-        ),
+        (Some(socket), Some(ops)) => {
+            Some(serve_http(socket, http_requests.layer(ops), server, &stop))
+        }
         _ => None,
     };
-    Ok(Listening {
+    Listening {
         addr,
         ops,
         server: task,
         stop,
-    })
+    }
 }
 
-/// Serves `router` on `socket` until `stop`: returns the bound address and the server's task.
+/// Serves `router` on the bound `socket` until `stop`: returns its address and the server's
+/// task.
 fn serve_http(
-    socket: TcpListener,
+    (addr, socket): (SocketAddr, TcpListener),
     router: Router,
     limits: &ServerConfig,
     stop: &CancellationToken,
-) -> std::io::Result<(SocketAddr, JoinHandle<std::io::Result<()>>)> {
-    let addr = socket.local_addr()?;
+) -> (SocketAddr, JoinHandle<std::io::Result<()>>) {
     let limits = limits.clone();
     let stop = stop.clone();
     let task =
         tokio::spawn(
             async move { crate::http_server::serve_on(socket, router, &limits, stop).await },
         );
-    Ok((addr, task))
+    (addr, task)
 }
 
 /// Says who may read `/ready` and `/metrics`: where they are served apart, behind which
