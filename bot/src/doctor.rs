@@ -1,7 +1,7 @@
 //! `sandpiper doctor`: checks a deployment the way `serve` would use it and prints one line
 //! per check — `ok`, `FAIL` (with what to do) or `skip` (not configured) — then exits
 //! non-zero when anything failed. Each check talks to the real thing once: the database
-//! (opened and migrated), the model endpoint (`GET /models`), Discord (`GET /users/@me`,
+//! (opened and migrated, never created), the model endpoint (`GET /models`), Discord (`GET /users/@me`,
 //! the application's intents), Slack (`auth.test`, its scopes, Socket Mode's
 //! `apps.connections.open`), every MCP server (started, tools listed, ended), the tool
 //! sandbox, and the HTTP listen addresses.
@@ -48,7 +48,8 @@ pub enum Verdict {
     Ok(String),
     /// It does not; what is wrong and what to do.
     Fail(String),
-    /// Not configured, so not checked; how to turn it on.
+    /// Not configured (or, for the database, not created yet), so not checked; how to turn
+    /// it on.
     Skip(String),
 }
 
