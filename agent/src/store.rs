@@ -366,6 +366,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_command_that_only_reads_never_creates_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("later.db");
+        let url = format!("sqlite://{}", path.display());
+        let patience = Duration::from_secs(1);
+        let missing = Store::open_existing(&url, 1, patience).await.unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            format!("there is no database at {} yet", path.display())
+        );
+        // Even asked directly without creation, the file is not made.
+        let refused = Store::connect_with(&format!("{url}?mode=rw"), 1, patience).await;
+        assert!(refused.is_err());
+        assert!(!path.exists());
+        Store::connect(&url, 1).await.unwrap().close().await;
+        let store = Store::open_existing(&url, 1, patience).await.unwrap();
+        store.ping().await.unwrap();
+        store.close().await;
+    }
+
+    #[tokio::test]
     async fn sqlite_file_is_created_in_wal_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("new.db");
