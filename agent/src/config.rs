@@ -2,7 +2,8 @@
 //!
 //! Precedence: `--config FILE`, else `$SANDPIPER_CONFIG`, else `./sandpiper.toml`, else
 //! `~/.config/sandpiper/config.toml`, else built-in defaults. Environment overrides are applied
-//! last. Unknown keys and bad values are errors that name the key and the file.
+//! last ([`ENV_OVERRIDES`]). Relative paths in the file are relative to its directory. Unknown
+//! keys and bad values are errors that name the key and the file.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 mod log;
 mod mcp;
+mod overrides;
+mod paths;
+pub use paths::sqlite_url_under;
 mod projects;
 mod redact;
 mod server;
@@ -22,6 +26,7 @@ pub use mcp::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REFRESH_INTERVAL,
     DEFAULT_STARTUP_TIMEOUT, McpConfig, McpServerConfig, parse_mcp_json,
 };
+pub use overrides::{ENV_OVERRIDES, EnvOverride, env_overrides};
 pub use projects::{ProjectConfig, project_connectors};
 pub use redact::{redact_url, url_secrets};
 pub use server::ServerConfig;
@@ -709,12 +714,15 @@ impl Config {
         let (mut config, file_names_database) = match &source {
             ConfigSource::File(path) => {
                 let text = read_file(path)?;
-                let config = Self::from_toml(&text, path)?;
+                let mut config = Self::from_toml(&text, path)?;
+                config.resolve_paths(paths::base_of(path));
                 (config, names_database(&text))
             }
             ConfigSource::Defaults => (Self::default(), false),
         };
         config.apply_env(env, &source)?;
+        // What the environment set is relative to where the command runs.
+        config.resolve_paths(Path::new(""));
         if !file_names_database
             && env.var("SANDPIPER_DATABASE_URL").is_none()
             && let Some(dir) = data_dir(env)

@@ -49,6 +49,10 @@ pub enum StoreError {
     /// The database could not be opened at start-up; the text has the URL's secrets removed.
     #[error("cannot open the database: {0}")]
     Open(String),
+    /// A command that only reads found no SQLite file ([`Store::open_existing`]): nothing to
+    /// read yet; the commands that write create it.
+    #[error("there is no database at {} yet", .0.display())]
+    NotCreated(std::path::PathBuf),
     /// Migrations failed.
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
@@ -156,6 +160,29 @@ impl Store {
         Ok(Self { pool, backend })
     }
 
+    /// [`Self::connect_with`] for a command that only reads (`doctor`, `audit`, `whoami`): a
+    /// SQLite file is opened as it is and never created; a missing one is
+    /// [`StoreError::NotCreated`].
+    pub async fn open_existing(
+        url: &str,
+        max_connections: u32,
+        patience: Duration,
+    ) -> Result<Self, StoreError> {
+        let Some(file) = sqlite_path(url) else {
+            return Self::connect_with(url, max_connections, patience).await;
+        };
+        if !file.exists() {
+            return Err(StoreError::NotCreated(file));
+        }
+        // `mode=rw`: a file removed meanwhile is an error here too, not a new database.
+        let url = match url.contains("mode=") {
+            true => url.to_owned(),
+            false if url.contains('?') => format!("{url}&mode=rw"),
+            false => format!("{url}?mode=rw"),
+        };
+        Self::connect_with(&url, max_connections, patience).await
+    }
+
     /// A private in-memory SQLite database (unit tests, benchmarks).
     pub async fn memory() -> Result<Self, StoreError> {
         Self::connect("sqlite::memory:", 1).await
@@ -233,7 +260,8 @@ fn protect_sqlite_file(url: &str) -> Result<(), StoreError> {
     };
     let open_error = |e: std::io::Error| StoreError::Open(format!("{}: {e}", path.display()));
     std::fs::OpenOptions::new()
-        .create(true)
+        // Only a URL that asks for it creates the file (`mode=rw` opens an existing one).
+        .create(url.contains("mode=rwc"))
         .append(true)
         .mode(0o600)
         .open(&path)
@@ -334,6 +362,27 @@ mod tests {
         let store = Store::connect(&url, 2).await.unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_command_that_only_reads_never_creates_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("later.db");
+        let url = format!("sqlite://{}", path.display());
+        let patience = Duration::from_secs(1);
+        let missing = Store::open_existing(&url, 1, patience).await.unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            format!("there is no database at {} yet", path.display())
+        );
+        // Even asked directly without creation, the file is not made.
+        let refused = Store::connect_with(&format!("{url}?mode=rw"), 1, patience).await;
+        assert!(refused.is_err());
+        assert!(!path.exists());
+        Store::connect(&url, 1).await.unwrap().close().await;
+        let store = Store::open_existing(&url, 1, patience).await.unwrap();
+        store.ping().await.unwrap();
         store.close().await;
     }
 

@@ -63,7 +63,7 @@ pub async fn run(args: AuditArgs, config: &sandpiper_agent::Config) -> anyhow::R
         println!("{none}");
         return Ok(());
     }
-    let store = crate::wiring::open_store(config).await?;
+    let store = crate::wiring::open_existing_store(config).await?;
     let filter = AuditFilter {
         workstream: args.workstream,
         user: args.user,

@@ -59,7 +59,7 @@ pub async fn whoami(config: &Config) -> anyhow::Result<()> {
         return Ok(());
     }
     let me = os_user();
-    let people = People::new(wiring::open_store(config).await?);
+    let people = People::new(wiring::open_existing_store(config).await?);
     println!("{}", account::whoami(&people, console_person(&me)).await?);
     Ok(())
 }
@@ -87,7 +87,7 @@ pub async fn memory(
         return Ok(());
     }
     let me = os_user();
-    let people = People::new(wiring::open_store(config).await?);
+    let people = People::new(wiring::open_existing_store(config).await?);
     let workstream = sandpiper_agent::workstream::WorkstreamKey::console(workstream).to_string();
     let text = match command.unwrap_or(MemoryCommand::List) {
         MemoryCommand::List => {

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use sandpiper_agent::Config;
-use sandpiper_agent::config::{Env, WorkdirMode, data_dir};
+use sandpiper_agent::config::{Env, WorkdirMode, data_dir, sqlite_url_under};
 use sandpiper_agent::store::sqlite_path;
 
 /// Where each command's tools work.
@@ -51,13 +51,19 @@ pub fn workdir_of(config: &Config, key: &str, cwd: &Path) -> PathBuf {
     .dir_for(key)
 }
 
-/// `--database`: a `sqlite:`/`postgres:` URL, or a file path for SQLite.
+/// `--database`: a `sqlite:`/`postgres:` URL, or a file path for SQLite; a relative file is
+/// made absolute under `cwd`.
 pub fn database_url(flag: &str, cwd: &Path) -> String {
     if flag.contains("://") || flag.starts_with("sqlite:") {
-        flag.to_owned()
+        sqlite_url_under(flag, cwd).unwrap_or_else(|| flag.to_owned())
     } else {
         format!("sqlite://{}", cwd.join(flag).display())
     }
+}
+
+/// Where `sandpiper chat` writes its log: `chat.log` in the data directory.
+pub fn chat_log_file(env: &dyn Env) -> Option<PathBuf> {
+    Some(data_dir(env)?.join("chat.log"))
 }
 
 /// The SQLite file the configuration names (`None` for PostgreSQL or in-memory).
@@ -165,6 +171,8 @@ mod tests {
         assert_eq!(database_url("x.db", cwd), "sqlite:///w/x.db");
         assert_eq!(database_url("/d/x.db", cwd), "sqlite:///d/x.db");
         assert_eq!(database_url("postgres://h/db", cwd), "postgres://h/db");
+        assert_eq!(database_url("sqlite:x.db", cwd), "sqlite:///w/x.db");
+        assert_eq!(database_url("sqlite:///d/x.db", cwd), "sqlite:///d/x.db");
     }
 
     #[test]

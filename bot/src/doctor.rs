@@ -1,7 +1,7 @@
 //! `sandpiper doctor`: checks a deployment the way `serve` would use it and prints one line
 //! per check — `ok`, `FAIL` (with what to do) or `skip` (not configured) — then exits
 //! non-zero when anything failed. Each check talks to the real thing once: the database
-//! (opened and migrated), the model endpoint (`GET /models`), Discord (`GET /users/@me`,
+//! (opened and migrated, never created), the model endpoint (`GET /models`), Discord (`GET /users/@me`,
 //! the application's intents), Slack (`auth.test`, its scopes, Socket Mode's
 //! `apps.connections.open`), every MCP server (started, tools listed, ended), the tool
 //! sandbox, and the HTTP listen addresses.
@@ -48,7 +48,8 @@ pub enum Verdict {
     Ok(String),
     /// It does not; what is wrong and what to do.
     Fail(String),
-    /// Not configured, so not checked; how to turn it on.
+    /// Not configured (or, for the database, not created yet), so not checked; how to turn
+    /// it on.
     Skip(String),
 }
 
@@ -120,7 +121,13 @@ fn load(
         config.mcp.merge_json_file(path).map_err(|e| fail(&e))?;
     }
     let (from, protected) = match &source {
-        ConfigSource::File(path) => (path.display().to_string(), vec![path.clone()]),
+        ConfigSource::File(path) => (
+            std::path::absolute(path)
+                .unwrap_or_else(|_| path.clone())
+                .display()
+                .to_string(),
+            vec![path.clone()],
+        ),
         ConfigSource::Defaults => (
             "no file: built-in defaults and the environment".into(),
             Vec::new(),
@@ -157,9 +164,14 @@ pub async fn checks(
     out
 }
 
+/// Opens the database as `serve` would, without creating it: a SQLite file that is not
+/// there yet is reported (`serve` and `chat` create it), not made.
 async fn database(config: &Config) -> Check {
     let url = sandpiper_agent::store::redact_url(&config.database.url);
-    match crate::wiring::open_store(config).await {
+    if let Some(none) = crate::defaults::no_database_yet(config) {
+        return Check::new("database", Verdict::Skip(none));
+    }
+    match crate::wiring::open_existing_store(config).await {
         Ok(store) => {
             let verdict = match store.ping().await {
                 Ok(()) => Verdict::Ok(format!("{url}: opened, migrations current")),
@@ -231,14 +243,11 @@ async fn discord(config: &DiscordConfig) -> Check {
 
 async fn discord_verdict(config: &DiscordConfig, token: &str) -> Result<String, String> {
     let client = client()?;
-    let base = format!("{}/api/v10", config.api_base_url.trim_end_matches('/'));
+    let base = discord_api(config);
     let auth = format!("Bot {token}");
     let (status, me) = get_json(&client, &format!("{base}/users/@me"), &auth).await?;
     if status == reqwest::StatusCode::UNAUTHORIZED {
-        return Err(format!(
-            "the token in {} is not valid (401): reset it under Bot in the developer portal",
-            config.token_env
-        ));
+        return Err(discord_token_refused(config));
     }
     if !status.is_success() {
         return Err(format!("GET /users/@me answered {status}"));
@@ -265,6 +274,34 @@ async fn discord_verdict(config: &DiscordConfig, token: &str) -> Result<String, 
     Ok(format!(
         "bot {name}, Message Content intent on; invite: {invite}"
     ))
+}
+
+/// Discord's REST API under the configured base.
+fn discord_api(config: &DiscordConfig) -> String {
+    format!("{}/api/v10", config.api_base_url.trim_end_matches('/'))
+}
+
+/// What is wrong when Discord refuses the bot token (401): `doctor`'s and `serve`'s one
+/// wording.
+fn discord_token_refused(config: &DiscordConfig) -> String {
+    format!(
+        "the token in {} is not valid (401): reset it under Bot in the developer portal",
+        config.token_env
+    )
+}
+
+/// `serve`'s question before it connects: does Discord refuse the token? serenity's gateway
+/// retries a refused token every few seconds forever, saying only that it failed; asked once
+/// here (`GET /users/@me`), a 401 stops start-up with what to do. Any other answer, or none
+/// (Discord unreachable), is left to the gateway's own retries.
+pub async fn refused_discord_token(config: &DiscordConfig) -> Option<String> {
+    let token = config.token.as_ref()?;
+    let client = client().ok()?;
+    let url = format!("{}/users/@me", discord_api(config));
+    let (status, _) = get_json(&client, &url, &format!("Bot {}", token.expose()))
+        .await
+        .ok()?;
+    (status == reqwest::StatusCode::UNAUTHORIZED).then(|| discord_token_refused(config))
 }
 
 async fn slack(config: &SlackConfig) -> Check {

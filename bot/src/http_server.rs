@@ -43,6 +43,18 @@ pub async fn run(
     bound: tokio::sync::oneshot::Sender<SocketAddr>,
 ) -> std::io::Result<()> {
     let listener = TcpListener::bind(listen).await?;
+    let _ = bound.send(listener.local_addr()?);
+    serve_on(listener, router, limits, shutdown).await
+}
+
+/// [`run`] on a socket bound before (`serve` binds first, so a taken port stops it before
+/// the chat platforms connect).
+pub async fn serve_on(
+    listener: TcpListener,
+    router: Router,
+    limits: &ServerConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(
         %addr,
@@ -53,7 +65,6 @@ pub async fn run(
         max_body_bytes = limits.max_body_bytes,
         "HTTP endpoints listening"
     );
-    let _ = bound.send(addr);
     let body_limits = body::BodyLimits {
         max_bytes: limits.max_body_bytes,
         read_timeout: limits.body_read_timeout,

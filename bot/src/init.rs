@@ -14,7 +14,8 @@ pub struct InitArgs {
     /// Where to write (else `--config`, else `./sandpiper.toml`).
     #[arg(long, value_name = "FILE")]
     pub path: Option<PathBuf>,
-    /// `sqlite://FILE` (the default, `sqlite://sandpiper.db`) or `postgres://…`.
+    /// `sqlite://FILE` (the default, `sqlite://sandpiper.db` beside the written file) or
+    /// `postgres://…`.
     #[arg(long, value_name = "URL")]
     pub database: Option<String>,
     /// `openai` (any OpenAI-compatible server) or `anthropic`.
@@ -268,8 +269,8 @@ pub fn render(a: &Answers) -> String {
 # the environment variable that holds its secret. Check with `sandpiper doctor`.
 
 [database]
-# SQLite file (created if missing), or postgres://user@host/db to share one database between
-# several nodes.
+# SQLite file (created if missing; a relative path is relative to this file's directory), or
+# postgres://user@host/db to share one database between several nodes.
 url = {database}
 
 [model]

@@ -1,6 +1,7 @@
 //! The process's one log subscriber: which events (`SANDPIPER_LOG`, else `RUST_LOG`, in
 //! `tracing`'s `EnvFilter` syntax: `info`, `sandpiper_agent=debug,warn`), in which shape
-//! (`[log] format`, overridden by `SANDPIPER_LOG_FORMAT`: `text` or `json`), to stderr.
+//! (`[log] format`, overridden by `SANDPIPER_LOG_FORMAT`: `text` or `json`), to stderr (or,
+//! for `chat`, to a file: [`LogPlace`]).
 //!
 //! An invalid filter stops start-up with the parser's message instead of silently logging
 //! nothing. The start-up lines an operator reads (`sandpiper: serving http://…`) are events
@@ -8,6 +9,7 @@
 //! whatever the filter says, so they reach the same place and shape as every other line.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 use sandpiper_agent::config::{Env, LogConfig, LogFormat};
 use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
@@ -85,10 +87,12 @@ impl LogSettings {
     }
 }
 
-/// The layer that writes every admitted event to `writer` in `settings`' format.
+/// The layer that writes every admitted event to `writer` in `settings`' format, coloured
+/// when `ansi` (a terminal reads it).
 pub fn layer<W>(
     settings: &LogSettings,
     writer: W,
+    ansi: bool,
 ) -> Result<Box<dyn Layer<Registry> + Send + Sync>, LogError>
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
@@ -100,7 +104,7 @@ where
     Ok(match settings.format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .fmt_fields(crate::log_format::EscapedFields::default())
-            .with_ansi(std::io::stderr().is_terminal())
+            .with_ansi(ansi)
             .with_writer(writer)
             .with_filter(admitted)
             .boxed(),
@@ -114,13 +118,86 @@ where
     })
 }
 
-/// Installs the process's subscriber (stderr); call once, before anything logs.
-pub fn init(config: &LogConfig, env: &dyn Env) -> Result<(), LogError> {
+/// Where the log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogPlace {
+    /// stderr: `serve` and the one-shot commands.
+    Stderr,
+    /// Appended to this file (created 0600 in a 0700 directory): `chat`, whose terminal is
+    /// the conversation.
+    File(PathBuf),
+}
+
+/// The installed log, for the one line that ends a failed process.
+#[derive(Debug, Clone, Copy)]
+pub struct Logging {
+    format: LogFormat,
+    /// Whether the log is read on stderr (else it goes to a file).
+    on_stderr: bool,
+}
+
+impl Logging {
+    /// Reports the error that ends the process: one event in the log's own shape when the
+    /// log is JSON on stderr (a log pipeline reads every line as an object), else the plain
+    /// `error: …` line a person reads on the terminal.
+    pub fn fatal(&self, error: &str) {
+        match (self.format, self.on_stderr) {
+            (LogFormat::Json, true) => {
+                tracing::error!(target: STARTUP_TARGET, error, "sandpiper stopped: {error}")
+            }
+            _ => eprintln!("error: {error}"),
+        }
+    }
+}
+
+/// Installs the process's subscriber, writing to `place` (stderr when the file cannot be
+/// opened, with a note why); call once, before anything logs.
+pub fn init(config: &LogConfig, env: &dyn Env, place: LogPlace) -> Result<Logging, LogError> {
     let settings = LogSettings::from_env(config, env)?;
-    let layer = layer(&settings, std::io::stderr)?;
+    let file = match place {
+        LogPlace::Stderr => None,
+        LogPlace::File(path) => match open_log_file(&path) {
+            Ok(file) => Some(file),
+            Err(e) => {
+                eprintln!(
+                    "note: cannot write the log to {}: {e}; logging to stderr",
+                    path.display()
+                );
+                None
+            }
+        },
+    };
+    let on_stderr = file.is_none();
+    let layer = match file {
+        Some(file) => layer(&settings, std::sync::Mutex::new(file), false)?,
+        None => layer(&settings, std::io::stderr, std::io::stderr().is_terminal())?,
+    };
     // A second call (tests) keeps the first subscriber.
     let _ = tracing_subscriber::registry().with(layer).try_init();
-    Ok(())
+    Ok(Logging {
+        format: settings.format,
+        on_stderr,
+    })
+}
+
+/// Opens `path` for appending, readable by its owner only (log lines may name workstreams
+/// and people).
+fn open_log_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
 }
 
 #[cfg(test)]
@@ -212,7 +289,7 @@ mod tests {
     fn capture(settings: &LogSettings, emit: impl FnOnce()) -> String {
         let captured = Captured::default();
         let writer = captured.clone();
-        let layer = layer(settings, move || writer.clone()).unwrap();
+        let layer = layer(settings, move || writer.clone(), false).unwrap();
         let subscriber = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(subscriber, emit);
         String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()

@@ -126,9 +126,15 @@ fn main() -> std::process::ExitCode {
         .as_ref()
         .map(|(config, _)| config.log.clone())
         .unwrap_or_default();
-    if let Err(e) = sandpiper::logging::init(&log, &ProcessEnv) {
-        eprintln!("error: {e}");
-        return std::process::ExitCode::FAILURE;
+    let logging = match sandpiper::logging::init(&log, &ProcessEnv, log_place(&cli.command)) {
+        Ok(logging) => logging,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    if let Ok((_, source)) = &loaded {
+        warn_of_env_overrides(source);
     }
     // Process-wide, set here once: orphans of tool calls (daemons, `setsid` jobs) are
     // reparented to sandpiper instead of init, so a timeout or /stop can kill and reap them.
@@ -155,9 +161,39 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            logging.fatal(&format!("{e:#}"));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Where a command logs: `chat` to a file in the data directory, so warnings do not land in
+/// the conversation (the console shows each failure once, in its own words); every other
+/// command to stderr.
+fn log_place(command: &Command) -> sandpiper::logging::LogPlace {
+    use sandpiper::logging::LogPlace;
+    match command {
+        Command::Chat(_) => {
+            defaults::chat_log_file(&ProcessEnv).map_or(LogPlace::Stderr, LogPlace::File)
+        }
+        _ => LogPlace::Stderr,
+    }
+}
+
+/// Warns once per environment variable that replaces a value the config file sets: a
+/// default baked into an image or a unit must not silently beat the mounted file. Names, not
+/// values (a database URL may hold a password).
+fn warn_of_env_overrides(source: &ConfigSource) {
+    for o in source.env_overrides(&ProcessEnv) {
+        tracing::warn!(
+            variable = o.var,
+            key = o.key,
+            file = %source,
+            "the environment overrides the config file: ${} replaces {} (unset the variable, or \
+             drop the key from the file)",
+            o.var,
+            o.key
+        );
     }
 }
 
@@ -185,6 +221,7 @@ async fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
         mcp_config: cli.mcp_config,
         database: cli.database,
     };
+    let loaded = flags.with_database(loaded)?;
     match cli.command {
         Command::Init(args) => sandpiper::init::run(&args, cli.config.as_deref()),
         Command::Doctor => doctor(loaded, flags.mcp_config.as_deref()).await,
@@ -243,6 +280,21 @@ struct Flags {
     database: Option<String>,
 }
 
+impl Flags {
+    /// `--database` over the loaded configuration, for every command that reads one
+    /// (`doctor` included); a relative file is relative to the current directory.
+    fn with_database(&self, loaded: Loaded) -> anyhow::Result<Loaded> {
+        let Some(database) = &self.database else {
+            return Ok(loaded);
+        };
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        Ok(loaded.map(|(mut config, source)| {
+            config.database.url = defaults::database_url(database, &cwd);
+            (config, source)
+        }))
+    }
+}
+
 /// What a command runs with: the configuration with the command line's flags over it, the
 /// chat platforms' sections, the directory the command started in, and the files no tool
 /// may read.
@@ -257,7 +309,7 @@ struct Setup {
 
 impl Setup {
     /// The loaded configuration (its error is the command's), `[discord]` and `[slack]` from
-    /// the same file, then `--mcp-config` and `--database`. Where tools work is not set yet
+    /// the same file, then `--mcp-config`. Where tools work is not set yet
     /// ([`Setup::placed`]).
     fn load(loaded: Loaded, flags: &Flags) -> anyhow::Result<Self> {
         let (mut config, source) = loaded?;
@@ -267,9 +319,6 @@ impl Setup {
             config.mcp.merge_json_file(path)?;
         }
         let cwd = std::env::current_dir().context("cannot read the current directory")?;
-        if let Some(database) = &flags.database {
-            config.database.url = defaults::database_url(database, &cwd);
-        }
         let protected = match &source {
             ConfigSource::File(path) => Some(path.clone()),
             ConfigSource::Defaults => None,
@@ -356,6 +405,9 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Held until the process ends: a second node on this SQLite file is refused.
     let _single = sandpiper::single_node::lock(&config.database.url)?;
+    if let Some(refused) = sandpiper::doctor::refused_discord_token(&channels.discord).await {
+        anyhow::bail!("cannot start Discord: {refused}");
+    }
     // One node id for the whole process: the registry's, the cluster's, the watch runner's,
     // and the `node` field of every line logged inside this span.
     let node_id = sandpiper::registry::node_id();

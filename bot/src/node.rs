@@ -21,7 +21,7 @@ use crate::model_check::ModelHealth;
 mod start;
 
 use start::{
-    Platforms, health_and_ops_routes, join_cluster, listen, register, say_who_reaches_ops,
+    Platforms, bind, health_and_ops_routes, join_cluster, listen, register, say_who_reaches_ops,
     start_cluster, with_admin_api, with_notify_api, with_slack_events, with_status_page,
 };
 
@@ -101,9 +101,10 @@ impl Node {
     /// [`Node::start`] as node `node_id`: the one id of this process, in the registry, the
     /// cluster's leases, the watch runner's claims and the log's `node` span.
     ///
-    /// The steps, in this order: join the cluster, probe the model, start the platforms, gather
-    /// the routes, let the platforms start turns, start the cluster duties and the watch runner,
-    /// serve notifications, bind the HTTP servers, register. Each step says on stderr what it
+    /// The steps, in this order: bind the HTTP sockets (a taken port fails before anything
+    /// connects), join the cluster, probe the model, start the platforms, gather the routes,
+    /// let the platforms start turns, start the cluster duties and the watch runner, serve
+    /// notifications, serve HTTP on the sockets, register. Each step says on stderr what it
     /// left off.
     pub async fn start_as(
         node_id: String,
@@ -112,6 +113,7 @@ impl Node {
         key: Option<ServiceKey>,
         shutdown: CancellationToken,
     ) -> Result<Self, NodeError> {
+        let sockets = bind(&agent.config().server).await?;
         let listen_url = join_cluster(&agent, &node_id);
         let model = ModelHealth::start(agent.config().model.clone(), shutdown.clone());
         let platforms = Platforms::start(&agent, channels, &shutdown).await?;
@@ -135,7 +137,14 @@ impl Node {
         let notifier = Notifier::new(agent.people(), agent.notifications(), notify_platforms);
         let router = with_notify_api(router, &agent, &notifier, key.as_ref());
         let server = &agent.config().server;
-        let http = listen(&node_id, server, (router, ops), &http_requests, &shutdown).await?;
+        let http = listen(
+            &node_id,
+            server,
+            sockets,
+            (router, ops),
+            &http_requests,
+            &shutdown,
+        );
         say_who_reaches_ops(server, &http, platforms.slack_events());
         let serves_notify = key.is_some();
         let registry = register(

@@ -56,6 +56,18 @@ pub async fn open_store(config: &Config) -> Result<Store, WiringError> {
         })
 }
 
+/// Opens the configured database for a command that only reads: a SQLite file that does
+/// not exist is an error, never created ([`Store::open_existing`]).
+pub async fn open_existing_store(config: &Config) -> Result<Store, WiringError> {
+    let db = &config.database;
+    Store::open_existing(&db.url, db.max_connections, db.acquire_timeout)
+        .await
+        .map_err(|source| WiringError::Store {
+            url: redact_url(&config.database.url),
+            source,
+        })
+}
+
 /// Connects the configured MCP servers (never fails: a bad server is reported in its status).
 /// Stdio servers are confined ([`sandpiper_agent::process::confine`]): `protected` (the config files)
 /// and the database files are hidden from them.

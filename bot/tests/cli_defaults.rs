@@ -75,6 +75,7 @@ fn commands_that_only_read_never_create_a_database() {
         &["tools"],
         &["config", "check"],
         &["mcp", "list"],
+        &["audit"],
     ] {
         let out = sandpiper(dir.path()).args(args).output().unwrap();
         let stdout = text_of(&out.stdout);
@@ -83,7 +84,7 @@ fn commands_that_only_read_never_create_a_database() {
             "{args:?}: {stdout}{}",
             text_of(&out.stderr)
         );
-        if matches!(args[0], "whoami" | "memory") {
+        if matches!(args[0], "whoami" | "memory" | "audit") {
             assert_eq!(
                 stdout.trim(),
                 format!(

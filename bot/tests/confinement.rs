@@ -25,7 +25,7 @@ const DB_SECRET: &str = "db-row-confine-secret";
 const ANSWER: &str = "All done.";
 
 /// Runs the binary in `dir` on `script`; returns what each tool call returned to the model
-/// and the binary's log.
+/// and the binary's log (its stderr and `chat.log`).
 async fn chat(
     dir: &std::path::Path,
     script: Vec<sandpiper_tests::fake_llm::Reply>,
@@ -85,7 +85,9 @@ async fn chat(
     drop(stdin);
     let _ = tokio::task::spawn_blocking(move || child.wait()).await;
     let stdout = out.join().unwrap_or_default();
-    let log = err.join().unwrap_or_default();
+    // `chat` logs to a file in the data directory (stderr carries only a fatal error).
+    let log = err.join().unwrap_or_default()
+        + &std::fs::read_to_string(dir.join(".local/share/sandpiper/chat.log")).unwrap_or_default();
     assert!(stdout.contains(ANSWER), "stdout:\n{stdout}\nlog:\n{log}");
     let results = requests
         .iter()

@@ -233,13 +233,15 @@ fn the_default_database_is_in_the_data_directory_unless_one_is_named() {
         ]),
         "postgres://h/db"
     );
-    // Without a home there is no data directory: the old relative default.
+    // Without a home there is no data directory: the old default, beside the file.
     let none: [(&str, &str); 0] = [];
-    assert_eq!(url(&none), "sqlite://sandpiper.db");
+    let beside = |file: &str| format!("sqlite://{}", dir.path().join(file).display());
+    assert_eq!(url(&none), beside("sandpiper.db"));
+    // A relative file is relative to the config file, wherever the command runs.
     let named = dir.path().join("named.toml");
     std::fs::write(&named, "[database]\nurl = \"sqlite://here.db\"\n").unwrap();
     let (c, _) = Config::load(Some(&named), &[("HOME", "/home/ann")]).unwrap();
-    assert_eq!(c.database.url, "sqlite://here.db");
+    assert_eq!(c.database.url, beside("here.db"));
 }
 
 #[test]

@@ -18,6 +18,7 @@ use sandpiper_channels::discord::DiscordChannel;
 use sandpiper_channels::notify::{Notifier, NotifyPlatform};
 use sandpiper_channels::slack::SlackChannel;
 use sandpiper_channels::thread::Starters;
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -110,14 +111,14 @@ impl Platforms {
     }
 }
 
-/// `/health`, with `/ready` and `/metrics` beside it, or apart (returned with their address)
-/// when `[server] ops_listen` is set.
+/// `/health`, with `/ready` and `/metrics` beside it, or apart (returned on their own) when
+/// `[server] ops_listen` is set.
 pub(super) fn health_and_ops_routes(
     agent: &Agent,
     platforms: &Platforms,
     model: ModelHealth,
     http_requests: &HttpRequests,
-) -> (Router, Option<(SocketAddr, Router)>) {
+) -> (Router, Option<Router>) {
     let mcp = agent.mcp().clone();
     let health: HealthSource = Arc::new(move || crate::serve::health_of(&mcp));
     let server = &agent.config().server;
@@ -133,7 +134,7 @@ pub(super) fn health_and_ops_routes(
     );
     let router: Router = crate::serve::router(health);
     match server.ops_listen {
-        Some(ops_listen) => (router, Some((ops_listen, ops))),
+        Some(_) => (router, Some(ops)),
         None => (router.merge(ops), None),
     }
 }
@@ -242,6 +243,35 @@ pub(super) fn with_notify_api(
     }
 }
 
+/// The node's sockets, bound before anything else starts: a port that is taken stops
+/// start-up at once, before the chat platforms connect (and before anyone could send the bot
+/// a message it would then drop).
+pub(super) struct Sockets {
+    /// `[server] listen`, and the address it got (port 0 picks one).
+    main: (SocketAddr, TcpListener),
+    /// `[server] ops_listen`, when `/ready` and `/metrics` are served apart.
+    ops: Option<(SocketAddr, TcpListener)>,
+}
+
+/// Binds `[server] listen`, and `[server] ops_listen` when set.
+pub(super) async fn bind(server: &ServerConfig) -> Result<Sockets, NodeError> {
+    let bind = |addr: SocketAddr| async move {
+        let socket = TcpListener::bind(addr)
+            .await
+            .map_err(|e| NodeError::Listen(addr, e))?;
+        let bound = socket
+            .local_addr()
+            .map_err(|e| NodeError::Listen(addr, e))?;
+        Ok::<_, NodeError>((bound, socket))
+    };
+    let main = bind(server.listen).await?;
+    let ops = match server.ops_listen {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
+    Ok(Sockets { main, ops })
+}
+
 /// The node's HTTP servers, listening.
 pub(super) struct Listening {
     /// Where the endpoints listen.
@@ -254,60 +284,48 @@ pub(super) struct Listening {
     pub(super) stop: CancellationToken,
 }
 
-/// Serves `router` on `[server] listen`, then `/ready` and `/metrics` on `[server]
+/// Serves `router` on the bound `[server] listen`, then `/ready` and `/metrics` on `[server]
 /// ops_listen` when they are apart (`ops`), each counted in `http_requests`.
-pub(super) async fn listen(
+pub(super) fn listen(
     node_id: &str,
     server: &ServerConfig,
-    (router, ops): (Router, Option<(SocketAddr, Router)>),
+    sockets: Sockets,
+    (router, ops): (Router, Option<Router>),
     http_requests: &HttpRequests,
     shutdown: &CancellationToken,
-) -> Result<Listening, NodeError> {
+) -> Listening {
     let stop = shutdown.child_token();
-    let layered = http_requests.layer(router);
-    let (addr, task) = serve_http(server.listen, layered, server, &stop, shutdown).await?;
+    let (addr, task) = serve_http(sockets.main, http_requests.layer(router), server, &stop);
     crate::startup!(node = %node_id, "serving http://{addr}/health");
-    let ops = match ops {
-        Some((ops_listen, ops)) => {
-            let layered = http_requests.layer(ops);
-            Some(serve_http(ops_listen, layered, server, &stop, shutdown).await?)
+    let ops = match (sockets.ops, ops) {
+        (Some(socket), Some(ops)) => {
+            Some(serve_http(socket, http_requests.layer(ops), server, &stop))
         }
-        None => None,
+        _ => None,
     };
-    Ok(Listening {
+    Listening {
         addr,
         ops,
         server: task,
         stop,
-    })
+    }
 }
 
-/// Serves `router` on `listen` until `stop`, once it listens: returns the bound address
-/// and the server's task. One that cannot listen stops the whole node (`shutdown`).
-async fn serve_http(
-    listen: SocketAddr,
+/// Serves `router` on the bound `socket` until `stop`: returns its address and the server's
+/// task.
+fn serve_http(
+    (addr, socket): (SocketAddr, TcpListener),
     router: Router,
     limits: &ServerConfig,
     stop: &CancellationToken,
-    shutdown: &CancellationToken,
-) -> Result<(SocketAddr, JoinHandle<std::io::Result<()>>), NodeError> {
-    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+) -> (SocketAddr, JoinHandle<std::io::Result<()>>) {
     let limits = limits.clone();
     let stop = stop.clone();
-    let task = tokio::spawn(async move {
-        crate::http_server::run(listen, router, &limits, stop, bound_tx).await
-    });
-    match bound_rx.await {
-        Ok(addr) => Ok((addr, task)),
-        Err(_) => {
-            shutdown.cancel();
-            let e = match task.await {
-                Ok(Err(e)) => e,
-                _ => std::io::Error::other("the HTTP server ended before listening"),
-            };
-            Err(NodeError::Listen(listen, e))
-        }
-    }
+    let task =
+        tokio::spawn(
+            async move { crate::http_server::serve_on(socket, router, &limits, stop).await },
+        );
+    (addr, task)
 }
 
 /// Says who may read `/ready` and `/metrics`: where they are served apart, behind which

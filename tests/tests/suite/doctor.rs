@@ -23,12 +23,19 @@ struct World {
     _work: tempfile::TempDir,
 }
 
+/// A deployment that has run before: its database exists (doctor never creates one).
 async fn world() -> World {
+    let db = TestDb::sqlite();
+    sandpiper_agent::store::Store::connect(&db.url, 1)
+        .await
+        .expect("the test database is created")
+        .close()
+        .await;
     World {
         llm: FakeLlm::start(vec![]).await,
         discord: FakeDiscord::start().await,
         slack: FakeSlack::start().await,
-        db: TestDb::sqlite(),
+        db,
         _work: tempfile::tempdir().expect("a work dir"),
     }
 }
