@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::users::is_valid_username;
+use crate::store::users::is_typed_name;
 
 /// A delivered notification, as the [`Ledger`] hands it back.
 pub use crate::store::notifications::SentNotification;
@@ -158,7 +158,9 @@ pub enum NotifyInputError {
     #[error("`{0}` is not a {1} channel id")]
     BadChannelId(String, ChannelType),
     /// A username that cannot be one.
-    #[error("`{0}` is not a valid username (a-z, 0-9, `_`, `.`, `-`; at most 32 characters)")]
+    #[error(
+        "`{0}` is not a valid username (a-z, 0-9, `_`, `.`, `-`, in any case; at most 32 characters; a legacy Discord name may end in `#1234`)"
+    )]
     BadUsername(String),
 }
 
@@ -187,7 +189,7 @@ impl NotifyRequest {
             (false, true, true) => {
                 let name = self.username.as_deref().unwrap_or_default().trim();
                 let name = name.strip_prefix('@').unwrap_or(name);
-                if !is_valid_username(name) {
+                if !is_typed_name(name) {
                     return Err(NotifyInputError::BadUsername(name.to_owned()));
                 }
                 Ok(Target::User(name.to_owned()))

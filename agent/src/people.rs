@@ -7,7 +7,7 @@
 
 /// What a person is and sees, re-exported so a channel names them here, not in the store.
 pub use crate::store::memories::{Memory, Scope, Visibility};
-pub use crate::store::users::{IdentityError, User};
+pub use crate::store::users::{IdentityError, LinkedIdentity, User};
 use crate::store::{Store, StoreError};
 
 /// A platform identity: who typed a command or wrote a message.
@@ -17,8 +17,12 @@ pub struct Identity<'a> {
     pub platform: &'a str,
     /// The platform's user id.
     pub platform_user_id: &'a str,
-    /// The name the platform shows (a new person's first username comes from it).
+    /// The name the platform shows: for display only, never to find anyone.
     pub display_name: &'a str,
+    /// The handle the platform keeps unique, when it has one: a Discord username (legacy
+    /// accounts `name#1234`), a Slack member's `name` in its workspace. People name each
+    /// other by it (`notify(username=alice)`); `None` on the console.
+    pub handle: Option<&'a str>,
 }
 
 /// People and what is theirs. Cheap to clone.
@@ -41,9 +45,18 @@ impl People {
 
     /// The sandpiper user behind `who`, made on first sight.
     pub async fn person(&self, who: Identity<'_>) -> Result<User, StoreError> {
-        self.store
-            .user_for_identity(who.platform, who.platform_user_id, who.display_name)
-            .await
+        match who.handle {
+            Some(handle) => {
+                self.store
+                    .user_for_handle(who.platform, who.platform_user_id, who.display_name, handle)
+                    .await
+            }
+            None => {
+                self.store
+                    .user_for_identity(who.platform, who.platform_user_id, who.display_name)
+                    .await
+            }
+        }
     }
 
     /// The sandpiper user `id`.
@@ -56,8 +69,8 @@ impl People {
         self.store.user_by_username(username).await
     }
 
-    /// Every `(platform, platform user id)` linked to user `id`, sorted.
-    pub async fn identities(&self, id: &str) -> Result<Vec<(String, String)>, StoreError> {
+    /// Every identity linked to user `id`, sorted by platform and id.
+    pub async fn identities(&self, id: &str) -> Result<Vec<LinkedIdentity>, StoreError> {
         self.store.identities_of(id).await
     }
 

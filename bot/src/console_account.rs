@@ -116,6 +116,7 @@ fn console_person(os_user: &str) -> account::Person<'_> {
         platform: sandpiper_channels::console::PLATFORM,
         platform_user_id: os_user,
         display_name: os_user,
+        handle: None,
     }
 }
 

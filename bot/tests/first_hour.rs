@@ -33,7 +33,7 @@ async fn run_with_stdin(mut cmd: Command, stdin: &'static str) -> (Output, Strin
         child.wait_with_output().expect("sandpiper exits")
     })
     .await
-    .unwrap();
+    .expect("the blocking task ends");
     let shown = format!(
         "stdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&out.stdout),

@@ -193,7 +193,12 @@ impl Console {
         // The person at the terminal is a sandpiper user like any platform user.
         let user = match self
             .agent
-            .person(PLATFORM, &self.options.user, &self.options.user)
+            .person(sandpiper_agent::people::Identity {
+                platform: PLATFORM,
+                platform_user_id: &self.options.user,
+                display_name: &self.options.user,
+                handle: None,
+            })
             .await
         {
             Ok(user) => user,

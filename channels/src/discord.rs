@@ -118,13 +118,14 @@ impl Bot {
         &self,
         user: &serenity::all::User,
     ) -> Result<User, sandpiper_agent::StoreError> {
-        let name = user
-            .global_name
-            .clone()
-            .unwrap_or_else(|| user.name.clone());
-        self.agent
-            .person(PLATFORM, &user.id.to_string(), &name)
-            .await
+        let handle = discord_handle(user);
+        let who = sandpiper_agent::people::Identity {
+            platform: PLATFORM,
+            platform_user_id: &user.id.to_string(),
+            display_name: user.global_name.as_deref().unwrap_or(&user.name),
+            handle: Some(&handle),
+        };
+        self.agent.person(who).await
     }
 
     /// Queues `work` in the thread's lane; tells the thread when it is still waiting after
@@ -372,5 +373,14 @@ impl TurnStarter for Starter {
 
     fn stop(&self, workstream: &str) -> bool {
         self.0.turns.stop(workstream)
+    }
+}
+
+/// A Discord account's handle: its username, unique on Discord since the 2023 migration;
+/// a legacy account keeps its discriminator (`name#1234`).
+pub(crate) fn discord_handle(user: &serenity::all::User) -> String {
+    match user.discriminator {
+        Some(tag) => format!("{}#{:04}", user.name, tag.get()),
+        None => user.name.clone(),
     }
 }

@@ -148,8 +148,9 @@ impl Notifier {
                 let user = self.recipient(&name, request).await?;
                 let identities = self.people.identities(&user.id).await?;
                 let mut results = Vec::new();
-                for (platform_name, platform_user) in &identities {
-                    let Some(platform) = ChannelType::parse(platform_name) else {
+                for identity in &identities {
+                    let platform_user = &identity.platform_user_id;
+                    let Some(platform) = ChannelType::parse(&identity.platform) else {
                         continue;
                     };
                     let label = format!("{platform}:@{name}");

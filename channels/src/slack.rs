@@ -105,8 +105,8 @@ impl Ctx {
 
     /// The sandpiper user behind a Slack user; `None` (logged) when the store does not answer.
     async fn person(&self, slack_user: &str) -> Option<User> {
-        let name = self.api.display_name(slack_user).await;
-        match self.agent.person("slack", slack_user, &name).await {
+        let names = self.api.names(slack_user).await;
+        match self.agent.person(names.identity(slack_user)).await {
             Ok(user) => Some(user),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot look up the sandpiper user");

@@ -207,6 +207,16 @@ impl FakeSlack {
             .insert(user.id.clone(), user.name.clone());
     }
 
+    /// Registers a user whose profile shows `display` instead of their handle `name`.
+    pub fn user_showing(&self, id: &str, name: &str, display: &str) -> SlackUser {
+        let user = self.user(id, name);
+        self.shared
+            .ledger()
+            .display_names
+            .insert(id.to_owned(), display.to_owned());
+        user
+    }
+
     /// Sets the members `usergroups.users.list` answers for `id`.
     pub fn set_usergroup(&self, id: &str, members: &[&str]) {
         let members = members.iter().map(|m| (*m).to_owned()).collect();

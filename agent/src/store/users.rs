@@ -42,6 +42,62 @@ pub struct User {
     pub display_name: Option<String>,
 }
 
+/// One platform identity of a user.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LinkedIdentity {
+    /// `discord`, `slack`, `console`.
+    pub platform: String,
+    /// The platform's user id.
+    pub platform_user_id: String,
+    /// The handle the platform keeps unique (lower-cased), when it has one and it was seen.
+    pub handle: Option<String>,
+}
+
+impl std::fmt::Display for LinkedIdentity {
+    /// `discord:2001 @alice`, or `console:alice` without a handle.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.platform, self.platform_user_id)?;
+        match &self.handle {
+            Some(handle) => write!(f, " @{handle}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A user with the handle of one of their identities.
+#[derive(sqlx::FromRow)]
+struct IdentityRow {
+    handle: Option<String>,
+    #[sqlx(flatten)]
+    user: User,
+}
+
+/// A user with the platform of the identity whose handle matched.
+#[derive(sqlx::FromRow)]
+struct HandleRow {
+    platform: String,
+    #[sqlx(flatten)]
+    user: User,
+}
+
+/// Whether `name` can name someone as people type it: a username or a platform handle in
+/// any case, a legacy Discord handle with its `#1234`.
+pub fn is_typed_name(name: &str) -> bool {
+    let lower = name.to_lowercase();
+    match lower.split_once('#') {
+        Some((base, tag)) => {
+            is_valid_username(base) && tag.len() == 4 && tag.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => is_valid_username(&lower),
+    }
+}
+
+/// A name as people type it, the way handles and usernames are compared: without surrounding
+/// spaces, a leading `@`, or case.
+fn typed_name(name: &str) -> String {
+    name.trim().trim_start_matches('@').to_lowercase()
+}
+
 /// Why an identity operation was refused. Every variant except [`IdentityError::Store`] is the
 /// user's to fix: show its message to them as it is.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +166,22 @@ impl Store {
         platform_user_id: &str,
         display_name: &str,
     ) -> Result<User, StoreError> {
-        self.user_for_identity_at(platform, platform_user_id, display_name, now_ms())
+        self.user_for_identity_at(platform, platform_user_id, display_name, None, now_ms())
+            .await
+    }
+
+    /// [`Store::user_for_identity`] for an identity with a platform handle (a Discord
+    /// username, a Slack member's `name`): the handle is recorded, and kept current when the
+    /// person changes it.
+    pub async fn user_for_handle(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+        display_name: &str,
+        handle: &str,
+    ) -> Result<User, StoreError> {
+        let at = now_ms();
+        self.user_for_identity_at(platform, platform_user_id, display_name, Some(handle), at)
             .await
     }
 
@@ -119,9 +190,15 @@ impl Store {
         platform: &str,
         platform_user_id: &str,
         display_name: &str,
+        handle: Option<&str>,
         now: i64,
     ) -> Result<User, StoreError> {
-        if let Some(user) = self.identity_user(platform, platform_user_id).await? {
+        let handle = handle.map(typed_name).filter(|h| !h.is_empty());
+        if let Some((user, known)) = self.identity_user(platform, platform_user_id).await? {
+            if handle.is_some() && handle != known {
+                self.set_handle(platform, platform_user_id, handle.as_deref())
+                    .await?;
+            }
             return Ok(user);
         }
         let display_name = Some(display_name.trim()).filter(|d| !d.is_empty());
@@ -132,7 +209,11 @@ impl Store {
                 .insert_user_with_identity(&user, platform, platform_user_id, now)
                 .await
             {
-                Ok(true) => return Ok(user),
+                Ok(true) => {
+                    self.set_handle(platform, platform_user_id, handle.as_deref())
+                        .await?;
+                    return Ok(user);
+                }
                 // Someone else created this identity meanwhile: theirs is the user.
                 Ok(false) => {}
                 // The handle is held (only a random one colliding, or a row from before
@@ -140,13 +221,60 @@ impl Store {
                 Err(e) if is_unique_violation(&e) => last_error = Some(e),
                 Err(e) => return Err(e.into()),
             }
-            if let Some(user) = self.identity_user(platform, platform_user_id).await? {
+            if let Some((user, _)) = self.identity_user(platform, platform_user_id).await? {
                 return Ok(user);
             }
         }
         Err(StoreError::Database(
             last_error.unwrap_or(sqlx::Error::RowNotFound),
         ))
+    }
+
+    /// Records `handle` as the identity's: the platform keeps handles unique, so another
+    /// identity of the platform that held it before (its owner renamed since) loses it.
+    async fn set_handle(
+        &self,
+        platform: &str,
+        platform_user_id: &str,
+        handle: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let Some(handle) = handle else {
+            return Ok(());
+        };
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "UPDATE identities SET handle = NULL              WHERE platform = $1 AND handle = $2 AND platform_user_id <> $3",
+        )
+        .bind(platform)
+        .bind(handle)
+        .bind(platform_user_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE identities SET handle = $1 WHERE platform = $2 AND platform_user_id = $3",
+        )
+        .bind(handle)
+        .bind(platform)
+        .bind(platform_user_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The people whose platform handle is `name` (as people type it), with the platform: one
+    /// per platform at most, since each keeps its handles unique.
+    pub async fn users_with_handle(&self, name: &str) -> Result<Vec<(String, User)>, StoreError> {
+        let rows: Vec<HandleRow> = sqlx::query_as(
+            "SELECT i.platform AS platform, u.id AS id, u.username AS username, \
+             u.display_name AS display_name \
+             FROM identities i JOIN users u ON u.id = i.user_id \
+             WHERE i.handle = $1 ORDER BY i.platform",
+        )
+        .bind(typed_name(name))
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.platform, r.user)).collect())
     }
 
     /// Looks a user up by id.
@@ -162,7 +290,7 @@ impl Store {
     /// Looks a user up by username, as people type it: surrounding spaces, a leading `@` and
     /// upper case are ignored.
     pub async fn user_by_username(&self, username: &str) -> Result<Option<User>, StoreError> {
-        let username = username.trim().trim_start_matches('@').to_lowercase();
+        let username = typed_name(username);
         let row: Option<User> =
             sqlx::query_as("SELECT id, username, display_name FROM users WHERE username = $1")
                 .bind(username)
@@ -200,9 +328,9 @@ impl Store {
     }
 
     /// The platform identities of a user as `(platform, platform user id)`, sorted.
-    pub async fn identities_of(&self, user_id: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT platform, platform_user_id FROM identities WHERE user_id = $1 \
+    pub async fn identities_of(&self, user_id: &str) -> Result<Vec<LinkedIdentity>, StoreError> {
+        let rows: Vec<LinkedIdentity> = sqlx::query_as(
+            "SELECT platform, platform_user_id, handle FROM identities WHERE user_id = $1 \
              ORDER BY platform, platform_user_id",
         )
         .bind(user_id)
@@ -211,14 +339,15 @@ impl Store {
         Ok(rows)
     }
 
-    /// The user an identity points at, if the identity is known.
+    /// The user an identity points at, and the identity's handle, if the identity is known.
     async fn identity_user(
         &self,
         platform: &str,
         platform_user_id: &str,
-    ) -> Result<Option<User>, StoreError> {
-        let row: Option<User> = sqlx::query_as(
-            "SELECT u.id AS id, u.username AS username, u.display_name AS display_name \
+    ) -> Result<Option<(User, Option<String>)>, StoreError> {
+        let row: Option<IdentityRow> = sqlx::query_as(
+            "SELECT i.handle AS handle, u.id AS id, u.username AS username, \
+             u.display_name AS display_name \
              FROM identities i \
              JOIN users u ON u.id = i.user_id \
              WHERE i.platform = $1 AND i.platform_user_id = $2",
@@ -227,7 +356,7 @@ impl Store {
         .bind(platform_user_id)
         .fetch_optional(self.pool())
         .await?;
-        Ok(row)
+        Ok(row.map(|r| (r.user, r.handle)))
     }
 
     /// Creates `user` and the identity pointing at it in one transaction. False (and nothing
@@ -268,7 +397,7 @@ impl Store {
     /// one of their identities (compared without case): the people an unknown username may
     /// have meant. Never used to pick one: only to say that the name is not theirs to answer.
     pub async fn users_showing_name(&self, name: &str) -> Result<Vec<User>, StoreError> {
-        let name = name.trim().trim_start_matches('@').to_lowercase();
+        let name = typed_name(name);
         let rows: Vec<User> = sqlx::query_as(
             "SELECT u.id AS id, u.username AS username, u.display_name AS display_name \
              FROM users u \

@@ -62,7 +62,7 @@ pub async fn link(
         Some(code) => {
             let user = people.redeem_link_code(who, code).await?;
             let ids = people.identities(&user.id).await?;
-            let list: Vec<String> = ids.iter().map(|(p, id)| format!("{p}:{id}")).collect();
+            let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
             Ok(format!(
                 "linked: you are {} on {}",
                 user.username,
@@ -76,7 +76,7 @@ pub async fn link(
 pub async fn whoami(people: &People, who: Person<'_>) -> Result<String, AccountError> {
     let user = me(people, who).await?;
     let ids = people.identities(&user.id).await?;
-    let list: Vec<String> = ids.iter().map(|(p, id)| format!("{p}:{id}")).collect();
+    let list: Vec<String> = ids.iter().map(ToString::to_string).collect();
     Ok(format!("{} ({})", user.username, list.join(", ")))
 }
 

@@ -105,6 +105,7 @@ impl ConsoleCommands<'_> {
             platform: super::PLATFORM,
             platform_user_id: self.os_user,
             display_name: self.os_user,
+            handle: None,
         };
         match cmd {
             Command::Help => Done::Answer(help()),

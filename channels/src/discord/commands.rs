@@ -160,10 +160,12 @@ pub(super) async fn on_command(
             reply.send(Reply::Private(text)).await
         }
         other => {
+            let handle = crate::discord::discord_handle(&c.user);
             let who = Person {
                 platform: PLATFORM,
                 platform_user_id: &c.user.id.to_string(),
                 display_name: c.user.global_name.as_deref().unwrap_or(&c.user.name),
+                handle: Some(&handle),
             };
             let approver = c.member.as_deref().is_some_and(|m| {
                 m.roles

@@ -91,7 +91,7 @@ impl Content {
 pub(crate) struct Api {
     client: Arc<Client>,
     token: SlackApiToken,
-    names: Mutex<HashMap<String, String>>,
+    names: Mutex<HashMap<String, SlackNames>>,
     groups: Mutex<HashMap<String, (Instant, Vec<String>)>>,
     /// Counts retries for `/metrics`.
     metrics: sandpiper_agent::metrics::Metrics,
@@ -310,35 +310,43 @@ impl Api {
         Ok(())
     }
 
-    /// The name people know `user` by (cached; the id when Slack does not say).
-    pub(super) async fn display_name(&self, user: &str) -> String {
-        if let Some(name) = self.lock_names().get(user) {
-            return name.clone();
+    /// How Slack names `user`: the member's `name` (their handle, unique in the workspace)
+    /// and the name shown (the profile's display name, else the handle). Cached; when
+    /// `users.info` fails, the user id stands in for both and nothing is cached.
+    pub(super) async fn names(&self, user: &str) -> SlackNames {
+        if let Some(names) = self.lock_names().get(user) {
+            return names.clone();
         }
         let req = SlackApiUsersInfoRequest::new(user.into());
-        let name = match retrying!(self, "users.info", self.session().users_info(&req)) {
-            Ok(info) => info
-                .user
-                .profile
-                .as_ref()
-                .and_then(|p| p.display_name.clone())
-                .filter(|n| !n.is_empty())
-                .or(info.user.name)
-                .unwrap_or_else(|| user.to_owned()),
+        let info = match retrying!(self, "users.info", self.session().users_info(&req)) {
+            Ok(info) => info,
             Err(e) => {
                 tracing::warn!(error = %e, "users.info failed; using the user id");
-                return user.to_owned();
+                return SlackNames {
+                    display: user.to_owned(),
+                    handle: None,
+                };
             }
         };
-        let mut names = self.lock_names();
-        if names.len() >= MAX_NAMES {
-            names.clear();
+        let handle = info.user.name.filter(|n| !n.is_empty());
+        let display = info
+            .user
+            .profile
+            .as_ref()
+            .and_then(|p| p.display_name.clone())
+            .filter(|n| !n.is_empty())
+            .or_else(|| handle.clone())
+            .unwrap_or_else(|| user.to_owned());
+        let names = SlackNames { display, handle };
+        let mut cache = self.lock_names();
+        if cache.len() >= MAX_NAMES {
+            cache.clear();
         }
-        names.insert(user.to_owned(), name.clone());
-        name
+        cache.insert(user.to_owned(), names.clone());
+        names
     }
 
-    fn lock_names(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+    fn lock_names(&self) -> std::sync::MutexGuard<'_, HashMap<String, SlackNames>> {
         self.names.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -379,5 +387,26 @@ impl Api {
         let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
         groups.insert(group.to_owned(), (Instant::now(), members.clone()));
         members
+    }
+}
+
+/// How Slack names a member.
+#[derive(Debug, Clone)]
+pub(super) struct SlackNames {
+    /// The name shown: for display only.
+    pub display: String,
+    /// The member's `name`, unique in its workspace.
+    pub handle: Option<String>,
+}
+
+impl SlackNames {
+    /// The identity of `user` with these names.
+    pub(super) fn identity<'a>(&'a self, user: &'a str) -> sandpiper_agent::people::Identity<'a> {
+        sandpiper_agent::people::Identity {
+            platform: "slack",
+            platform_user_id: user,
+            display_name: &self.display,
+            handle: self.handle.as_deref(),
+        }
     }
 }

@@ -55,12 +55,8 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
         }
         other => {
             let workstream = latest(ctx, &team, &channel).await;
-            let name = ctx.api.display_name(&user).await;
-            let who = Person {
-                platform: "slack",
-                platform_user_id: &user,
-                display_name: &name,
-            };
+            let names = ctx.api.names(&user).await;
+            let who: Person<'_> = names.identity(&user);
             // Only asked when it matters: deleting a memory, changing a watch.
             let deleting = matches!(
                 other,

@@ -49,15 +49,15 @@ pub(super) fn timestamp(millis: u64) -> String {
     )
 }
 
-/// A user object. `bot` marks the bot itself.
-pub(super) fn user(id: u64, name: &str, bot: bool) -> Value {
+/// A user object; the bot is marked as one.
+pub(super) fn user(who: &FakeUser) -> Value {
     json!({
-        "id": id.to_string(),
-        "username": name,
+        "id": who.id.to_string(),
+        "username": who.name,
         "discriminator": "0",
-        "global_name": name,
+        "global_name": who.global_name.as_deref().unwrap_or(&who.name),
         "avatar": null,
-        "bot": bot,
+        "bot": who.id == BOT_ID,
         "system": false,
         "banner": null,
         "accent_color": null,
@@ -69,7 +69,7 @@ pub(super) fn user(id: u64, name: &str, bot: bool) -> Value {
 
 /// The bot as `GET /users/@me` and READY describe it (a user plus the private fields).
 pub(super) fn current_user() -> Value {
-    let mut me = user(BOT_ID, BOT_NAME, true);
+    let mut me = user(&bot_user());
     me["verified"] = json!(true);
     me["mfa_enabled"] = json!(false);
     me["email"] = Value::Null;
@@ -86,7 +86,7 @@ pub(super) fn bot_user() -> FakeUser {
 /// A guild member; `with_permissions` adds the `permissions` field interactions carry.
 pub(super) fn member(who: &FakeUser, joined_at: &str, with_permissions: bool) -> Value {
     let mut member = json!({
-        "user": user(who.id, &who.name, who.id == BOT_ID),
+        "user": user(who),
         "nick": null,
         "avatar": null,
         "banner": null,
@@ -160,7 +160,7 @@ pub(super) fn dm_channel(id: u64, recipient: &FakeUser) -> Value {
         "type": 1,
         "last_message_id": null,
         "last_pin_timestamp": null,
-        "recipients": [user(recipient.id, &recipient.name, false)],
+        "recipients": [user(recipient)],
         "flags": 0,
     })
 }
@@ -295,14 +295,14 @@ pub(super) fn message(m: &StoredMessage, author: &FakeUser, joined_at: &str) -> 
         "id": p.id.to_string(),
         "channel_id": p.channel_id.to_string(),
         "guild_id": GUILD_ID.to_string(),
-        "author": user(author.id, &author.name, author.id == BOT_ID),
+        "author": user(author),
         "member": member(author, joined_at, false),
         "content": p.content,
         "timestamp": timestamp(m.created_millis),
         "edited_timestamp": m.edited_millis.map(timestamp),
         "tts": false,
         "mention_everyone": false,
-        "mentions": m.mentions.iter().map(|u| user(u.id, &u.name, u.id == BOT_ID)).collect::<Vec<_>>(),
+        "mentions": m.mentions.iter().map(user).collect::<Vec<_>>(),
         "mention_roles": m.mention_roles.iter().map(u64::to_string).collect::<Vec<_>>(),
         "attachments": attachments,
         "embeds": embeds,
@@ -394,8 +394,8 @@ pub(super) fn application() -> Value {
         "rpc_origins": [],
         "bot_public": false,
         "bot_require_code_grant": false,
-        "bot": user(BOT_ID, BOT_NAME, true),
-        "owner": user(1, "owner", false),
+        "bot": user(&bot_user()),
+        "owner": user(&FakeUser::new(1, "owner")),
         "verify_key": "0000000000000000000000000000000000000000000000000000000000000000",
         "team": null,
         "flags": 0,

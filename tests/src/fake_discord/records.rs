@@ -10,8 +10,10 @@ use super::state;
 pub struct FakeUser {
     /// The user's id (any value other than [`BOT_ID`](super::BOT_ID)).
     pub id: u64,
-    /// Username and display name.
+    /// The username (unique on Discord), shown too unless `global_name` is set.
     pub name: String,
+    /// The display name shown instead of the username (anyone may pick any).
+    pub global_name: Option<String>,
     /// Role ids the member holds; the fake's guild lists every role some member holds.
     pub roles: Vec<u64>,
     /// Holds the Administrator permission (in the `permissions` interactions carry).
@@ -24,9 +26,17 @@ impl FakeUser {
         Self {
             id,
             name: name.to_owned(),
+            global_name: None,
             roles: Vec::new(),
             admin: false,
         }
+    }
+
+    /// The same member showing `display` as their display name.
+    #[must_use]
+    pub fn showing(mut self, display: &str) -> Self {
+        self.global_name = Some(display.to_owned());
+        self
     }
 
     /// The same member with the Administrator permission.

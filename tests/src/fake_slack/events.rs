@@ -339,7 +339,7 @@ pub(super) fn channel_json(channel: &str, im_user: Option<&str>) -> Value {
 }
 
 /// A user object for `users.info`.
-pub(super) fn user_json(id: &str, name: &str) -> Value {
+pub(super) fn user_json(id: &str, name: &str, display: &str) -> Value {
     let bot = id == BOT_USER_ID;
     json!({
         "id": id,
@@ -353,8 +353,8 @@ pub(super) fn user_json(id: &str, name: &str) -> Value {
         "profile": {
             "real_name": name,
             "real_name_normalized": name,
-            "display_name": name,
-            "display_name_normalized": name,
+            "display_name": display,
+            "display_name_normalized": display,
             "status_text": "",
             "status_emoji": "",
             "team": TEAM_ID,

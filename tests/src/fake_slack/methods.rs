@@ -77,7 +77,8 @@ pub(super) fn answer(ledger: &mut Ledger, base_url: &str, method: &str, args: &V
         "users.info" => {
             let id = text(args, "user");
             let name = ledger.users.get(&id).ok_or("user_not_found")?;
-            Ok(json!({"user": events::user_json(&id, name)}))
+            let display = ledger.display_names.get(&id).unwrap_or(name);
+            Ok(json!({"user": events::user_json(&id, name, display)}))
         }
         "usergroups.users.list" => {
             let group = text(args, "usergroup");

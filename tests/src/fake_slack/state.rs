@@ -92,6 +92,8 @@ pub(super) struct Ledger {
     pub(super) usergroups: HashMap<String, Vec<String>>,
     /// Known users: id → name.
     pub(super) users: HashMap<String, String>,
+    /// Display names that differ from the name: id → display name.
+    pub(super) display_names: HashMap<String, String>,
     /// DM channel of each user id.
     pub(super) dm_channels: HashMap<String, String>,
     pub(super) failures: HashMap<String, Failure>,

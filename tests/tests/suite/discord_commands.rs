@@ -95,7 +95,7 @@ both_backends! {
         let text = reply["data"]["content"].as_str().unwrap().to_owned();
         assert_eq!(reply["data"]["flags"], json!(64));
         let code = text.split_whitespace().nth(4).unwrap().to_owned();
-        let console = sandpiper_channels::commands::account::Person { platform: "console", platform_user_id: "alice-laptop", display_name: "alice-laptop" };
+        let console = sandpiper_channels::commands::account::Person { platform: "console", platform_user_id: "alice-laptop", display_name: "alice-laptop", handle: None };
         let joined = sandpiper_channels::commands::account::link(&rig.agent.people(), console, Some(&code), false).await.unwrap();
         assert!(joined.contains("discord:") && joined.contains("console:alice-laptop"), "{joined}");
     }

@@ -72,7 +72,7 @@ both_backends! {
             .unwrap();
         assert_eq!(linked, alice);
         assert_eq!(
-            store.identities_of(&alice.id).await.unwrap(),
+            store.identities_of(&alice.id).await.unwrap().into_iter().map(|i| (i.platform, i.platform_user_id)).collect::<Vec<_>>(),
             vec![
                 ("console".to_owned(), "alice".to_owned()),
                 ("discord".to_owned(), "1001".to_owned()),
@@ -137,7 +137,7 @@ both_backends! {
         assert_eq!(same[0].username, "slack-u42");
         assert_eq!(store.user_by_username("sam_smith").await.unwrap(), None);
         assert_eq!(
-            store.identities_of(&same[0].id).await.unwrap(),
+            store.identities_of(&same[0].id).await.unwrap().into_iter().map(|i| (i.platform, i.platform_user_id)).collect::<Vec<_>>(),
             vec![("slack".to_owned(), "U42".to_owned())]
         );
         store.close().await;

@@ -517,4 +517,72 @@ both_backends! {
         stop.cancel();
         n.join(WAIT).await.served.unwrap();
     }
+
+    async fn people_are_named_by_their_discord_username_and_slack_handle_never_by_a_shown_name(db) {
+        let s = setup(&db, vec![
+            text("hi alice"), text("hi mallory"), text("hi dana"),
+            text("hi carol"), text("hi eve"), text("hi dana on slack"),
+            tool_call("n1", "notify", json!({"username": "alice", "message": "deploy done"})),
+            tool_call("n2", "notify", json!({"username": "@Carol", "message": "deploy done"})),
+            tool_call("n3", "notify", json!({"username": "dana", "message": "deploy done"})),
+            tool_call("n4", "notify", json!({"username": "Alice W", "message": "deploy done"})),
+            text("Sent to two of them."),
+        ]).await;
+        let discord = FakeDiscord::start().await;
+        let slack = FakeSlack::start().await;
+        let (n, stop) = node(&s.config.core, discord_config(&discord), slack_config(&slack)).await;
+        slack.wait_connected(WAIT).await;
+        discord.wait_ready(WAIT).await;
+        for _ in 0..200 {
+            if !n.agent.store().all_services().await.unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        // Each speaks once, so sandpiper has seen them as their platforms name them. The
+        // squatters show the others' names; dana is two different people.
+        let alice = FakeUser::new(2001, "alice").showing("Alice W");
+        let mallory = FakeUser::new(2666, "mallory").showing("alice");
+        let dana = FakeUser::new(2002, "dana");
+        let channel = sandpiper_tests::fake_discord::CHANNEL_ID;
+        for (who, answer) in [(&alice, "hi alice"), (&mallory, "hi mallory"), (&dana, "hi dana")] {
+            discord.user_message(channel, who, &format!("{} hello", discord.mention())).await;
+            discord.wait_until(WAIT, answer, |f| f.threads().into_iter().find(|t| f.messages(t.id).iter().any(|m| m.content.contains(answer)))).await;
+        }
+        let carol = slack.user_showing("U0CAROL", "carol", "Carol C");
+        let eve = slack.user_showing("U0EVE", "eve", "carol");
+        let dana_slack = slack.user("U0DANA", "dana");
+        for (who, answer) in [(&carol, "hi carol"), (&eve, "hi eve"), (&dana_slack, "hi dana on slack")] {
+            slack.app_mention(CHANNEL_ID, who, "hello").await;
+            slack.wait_until(WAIT, answer, |f| f.messages(CHANNEL_ID).into_iter().find(|m| m.text.contains(answer))).await;
+        }
+        let bob = slack.user("U0BOB", "bob");
+        slack.app_mention(CHANNEL_ID, &bob, "tell alice, carol and dana the deploy is done").await;
+        slack.wait_until(WAIT, "the answer", |f| f.messages(CHANNEL_ID).into_iter().find(|m| m.text.contains("Sent to two of them."))).await;
+        let results = contents_with_role(&s.llm.requests()[7..].iter().last().cloned().unwrap(), "tool");
+        let results: Vec<&String> = results.iter().rev().take(4).rev().collect();
+        assert_eq!(results[0], "notification to @alice:\n- discord:@alice: sent");
+        assert_eq!(results[1], "notification to @Carol:\n- slack:@Carol: sent");
+        assert!(results[2].contains("`dana` is ambiguous: it is the Discord username of `discord-2002` and the Slack handle of `slack-u0dana`"), "{}", results[2]);
+        assert!(results[3].contains("`Alice W` is not a valid username"), "a display name never names anyone: {}", results[3]);
+        // Delivered to the people who hold the handles, never to those showing the names.
+        let sent = discord.wait_until(WAIT, "alice's DM", |f| f.messages(f.dm_channel(&alice)).into_iter().next()).await;
+        assert!(sent.content.contains("deploy done"), "{}", sent.content);
+        assert!(discord.messages(discord.dm_channel(&mallory)).is_empty(), "the squatter got nothing");
+        assert!(discord.messages(discord.dm_channel(&dana)).is_empty());
+        let carol_dm = slack.dm_channel("U0CAROL");
+        slack.wait_until(WAIT, "carol's DM", |f| f.messages(&carol_dm).into_iter().find(|m| m.text.contains("deploy done"))).await;
+        assert!(slack.messages(&slack.dm_channel("U0EVE")).is_empty(), "the squatter got nothing");
+        // /whoami names the handles too.
+        let people = n.agent.people();
+        let alice_user = people.by_username("discord-2001").await.unwrap().expect("alice");
+        let who = sandpiper_channels::commands::account::whoami(&people, sandpiper_channels::commands::account::Person {
+            platform: "discord", platform_user_id: "2001", display_name: "Alice W", handle: Some("alice"),
+        }).await.unwrap();
+        assert_eq!(who, "discord-2001 (discord:2001 @alice)");
+        assert_eq!(alice_user.display_name.as_deref(), Some("Alice W"));
+        s.llm.verify();
+        stop.cancel();
+        n.join(WAIT).await.served.unwrap();
+    }
 }

@@ -96,7 +96,7 @@ impl Store {
         self.record_link_attempt(platform, platform_user_id, now)
             .await?;
         let code = code.trim().to_ascii_uppercase();
-        self.user_for_identity_at(platform, platform_user_id, display_name, now)
+        self.user_for_identity_at(platform, platform_user_id, display_name, None, now)
             .await?;
 
         let mut tx = self.pool().begin().await?;

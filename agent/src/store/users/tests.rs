@@ -10,10 +10,14 @@ async fn store() -> Store {
     Store::memory().await.unwrap()
 }
 
-fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+fn pairs(items: &[(&str, &str)]) -> Vec<LinkedIdentity> {
     items
         .iter()
-        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .map(|(a, b)| LinkedIdentity {
+            platform: (*a).to_owned(),
+            platform_user_id: (*b).to_owned(),
+            handle: None,
+        })
         .collect()
 }
 

@@ -73,18 +73,19 @@ pub(super) async fn resolve(store: &Store, target: &Target) -> Result<Resolved, 
         Target::User(name) => name,
     };
     let fail = |e| ToolError::store(&format!("cannot look up `{name}`"), e);
-    let Some(user) = store.user_by_username(name).await.map_err(fail)? else {
-        let showing = store.users_showing_name(name).await.map_err(fail)?;
-        return Err(ToolError::model(unknown_user(name, &showing)));
+    let named = people_named(store, name).await.map_err(fail)?;
+    let user = match named.as_slice() {
+        [] => {
+            let showing = store.users_showing_name(name).await.map_err(fail)?;
+            return Err(ToolError::model(unknown_user(name, &showing)));
+        }
+        [(_, user)] => user.clone(),
+        several => return Err(ToolError::model(ambiguous_handle(name, several))),
     };
     let identities = store.identities_of(&user.id).await.map_err(fail)?;
     let platforms: Vec<ChannelType> = ChannelType::ALL
         .into_iter()
-        .filter(|p| {
-            identities
-                .iter()
-                .any(|(platform, _)| platform == p.as_str())
-        })
+        .filter(|p| identities.iter().any(|i| i.platform == p.as_str()))
         .collect();
     if platforms.is_empty() {
         return Err(ToolError::model(format!(
@@ -97,10 +98,61 @@ pub(super) async fn resolve(store: &Store, target: &Target) -> Result<Resolved, 
     })
 }
 
+/// Where a name named someone: their sandpiper username, or a platform's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NamedBy {
+    Username,
+    Handle(ChannelType),
+}
+
+/// The people `name` names, each once: the user with that username and the people with that
+/// handle on a platform (a Discord username, a Slack member's name). Display names never
+/// count. Linked identities are one person.
+async fn people_named(
+    store: &Store,
+    name: &str,
+) -> Result<Vec<(NamedBy, crate::store::users::User)>, crate::store::StoreError> {
+    let mut named: Vec<(NamedBy, crate::store::users::User)> = Vec::new();
+    if let Some(user) = store.user_by_username(name).await? {
+        named.push((NamedBy::Username, user));
+    }
+    for (platform, user) in store.users_with_handle(name).await? {
+        let Some(platform) = ChannelType::parse(&platform) else {
+            continue;
+        };
+        if !named.iter().any(|(_, known)| known.id == user.id) {
+            named.push((NamedBy::Handle(platform), user));
+        }
+    }
+    Ok(named)
+}
+
+/// What the model hears when a name is two people's: which, and that it must ask.
+fn ambiguous_handle(name: &str, several: &[(NamedBy, crate::store::users::User)]) -> String {
+    let whose: Vec<String> = several
+        .iter()
+        .map(|(by, user)| {
+            let what = match by {
+                NamedBy::Username => "the sandpiper username",
+                NamedBy::Handle(ChannelType::Discord) => "the Discord username",
+                NamedBy::Handle(ChannelType::Slack) => "the Slack handle",
+            };
+            format!("{what} of `{}`", user.username)
+        })
+        .collect();
+    format!(
+        "not sent: `{name}` is ambiguous: it is {}. These are different people, so I do not \
+         pick one: ask the person who wants it sent which one is meant, and name them by their \
+         sandpiper username.",
+        whose.join(" and ")
+    )
+}
+
 /// What the model hears about a username nobody has: never a guess at who was meant.
 fn unknown_user(name: &str, showing: &[crate::store::users::User]) -> String {
-    let how = "a username is a handle: `discord-<id>`, `slack-<id>` or `console-<name>` until \
-               its owner picks one with `rename` (everyone sees theirs with /whoami)";
+    let how = "a person is named by their Discord username, their Slack handle, or their \
+               sandpiper username (`discord-<id>`, `slack-<id>` or `console-<name>` until its \
+               owner picks one with `rename`; everyone sees theirs with /whoami)";
     if showing.is_empty() {
         return format!(
             "not sent: there is no user `{name}`; {how}. Ask the person who wants it sent for \

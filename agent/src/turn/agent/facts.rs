@@ -45,18 +45,10 @@ impl Agent {
         self.inner.store.list_workstreams().await
     }
 
-    /// The sandpiper user behind a platform identity, made on first sight (`name` is the
-    /// shown name the platform gives).
-    pub async fn person(
-        &self,
-        platform: &str,
-        platform_user_id: &str,
-        name: &str,
-    ) -> Result<User, StoreError> {
-        self.inner
-            .store
-            .user_for_identity(platform, platform_user_id, name)
-            .await
+    /// The sandpiper user behind a platform identity, made on first sight; its handle is
+    /// kept current.
+    pub async fn person(&self, who: crate::people::Identity<'_>) -> Result<User, StoreError> {
+        self.people().person(who).await
     }
 
     /// The sandpiper user `id`.
