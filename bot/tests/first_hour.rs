@@ -118,7 +118,7 @@ async fn a_server_still_starting_after_the_startup_timeout_is_left_out_in_one_li
     let config = dir.path().join("sandpiper.toml");
     std::fs::write(
         &config,
-        "[mcp]\nstartup_timeout = \"1s\"\n\n[mcp.servers.slow]\ncommand = \"sleep\"\nargs = [\"60\"]\n",
+        "[mcp]\nstartup_timeout = \"3s\"\n\n[mcp.servers.slow]\ncommand = \"sleep\"\nargs = [\"60\"]\n",
     )
     .unwrap();
     let mut cmd = sandpiper(dir.path(), &llm);
@@ -132,6 +132,11 @@ async fn a_server_still_starting_after_the_startup_timeout_is_left_out_in_one_li
             .matches("Going on without the tools of MCP server slow (still connecting)")
             .count(),
         1,
+        "{shown}"
+    );
+    // It said what it waited for, once it had waited a moment.
+    assert!(
+        shown.contains("⏳ Waiting for MCP server slow to connect (at most"),
         "{shown}"
     );
     // The turn waited for the start-up time, not the 30 s connect timeout.

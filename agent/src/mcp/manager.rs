@@ -177,8 +177,13 @@ impl McpManager {
             .is_some_and(|slot| slot.server_state(&slot.state()) == ServerState::Connected)
     }
 
+    /// The servers still making their first connection attempt.
+    pub fn starting(&self) -> Vec<String> {
+        self.starting.borrow().iter().cloned().collect()
+    }
+
     /// What is left of the start-up time.
-    fn startup_left(&self) -> Duration {
+    pub fn startup_left(&self) -> Duration {
         self.options
             .startup_timeout
             .saturating_sub(self.started.elapsed())

@@ -162,6 +162,20 @@ pub fn mcp_startup_notice(unavailable: &[crate::mcp::UnavailableServer]) -> Opti
     })
 }
 
+/// The line a turn shows while it waits for MCP servers to start.
+pub fn mcp_waiting_notice(starting: &[String], left: std::time::Duration) -> String {
+    format!(
+        "⏳ Waiting for MCP {} {} to connect (at most {} s more)…",
+        if starting.len() == 1 {
+            "server"
+        } else {
+            "servers"
+        },
+        starting.join(", "),
+        left.as_secs().max(1)
+    )
+}
+
 /// `github (still connecting), jira (not reachable, retrying)`: names and states only, since
 /// a server's error may quote secrets.
 fn servers_with_why(unavailable: &[crate::mcp::UnavailableServer]) -> String {
@@ -206,6 +220,35 @@ mod tests {
             "\nMCP servers not ready yet, so their tools are not offered in this turn: github \
              (still connecting), jira (not reachable, retrying). If the person needs one of them, \
              say so.\n"
+        );
+    }
+
+    #[test]
+    fn the_person_hears_what_a_turn_waits_for_and_goes_on_without() {
+        use crate::mcp::{ServerState, UnavailableServer};
+        let waiting =
+            mcp_waiting_notice(&["fs".to_owned()], std::time::Duration::from_millis(8500));
+        assert_eq!(
+            waiting,
+            "⏳ Waiting for MCP server fs to connect (at most 8 s more)…"
+        );
+        assert_eq!(mcp_startup_notice(&[]), None);
+        let missing = [
+            UnavailableServer {
+                server: "fs".into(),
+                state: ServerState::Connecting,
+            },
+            UnavailableServer {
+                server: "gh".into(),
+                state: ServerState::Failed,
+            },
+        ];
+        assert_eq!(
+            mcp_startup_notice(&missing).as_deref(),
+            Some(
+                "⏳ Going on without the tools of MCP servers fs (still connecting), gh (not \
+                 reachable, retrying) (`/mcp` shows how servers stand)."
+            )
         );
     }
 

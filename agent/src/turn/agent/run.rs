@@ -24,6 +24,9 @@ use crate::turn::request::{Note, PersonalNote};
 use crate::turn::tool_search::TurnTools;
 use crate::workstream::Workstream;
 
+/// A turn that has waited this long for MCP servers to start says what it waits for.
+const SHOW_STARTUP_WAIT_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a turn carries from one model call to the next.
 struct TurnState {
     /// The tools offered, refreshed when the catalog or the connector policy changes mid-turn.
@@ -179,7 +182,22 @@ impl Agent {
     /// for them (up to `[mcp] startup_timeout` after start), so the first message after a
     /// start is offered their tools; the person is told which ones it goes on without.
     async fn await_mcp_startup(&self, req: &TurnRequest<'_>) {
-        let Some(unavailable) = self.inner.mcp.await_startup().await else {
+        let mcp = &self.inner.mcp;
+        let waiting = mcp.await_startup();
+        tokio::pin!(waiting);
+        let outcome = tokio::select! {
+            outcome = &mut waiting => outcome,
+            () = req.cancel.cancelled() => return,
+            () = tokio::time::sleep(SHOW_STARTUP_WAIT_AFTER) => {
+                let line = crate::turn::prompt::mcp_waiting_notice(&mcp.starting(), mcp.startup_left());
+                req.sink.event(TurnEvent::Notice(line));
+                tokio::select! {
+                    outcome = waiting => outcome,
+                    () = req.cancel.cancelled() => return,
+                }
+            }
+        };
+        let Some(unavailable) = outcome else {
             return;
         };
         // The follower task may not have seen the servers' listings yet.
