@@ -386,7 +386,10 @@ async fn a_long_compaction_shows_a_live_line_that_says_how_it_ended() {
     // Within the grace: only the notice.
     let (meanwhile, all) = run(grace / 2, false).await;
     assert_eq!(meanwhile, vec![]);
-    assert_eq!(all, vec![Op::Post("m0".into(), Post::Notice("🗜 Compacted".into()))]);
+    assert_eq!(
+        all,
+        vec![Op::Post("m0".into(), Post::Notice("🗜 Compacted".into()))]
+    );
 
     // Longer: the live line (with Stop) while it lasts, edited to say it is done.
     let started = progress(Compacting::Started, true);
