@@ -414,6 +414,28 @@ both_backends! {
         assert_eq!(agent.store().latest_checkpoint("console:compacting").await.expect("store"), None);
     }
 
+    async fn compact_at_the_console_shows_the_same_line_while_the_model_summarises(db) {
+        let s = setup(&db, vec![
+            text("first answer"),
+            text("second answer"),
+            text("- summary: the team said one").held(Duration::from_millis(500)),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "asked", "alice", false);
+        console.send("one").await;
+        console.wait_for("first answer", WAIT).await;
+        console.send("two").await;
+        console.wait_for("second answer", WAIT).await;
+        console.send("/compact").await;
+        let out = console.wait_for("Compacted this conversation", WAIT).await;
+        let line = out.find("(🗜 Compacting this conversation to fit the model's context window…)\n");
+        let told = out.find("Compacted this conversation");
+        assert!(line.is_some() && line < told, "the line, then what changed: {out}");
+        console.finish().await;
+        let checkpoint = agent.store().latest_checkpoint("console:asked").await.expect("store");
+        assert!(checkpoint.is_some_and(|c| c.summary.contains("the team said one")));
+    }
+
     async fn discord_shows_a_live_compaction_line_and_typing_while_the_model_summarises(db) {
         let s = setup(&db, refused_then_summary_held(Duration::from_secs(3), &["answered after compaction"])).await;
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
