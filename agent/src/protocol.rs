@@ -55,6 +55,9 @@ pub enum TurnEvent {
     Notice(String),
     /// A sub-agent (`task`, `plan`) made progress: the line of its call is redrawn from this.
     SubAgent(SubAgentStatus),
+    /// The model writes a summary of older messages to make room in its context window: on a
+    /// small model that takes minutes, and the thread would otherwise show nothing meanwhile.
+    Compacting(Compacting),
     /// A file to show in the thread (a long plan before its review); the platform uploads it
     /// where it can and names it where it cannot.
     Attachment {
@@ -139,6 +142,31 @@ impl std::fmt::Display for SubAgentStatus {
             "{}: {} · step {} · {calls}{denied} · {now}",
             self.tool, self.title, self.step
         )
+    }
+}
+
+/// Where a compaction that asks the model for a summary is; its `Display` is the one status
+/// line every platform shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compacting {
+    /// The summary was asked for.
+    Started,
+    /// It ended. When compacted, a notice saying what changed follows; when `stopped`, nothing
+    /// changed and nothing else is said.
+    Ended {
+        /// Whether the turn was stopped before the summary came.
+        stopped: bool,
+    },
+}
+
+impl std::fmt::Display for Compacting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("🗜 Compacting this conversation to fit the model's context window…")?;
+        match self {
+            Self::Started => Ok(()),
+            Self::Ended { stopped: false } => f.write_str(" done."),
+            Self::Ended { stopped: true } => f.write_str(" stopped; nothing was changed."),
+        }
     }
 }
 

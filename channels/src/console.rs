@@ -224,6 +224,7 @@ impl Console {
             key: &key,
             user_id: &user.id,
             os_user: &self.options.user,
+            progress: &sink,
         };
         loop {
             if self.options.interactive {

@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandpiper_agent::protocol::{TurnEvent, TurnSink};
+use sandpiper_agent::protocol::{Compacting, TurnEvent, TurnSink};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -92,6 +92,14 @@ pub enum Post {
     Notice(String),
     /// The turn waits for a place before it starts (too many turns run).
     Waiting(String),
+    /// What the turn does that takes long and shows nothing else (compacting); `live` while it
+    /// lasts (the platform adds a Stop button: it is the turn's live message then).
+    Progress {
+        /// One line.
+        text: String,
+        /// Whether it still lasts.
+        live: bool,
+    },
     /// The turn failed.
     Error(String),
 }
@@ -262,6 +270,7 @@ pub fn start<S: Surface>(
         tools: HashMap::new(),
         order: Vec::new(),
         wait: None,
+        compacting: None,
     };
     // The renderer shows its turn to the end, through a drain (see `Tasks::spawn_turn`).
     let task = tasks.spawn_turn(renderer.run(sink.clone(), done_tx));
@@ -313,6 +322,25 @@ struct Renderer<S> {
     /// A wait for a place to run, posted only if it lasts past the grace
     /// ([`crate::turns::SHOW_PROGRESS_AFTER`]): the line and when it is due.
     wait: Option<(String, Instant)>,
+    /// A compaction in progress: its line is posted only if it lasts past the same grace.
+    compacting: Option<CompactingLine>,
+}
+
+/// The [`Compacting`] line of a summary being written.
+enum CompactingLine {
+    /// Not posted yet: posted at this moment if the summary has not come by then.
+    Due(Instant),
+    /// Posted (its id, unless posting failed): edited when the compaction ends.
+    Posted(Option<String>),
+}
+
+impl CompactingLine {
+    fn due(&self) -> Option<Instant> {
+        match self {
+            Self::Due(at) => Some(*at),
+            Self::Posted(_) => None,
+        }
+    }
 }
 
 impl<S: Surface> Renderer<S> {
@@ -336,6 +364,7 @@ impl<S: Surface> Renderer<S> {
                 finished |= self.apply(event).await;
             }
             self.post_due_wait(finished).await;
+            self.post_due_compacting(finished).await;
             self.flush(finished).await;
             processed = processed.max(pushed);
             let _ = done.send(processed);
@@ -347,6 +376,7 @@ impl<S: Surface> Renderer<S> {
             let mut wait = self.interval.min(TYPING_EVERY);
             let now = Instant::now();
             let dues = self.wait.iter().map(|(_, due)| *due);
+            let dues = dues.chain(self.compacting.as_ref().and_then(CompactingLine::due));
             let dues = dues.chain(self.tools.values().filter_map(|t| t.show_at));
             let dues = dues.chain(self.segment.due(self.interval));
             for due in dues {
@@ -385,6 +415,34 @@ impl<S: Surface> Renderer<S> {
         if let Some((line, _)) = self.wait.take_if(|(_, due)| Instant::now() >= *due) {
             self.show_deferred().await;
             self.post(&Post::Waiting(line)).await;
+        }
+    }
+
+    /// Posts the compaction line once the summary has taken longer than the grace; a quick
+    /// one, or one ended with its turn, never shows it.
+    async fn post_due_compacting(&mut self, finished: bool) {
+        let due = match &self.compacting {
+            Some(CompactingLine::Due(at)) => *at,
+            _ => return,
+        };
+        if finished {
+            self.compacting = None;
+            return;
+        }
+        if Instant::now() < due {
+            return;
+        }
+        self.show_deferred().await;
+        let id = self.post(&compacting_post(Compacting::Started)).await;
+        self.compacting = Some(CompactingLine::Posted(id));
+    }
+
+    /// The compaction ended: its line, if posted, says how and loses its Stop button.
+    async fn end_compacting(&mut self, ended: Compacting) {
+        if let Some(CompactingLine::Posted(Some(id))) = self.compacting.take()
+            && let Err(e) = self.surface.edit(&id, &compacting_post(ended)).await
+        {
+            tracing::warn!(error = %e, "editing the compaction line failed");
         }
     }
 
@@ -481,6 +539,14 @@ impl<S: Surface> Renderer<S> {
                     self.post(&Post::Notice(format!("(could not attach {filename}: {e})")))
                         .await;
                 }
+            }
+            TurnEvent::Compacting(Compacting::Started) => {
+                self.close_segment().await;
+                let due = Instant::now() + crate::turns::SHOW_PROGRESS_AFTER;
+                self.compacting = Some(CompactingLine::Due(due));
+            }
+            TurnEvent::Compacting(ended @ Compacting::Ended { .. }) => {
+                self.end_compacting(ended).await;
             }
             TurnEvent::Waiting(wait) => {
                 self.close_segment().await;
@@ -669,6 +735,14 @@ impl<S: Surface> Renderer<S> {
                 None
             }
         }
+    }
+}
+
+/// The compaction line as posted: live (with Stop) until it ends.
+fn compacting_post(step: Compacting) -> Post {
+    Post::Progress {
+        text: step.to_string(),
+        live: step == Compacting::Started,
     }
 }
 

@@ -274,6 +274,7 @@ impl TurnSink for StatusSink<'_> {
             | TurnEvent::Error(_)
             | TurnEvent::TurnComplete { .. }
             | TurnEvent::SubAgent(_)
+            | TurnEvent::Compacting(_)
             | TurnEvent::Attachment { .. } => {}
         }
     }

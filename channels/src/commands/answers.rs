@@ -158,13 +158,19 @@ async fn compact(agent: &Agent, who: Person<'_>, workstream: &str, at: Where<'_>
     if let Err(refusal) = may_compact(owner.as_deref() == Some(user.as_str()), at) {
         return format!("🚫 {refusal}");
     }
-    compact_now(agent, workstream).await
+    // Answered when done: a command's answer is one reply, and Discord shows its deferred
+    // response as "thinking…" meanwhile.
+    compact_now(agent, workstream, &sandpiper_agent::protocol::NullSink).await
 }
 
-/// Compacts `workstream` now and says what came of it (the permission is the caller's).
-pub async fn compact_now(agent: &Agent, workstream: &str) -> String {
-    let quiet = sandpiper_agent::protocol::NullSink;
-    match agent.compact_now(workstream, &quiet).await {
+/// Compacts `workstream` now and says what came of it (the permission is the caller's);
+/// `progress` shows that it compacts while the model summarises.
+pub async fn compact_now(
+    agent: &Agent,
+    workstream: &str,
+    progress: &dyn sandpiper_agent::protocol::TurnSink,
+) -> String {
+    match agent.compact_now(workstream, progress).await {
         Ok(None) => "A turn is running in this thread; compact it when the turn has ended.".into(),
         Ok(Some((done, window))) if done.changed() => done.describe(window.tokens),
         Ok(Some(_)) => "Nothing to compact: this thread is only its last turn.".into(),

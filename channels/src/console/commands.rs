@@ -4,6 +4,7 @@
 //! says so and lists them; `//` starts a message with a literal slash.
 
 use sandpiper_agent::Agent;
+use sandpiper_agent::protocol::TurnSink;
 
 use crate::commands::account::Person;
 use crate::commands::answers::Where;
@@ -79,6 +80,8 @@ pub(super) struct ConsoleCommands<'a> {
     pub(super) user_id: &'a str,
     /// The person's OS user name (their console identity).
     pub(super) os_user: &'a str,
+    /// Where a command that takes long shows that it works (`/compact` on a small model).
+    pub(super) progress: &'a dyn TurnSink,
 }
 
 impl ConsoleCommands<'_> {
@@ -116,6 +119,11 @@ impl ConsoleCommands<'_> {
                     .into(),
             ),
             Command::Close => self.close().await,
+            // The person at the terminal may compact (see `at`); it shows while it works, as
+            // in a turn.
+            Command::Compact => Done::Answer(
+                crate::commands::answers::compact_now(self.agent, self.key, self.progress).await,
+            ),
             Command::Connectors { action, scope } => {
                 let at = crate::commands::connectors::At {
                     workstream: Some(self.key),

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use sandpiper_agent::protocol::{SubAgentStatus, ToolCallView, TurnEvent, TurnSink};
+use sandpiper_agent::protocol::{Compacting, SubAgentStatus, ToolCallView, TurnEvent, TurnSink};
 
 use super::markdown::Markdown;
 use super::{Output, say};
@@ -164,6 +164,10 @@ impl ConsoleSink {
                 escape_invisible(&filename)
             ),
             TurnEvent::Waiting(wait) => format!("\n(⏳ {})\n", escape_invisible(&wait.to_string())),
+            // One line when it starts; how it ended is the notice that follows, or the turn's
+            // cancellation.
+            TurnEvent::Compacting(step @ Compacting::Started) => format!("\n({step})\n"),
+            TurnEvent::Compacting(Compacting::Ended { .. }) => String::new(),
             TurnEvent::Notice(n) => format!("\n({})\n", escape_invisible(&n)),
             TurnEvent::Error(e) => format!("\nerror: {}\n", escape_invisible(&e)),
             TurnEvent::TurnComplete { cancelled, .. } => {

@@ -117,6 +117,7 @@ pub fn post(post: &Post, channel: u64) -> Body {
         Post::Tool(line) => (Body::text(tool_line(line)), line.is_live()),
         Post::Notice(text) => (Body::text(format!("ℹ️ {text}")), false),
         Post::Waiting(text) => (Body::text(format!("⏳ {text}")), false),
+        Post::Progress { text, live } => (Body::text(text.clone()), *live),
         Post::Error(text) => (Body::text(format!("⚠️ {text}")), false),
     };
     if live {

@@ -80,6 +80,7 @@ pub(super) fn post(post: &Post, workstream: &str) -> Content {
             Content::text(format!(":hourglass: _{}_", escape(text))),
             false,
         ),
+        Post::Progress { text, live } => (Content::text(format!("_{}_", escape(text))), *live),
         Post::Error(text) => (Content::text(format!(":warning: {}", escape(text))), false),
     };
     if live {

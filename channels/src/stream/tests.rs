@@ -355,6 +355,69 @@ async fn a_wait_for_a_place_is_shown_only_when_it_outlasts_the_grace() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_long_compaction_shows_a_live_line_that_says_how_it_ended() {
+    use sandpiper_agent::protocol::Compacting;
+    let grace = crate::turns::SHOW_PROGRESS_AFTER;
+    let progress = |step: Compacting, live| Post::Progress {
+        text: step.to_string(),
+        live,
+    };
+    // A turn whose summary takes `took` and ends `stopped`: what the thread saw meanwhile,
+    // and in all.
+    let run = |took: Duration, stopped: bool| async move {
+        let surface = recorder(2000);
+        let (sink, task) = render_on(&surface, Duration::from_millis(500));
+        sink.event(TurnEvent::Compacting(Compacting::Started));
+        tokio::time::sleep(took).await;
+        let meanwhile = surface.ops();
+        sink.event(TurnEvent::Compacting(Compacting::Ended { stopped }));
+        if !stopped {
+            sink.event(TurnEvent::Notice("🗜 Compacted".into()));
+        }
+        sink.event(TurnEvent::TurnComplete {
+            text: String::new(),
+            cancelled: stopped,
+        });
+        task.await.unwrap();
+        (meanwhile, surface.ops())
+    };
+
+    // Within the grace: only the notice.
+    let (meanwhile, all) = run(grace / 2, false).await;
+    assert_eq!(meanwhile, vec![]);
+    assert_eq!(
+        all,
+        vec![Op::Post("m0".into(), Post::Notice("🗜 Compacted".into()))]
+    );
+
+    // Longer: the live line (with Stop) while it lasts, edited to say it is done.
+    let started = progress(Compacting::Started, true);
+    let (meanwhile, all) = run(grace * 3, false).await;
+    assert_eq!(meanwhile, vec![Op::Post("m0".into(), started.clone())]);
+    let done = progress(Compacting::Ended { stopped: false }, false);
+    assert_eq!(
+        all,
+        vec![
+            Op::Post("m0".into(), started.clone()),
+            Op::Edit("m0".into(), done),
+            Op::Post("m2".into(), Post::Notice("🗜 Compacted".into())),
+        ]
+    );
+
+    // Stopped: the line says nothing changed, and the turn shows as stopped.
+    let (_, all) = run(grace * 3, true).await;
+    let stopped = progress(Compacting::Ended { stopped: true }, false);
+    assert_eq!(
+        all,
+        vec![
+            Op::Post("m0".into(), started),
+            Op::Edit("m0".into(), stopped),
+            Op::Post("m2".into(), answer("*(stopped)*", false)),
+        ]
+    );
+}
+
 fn bash_pending(call_id: &str, needs_approval: bool) -> TurnEvent {
     TurnEvent::ToolPending(ToolCallView {
         call_id: call_id.into(),

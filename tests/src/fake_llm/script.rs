@@ -87,6 +87,8 @@ pub struct StreamedReply {
     pub usage: TokenUsage,
     /// Pause before every event after the first (zero: send everything at once).
     pub chunk_delay: Duration,
+    /// Pause after the headers, before the first event: a model that takes long to begin.
+    pub hold: Duration,
     /// How the stream ends.
     pub ending: Ending,
     /// Sources `(title, url)` of a native web search the model ran before answering. Rendered
@@ -245,6 +247,15 @@ impl Reply {
     /// If this is not a streamed reply.
     pub fn with_chunk_delay(self, delay: Duration) -> Self {
         self.map_stream("with_chunk_delay", |s| s.chunk_delay = delay)
+    }
+
+    /// Sends the headers, then nothing for `delay`, then the reply: a slow model that a test
+    /// can watch (or stop) while it is held.
+    ///
+    /// # Panics
+    /// If this is not a streamed reply.
+    pub fn held(self, delay: Duration) -> Self {
+        self.map_stream("held", |s| s.hold = delay)
     }
 
     /// Ends the stream with an in-stream provider error instead of finishing normally. Tool

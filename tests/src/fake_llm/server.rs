@@ -142,7 +142,7 @@ fn answer(shared: &Shared, protocol: Protocol, headers: &HeaderMap, raw: &[u8]) 
                 Protocol::Anthropic => anthropic::render(&stream, &model),
             };
             event_stream(
-                with_pauses(steps, stream.chunk_delay),
+                with_pauses(steps, stream.hold, stream.chunk_delay),
                 shared.shutdown.clone(),
             )
         }
@@ -220,14 +220,14 @@ fn error_response(
     response
 }
 
-/// Puts `delay` between consecutive frames.
-fn with_pauses(steps: Vec<Step>, delay: Duration) -> Vec<Step> {
-    if delay.is_zero() {
-        return steps;
+/// Puts `hold` before the first frame and `delay` between consecutive frames.
+fn with_pauses(steps: Vec<Step>, hold: Duration, delay: Duration) -> Vec<Step> {
+    let mut paced = Vec::with_capacity(steps.len() * 2 + 1);
+    if !hold.is_zero() {
+        paced.push(Step::Pause(hold));
     }
-    let mut paced = Vec::with_capacity(steps.len() * 2);
     for (i, step) in steps.into_iter().enumerate() {
-        if i > 0 {
+        if i > 0 && !delay.is_zero() {
             paced.push(Step::Pause(delay));
         }
         paced.push(step);

@@ -5,14 +5,18 @@
 //! error bodies of llama.cpp, OpenAI, vLLM and Anthropic (`fake_llm::window`).
 
 use sandpiper_agent::model::{Message, ToolCall};
-use sandpiper_agent::protocol::{ApproveAll, TurnEvent};
+use std::time::Duration;
+
+use sandpiper_agent::protocol::{ApproveAll, Compacting, TurnEvent};
 use sandpiper_agent::turn::agent::{AgentError, TurnOutcome, TurnRequest};
 use sandpiper_agent::turn::context::WindowSource;
 use sandpiper_agent::{Agent, Config};
 use sandpiper_tests::both_backends;
+use sandpiper_tests::discord_harness::{DiscordRig, WAIT};
+use sandpiper_tests::fake_discord::{FakeDiscord, FakeUser};
 use sandpiper_tests::fake_llm::window::prompt_tokens;
 use sandpiper_tests::fake_llm::{ContextLimit, Flavor, Reply, text, tool_call_raw};
-use sandpiper_tests::harness::{self, RecordingSink};
+use sandpiper_tests::harness::{self, ConsoleRun, RecordingSink};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -87,6 +91,60 @@ fn chat_requests(bodies: &[Value]) -> Vec<(u64, Option<u64>)> {
                 .or_else(|| b.get("max_completion_tokens"))
                 .and_then(Value::as_u64);
             (prompt_tokens(b), limit)
+        })
+        .collect()
+}
+
+/// A history refused by the server, so the next turn compacts it with a summary the model
+/// writes after `summary_after`; then `after` answers.
+fn refused_then_summary_held(summary_after: Duration, after: &[&str]) -> Vec<Reply> {
+    let mut script = vec![
+        text("first answer"),
+        Reply::http_error(500, "Failed to parse tool call arguments as JSON"),
+        text("- summary: the team said one").held(summary_after),
+    ];
+    script.extend(after.iter().map(|a| text(*a)));
+    script
+}
+
+/// Waits until the model was asked for a summary.
+async fn summary_asked(llm: &sandpiper_tests::fake_llm::FakeLlm) {
+    let asked = async {
+        while !llm.requests().iter().any(is_summary) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), asked)
+        .await
+        .expect("the model was asked for a summary");
+}
+
+/// Runs a turn in `key` whose events go to `sink`, stopped when `cancel` is.
+async fn turn_into(
+    agent: &Agent,
+    key: &str,
+    message: &str,
+    sink: &RecordingSink,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, AgentError> {
+    agent
+        .run_turn(TurnRequest {
+            workstream: key,
+            author: Some("alice"),
+            text: message.to_owned(),
+            sink,
+            approver: &ApproveAll,
+            cancel,
+        })
+        .await
+}
+
+fn compacting(events: &[TurnEvent]) -> Vec<Compacting> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Compacting(c) => Some(*c),
+            _ => None,
         })
         .collect()
 }
@@ -278,6 +336,125 @@ both_backends! {
         assert!(e.to_string().starts_with("the model server refused this conversation's history even after compacting it: Failed to parse tool call arguments as JSON"), "{e}");
         assert_eq!(events.iter().filter(|e| matches!(e, TurnEvent::Error(_))).count(), 1, "reported once: {events:?}");
         assert_eq!(turn(&agent, key, "four").await.0.expect("the next message works").text, "the thread still works");
+    }
+
+    async fn a_summarising_compaction_shows_that_it_compacts_until_the_summary_comes(db) {
+        let s = setup(&db, refused_then_summary_held(Duration::from_millis(800), &["answered after compaction"])).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let key = "console:shown";
+        turn(&agent, key, "one").await.0.expect("first");
+        let sink = RecordingSink::default();
+        let watch = async {
+            summary_asked(&s.llm).await;
+            // While the summary is held: it is compacting, and has not ended.
+            sink.events()
+        };
+        let (result, meanwhile) = tokio::join!(turn_into(&agent, key, "two", &sink, CancellationToken::new()), watch);
+        assert_eq!(result.expect("compacted").text, "answered after compaction");
+        assert_eq!(compacting(&meanwhile), vec![Compacting::Started]);
+        let events = sink.events();
+        assert_eq!(compacting(&events), vec![Compacting::Started, Compacting::Ended { stopped: false }]);
+        // Ended before the notice saying what changed.
+        let ended = events.iter().position(|e| matches!(e, TurnEvent::Compacting(Compacting::Ended { .. })));
+        let told = events.iter().position(|e| matches!(e, TurnEvent::Notice(n) if n.contains("Compacted this conversation")));
+        assert!(ended.is_some() && ended < told, "{events:?}");
+    }
+
+    async fn a_compaction_stopped_while_the_model_summarises_changes_and_announces_nothing(db) {
+        let s = setup(&db, refused_then_summary_held(Duration::from_secs(30), &["the whole history was sent"])).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let key = "console:stopped";
+        turn(&agent, key, "one").await.0.expect("first");
+        let before = agent.history(key).await.expect("history");
+        let sink = RecordingSink::default();
+        let cancel = CancellationToken::new();
+        let stop = async {
+            summary_asked(&s.llm).await;
+            cancel.cancel();
+        };
+        let started = std::time::Instant::now();
+        let (result, ()) = tokio::join!(turn_into(&agent, key, "two", &sink, cancel.clone()), stop);
+        assert!(started.elapsed() < Duration::from_secs(10), "stopped at once, not when the summary came");
+        let outcome = result.expect("a stop is not an error");
+        assert!(outcome.cancelled, "{outcome:?}");
+        let events = sink.events();
+        assert_eq!(notices(&events), Vec::<String>::new(), "nothing announced");
+        assert_eq!(compacting(&events), vec![Compacting::Started, Compacting::Ended { stopped: true }]);
+        assert!(matches!(events.last(), Some(TurnEvent::TurnComplete { cancelled: true, .. })), "{events:?}");
+        // Nothing half-written: no checkpoint (not even a plain one), the history as it was
+        // with the new message.
+        assert_eq!(agent.store().latest_checkpoint(key).await.expect("store"), None);
+        let after = agent.history(key).await.expect("history");
+        assert_eq!(after[..before.len()], before[..]);
+        assert_eq!(after.len(), before.len() + 1, "{after:?}");
+        // The next request sends what was sent before, not a compacted history.
+        let (result, _) = turn(&agent, key, "three").await;
+        assert_eq!(result.expect("the thread goes on").text, "the whole history was sent");
+        let last = s.llm.requests().last().cloned().expect("a request");
+        assert!(!is_summary(&last) && last.to_string().contains("first answer"), "{last}");
+    }
+
+    async fn the_console_shows_a_compaction_and_ctrl_c_stops_it_without_a_log_line(db) {
+        let s = setup(&db, refused_then_summary_held(Duration::from_secs(30), &[])).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "compacting", "alice", false);
+        console.send("one").await;
+        console.wait_for("first answer", WAIT).await;
+        console.send("two").await;
+        summary_asked(&s.llm).await;
+        console.wait_for("(🗜 Compacting this conversation to fit the model's context window…)\n", WAIT).await;
+        assert!(console.interrupter.interrupt());
+        console.wait_for("(turn cancelled)", Duration::from_secs(5)).await;
+        let out = console.finish().await;
+        assert_eq!(out.matches("Compacting this conversation").count(), 1, "one line: {out}");
+        assert!(!out.contains("Compacted"), "nothing announced: {out}");
+        for raw in ["WARN", "checkpoint", "stopped;"] {
+            assert!(!out.contains(raw), "{raw:?} printed: {out}");
+        }
+        assert_eq!(agent.store().latest_checkpoint("console:compacting").await.expect("store"), None);
+    }
+
+    async fn compact_at_the_console_shows_the_same_line_while_the_model_summarises(db) {
+        let s = setup(&db, vec![
+            text("first answer"),
+            text("second answer"),
+            text("- summary: the team said one").held(Duration::from_millis(500)),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "asked", "alice", false);
+        console.send("one").await;
+        console.wait_for("first answer", WAIT).await;
+        console.send("two").await;
+        console.wait_for("second answer", WAIT).await;
+        console.send("/compact").await;
+        let out = console.wait_for("Compacted this conversation", WAIT).await;
+        let line = out.find("(🗜 Compacting this conversation to fit the model's context window…)\n");
+        let told = out.find("Compacted this conversation");
+        assert!(line.is_some() && line < told, "the line, then what changed: {out}");
+        console.finish().await;
+        let checkpoint = agent.store().latest_checkpoint("console:asked").await.expect("store");
+        assert!(checkpoint.is_some_and(|c| c.summary.contains("the team said one")));
+    }
+
+    async fn discord_shows_a_live_compaction_line_and_typing_while_the_model_summarises(db) {
+        let s = setup(&db, refused_then_summary_held(Duration::from_secs(3), &["answered after compaction"])).await;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let alice = FakeUser::new(900_000_000_000_000_001, "alice");
+        let thread = rig.mention(&alice, "one").await;
+        rig.wait_text(thread, "first answer").await;
+        let typed = rig.fake.typing_count(thread);
+        rig.fake.user_message(thread, &alice, "two").await;
+        let line = rig.wait_text(thread, "Compacting this conversation").await;
+        assert!(s.llm.requests().iter().any(is_summary), "shown while the summary is asked");
+        assert!(!s.llm.requests().iter().any(|b| b.to_string().contains("answered after")));
+        assert_eq!(line.content, Compacting::Started.to_string());
+        assert!(line.components.as_array().is_some_and(|c| !c.is_empty()), "Stop is on the line: {line:?}");
+        assert!(rig.fake.typing_count(thread) > typed, "typing while compacting");
+        let done = rig.wait_message(thread, line.id, "done.").await;
+        assert_eq!(done.content, Compacting::Ended { stopped: false }.to_string());
+        assert!(done.components.as_array().is_none_or(|c| c.is_empty()), "{done:?}");
+        rig.wait_text(thread, "Compacted this conversation").await;
+        rig.wait_text(thread, "answered after compaction").await;
     }
 
     async fn a_window_too_small_for_the_tools_is_explained_once(db) {

@@ -12,7 +12,7 @@ use futures::StreamExt;
 
 use super::{Agent, AgentError, TurnRequest};
 use crate::model::{AssembledResponse, ChatRequest, Message, ModelEvent, ToolSchema};
-use crate::protocol::{TurnEvent, TurnSink};
+use crate::protocol::{Compacting, TurnEvent, TurnSink};
 use crate::store::checkpoints::Checkpoint;
 use crate::turn::context::compact::{self, SUMMARY_INSTRUCTIONS};
 use crate::turn::context::estimate::{self, Observed};
@@ -167,9 +167,11 @@ impl Agent {
             sink,
             cancel: &cancel,
         };
+        // Its token is never cancelled, so the compaction always ends.
         let done = self
             .compact(&mut ws, reach, &parts, &window, &budget, Depth::Requested)
-            .await?;
+            .await?
+            .unwrap_or_default();
         Ok(Some((done, window)))
     }
 
@@ -201,7 +203,9 @@ impl Agent {
         loop {
             let window = self.context_window().await;
             let budget = self.budget(&window);
-            let prompt = self.fit(ws, req, &parts, &window, &budget).await?;
+            let Some(prompt) = self.fit(ws, req, &parts, &window, &budget).await? else {
+                return Ok(None);
+            };
             // A guessed window never refuses: the server's answer, or its refusal, tells.
             let limit = budget
                 .output_limit(prompt)
@@ -244,12 +248,20 @@ impl Agent {
                     }
                     let window = self.context_window().await;
                     let budget = self.budget(&window);
-                    self.compact(ws, req.into(), &parts, &window, &budget, Depth::Summarise)
+                    let compacted = self
+                        .compact(ws, req.into(), &parts, &window, &budget, Depth::Summarise)
                         .await?;
+                    if compacted.is_none() {
+                        return Ok(None);
+                    }
                 }
                 (Refusal::History { .. }, false) => {
-                    self.compact(ws, req.into(), &parts, &window, &budget, Depth::Everything)
+                    let compacted = self
+                        .compact(ws, req.into(), &parts, &window, &budget, Depth::Everything)
                         .await?;
+                    if compacted.is_none() {
+                        return Ok(None);
+                    }
                 }
                 (Refusal::ContextFull { .. }, true) => {
                     return Err(AgentError::ContextFull {
@@ -315,7 +327,8 @@ impl Agent {
     }
 
     /// Compacts when the next request would pass the budget; returns its estimated prompt
-    /// tokens. Also fires the memory nudge as the conversation nears compaction.
+    /// tokens, `None` when the turn was stopped while compacting. Also fires the memory nudge
+    /// as the conversation nears compaction.
     async fn fit(
         &self,
         ws: &mut Workstream,
@@ -323,7 +336,7 @@ impl Agent {
         parts: &Parts<'_>,
         window: &ContextWindow,
         budget: &Budget,
-    ) -> Result<u64, AgentError> {
+    ) -> Result<Option<u64>, AgentError> {
         let prompt = self.estimate(ws, parts);
         if prompt <= budget.prompt_budget() {
             // Nearing compaction: the memory nudge, before anything is summarised away.
@@ -331,13 +344,14 @@ impl Agent {
                 && ws.nudges.fire(NudgeKind::Compaction, Instant::now())
             {
                 ws.context.nudge_pending = true;
-                return Ok(self.estimate(ws, parts));
+                return Ok(Some(self.estimate(ws, parts)));
             }
-            return Ok(prompt);
+            return Ok(Some(prompt));
         }
-        self.compact(ws, req.into(), parts, window, budget, Depth::Needed)
+        let compacted = self
+            .compact(ws, req.into(), parts, window, budget, Depth::Needed)
             .await?;
-        Ok(self.estimate(ws, parts))
+        Ok(compacted.map(|_| self.estimate(ws, parts)))
     }
 
     /// The estimated prompt tokens of the request as it would be sent now, counted without
@@ -359,7 +373,9 @@ impl Agent {
         )
     }
 
-    /// Compacts what is sent of `ws` (see [`Depth`]) and says so in the thread.
+    /// Compacts what is sent of `ws` (see [`Depth`]) and says so in the thread. `None` when
+    /// the turn was stopped while the model summarised: then what is sent, the checkpoint and
+    /// the thread are as they were, and nothing is said.
     async fn compact(
         &self,
         ws: &mut Workstream,
@@ -368,7 +384,7 @@ impl Agent {
         window: &ContextWindow,
         budget: &Budget,
         depth: Depth,
-    ) -> Result<Compaction, AgentError> {
+    ) -> Result<Option<Compaction>, AgentError> {
         let before = self.estimate(ws, parts);
         let mut done = Compaction {
             before,
@@ -380,6 +396,9 @@ impl Agent {
             ws.context.nudge_pending = true;
         }
         let start = ws.context.start;
+        // Put back when the turn is stopped before the summary comes: a stopped compaction
+        // changes nothing.
+        let sent_before = ws.sent().to_vec();
         if depth != Depth::Everything {
             let recent = compact::recent_turns_start(ws.sent(), 2);
             let end = start + recent;
@@ -398,7 +417,7 @@ impl Agent {
         let fits = done.after <= budget.prompt_budget();
         if depth == Depth::Needed && fits {
             self.announce(ws, req, &done, window);
-            return Ok(done);
+            return Ok(Some(done));
         }
         // What stays verbatim: half of what the budget leaves beside the fixed part and the
         // checkpoint, so the conversation can grow a while before the next compaction.
@@ -408,7 +427,7 @@ impl Agent {
         if fixed + summary_cap >= budget.prompt_budget() && depth != Depth::Requested {
             // Nothing the conversation gives up would make room: the caller says so.
             self.announce(ws, req, &done, window);
-            return Ok(done);
+            return Ok(Some(done));
         }
         let room = budget
             .prompt_budget()
@@ -424,12 +443,18 @@ impl Agent {
         };
         let Some(split) = split else {
             self.announce(ws, req, &done, window);
-            return Ok(done);
+            return Ok(Some(done));
         };
         let older = ws.history[start..start + split].to_vec();
-        let summary = self
+        let Some(summary) = self
             .summarise(ws.context.summary.as_deref(), &older, window, req)
-            .await;
+            .await
+        else {
+            ws.history.truncate(start);
+            ws.history.extend(sent_before);
+            tracing::info!(workstream = %ws.key, "compaction stopped with its turn");
+            return Ok(None);
+        };
         let upto = start + split;
         ws.context.start = upto;
         ws.context.summary = Some(summary);
@@ -450,7 +475,7 @@ impl Agent {
             .save_checkpoint(&ws.key, &checkpoint)
             .await?;
         self.announce(ws, req, &done, window);
-        Ok(done)
+        Ok(Some(done))
     }
 
     fn announce(&self, ws: &Workstream, req: Reach<'_>, done: &Compaction, window: &ContextWindow) {
@@ -472,14 +497,15 @@ impl Agent {
     }
 
     /// A checkpoint of `older` (and the `previous` one) written by the model, or a plain list
-    /// of what was asked when the model fails or answers nothing.
+    /// of what was asked when the model fails or answers nothing; `None` when the turn was
+    /// stopped first. The thread shows that it compacts meanwhile ([`Compacting`]).
     async fn summarise(
         &self,
         previous: Option<&str>,
         older: &[Message],
         window: &ContextWindow,
         req: Reach<'_>,
-    ) -> String {
+    ) -> Option<String> {
         let per_token = self.inner.gauge.bytes_per_token();
         let cap = summary_tokens(window);
         let fixed = SUMMARY_INSTRUCTIONS.len() as u64 + 64;
@@ -496,24 +522,26 @@ impl Agent {
             cache_key: None,
         };
         let started = Instant::now();
+        let shown = CompactingShown::start(req.sink);
         let written = tokio::select! {
-            text = collect_text(self.inner.model.as_ref(), request) => text,
-            () = req.cancel.cancelled() => Err(crate::model::ModelError::Provider("stopped".into())),
+            text = collect_text(self.inner.model.as_ref(), request) => Some(text),
+            () = req.cancel.cancelled() => None,
         };
         self.inner.metrics.model_call_ended(
             &self.inner.config.model.model,
-            Some(written.is_ok()),
+            written.as_ref().map(Result::is_ok),
             started.elapsed(),
         );
-        match written {
+        let written = written?;
+        shown.finish();
+        Some(match written {
             Ok(text) if !text.trim().is_empty() => text.trim().to_owned(),
-            Ok(_) | Err(_) => {
-                if let Err(e) = &written {
-                    tracing::warn!(error = %e, "the model could not write a checkpoint; keeping a plain one");
-                }
+            Ok(_) => compact::mechanical_summary(previous, older, max_bytes.min(4000)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the model could not write a checkpoint; keeping a plain one");
                 compact::mechanical_summary(previous, older, max_bytes.min(4000))
             }
-        }
+        })
     }
 
     /// What to say when even a compacted request leaves no room for an answer.
@@ -548,6 +576,36 @@ impl Agent {
                 .learned_window
                 .store(learned, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+}
+
+/// The thread's [`Compacting`] line while the model summarises. Ending it on drop means a
+/// turn stopped or dropped mid-summary still takes the line down, as stopped.
+struct CompactingShown<'a> {
+    sink: &'a dyn TurnSink,
+    stopped: bool,
+}
+
+impl<'a> CompactingShown<'a> {
+    fn start(sink: &'a dyn TurnSink) -> Self {
+        sink.event(TurnEvent::Compacting(Compacting::Started));
+        Self {
+            sink,
+            stopped: true,
+        }
+    }
+
+    /// The summary came (or the model failed and a plain one is kept): compacted.
+    fn finish(mut self) {
+        self.stopped = false;
+    }
+}
+
+impl Drop for CompactingShown<'_> {
+    fn drop(&mut self) {
+        let stopped = self.stopped;
+        self.sink
+            .event(TurnEvent::Compacting(Compacting::Ended { stopped }));
     }
 }
 
