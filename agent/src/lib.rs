@@ -51,6 +51,7 @@ pub mod model;
 pub mod notify;
 pub mod output;
 pub mod people;
+pub mod private_file;
 pub mod process;
 pub mod protocol;
 pub mod service_jwt;

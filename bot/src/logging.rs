@@ -9,7 +9,7 @@
 //! whatever the filter says, so they reach the same place and shape as every other line.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sandpiper_agent::config::{Env, LogConfig, LogFormat};
 use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
@@ -156,7 +156,8 @@ pub fn init(config: &LogConfig, env: &dyn Env, place: LogPlace) -> Result<Loggin
     let settings = LogSettings::from_env(config, env)?;
     let file = match place {
         LogPlace::Stderr => None,
-        LogPlace::File(path) => match open_log_file(&path) {
+        // Log lines may name workstreams and people: the owner's only.
+        LogPlace::File(path) => match sandpiper_agent::private_file::open_append(&path) {
             Ok(file) => Some(file),
             Err(e) => {
                 eprintln!(
@@ -178,26 +179,6 @@ pub fn init(config: &LogConfig, env: &dyn Env, place: LogPlace) -> Result<Loggin
         format: settings.format,
         on_stderr,
     })
-}
-
-/// Opens `path` for appending, readable by its owner only (log lines may name workstreams
-/// and people).
-fn open_log_file(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if let Some(dir) = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
-    {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
 }
 
 #[cfg(test)]

@@ -54,8 +54,9 @@ impl TerminalLines {
         editor.set_helper(Some(ConsoleHelper { commands }));
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         if let Some(path) = &history {
-            match prepare_history_file(path) {
-                Ok(()) => {
+            // It holds what was typed, secrets pasted by mistake included: the owner's only.
+            match sandpiper_agent::private_file::open_append(path) {
+                Ok(_) => {
                     if let Err(e) = editor.load_history(path) {
                         tracing::warn!(path = %path.display(), error = %e, "cannot read the console history");
                     }
@@ -145,24 +146,6 @@ fn remember(editor: &mut Editor<ConsoleHelper, FileHistory>, file: Option<&Path>
     {
         tracing::warn!(path = %path.display(), error = %e, "cannot save the console history");
     }
-}
-
-/// Creates the history file readable by its owner only (it holds what was typed, secrets
-/// pasted by mistake included).
-fn prepare_history_file(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
 }
 
 /// The message typed: a line ending in `\` went on to the next one, and the `\` is not part
