@@ -208,8 +208,10 @@ fn json_word(value: &impl serde::Serialize) -> String {
     }
 }
 
+/// A field on one line of the table, without control characters (a note could otherwise
+/// move the cursor or retitle the terminal it is printed in).
 fn one_line(text: &str) -> String {
-    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line: String = without_controls(&text.split_whitespace().collect::<Vec<_>>().join(" "));
     if line.chars().count() > 80 {
         format!("{}…", line.chars().take(79).collect::<String>())
     } else {
@@ -217,12 +219,36 @@ fn one_line(text: &str) -> String {
     }
 }
 
+/// A CSV field a spreadsheet shows as text: control characters other than line breaks are
+/// replaced, and a field that would start a formula (`=`, `+`, `-`, `@`, a tab or a carriage
+/// return; what people type into a denial note or a workstream name) gets a leading `'`, as
+/// OWASP advises against CSV injection. The JSON lines keep the exact text.
 fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_owned()
+    let mut field: String = text
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        field.insert(0, '\'');
     }
+    if field.contains([',', '"', '\n', '\'']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field
+    }
+}
+
+/// `text` with every control character replaced by U+FFFD.
+fn without_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect()
 }
 
 /// Prunes the trail once a day while the process runs (`serve`); the first pruning happens at
@@ -298,5 +324,23 @@ mod tests {
             table.contains("note_dialog") && table.contains("alice"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn fields_a_spreadsheet_or_a_terminal_would_run_are_shown_as_text() {
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://x\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\")\""
+        );
+        assert_eq!(csv_field("@SUM(A1)"), "\"'@SUM(A1)\"");
+        assert_eq!(csv_field("-2+3"), "\"'-2+3\"");
+        assert_eq!(csv_field("\tcmd"), "\"'\u{FFFD}cmd\"");
+        assert_eq!(csv_field("plain text"), "plain text");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+        assert_eq!(
+            csv_field("bell\u{7}esc\u{1b}]0;owned\u{7}"),
+            "bell\u{FFFD}esc\u{FFFD}]0;owned\u{FFFD}"
+        );
+        assert_eq!(one_line("a\u{1b}[2Jb\n c"), "a\u{FFFD}[2Jb c");
     }
 }
