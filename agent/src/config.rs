@@ -15,7 +15,7 @@ mod log;
 mod mcp;
 mod overrides;
 mod paths;
-pub use paths::sqlite_url_under;
+pub use paths::{sqlite_path, sqlite_url_under};
 mod projects;
 mod redact;
 mod server;

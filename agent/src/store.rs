@@ -248,7 +248,7 @@ pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
     }
 }
 
-pub use crate::config::redact_url;
+pub use crate::config::{redact_url, sqlite_path};
 
 /// Creates the SQLite file readable by its owner only (0600) before SQLite opens it, and
 /// tightens an existing one; SQLite gives its `-wal` and `-shm` files the database file's
@@ -274,15 +274,6 @@ fn protect_sqlite_file(url: &str) -> Result<(), StoreError> {
         }
     }
     Ok(())
-}
-
-/// The file of a `sqlite:` URL; `None` for an in-memory database.
-pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
-    let rest = url.strip_prefix("sqlite:")?;
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    let file = rest.split('?').next().unwrap_or_default();
-    (!file.is_empty() && !file.contains(":memory:") && !url.contains("mode=memory"))
-        .then(|| std::path::PathBuf::from(file))
 }
 
 /// `text` with every secret of `url` (its password and password-like query values, raw and

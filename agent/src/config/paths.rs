@@ -45,10 +45,19 @@ fn absolute(base: &Path, path: &Path) -> PathBuf {
     std::path::absolute(&joined).unwrap_or(joined)
 }
 
+/// The file of a `sqlite:` URL; `None` for an in-memory database or another scheme.
+pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let file = rest.split('?').next().unwrap_or_default();
+    (!file.is_empty() && !file.contains(":memory:") && !url.contains("mode=memory"))
+        .then(|| std::path::PathBuf::from(file))
+}
+
 /// A `sqlite:` URL whose file is relative, with the file made absolute under `base` and the
 /// query kept; `None` for other URLs (absolute files, in-memory databases, PostgreSQL).
 pub fn sqlite_url_under(url: &str, base: &Path) -> Option<String> {
-    let file = crate::store::sqlite_path(url)?;
+    let file = sqlite_path(url)?;
     if file.is_absolute() {
         return None;
     }
