@@ -8,7 +8,7 @@
 /// What a person is and sees, re-exported so a channel names them here, not in the store.
 pub use crate::store::memories::{Memory, Scope, Visibility};
 pub use crate::store::users::{IdentityError, LinkedIdentity, User};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, now_ms};
 
 /// A platform identity: who typed a command or wrote a message.
 #[derive(Debug, Clone, Copy)]
@@ -45,18 +45,15 @@ impl People {
 
     /// The sandpiper user behind `who`, made on first sight.
     pub async fn person(&self, who: Identity<'_>) -> Result<User, StoreError> {
-        match who.handle {
-            Some(handle) => {
-                self.store
-                    .user_for_handle(who.platform, who.platform_user_id, who.display_name, handle)
-                    .await
-            }
-            None => {
-                self.store
-                    .user_for_identity(who.platform, who.platform_user_id, who.display_name)
-                    .await
-            }
-        }
+        let Identity {
+            platform,
+            platform_user_id,
+            display_name,
+            handle,
+        } = who;
+        self.store
+            .user_for_identity_at(platform, platform_user_id, display_name, handle, now_ms())
+            .await
     }
 
     /// The sandpiper user `id`.

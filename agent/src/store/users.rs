@@ -170,21 +170,9 @@ impl Store {
             .await
     }
 
-    /// [`Store::user_for_identity`] for an identity with a platform handle (a Discord
-    /// username, a Slack member's `name`): the handle is recorded, and kept current when the
-    /// person changes it.
-    pub async fn user_for_handle(
-        &self,
-        platform: &str,
-        platform_user_id: &str,
-        display_name: &str,
-        handle: &str,
-    ) -> Result<User, StoreError> {
-        let at = now_ms();
-        self.user_for_identity_at(platform, platform_user_id, display_name, Some(handle), at)
-            .await
-    }
-
+    /// [`Store::user_for_identity`] for an identity that may have a platform handle (a
+    /// Discord username, a Slack member's `name`): the handle is recorded, and kept current
+    /// when the person changes it.
     pub(crate) async fn user_for_identity_at(
         &self,
         platform: &str,
