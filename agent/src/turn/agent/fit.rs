@@ -396,21 +396,22 @@ impl Agent {
             ws.context.nudge_pending = true;
         }
         let start = ws.context.start;
-        // Put back when the turn is stopped before the summary comes: a stopped compaction
-        // changes nothing.
-        let sent_before = ws.sent().to_vec();
+        // The old outputs as they were, put back when the turn is stopped before the summary
+        // comes: a stopped compaction changes nothing.
+        let mut long_outputs: Vec<(usize, String)> = Vec::new();
         if depth != Depth::Everything {
             let recent = compact::recent_turns_start(ws.sent(), 2);
             let end = start + recent;
-            let count = ws.history[start..end]
-                .iter()
-                .filter(|m| {
+            long_outputs = (start..end)
+                .filter(|&i| {
+                    let m = &ws.history[i];
                     m.role == crate::model::Role::Tool
                         && m.content.len() > compact::OLD_OUTPUT_BYTES
                 })
-                .count();
+                .map(|i| (i, ws.history[i].content.clone()))
+                .collect();
             if compact::shorten_old_outputs(&mut ws.history[start..end], recent) > 0 {
-                done.shortened = count;
+                done.shortened = long_outputs.len();
             }
             done.after = self.estimate(ws, parts);
         }
@@ -450,8 +451,9 @@ impl Agent {
             .summarise(ws.context.summary.as_deref(), &older, window, req)
             .await
         else {
-            ws.history.truncate(start);
-            ws.history.extend(sent_before);
+            for (i, content) in long_outputs {
+                ws.history[i].content = content;
+            }
             tracing::info!(workstream = %ws.key, "compaction stopped with its turn");
             return Ok(None);
         };
