@@ -128,7 +128,6 @@ pub async fn ask(
             Answer::Decided(d) => Change::Decided {
                 request,
                 decision: d,
-                by_id: None,
                 grant: None,
             },
             Answer::TimedOut => Change::TimedOut(request),

@@ -88,7 +88,8 @@ pub struct NotifyRequest {
     /// user's own accounts, whatever the name means by the time it arrives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
-    /// The username of the person whose turn sent it (`None`: no person, a watch's turn).
+    /// The person whose turn sent it, as records name them (`None`: no person, a watch's
+    /// turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_by: Option<String>,
 }

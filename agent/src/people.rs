@@ -56,6 +56,17 @@ impl People {
             .await
     }
 
+    /// How records name `user` to others: `Alice (@alice)` ([`User::public_name`] with the
+    /// handle [`Store::public_name`] picks).
+    pub async fn public_name(&self, user: &User) -> Result<String, StoreError> {
+        self.store.public_name_of(user).await
+    }
+
+    /// [`People::public_name`] of user `id`, or the id when it names nobody.
+    pub async fn public_name_of(&self, id: &str) -> String {
+        self.store.public_name_or_id(id).await
+    }
+
     /// The sandpiper user `id`.
     pub async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
         self.store.user(id).await

@@ -474,8 +474,10 @@ pub struct Decision {
     pub verdict: Verdict,
     /// Text typed with the decision; reaches the model in the tool result.
     pub feedback: Option<String>,
-    /// Who decided (a username), when known.
+    /// Who decided, as records name them, when known.
     pub decided_by: Option<String>,
+    /// Their sandpiper user id, when a person decided: records name them by it.
+    pub decided_by_id: Option<String>,
     /// How the decision was made (the audit trail records it); `None`: the approver did not
     /// say, recorded as [`DecisionPath::Automatic`].
     pub via: Option<DecisionPath>,
@@ -541,6 +543,7 @@ impl Decision {
             verdict,
             feedback,
             decided_by: None,
+            decided_by_id: None,
             via: None,
         }
     }
@@ -559,6 +562,12 @@ impl Decision {
     pub fn by(mut self, who: impl Into<String>) -> Self {
         self.decided_by = Some(who.into());
         self
+    }
+
+    /// Names who decided: the sandpiper user `id`, called `name`.
+    pub fn by_person(mut self, id: impl Into<String>, name: impl Into<String>) -> Self {
+        self.decided_by_id = Some(id.into());
+        self.by(name)
     }
 
     /// Names the path the decision came through.

@@ -45,7 +45,8 @@ pub struct AuditArgs {
     /// Only this workstream (`discord:<thread>`, `console:default`, ...).
     #[arg(long, value_name = "KEY")]
     pub workstream: Option<String>,
-    /// Only events this person acted in (username or shown name).
+    /// Only events this person acted in: their user id, username or platform handle (a
+    /// display name never matches: anyone can choose one).
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
     /// Only events since this date (YYYY-MM-DD, UTC) or RFC 3339 time.
@@ -98,7 +99,8 @@ pub fn render(rows: &[AuditRow], format: AuditFormat) -> String {
             })
             .collect(),
         AuditFormat::Csv => {
-            let mut out = String::from("time,kind,workstream,tool,actor,how,request,detail\n");
+            let mut out =
+                String::from("time,kind,workstream,tool,actor,actor_id,how,request,detail\n");
             for r in rows {
                 let line = columns(r).map(|c| csv_field(&c)).join(",");
                 out.push_str(&line);
@@ -116,12 +118,13 @@ pub fn render(rows: &[AuditRow], format: AuditFormat) -> String {
                 "WORKSTREAM",
                 "TOOL",
                 "WHO",
+                "WHO ID",
                 "HOW",
                 "REQUEST",
                 "DETAIL",
             ]
             .map(str::to_owned);
-            let body: Vec<[String; 8]> = rows.iter().map(columns).collect();
+            let body: Vec<[String; 9]> = rows.iter().map(columns).collect();
             let mut widths = header.clone().map(|h| h.chars().count());
             for row in &body {
                 for (w, c) in widths.iter_mut().zip(row) {
@@ -150,8 +153,9 @@ fn time(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// time, kind, workstream, tool, who, how, request, detail.
-fn columns(r: &AuditRow) -> [String; 8] {
+/// time, kind, workstream, tool, who (as records name them) and their user id, how, request,
+/// detail.
+fn columns(r: &AuditRow) -> [String; 9] {
     let e = &r.event;
     let (how, detail) = match &e.kind {
         AuditKind::Requested { preview, .. } => (String::new(), one_line(preview)),
@@ -194,6 +198,7 @@ fn columns(r: &AuditRow) -> [String; 8] {
         e.workstream.clone(),
         e.tool.clone().unwrap_or_default(),
         e.actor.clone().unwrap_or_default(),
+        e.actor_id.clone().unwrap_or_default(),
         how,
         e.request.clone().unwrap_or_default(),
         detail,
@@ -296,8 +301,8 @@ mod tests {
                 request: Some("ap_1".into()),
                 call_id: Some("c1".into()),
                 tool: Some("bash".into()),
-                actor: Some("alice".into()),
-                actor_id: None,
+                actor: Some("@alice".into()),
+                actor_id: Some("u-1".into()),
                 kind: AuditKind::Decided {
                     decision: DecisionKind::Denied,
                     path: DecisionPath::NoteDialog,
@@ -307,21 +312,22 @@ mod tests {
         };
         assert_eq!(
             render(std::slice::from_ref(&row), AuditFormat::Csv),
-            "time,kind,workstream,tool,actor,how,request,detail\n\
-             2026-12-01T00:00:00.000Z,decided,discord:1,bash,alice,note_dialog,ap_1,\
+            "time,kind,workstream,tool,actor,actor_id,how,request,detail\n\
+             2026-12-01T00:00:00.000Z,decided,discord:1,bash,\"'@alice\",u-1,note_dialog,ap_1,\
              \"denied: use staging, not prod\"\n"
         );
         let json: serde_json::Value =
             serde_json::from_str(render(std::slice::from_ref(&row), AuditFormat::Jsonl).trim())
                 .unwrap();
-        assert_eq!(json["actor"], "alice");
+        assert_eq!(json["actor"], "@alice");
+        assert_eq!(json["actor_id"], "u-1");
         assert_eq!(json["path"], "note_dialog");
         assert_eq!(json["decision"], "denied");
         assert_eq!(json["time"], "2026-12-01T00:00:00.000Z");
         let table = render(&[row], AuditFormat::Table);
         assert!(table.starts_with("TIME"), "{table}");
         assert!(
-            table.contains("note_dialog") && table.contains("alice"),
+            table.contains("note_dialog") && table.contains("@alice") && table.contains("u-1"),
             "{table}"
         );
     }

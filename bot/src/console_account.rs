@@ -10,6 +10,7 @@ use sandpiper_agent::Config;
 use sandpiper_agent::config::ProcessEnv;
 use sandpiper_agent::people::People;
 use sandpiper_channels::commands::account;
+use sandpiper_channels::console;
 
 use crate::{defaults, wiring};
 
@@ -34,7 +35,7 @@ pub async fn link(config: &Config, code: Option<&str>, unlink: bool) -> anyhow::
     let people = People::new(wiring::open_store(config).await?);
     println!(
         "{}",
-        account::link(&people, console_person(&me), code, unlink).await?
+        account::link(&people, console::identity(&me), code, unlink).await?
     );
     Ok(())
 }
@@ -44,7 +45,7 @@ pub async fn console_link(config: &Config, admin: bool) -> anyhow::Result<()> {
     let me = os_user();
     let store = wiring::open_store(config).await?;
     let who = sandpiper_agent::store::web_access::WebIdentity {
-        user_id: Some(account::user_id(&People::new(store.clone()), console_person(&me)).await?),
+        user_id: Some(account::user_id(&People::new(store.clone()), console::identity(&me)).await?),
         admin,
     };
     let link = sandpiper_agent::sign_in::make_link(&store, &config.server, &who).await?;
@@ -60,7 +61,10 @@ pub async fn whoami(config: &Config) -> anyhow::Result<()> {
     }
     let me = os_user();
     let people = People::new(wiring::open_existing_store(config).await?);
-    println!("{}", account::whoami(&people, console_person(&me)).await?);
+    println!(
+        "{}",
+        account::whoami(&people, console::identity(&me)).await?
+    );
     Ok(())
 }
 
@@ -70,7 +74,7 @@ pub async fn rename(config: &Config, username: &str) -> anyhow::Result<()> {
     let people = People::new(wiring::open_store(config).await?);
     println!(
         "{}",
-        account::rename(&people, console_person(&me), username).await?
+        account::rename(&people, console::identity(&me), username).await?
     );
     Ok(())
 }
@@ -91,12 +95,12 @@ pub async fn memory(
     let workstream = sandpiper_agent::workstream::WorkstreamKey::console(workstream).to_string();
     let text = match command.unwrap_or(MemoryCommand::List) {
         MemoryCommand::List => {
-            account::memory_list(&people, console_person(&me), &workstream).await?
+            account::memory_list(&people, console::identity(&me), &workstream).await?
         }
         MemoryCommand::Delete { name, scope } => {
             account::memory_delete(
                 &people,
-                console_person(&me),
+                console::identity(&me),
                 &workstream,
                 &name,
                 scope.as_deref(),
@@ -108,16 +112,6 @@ pub async fn memory(
     };
     println!("{}", text.trim_end());
     Ok(())
-}
-
-/// The person at the terminal as a console identity.
-fn console_person(os_user: &str) -> account::Person<'_> {
-    account::Person {
-        platform: sandpiper_channels::console::PLATFORM,
-        platform_user_id: os_user,
-        display_name: os_user,
-        handle: None,
-    }
 }
 
 /// The person at the terminal: the OS user name.

@@ -20,10 +20,8 @@ use crate::permissions::{Refusal, Standing, may_stop};
 /// The person who clicked, as the agent's rules need them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Clicker {
-    /// Their sandpiper user id.
+    /// Their sandpiper user id (records name them by it).
     pub user_id: String,
-    /// Their shown name (cards say who decided).
-    pub name: String,
     /// Their platform roles or user groups that may matter for these requests.
     pub roles: Vec<String>,
 }
@@ -34,7 +32,6 @@ impl Clicker {
     fn on<'a>(&'a self, place: &'a dyn ClickPlace) -> approvals::Clicker<'a> {
         approvals::Clicker {
             user_id: &self.user_id,
-            username: &self.name,
             roles: &self.roles,
             approver_roles: place.approver_roles(),
         }
@@ -256,10 +253,14 @@ async fn resume(agent: &Agent, place: &dyn ClickPlace, request: &str) -> Handled
                         thread moved on.";
             place.tell(text).await;
         }
-        ResumeOutcome::Resume { workstream, author } => {
+        ResumeOutcome::Resume {
+            workstream,
+            author,
+            by,
+        } => {
             tracing::info!(%workstream, "resuming an interrupted turn");
             place.resume(&workstream, author);
-            let note = TurnNote::Resumed { by: who.name };
+            let note = TurnNote::Resumed { by };
             redraw(agent, place, &card_or(place, request), Some(note)).await;
         }
     }

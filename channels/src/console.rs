@@ -58,6 +58,17 @@ pub struct ConsoleOptions {
 /// The identity platform name of console users (keyed by OS user name).
 pub const PLATFORM: &str = "console";
 
+/// The person at the terminal as a platform identity: their OS user name is their console
+/// identity, so it is their handle there too.
+pub fn identity(os_user: &str) -> sandpiper_agent::people::Identity<'_> {
+    sandpiper_agent::people::Identity {
+        platform: PLATFORM,
+        platform_user_id: os_user,
+        display_name: os_user,
+        handle: Some(os_user),
+    }
+}
+
 /// Cancels the running turn (Ctrl-C), never the process.
 #[derive(Debug, Clone, Default)]
 pub struct Interrupter(Arc<Mutex<Option<CancellationToken>>>);
@@ -191,17 +202,17 @@ impl Console {
         let mut report = SessionReport::default();
         let key = self.workstream_key();
         // The person at the terminal is a sandpiper user like any platform user.
-        let user = match self
-            .agent
-            .person(sandpiper_agent::people::Identity {
-                platform: PLATFORM,
-                platform_user_id: &self.options.user,
-                display_name: &self.options.user,
-                handle: None,
-            })
-            .await
-        {
+        let user = match self.agent.person(identity(&self.options.user)).await {
             Ok(user) => user,
+            Err(e) => {
+                say(&self.out, &format!("error: cannot look up user: {e}\n"));
+                report.failed += 1;
+                return report;
+            }
+        };
+        // Decisions made here are recorded under the name every record gives this person.
+        let name = match self.agent.people().public_name(&user).await {
+            Ok(name) => name,
             Err(e) => {
                 say(&self.out, &format!("error: cannot look up user: {e}\n"));
                 report.failed += 1;
@@ -212,7 +223,8 @@ impl Console {
         let approver = approval::ConsoleApprover {
             lines: self.lines.clone(),
             out: self.out.clone(),
-            user: user.shown_name().to_owned(),
+            user_id: user.id.clone(),
+            user: name,
             interrupter: self.interrupter.clone(),
             headed: sink.headed.clone(),
         };

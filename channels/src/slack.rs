@@ -115,14 +115,6 @@ impl Ctx {
         }
     }
 
-    /// The shown name of the sandpiper user `id` (the id itself when unknown).
-    async fn shown_name(&self, id: &str) -> String {
-        match self.agent.user(id).await {
-            Ok(Some(u)) => u.shown_name().to_owned(),
-            _ => id.to_owned(),
-        }
-    }
-
     /// Who `slack_user` is and where they stand in `workstream` (owner as stored; approver
     /// and admin by this node's user groups); `None` when the store does not answer.
     async fn standing(&self, slack_user: &str, workstream: &str) -> Option<(User, Standing)> {

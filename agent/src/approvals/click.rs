@@ -169,10 +169,14 @@ async fn steps(agent: &Agent, click: Click<'_>) -> Result<ClickOutcome, Stop> {
     let note = note_of(click.action, click.note)?;
     let turn = find_turn(agent, &request).await?;
     close_unheld(agent, &request, &turn).await?;
+    let by_id = click.clicker.user_id;
+    let by = ledger::name_of(agent.store(), Some(by_id), None)
+        .await
+        .unwrap_or_default();
     let decision = Decision::new(click.action.verdict(), note)
-        .by(click.clicker.username)
+        .by_person(by_id, by)
         .via(click.path);
-    record_decision(agent, &request, &decision, click.clicker.user_id, grant).await?;
+    record_decision(agent, &request, &decision, grant).await?;
     let turn = deliver(agent, &request, decision, turn).await?;
     let record = reread(agent, request).await?;
     Ok(ClickOutcome::Decided {
@@ -211,7 +215,7 @@ async fn apply_rules(
         workstream = %request.workstream,
         tool = %request.tool,
         action = ?click.action,
-        by = click.clicker.username,
+        by = click.clicker.user_id,
         reason = %refusal,
         "approval click refused"
     );
@@ -346,13 +350,11 @@ async fn record_decision(
     agent: &Agent,
     request: &ApprovalRecord,
     decision: &Decision,
-    by_id: &str,
     grant: Option<super::Grant>,
 ) -> Result<(), Stop> {
     let change = Change::Decided {
         request,
         decision,
-        by_id: Some(by_id),
         grant,
     };
     if !ledger::record(agent.store(), change).await?.happened() {

@@ -24,10 +24,9 @@ pub enum Change<'a> {
     Decided {
         /// The request as it was read (its id, workstream, tool).
         request: &'a ApprovalRecord,
-        /// What was decided, by whom and through which path.
+        /// What was decided, by whom (named by their user id when a person decided) and
+        /// through which path.
         decision: &'a Decision,
-        /// The decider's sandpiper user id, when known.
-        by_id: Option<&'a str>,
         /// What an Always allow allows; `None`: the request's tool.
         grant: Option<Grant>,
     },
@@ -106,7 +105,7 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
         Change::Asked(requests) => {
             for r in requests {
                 store.create_approval(r).await?;
-                let requester = name_of(store, r.requested_by.as_deref()).await;
+                let requester = name_of(store, r.requested_by.as_deref(), None).await;
                 let event = AuditEvent::about(
                     r,
                     AuditKind::Requested {
@@ -124,16 +123,17 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
         Change::Decided {
             request,
             decision,
-            by_id,
             grant,
         } => {
+            let by_id = decision.decided_by_id.as_deref();
             let status = ApprovalStatus::from(decision.verdict);
+            let decided_by = name_of(store, by_id, decision.decided_by.as_deref()).await;
             // Stored with the request too: a card on any node says where it was decided.
             let first = store
                 .decide_approval_via(
                     &request.id,
                     status,
-                    decision.decided_by.as_deref(),
+                    decided_by.as_deref(),
                     decision.feedback.as_deref(),
                     decision.via.map(crate::protocol::DecisionPath::as_str),
                 )
@@ -153,7 +153,7 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
                     note: decision.feedback.clone(),
                 },
             )
-            .by(decision.decided_by.clone(), by_id.map(str::to_owned));
+            .by(decided_by.clone(), by_id.map(str::to_owned));
             audit(store, event).await?;
             // A resumed call's Always allow was granted when it was clicked (perhaps for a
             // pattern only): copying it must not widen it to the whole tool.
@@ -164,11 +164,11 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
                 let grant = grant.unwrap_or_else(|| Grant::Tool(request.tool.clone()));
                 let text = grant.to_string();
                 done.granted = store
-                    .add_grant(&request.workstream, &text, decision.decided_by.as_deref())
+                    .add_grant(&request.workstream, &text, decided_by.as_deref())
                     .await?;
                 if done.granted {
                     let event = AuditEvent::about(request, AuditKind::GrantCreated { grant: text })
-                        .by(decision.decided_by.clone(), by_id.map(str::to_owned));
+                        .by(decided_by.clone(), by_id.map(str::to_owned));
                     audit(store, event).await?;
                 }
             }
@@ -202,7 +202,7 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
             if calls.is_empty() {
                 return Ok(done);
             }
-            let requester = name_of(store, requested_by).await;
+            let requester = name_of(store, requested_by, None).await;
             let at = crate::store::now_ms();
             let events: Vec<AuditEvent> = calls
                 .iter()
@@ -248,6 +248,7 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
             by,
             by_id,
         } => {
+            let actor = name_of(store, by_id, Some(by)).await;
             for grant in grants {
                 if store.remove_grant(workstream, grant).await? {
                     done.changed += 1;
@@ -256,7 +257,7 @@ pub async fn record(store: &Store, change: Change<'_>) -> Result<Recorded, Store
                         request: None,
                         call_id: None,
                         tool: Some(Grant::tool_of(grant).to_owned()),
-                        actor: Some(by.to_owned()),
+                        actor: actor.clone(),
                         actor_id: by_id.map(str::to_owned),
                         at: crate::store::now_ms(),
                         kind: AuditKind::GrantRevoked {
@@ -290,12 +291,18 @@ async fn cancel(
     Ok(changed)
 }
 
-/// The username of a sandpiper user id, for the trail; the id when it names nobody.
-async fn name_of(store: &Store, id: Option<&str>) -> Option<String> {
-    let id = id?;
-    match store.user(id).await {
-        Ok(Some(user)) => Some(user.username),
-        Ok(None) | Err(_) => Some(id.to_owned()),
+/// How records name the person who acted: a sandpiper user id as [`Store::public_name`]
+/// names them (whatever name came with a click, which may be a display name anyone can
+/// choose), the id itself when it names nobody; without an id (the console, `--yes`), the
+/// name `given`.
+pub(crate) async fn name_of(
+    store: &Store,
+    id: Option<&str>,
+    given: Option<&str>,
+) -> Option<String> {
+    match id {
+        Some(id) => Some(store.public_name_or_id(id).await),
+        None => given.map(str::to_owned),
     }
 }
 

@@ -192,10 +192,9 @@ pub fn chosen_grant(
 /// decision, Approve all / Deny all and Resume.
 #[derive(Debug, Clone, Copy)]
 pub struct Clicker<'a> {
-    /// Their sandpiper user id.
+    /// Their sandpiper user id: the rules' test of who they are, and how records name them
+    /// ([`Store::public_name`](crate::store::Store::public_name)).
     pub user_id: &'a str,
-    /// Their username (logged, and shown on the card as who decided).
-    pub username: &'a str,
     /// Their platform roles (Discord role ids, Slack user group ids).
     pub roles: &'a [String],
     /// Roles whose members may decide any request (`approver_roles`, `approver_usergroups`),
@@ -405,7 +404,7 @@ mod tests {
     use crate::protocol::ApprovalStatus;
     use pretty_assertions::assert_eq;
 
-    /// `user_id` (also their username) holding `roles`, clicking where `approver_roles` are
+    /// `user_id` holding `roles`, clicking where `approver_roles` are
     /// the configured approver roles.
     fn person<'a>(
         user_id: &'a str,
@@ -414,7 +413,6 @@ mod tests {
     ) -> Clicker<'a> {
         Clicker {
             user_id,
-            username: user_id,
             roles,
             approver_roles,
         }

@@ -184,7 +184,6 @@ mod tests {
         let change = Change::Decided {
             request: &before,
             decision: &approve,
-            by_id: None,
             grant: None,
         };
         assert!(ledger::record(&store, change).await.unwrap().happened());

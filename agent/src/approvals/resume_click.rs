@@ -32,6 +32,8 @@ pub enum ResumeOutcome {
         workstream: String,
         /// Who started the interrupted turn (its memory scope).
         author: Option<String>,
+        /// Who pressed Resume, as records name them (the card says so).
+        by: String,
     },
 }
 
@@ -43,7 +45,7 @@ impl Agent {
         let Some(record) = self.store().get_approval(click.request_id).await? else {
             return Ok(ResumeOutcome::Unknown);
         };
-        let by = click.clicker.username;
+        let by = click.clicker.user_id;
         let ruling = super::click::judge(self, &record, &click.clicker, rule_on_resume).await?;
         if let Ruling::Deny(reason) = ruling {
             tracing::info!(
@@ -76,9 +78,13 @@ impl Agent {
             calls = dangling.len(),
             "resuming an interrupted turn"
         );
+        let by = crate::approvals::ledger::name_of(self.store(), Some(by), None)
+            .await
+            .unwrap_or_default();
         Ok(ResumeOutcome::Resume {
             workstream: record.workstream,
             author: record.requested_by,
+            by,
         })
     }
 }

@@ -118,7 +118,7 @@ pub struct GrantRow {
     /// The grant as stored (`bash`, `bash:git status`, `mcp__github__*`; see
     /// [`Grant`](crate::approvals::Grant)).
     pub grant: String,
-    /// Who made it (shown name).
+    /// Who made it, as records name people (`Alice (@alice)`).
     pub granted_by: Option<String>,
     /// When (unix ms).
     pub created_at: i64,

@@ -224,7 +224,8 @@ pub struct AuditRow {
 pub struct AuditFilter {
     /// Only this workstream.
     pub workstream: Option<String>,
-    /// Only events this person acted in (username, shown name or user id).
+    /// Only events this person acted in: a user id, a username or a platform handle (never a
+    /// display name).
     pub user: Option<String>,
     /// Only events at or after this time (unix ms).
     pub since: Option<i64>,
@@ -316,15 +317,24 @@ impl Store {
             clauses.push(format!("workstream = ${}", binds.len()));
         }
         if let Some(u) = &filter.user {
-            // A username also finds events recorded under that user's id or shown name.
-            let id = self.user_by_username(u).await?.map(|user| user.id);
-            binds.push(u.clone());
-            let name = binds.len();
-            binds.push(id.unwrap_or_else(|| u.clone()));
-            let id = binds.len();
-            clauses.push(format!(
-                "(actor = ${name} OR actor_id = ${name} OR actor_id = ${id})"
-            ));
+            // Only names no one can borrow: a user id, a username, a platform handle. A
+            // display name is anyone's to choose, so it never selects anyone's events.
+            let mut ids = vec![u.clone()];
+            ids.extend(self.user_by_username(u).await?.map(|user| user.id));
+            ids.extend(
+                self.users_with_handle(u)
+                    .await?
+                    .into_iter()
+                    .map(|(_, user)| user.id),
+            );
+            let placeholders: Vec<String> = ids
+                .into_iter()
+                .map(|id| {
+                    binds.push(id);
+                    format!("${}", binds.len())
+                })
+                .collect();
+            clauses.push(format!("actor_id IN ({})", placeholders.join(", ")));
         }
         let since = filter.since.unwrap_or(i64::MIN);
         clauses.push(format!("at >= ${}", binds.len() + 1));
@@ -370,18 +380,29 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::now_ms;
+    use crate::store::users::User;
     use pretty_assertions::assert_eq;
 
-    fn event(at: i64, workstream: &str, actor: &str, kind: AuditKind) -> AuditEvent {
+    fn event(at: i64, workstream: &str, actor: &User, kind: AuditKind) -> AuditEvent {
         AuditEvent {
             at,
             workstream: workstream.into(),
             request: Some("ap_1".into()),
             call_id: Some("c1".into()),
             tool: Some("bash".into()),
-            actor: Some(actor.into()),
-            actor_id: None,
+            actor: Some(actor.public_name(None)),
+            actor_id: Some(actor.id.clone()),
             kind,
+        }
+    }
+
+    /// A user `name` with no display name.
+    fn someone(name: &str) -> User {
+        User {
+            id: name.into(),
+            username: name.into(),
+            display_name: None,
         }
     }
 
@@ -394,21 +415,31 @@ mod tests {
     #[tokio::test]
     async fn events_read_back_whole_filtered_and_pruned_by_age() {
         let store = Store::memory().await.unwrap();
+        let person = async |id: &str, display: &str, handle: &str| {
+            let at = now_ms();
+            store
+                .user_for_identity_at("discord", id, display, Some(handle), at)
+                .await
+                .unwrap()
+        };
+        let bob = person("2002", "Bob", "bob").await;
+        // Mallory calls herself bob: her events are never bob's.
+        let mallory = person("2003", "bob", "mallory").await;
         let decided = event(
             2_000,
             "w1",
-            "alice",
+            &mallory,
             AuditKind::Decided {
                 decision: DecisionKind::Denied,
                 path: DecisionPath::NoteDialog,
                 note: Some("use staging".into()),
             },
         );
-        let timed_out = event(3_000, "w2", "bob", AuditKind::TimedOut);
+        let timed_out = event(3_000, "w2", &bob, AuditKind::TimedOut);
         let old = event(
             1_000,
             "w1",
-            "bob",
+            &bob,
             AuditKind::Cancelled {
                 cause: CancelCause::Stop,
             },
@@ -426,11 +457,21 @@ mod tests {
             ..AuditFilter::default()
         };
         assert_eq!(pick(w1).await, vec![old.clone(), decided.clone()]);
-        let bob = AuditFilter {
+        let bobs = AuditFilter {
             user: Some("bob".into()),
             ..AuditFilter::default()
         };
-        assert_eq!(pick(bob).await, vec![old.clone(), timed_out.clone()]);
+        assert_eq!(pick(bobs).await, vec![old.clone(), timed_out.clone()]);
+        let by_id = AuditFilter {
+            user: Some(mallory.id.clone()),
+            ..AuditFilter::default()
+        };
+        assert_eq!(pick(by_id).await, vec![decided.clone()]);
+        let by_handle = AuditFilter {
+            user: Some("@Mallory".into()),
+            ..AuditFilter::default()
+        };
+        assert_eq!(pick(by_handle).await, vec![decided.clone()]);
         let since = AuditFilter {
             since: Some(2_000),
             ..AuditFilter::default()
@@ -450,7 +491,7 @@ mod tests {
         let store = Store::memory().await.unwrap();
         let batch = |from: i64, n: i64| -> Vec<AuditEvent> {
             (from..from + n)
-                .map(|at| event(at, "w", &format!("u{at}"), AuditKind::TimedOut))
+                .map(|at| event(at, "w", &someone(&format!("u{at}")), AuditKind::TimedOut))
                 .collect()
         };
         // One row, a short batch (one statement) and one longer than a statement holds.
@@ -469,7 +510,7 @@ mod tests {
         let e = event(
             5,
             "w",
-            "alice",
+            &someone("alice"),
             AuditKind::GrantCreated {
                 grant: "bash".into(),
             },
@@ -478,7 +519,8 @@ mod tests {
             serde_json::to_value(&e).unwrap(),
             serde_json::json!({
                 "at": 5, "workstream": "w", "request": "ap_1", "call_id": "c1", "tool": "bash",
-                "actor": "alice", "kind": "grant_created", "grant": "bash"
+                "actor": "@alice", "actor_id": "alice", "kind": "grant_created",
+                "grant": "bash"
             })
         );
         assert_eq!(

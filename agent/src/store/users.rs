@@ -149,12 +149,39 @@ impl From<sqlx::Error> for IdentityError {
 }
 
 impl User {
-    /// How the person is shown to people (who decided a card, who resumed a turn): the
-    /// platform display name they arrived with, or the username. Never used to find anyone.
+    /// How the person is greeted: the platform display name they arrived with, or the
+    /// username. Anyone can choose a display name, so it never names anyone in a record:
+    /// that is [`User::public_name`].
     pub fn shown_name(&self) -> &str {
         self.display_name.as_deref().unwrap_or(&self.username)
     }
+
+    /// How records name the person to others (who decided a card, granted, asked, in the
+    /// audit and on the page): `Alice (@alice)`, the display name to recognise them by and
+    /// a handle no one else holds, or `@alice` alone when the two are the same. `handle` is
+    /// the platform handle to show; without one, the username. The display name loses `@`,
+    /// brackets and control characters, so it cannot pass for a handle of its own.
+    pub fn public_name(&self, handle: Option<&str>) -> String {
+        let handle = handle.unwrap_or(&self.username);
+        let display: String = self
+            .display_name
+            .as_deref()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_control() && !matches!(c, '@' | '(' | ')' | '[' | ']'))
+            .take(MAX_DISPLAY_CHARS)
+            .collect();
+        let display = display.trim();
+        if display.is_empty() || display.eq_ignore_ascii_case(handle) {
+            format!("@{handle}")
+        } else {
+            format!("{display} (@{handle})")
+        }
+    }
 }
+
+/// The most characters of a display name a record shows.
+const MAX_DISPLAY_CHARS: usize = 40;
 
 impl Store {
     /// The user behind a platform identity, created (user and identity) on first contact with
@@ -265,6 +292,42 @@ impl Store {
         Ok(rows.into_iter().map(|r| (r.platform, r.user)).collect())
     }
 
+    /// How records name user `id` ([`User::public_name`]): with the username when they chose
+    /// one, else with their first platform handle (by platform), else with their account's
+    /// own `discord-…` username. `None` for an unknown id.
+    pub async fn public_name(&self, id: &str) -> Result<Option<String>, StoreError> {
+        match self.user(id).await? {
+            Some(user) => Ok(Some(self.public_name_of(&user).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Store::public_name`], or the id itself when it names nobody or the database cannot
+    /// say (what a card or a record shows rather than nothing).
+    pub async fn public_name_or_id(&self, id: &str) -> String {
+        match self.public_name(id).await {
+            Ok(Some(name)) => name,
+            Ok(None) => id.to_owned(),
+            Err(e) => {
+                tracing::warn!(user = id, error = %e, "cannot name a user");
+                id.to_owned()
+            }
+        }
+    }
+
+    /// [`Store::public_name`] of a user already read.
+    pub async fn public_name_of(&self, user: &User) -> Result<String, StoreError> {
+        if !is_reserved_username(&user.username) {
+            return Ok(user.public_name(None));
+        }
+        let handle = self
+            .identities_of(&user.id)
+            .await?
+            .into_iter()
+            .find_map(|i| i.handle);
+        Ok(user.public_name(handle.as_deref()))
+    }
+
     /// Looks a user up by id.
     pub async fn user(&self, id: &str) -> Result<Option<User>, StoreError> {
         let row: Option<User> =
@@ -297,6 +360,11 @@ impl Store {
         }
         if is_reserved_username(username) {
             return Err(IdentityError::ReservedUsername(username.to_owned()));
+        }
+        // Another person's platform handle would make `@name` on a card theirs too.
+        let holders = self.users_with_handle(username).await?;
+        if holders.iter().any(|(_, holder)| holder.id != id) {
+            return Err(IdentityError::UsernameTaken(username.to_owned()));
         }
         let row: Result<Option<User>, sqlx::Error> = sqlx::query_as(
             "UPDATE users SET username = $1 WHERE id = $2 RETURNING id, username, display_name",

@@ -216,11 +216,10 @@ async fn requester(
     let Some(id) = user_id else {
         return Ok(None);
     };
-    let user = store
-        .user(id)
+    store
+        .public_name(id)
         .await
-        .map_err(|e| ToolError::store("cannot look up who asked", e))?;
-    Ok(user.map(|u| u.username))
+        .map_err(|e| ToolError::store("cannot look up who asked", e))
 }
 
 /// One line per target.

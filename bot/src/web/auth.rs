@@ -107,8 +107,8 @@ async fn session_of(state: &WebState, headers: &HeaderMap) -> Option<WebSession>
 async fn viewer_of(state: &WebState, session: &WebSession) -> Viewer {
     let name = match &session.who.user_id {
         None => "operator".to_owned(),
-        Some(id) => match state.sources.local.agent().store().user(id).await {
-            Ok(Some(u)) => u.username,
+        Some(id) => match state.sources.local.agent().store().public_name(id).await {
+            Ok(Some(name)) => name,
             _ => id.clone(),
         },
     };

@@ -192,7 +192,6 @@ pub(super) async fn decide(
         action: press.action,
         clicker: Clicker {
             user_id: &user_id,
-            username: &viewer.name,
             roles: &roles,
             approver_roles: &[],
         },

@@ -344,7 +344,7 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
     })
 }
 
-/// Usernames by user id, looked up once per page.
+/// People's public names ([`Store::public_name`]) by user id, looked up once per page.
 #[derive(Default)]
 struct Names(HashMap<String, String>);
 
@@ -356,8 +356,8 @@ impl Names {
         if let Some(name) = self.0.get(id) {
             return name.clone();
         }
-        let name = match src.local.agent().store().user(id).await {
-            Ok(Some(u)) => u.username,
+        let name = match src.local.agent().store().public_name(id).await {
+            Ok(Some(name)) => name,
             _ => id.to_owned(),
         };
         self.0.insert(id.to_owned(), name.clone());

@@ -633,7 +633,7 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(
-        body.contains("Denied by discord-approver from the status page"),
+        body.contains("Denied by approver (@discord-approver) from the status page"),
         "{body}"
     );
     let one = page.status_of("ap_one").await;
@@ -667,14 +667,14 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(
-        body.contains("Always allowed by discord-owner from the status page"),
+        body.contains("Always allowed by owner (@discord-owner) from the status page"),
         "{body}"
     );
 
     // The waiting turn got both decisions.
     let decisions = waiting.all().await;
     assert_eq!(decisions[0].verdict, Verdict::Deny);
-    assert_eq!(decisions[0].decided_by.as_deref(), Some("discord-approver"));
+    assert_eq!(decisions[0].decided_by.as_deref(), Some("approver (@discord-approver)"));
     assert_eq!(decisions[1].verdict, Verdict::AlwaysAllow);
 
     // A forged or unknown request, a button the page has not: refused, nothing stored.
@@ -759,7 +759,7 @@ async fn a_review_is_accepted_rejected_or_annotated_from_the_page() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(
-        body.contains("Annotated by discord-owner from the status page"),
+        body.contains("Annotated by owner (@discord-owner) from the status page"),
         "{body}"
     );
     let r = page.status_of("ap_plan").await;

@@ -85,10 +85,7 @@ pub async fn status(agent: &Agent, workstream: &str) -> String {
         Err(e) => return format!("status failed: {e}"),
     };
     let owner = match &status.owner {
-        Some(id) => match agent.user(id).await {
-            Ok(Some(u)) => u.shown_name().to_owned(),
-            _ => id.clone(),
-        },
+        Some(id) => agent.people().public_name_of(id).await,
         None => "nobody".into(),
     };
     let allowed = if status.always_allowed.is_empty() {

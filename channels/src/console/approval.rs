@@ -20,7 +20,9 @@ use crate::visible::cut;
 pub(super) struct ConsoleApprover {
     pub(super) lines: Arc<dyn LineSource>,
     pub(super) out: Output,
-    /// Who decides (shown with the decision).
+    /// Who decides: their sandpiper user id.
+    pub(super) user_id: String,
+    /// Their name as records give it.
     pub(super) user: String,
     /// Stops the turn on `/stop` or Ctrl-C.
     pub(super) interrupter: Interrupter,
@@ -82,7 +84,10 @@ impl Approver for ConsoleApprover {
                 };
                 match answer {
                     Ok(d) => {
-                        decisions.push(d.by(self.user.clone()).via(DecisionPath::Console));
+                        decisions.push(
+                            d.by_person(self.user_id.clone(), self.user.clone())
+                                .via(DecisionPath::Console),
+                        );
                         break;
                     }
                     Err(hint) => say(&self.out, &format!("{hint}\n")),

@@ -104,12 +104,7 @@ impl ConsoleCommands<'_> {
             admin: true,
             approver: true,
         };
-        let person = Person {
-            platform: super::PLATFORM,
-            platform_user_id: self.os_user,
-            display_name: self.os_user,
-            handle: None,
-        };
+        let person: Person = super::identity(self.os_user);
         match cmd {
             Command::Help => Done::Answer(help()),
             Command::Ask { prompt } => Done::Send(prompt),

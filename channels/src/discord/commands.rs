@@ -114,7 +114,7 @@ pub(super) async fn on_command(
             bot.agent.close_workstream(&key).await?;
             let text = format!(
                 "🔒 Closed by {}. This workstream has ended.",
-                person.username
+                bot.agent.people().public_name_of(&person.id).await
             );
             reply.send(Reply::Public(text)).await?;
             let archive = EditThread::new().archived(true).locked(true);

@@ -184,13 +184,9 @@ async fn in_thread(
         ..Standing::default()
     };
     let owner_name = match owner {
-        Some(id) if bot.config.thread_access == ThreadAccess::Owner && !who.owner => Some(
-            bot.agent
-                .user(id)
-                .await?
-                .map(|u| u.shown_name().to_owned())
-                .unwrap_or_else(|| id.to_owned()),
-        ),
+        Some(id) if bot.config.thread_access == ThreadAccess::Owner && !who.owner => {
+            Some(bot.agent.people().public_name_of(id).await)
+        }
         _ => None,
     };
     if let Err(refusal) = may_talk(bot.config.thread_access, who, owner_name.as_deref()) {

@@ -96,7 +96,6 @@ impl ClickPlace for DiscordClick<'_> {
             .await
             .map_err(|e| e.to_string())?;
         Ok(Clicker {
-            name: person.shown_name().to_owned(),
             user_id: person.id,
             roles: roles(self.member),
         })

@@ -200,7 +200,7 @@ async fn close(ctx: &Arc<Ctx>, team: &str, channel: &str, user: &str) -> String 
     if let Err(e) = ctx.agent.close_workstream(&key).await {
         return format!("Could not close it: {e}");
     }
-    let name = me.shown_name().to_owned();
+    let name = ctx.agent.people().public_name_of(&me.id).await;
     if let Some(thread) = Thread::parse(&key) {
         let note = format!(
             ":lock: Closed by {}. Mention me in the channel to start a new thread.",

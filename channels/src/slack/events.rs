@@ -152,7 +152,7 @@ pub(crate) async fn converse(
             ..Standing::default()
         };
         let owner_name = match owner {
-            Some(id) if !who.owner => Some(ctx.shown_name(id).await),
+            Some(id) if !who.owner => Some(ctx.agent.people().public_name_of(id).await),
             _ => None,
         };
         if let Err(refusal) = may_talk(ctx.config.thread_access, who, owner_name.as_deref()) {

@@ -183,7 +183,6 @@ impl ClickPlace for SlackClick<'_> {
         }
         let roles = ctx.api.groups_of(&self.user, &candidates).await;
         Ok(Clicker {
-            name: user.shown_name().to_owned(),
             user_id: user.id,
             roles,
         })

@@ -51,7 +51,7 @@ both_backends! {
         assert!(out.contains("Understood, I will use staging."), "{out}");
         s.llm.verify();
         let requests = s.llm.requests();
-        assert_eq!(contents_with_role(&requests[1], "tool"), ["denied by alice: use the staging db"]);
+        assert_eq!(contents_with_role(&requests[1], "tool"), ["denied by @alice: use the staging db"]);
         // The denial nudges the model, once, in the note of that call's newest message (the
         // denied call's result), never in the system message.
         let note = crate::suite::newest_content(&requests[1]);
@@ -71,7 +71,7 @@ both_backends! {
         console.send("y, next time use the full path").await;
         console.finish().await;
         let tool = contents_with_role(&s.llm.requests()[1], "tool");
-        assert!(tool[0].starts_with("[approved by alice with a note: next time use the full path]\n"), "{tool:?}");
+        assert!(tool[0].starts_with("[approved by @alice with a note: next time use the full path]\n"), "{tool:?}");
         assert!(tool[0].contains("ran"), "{tool:?}");
     }
 

@@ -93,9 +93,9 @@ both_backends! {
 
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve", 0)).await;
         rig.wait_text(thread, "Ran it.").await;
-        let decided = rig.wait_message(thread, card.id, "Approved by alice at").await;
+        let decided = rig.wait_message(thread, card.id, "Approved by @alice at").await;
         assert!(open_buttons(&decided).is_empty(), "buttons disabled after the decision");
-        assert!(card_text(&decided).contains("Approved by alice at"), "{}", card_text(&decided));
+        assert!(card_text(&decided).contains("Approved by @alice at"), "{}", card_text(&decided));
         let line = rig.wait_text(thread, "✅ **bash**").await;
         assert!(line.content.contains("line-3"), "{}", line.content);
         assert!(sent(&s.llm)[1].contains("line-2"));
@@ -117,8 +117,8 @@ both_backends! {
         rig.wait_text(thread, "staging it is").await;
         let result = &sent(&s.llm)[1];
         assert!(result.contains("use the staging db") && result.contains("denied"), "{result}");
-        let decided = rig.wait_message(thread, card.id, "Denied by alice").await;
-        assert!(card_text(&decided).contains("Denied by alice"), "{}", card_text(&decided));
+        let decided = rig.wait_message(thread, card.id, "Denied by @alice").await;
+        assert!(card_text(&decided).contains("Denied by @alice"), "{}", card_text(&decided));
     }
 
     async fn always_allow_skips_the_next_card(db) {
@@ -158,7 +158,7 @@ both_backends! {
         }
         let decided = rig.wait_message(thread, card.id, "3 calls decided").await;
         assert!(open_buttons(&decided).is_empty());
-        assert_eq!(card_text(&decided).matches("Approved by alice").count(), 3);
+        assert_eq!(card_text(&decided).matches("Approved by @alice").count(), 3);
     }
 
     async fn an_undecided_approval_times_out_as_denied_on_the_card(db) {
@@ -191,14 +191,14 @@ both_backends! {
         rig.fake.wait_until(WAIT, "the click answered", |f| f.interaction_responses(click).pop()).await;
         // The decision is kept and the card says the turn stopped; nothing runs by itself.
         let kept = rig.wait_message(thread, card.id, "Your decision is kept").await;
-        assert!(card_text(&kept).contains("Approved by alice"), "{}", card_text(&kept));
+        assert!(card_text(&kept).contains("Approved by @alice"), "{}", card_text(&kept));
         assert!(card_text(&kept).contains("The turn that asked was interrupted (sandpiper restarted or the node running it stopped)."));
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(s.llm.requests().len(), 1, "not resumed silently");
         rig.fake.click(thread, card.id, &alice(), &button(&kept, "Resume", 0)).await;
         rig.wait_text(thread, "Done after the restart.").await;
         assert!(sent(&s.llm)[1].contains("survived-restart"));
-        let resumed = rig.wait_message(thread, card.id, "Resumed by alice").await;
+        let resumed = rig.wait_message(thread, card.id, "Resumed by @alice").await;
         assert!(!buttons(&resumed).iter().any(|(_, label, _)| label == "Resume"), "Resume is gone");
         s.llm.verify();
     }

@@ -41,7 +41,7 @@ both_backends! {
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         };
-        assert!(text.contains(&format!("discord:{thread}")) && text.contains("Owner: alice")
+        assert!(text.contains(&format!("discord:{thread}")) && text.contains("Owner: @alice")
             && text.contains("Tokens used: 120 in / 30 out") && text.contains("Always allowed: none"), "{text}");
 
         let refused = rig.fake.slash(thread, &bob(), "close", json!([])).await;
@@ -79,10 +79,10 @@ both_backends! {
         rig.wait_text(thread, "hello alice").await;
         rig.fake.user_message(thread, &bob(), "can I join?").await;
         rig.fake.user_message(thread, &bob(), "hello??").await;
-        rig.wait_text(thread, "Only alice can talk to me").await;
+        rig.wait_text(thread, "Only @alice can talk to me").await;
         rig.fake.user_message(thread, &alice(), "one more").await;
         rig.wait_text(thread, "still only alice").await;
-        let notices = rig.bot_messages(thread).into_iter().filter(|m| m.content.contains("Only alice")).count();
+        let notices = rig.bot_messages(thread).into_iter().filter(|m| m.content.contains("Only @alice")).count();
         assert_eq!(notices, 1);
         assert!(!s.llm.requests().iter().any(|r| r.to_string().contains("can I join")));
     }
@@ -153,8 +153,8 @@ both_backends! {
         assert!(response_text(&[reply]).contains("only the person who started this thread can choose Always allow"));
         rig.fake.click(thread, card.id, &carol(), &button(&card, "Approve", 0)).await;
         rig.wait_text(thread, "counted").await;
-        let decided = rig.wait_message(thread, card.id, "Approved by carol").await;
-        assert!(card_text(&decided).contains("Approved by carol"), "{}", card_text(&decided));
+        let decided = rig.wait_message(thread, card.id, "Approved by @carol").await;
+        assert!(card_text(&decided).contains("Approved by @carol"), "{}", card_text(&decided));
         // 40 lines of output go as a file, not cut.
         let upload = rig.fake.messages(thread).into_iter().find(|m| !m.attachments.is_empty()).expect("an attachment");
         let (name, bytes) = &upload.attachments[0];

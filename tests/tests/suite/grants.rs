@@ -49,12 +49,12 @@ both_backends! {
         let card = rig.card(thread).await;
         rig.fake.click(thread, card.id, &alice, &button(&card, "Always allow", 0)).await;
         rig.wait_text(thread, "ran first").await;
-        rig.wait_text(thread, "bash is always allowed in this thread, granted by alice").await;
+        rig.wait_text(thread, "bash is always allowed in this thread, granted by @alice").await;
         rig.fake.user_message(thread, &bob, "hi").await;
         rig.wait_text(thread, "hello bob").await;
         rig.fake.user_message(thread, &alice, "run second").await;
         rig.wait_text(thread, "ran second").await;
-        rig.wait_text(thread, "always allowed by alice").await;
+        rig.wait_text(thread, "always allowed by @alice").await;
 
         let grants = |who: FakeUser, options: Value| {
             let rig = &rig;
@@ -67,7 +67,7 @@ both_backends! {
         };
         let revoke = json!([{"name": "action", "type": 3, "value": "revoke"}, {"name": "what", "type": 3, "value": "bash"}]);
         let listed = grants(dave.clone(), json!([])).await;
-        assert!(listed.starts_with("Always allowed in this thread:\n• bash — granted by alice, "), "{listed}");
+        assert!(listed.starts_with("Always allowed in this thread:\n• bash — granted by @alice, "), "{listed}");
         for who in [bob, carol, dave] {
             assert_eq!(grants(who, revoke.clone()).await, REFUSED);
         }
@@ -105,12 +105,12 @@ both_backends! {
         let (always, value) = slack_button(&card, "Always allow");
         run.slack.click(CHANNEL_ID, &card.ts, &alice, &always, &value).await;
         run.wait_message(CHANNEL_ID, &root, "the first call", |m| m.text == "ran first").await;
-        run.wait_message(CHANNEL_ID, &root, "the confirmation", |m| m.text.contains("bash is always allowed in this thread, granted by alice")).await;
+        run.wait_message(CHANNEL_ID, &root, "the confirmation", |m| m.text.contains("bash is always allowed in this thread, granted by @alice")).await;
         run.slack.thread_message(CHANNEL_ID, &root, &bob, "hi").await;
         run.wait_message(CHANNEL_ID, &root, "bob's answer", |m| m.text == "hello bob").await;
         run.slack.thread_message(CHANNEL_ID, &root, &alice, "run second").await;
         run.wait_message(CHANNEL_ID, &root, "the second call", |m| m.text == "ran second").await;
-        run.wait_message(CHANNEL_ID, &root, "its tool line", |m| m.text.contains("always allowed by alice")).await;
+        run.wait_message(CHANNEL_ID, &root, "its tool line", |m| m.text.contains("always allowed by @alice")).await;
 
         let grants = |who: SlackUser, text: &'static str| {
             let run = &run;
@@ -124,7 +124,7 @@ both_backends! {
             }
         };
         let listed = grants(dave.clone(), "grants").await;
-        assert!(listed.contains("Always allowed in this thread:") && listed.contains("bash — granted by alice"), "{listed}");
+        assert!(listed.contains("Always allowed in this thread:") && listed.contains("bash — granted by @alice"), "{listed}");
         for who in [bob, carol, dave] {
             let told = grants(who, "grants revoke bash").await;
             assert!(told.contains("Only the person who started this thread, or an admin, can revoke its grants."), "{told}");
@@ -170,7 +170,7 @@ fn pattern_script() -> Vec<sandpiper_tests::fake_llm::Reply> {
 
 const PATTERN_BUTTON: &str = "Always allow `git status`";
 const PATTERN_GRANTED: &str =
-    "bash `git status` is always allowed in this thread, granted by alice";
+    "bash `git status` is always allowed in this thread, granted by @alice";
 
 both_backends! {
     async fn discord_always_allow_for_a_command_pattern(db) {
@@ -191,7 +191,7 @@ both_backends! {
         assert_eq!(rig.agent.store().grants(&key).await.unwrap(), ["bash:git status"]);
         rig.fake.user_message(thread, &alice, "short please").await;
         rig.wait_text(thread, "ran short").await;
-        rig.wait_text(thread, "always allowed by alice").await;
+        rig.wait_text(thread, "always allowed by @alice").await;
         rig.fake.user_message(thread, &alice, "and remove x").await;
         let again = rig.fake.wait_until(WAIT, "a card for the compound command", |_| {
             rig.bot_messages(thread).into_iter().rev().find(|m| m.id != card.id && !sandpiper_tests::discord_harness::open_buttons(m).is_empty())
@@ -215,7 +215,7 @@ both_backends! {
         assert_eq!(run.agent.store().grants(&key).await.unwrap(), ["bash:git status"]);
         run.slack.thread_message(CHANNEL_ID, &root, &alice, "short please").await;
         run.wait_message(CHANNEL_ID, &root, "the second call", |m| m.text == "ran short").await;
-        run.wait_message(CHANNEL_ID, &root, "its tool line", |m| m.text.contains("always allowed by alice")).await;
+        run.wait_message(CHANNEL_ID, &root, "its tool line", |m| m.text.contains("always allowed by @alice")).await;
         run.slack.thread_message(CHANNEL_ID, &root, &alice, "and remove x").await;
         let again = run.card(CHANNEL_ID, &root, 1).await;
         let (deny, value) = slack_button(&again, "Deny");

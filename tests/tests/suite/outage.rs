@@ -116,7 +116,8 @@ async fn discord_messages_wait_out_a_database_restart_and_a_longer_outage_is_sai
         .await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     admin.execute("COMMIT").await.unwrap();
-    rig.wait_message(thread, card.id, "Approved by alice").await;
+    rig.wait_message(thread, card.id, "Approved by @alice")
+        .await;
     assert_eq!(rig.fake.interaction_responses(click)[0]["type"], 6);
     rig.wait_text(thread, "third").await;
     assert_eq!(rig.fake.interaction_responses(click)[0]["type"], 6);

@@ -143,16 +143,16 @@ both_backends! {
             .await;
         assert_eq!(
             asked.await.unwrap(),
-            ReviewAnswer::Annotated { by: Some("carol".into()), note: "dump with --no-owner".into() }
+            ReviewAnswer::Annotated { by: Some("@carol".into()), note: "dump with --no-owner".into() }
         );
-        rig.wait_message(thread, card.id, "📝 Annotated by carol").await;
+        rig.wait_message(thread, card.id, "📝 Annotated by @carol").await;
 
         // Reject by the owner, and Accept: each answer reaches the asker.
         let asked = ask_review(rig.agent.clone(), rig.channel().open_thread(&key).unwrap(), key.clone());
         let card = rig.card(thread).await;
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Reject", 0)).await;
-        assert_eq!(asked.await.unwrap(), ReviewAnswer::Rejected { by: Some("alice".into()), note: None });
-        rig.wait_message(thread, card.id, "Rejected by alice").await;
+        assert_eq!(asked.await.unwrap(), ReviewAnswer::Rejected { by: Some("@alice".into()), note: None });
+        rig.wait_message(thread, card.id, "Rejected by @alice").await;
         let asked = ask_review(rig.agent.clone(), rig.channel().open_thread(&key).unwrap(), key.clone());
         let card = rig.card(thread).await;
         // A tool-call answer forged onto a review is refused.
@@ -161,8 +161,8 @@ both_backends! {
         let reply: Value = rig.fake.wait_until(WAIT, "the refusal", |f| f.interaction_responses(click).pop()).await;
         assert!(reply["data"]["content"].as_str().unwrap_or_default().contains("not an answer to this request"), "{reply}");
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Accept", 0)).await;
-        assert_eq!(asked.await.unwrap(), ReviewAnswer::Accepted { by: Some("alice".into()) });
-        rig.wait_message(thread, card.id, "Accepted by alice").await;
+        assert_eq!(asked.await.unwrap(), ReviewAnswer::Accepted { by: Some("@alice".into()) });
+        rig.wait_message(thread, card.id, "Accepted by @alice").await;
     }
 
     async fn an_outside_turn_and_a_review_gate_on_slack(db) {
@@ -205,15 +205,15 @@ both_backends! {
         run.slack.view_submission(&carol, view, &[("note", "note", "dump first")]).await;
         assert_eq!(
             asked.await.unwrap(),
-            ReviewAnswer::Annotated { by: Some("carol".into()), note: "dump first".into() }
+            ReviewAnswer::Annotated { by: Some("@carol".into()), note: "dump first".into() }
         );
-        run.wait_message(CHANNEL_ID, &root, "the annotated card", |m| is_card(m) && m.text.contains("Annotated by carol")).await;
+        run.wait_message(CHANNEL_ID, &root, "the annotated card", |m| is_card(m) && m.text.contains("Annotated by @carol")).await;
 
         let asked = ask_review(run.agent.clone(), run.channel.open_thread(&key).unwrap(), key.clone());
         let card = run.card(CHANNEL_ID, &root, 1).await;
         let (reject, value) = slack_harness::button(&card, "Reject");
         run.slack.click(CHANNEL_ID, &card.ts, &alice, &reject, &value).await;
-        assert_eq!(asked.await.unwrap(), ReviewAnswer::Rejected { by: Some("alice".into()), note: None });
+        assert_eq!(asked.await.unwrap(), ReviewAnswer::Rejected { by: Some("@alice".into()), note: None });
         s.llm.verify();
         run.stop().await;
     }
@@ -242,7 +242,7 @@ both_backends! {
         assert_eq!(contents_with_role(&requests[1], "user").last().map(String::as_str), Some(SYNTHETIC));
         let stored = agent.store().approval_for_call("console:bg", "c1").await.unwrap().unwrap().view();
         assert_eq!(stored.status, ApprovalStatus::Approved);
-        assert_eq!(stored.decided_by.as_deref(), Some("alice"));
+        assert_eq!(stored.decided_by.as_deref(), Some("@alice"));
         s.llm.verify();
     }
 }

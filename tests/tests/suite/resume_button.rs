@@ -90,7 +90,7 @@ async fn interrupted(
         .wait_message(thread, card.id, "Your decision is kept")
         .await;
     assert!(
-        card_text(&kept).contains(&format!("Approved by {}", decider.name)),
+        card_text(&kept).contains(&format!("Approved by @{}", decider.name)),
         "{}",
         card_text(&kept)
     );
@@ -120,7 +120,7 @@ both_backends! {
         assert_eq!(s.llm.requests().len(), 2, "nothing resumed");
         rig.fake.click(thread, card.id, &carol(), &resume).await;
         rig.wait_text(thread, "ran the first after the restart").await;
-        rig.wait_message(thread, card.id, "Resumed by carol").await;
+        rig.wait_message(thread, card.id, "Resumed by @carol").await;
         assert!(s.llm.requests()[2].to_string().contains("first-resumed"));
 
         // Pressed again (a double click, a stale card): nothing left to resume.
@@ -134,7 +134,7 @@ both_backends! {
         let (rig, card) = interrupted(rig, thread, &carol(), "and once more").await;
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Resume", 0)).await;
         rig.wait_text(thread, "ran the second after the restart").await;
-        rig.wait_message(thread, card.id, "Resumed by alice").await;
+        rig.wait_message(thread, card.id, "Resumed by @alice").await;
         assert!(s.llm.requests()[4].to_string().contains("second-resumed"));
         s.llm.verify();
     }

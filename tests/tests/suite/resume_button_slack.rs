@@ -103,7 +103,8 @@ async fn interrupted(
         })
         .await;
     assert!(
-        kept.text.contains(&format!("Approved by {}", decider.name)),
+        kept.text
+            .contains(&format!("Approved by @{}", decider.name)),
         "{}",
         kept.text
     );
@@ -138,7 +139,7 @@ both_backends! {
         assert_eq!(s.llm.requests().len(), 2, "nothing resumed");
         run.slack.click(CHANNEL_ID, &card.ts, &carol, &resume.0, &resume.1).await;
         run.wait_message(CHANNEL_ID, &root, "the first resumed answer", |m| m.text == "ran the first after the restart").await;
-        run.wait_message(CHANNEL_ID, &root, "the card says who resumed", |m| m.ts == card.ts && m.text.contains("Resumed by carol")).await;
+        run.wait_message(CHANNEL_ID, &root, "the card says who resumed", |m| m.ts == card.ts && m.text.contains("Resumed by @carol")).await;
         assert!(s.llm.requests()[2].to_string().contains("first-resumed"));
 
         // Pressed again: nothing left to resume.
@@ -149,7 +150,7 @@ both_backends! {
         let (resume, value) = button(&card, "Resume");
         run.slack.click(CHANNEL_ID, &card.ts, &alice, &resume, &value).await;
         run.wait_message(CHANNEL_ID, &root, "the second resumed answer", |m| m.text == "ran the second after the restart").await;
-        run.wait_message(CHANNEL_ID, &root, "the card says who resumed", |m| is_card(m) && m.ts == card.ts && m.text.contains("Resumed by alice")).await;
+        run.wait_message(CHANNEL_ID, &root, "the card says who resumed", |m| is_card(m) && m.ts == card.ts && m.text.contains("Resumed by @alice")).await;
         assert!(s.llm.requests()[4].to_string().contains("second-resumed"));
         s.llm.verify();
         run.stop().await;

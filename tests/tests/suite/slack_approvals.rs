@@ -114,7 +114,7 @@ both_backends! {
         let (all, value) = button(&card, "Approve all");
         run.slack.click(CHANNEL_ID, &card.ts, &alice, &all, &value).await;
         let decided = run
-            .wait_message(CHANNEL_ID, &root, "the decided card", |m| is_card(m) && m.text.matches("Approved by alice").count() == 3)
+            .wait_message(CHANNEL_ID, &root, "the decided card", |m| is_card(m) && m.text.matches("Approved by @alice").count() == 3)
             .await;
         assert!(!decided.blocks.to_string().contains("\"button\""), "no buttons left");
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "All three ran.").await;
@@ -161,14 +161,14 @@ both_backends! {
         run.slack.click(CHANNEL_ID, &card.ts, &alice, &approve, &value).await;
         // The decision is kept and the card says the turn stopped; nothing runs by itself.
         let kept = run.wait_message(CHANNEL_ID, &root, "the card of the interrupted turn", |m| {
-            is_card(m) && m.text.contains("Approved by alice") && m.text.contains("Your decision is kept")
+            is_card(m) && m.text.contains("Approved by @alice") && m.text.contains("Your decision is kept")
         }).await;
         assert!(kept.text.contains("The turn that asked was interrupted (sandpiper restarted or the node running it stopped)."), "{}", kept.text);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(s.llm.requests().len(), 1, "not resumed silently");
         let (resume, value) = button(&kept, "Resume");
         run.slack.click(CHANNEL_ID, &card.ts, &alice, &resume, &value).await;
-        run.wait_message(CHANNEL_ID, &root, "the card says who resumed", |m| is_card(m) && m.text.contains("Resumed by alice")).await;
+        run.wait_message(CHANNEL_ID, &root, "the card says who resumed", |m| is_card(m) && m.text.contains("Resumed by @alice")).await;
         run.wait_message(CHANNEL_ID, &root, "the tool output", |m| m.text.contains("after-restart") && m.text.contains(":white_check_mark:")).await;
         run.wait_message(CHANNEL_ID, &root, "the resumed answer", |m| m.text == "Resumed and done.").await;
         s.llm.verify();
@@ -191,7 +191,7 @@ both_backends! {
         run.ephemeral(CHANNEL_ID, "U0BOB", "🚫 only the person").await;
         let (approve, value) = button(&card, "Approve");
         run.slack.click(CHANNEL_ID, &card.ts, &bob, &approve, &value).await;
-        run.wait_message(CHANNEL_ID, &root, "the card decided by bob", |m| is_card(m) && m.text.contains("Approved by bob")).await;
+        run.wait_message(CHANNEL_ID, &root, "the card decided by bob", |m| is_card(m) && m.text.contains("Approved by @bob")).await;
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "Counted.").await;
         let line = run.wait_message(CHANNEL_ID, &root, "the tool line", |m| m.text.contains("full output attached")).await;
         assert!(line.text.contains("40") && !line.text.contains("\n1\n"), "only the tail is shown: {}", line.text);
@@ -226,7 +226,7 @@ both_backends! {
         let outcome = run.agent.decide_from_web(Click {
             request_id: &pending[0].id,
             action: ClickAction::Approve,
-            clicker: Clicker { user_id: &owner, username: "alice", roles: &[], approver_roles: &[] },
+            clicker: Clicker { user_id: &owner, roles: &[], approver_roles: &[] },
             note: None,
             path: sandpiper_agent::protocol::DecisionPath::Web,
             grant: None,
@@ -235,7 +235,7 @@ both_backends! {
         let decided = run
             .wait_message(CHANNEL_ID, &root, "the card redrawn", |m| is_card(m) && m.edits > 0)
             .await;
-        assert!(decided.text.contains("Approved by alice from the status page"), "{}", decided.text);
+        assert!(decided.text.contains("Approved by @alice from the status page"), "{}", decided.text);
         assert!(!decided.blocks.to_string().contains("\"button\""), "no buttons left");
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "It ran.").await;
         s.llm.verify();

@@ -121,7 +121,7 @@ both_backends! {
         // Stored: its decisions under the parent thread, its history as its own workstream.
         let store = rig.agent.store();
         let approved = store.approval_for_call(&key, "t1/s1").await.unwrap().unwrap().view();
-        assert_eq!((approved.status, approved.decided_by.as_deref()), (ApprovalStatus::Approved, Some("alice")));
+        assert_eq!((approved.status, approved.decided_by.as_deref()), (ApprovalStatus::Approved, Some("@alice")));
         assert_eq!(approved.item.header, "task: Check the build › bash: echo sub-ran");
         let denied = store.approval_for_call(&key, "t1/s2").await.unwrap().unwrap().view();
         assert_eq!(denied.status, ApprovalStatus::Denied);
@@ -129,7 +129,7 @@ both_backends! {
         let roles: Vec<Role> = child.iter().map(|m| m.role).collect();
         assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::Assistant]);
         assert!(child[2].content.contains("sub-ran"), "{}", child[2].content);
-        assert!(child[3].content.starts_with("denied by alice"), "{}", child[3].content);
+        assert!(child[3].content.starts_with("denied by @alice"), "{}", child[3].content);
         let parent = rig.agent.history(&key).await.unwrap();
         assert_eq!(parent.len(), 4, "the sub-agent's messages stay out of the parent's history");
         assert_eq!(parent[2].content, "Checked: sub-ran; the second was denied.");
@@ -183,12 +183,12 @@ both_backends! {
             .modal_submit(thread, Some(review.id), &carol(), &format!("n{annotate}"), &[("note", "keep the old replica running")])
             .await;
         rig.wait_text(thread, "I will follow the plan with the note.").await;
-        rig.wait_message(thread, review.id, "Annotated by carol").await;
+        rig.wait_message(thread, review.id, "Annotated by @carol").await;
 
         let requests = s.llm.requests();
         assert_subagent_request(&requests[1], "Move the database", "plan");
         let result = &contents_with_role(&requests[2], "tool")[0];
-        assert!(result.starts_with("The plan was accepted by carol with a note"), "{result}");
+        assert!(result.starts_with("The plan was accepted by @carol with a note"), "{result}");
         assert!(result.contains("Note: keep the old replica running"), "{result}");
         assert!(result.ends_with(long_plan.trim_end()), "the plan returns to the model");
         let saved = std::fs::read_to_string(s.dir(&key).join(&file)).unwrap();
@@ -227,7 +227,7 @@ both_backends! {
         }
         let child = agent.history("console:sub/task:t1").await.unwrap();
         assert!(child[2].content.contains("from-the-sub-agent"));
-        assert_eq!(child[4].content, "denied by alice: not that one");
+        assert_eq!(child[4].content, "denied by @alice: not that one");
         let requests = s.llm.requests();
         assert_subagent_request(&requests[1], JOB, "task");
         assert_eq!(contents_with_role(&requests[4], "tool"), ["Ran one command; the other was denied."]);
@@ -273,15 +273,15 @@ both_backends! {
         let requests = s.llm.requests();
         assert_subagent_request(&requests[1], "Move the database", "plan");
         let annotated = &contents_with_role(&requests[2], "tool")[0];
-        assert!(annotated.starts_with("The plan was accepted by alice with a note"), "{annotated}");
+        assert!(annotated.starts_with("The plan was accepted by @alice with a note"), "{annotated}");
         assert!(annotated.contains("Note: dump with --no-owner") && annotated.ends_with("1. dump\n2. restore"), "{annotated}");
         // The second plan starts from the first.
         let job = &contents_with_role(&requests[4], "user")[0];
         assert!(job.starts_with("Also migrate the users\n") && job.ends_with("1. dump\n2. restore\n"), "{job}");
         let rejected = contents_with_role(&requests[5], "tool").pop().unwrap();
-        assert!(rejected.starts_with("The plan was rejected by alice: too risky"), "{rejected}");
+        assert!(rejected.starts_with("The plan was rejected by @alice: too risky"), "{rejected}");
         let accepted = contents_with_role(&requests[8], "tool").pop().unwrap();
-        assert!(accepted.starts_with("The plan was accepted by alice. Carry it out."), "{accepted}");
+        assert!(accepted.starts_with("The plan was accepted by @alice. Carry it out."), "{accepted}");
 
         let store = agent.store();
         let status = |call: &'static str| async move {
@@ -401,7 +401,7 @@ both_backends! {
         run.wait_message(CHANNEL_ID, &root, "the answer", |m| m.text == "The sub-agent is done.").await;
         run.wait_message(CHANNEL_ID, &root, "the decided card", |m| {
             let blocks = m.blocks.to_string();
-            is_card(m) && blocks.contains("Approved by alice") && blocks.contains("slack-sub")
+            is_card(m) && blocks.contains("Approved by @alice") && blocks.contains("slack-sub")
         }).await;
         let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
         let child = run.agent.history(&format!("{key}/task:t1")).await.unwrap();
@@ -674,9 +674,9 @@ both_backends! {
         let store = rig.agent.store();
         assert_eq!(store.grants(&key).await.unwrap(), vec!["bash".to_owned()]);
         let one = store.approval_for_call(&key, "t1/s1").await.unwrap().unwrap().view();
-        assert_eq!((one.status, one.decided_by.as_deref()), (ApprovalStatus::Approved, Some("carol")));
+        assert_eq!((one.status, one.decided_by.as_deref()), (ApprovalStatus::Approved, Some("@carol")));
         let two = store.approval_for_call(&key, "t1/s2").await.unwrap().unwrap().view();
-        assert_eq!((two.status, two.decided_by.as_deref()), (ApprovalStatus::AlwaysAllowed, Some("alice")));
+        assert_eq!((two.status, two.decided_by.as_deref()), (ApprovalStatus::AlwaysAllowed, Some("@alice")));
         assert!(store.approval_for_call(&key, "c9").await.unwrap().is_none(), "no card for c9");
         let results = contents_with_role(&s.llm.requests()[6], "tool");
         assert!(results.last().unwrap().contains("parent-after-grant"), "{results:?}");
@@ -718,11 +718,11 @@ both_backends! {
 
         let requests = s.llm.requests();
         let rejected = contents_with_role(&requests[2], "tool").pop().unwrap();
-        assert!(rejected.starts_with("The plan was rejected by alice."), "{rejected}");
+        assert!(rejected.starts_with("The plan was rejected by @alice."), "{rejected}");
         let job = contents_with_role(&requests[4], "user").pop().unwrap();
         assert!(job.ends_with("1. dump\n2. restore\n"), "the second plan refines the first: {job}");
         let accepted = contents_with_role(&requests[5], "tool").pop().unwrap();
-        assert!(accepted.starts_with("The plan was accepted by alice."), "{accepted}");
+        assert!(accepted.starts_with("The plan was accepted by @alice."), "{accepted}");
         s.llm.verify();
         run.stop().await;
     }

@@ -4,6 +4,8 @@
 //! owner's alone; `require_approver_for` leaves the owner only the denials; Approve all judges
 //! each request on its own. Slack's twin is `who_decides_slack`.
 
+use sandpiper::audit::{AuditFormat, report};
+use sandpiper_agent::store::audit::AuditFilter;
 use sandpiper_agent::store::memories::{NewMemory, Scope, Visibility};
 use sandpiper_tests::both_backends;
 use sandpiper_tests::discord_harness::{DiscordRig, WAIT, button, card_text, open_buttons};
@@ -95,7 +97,7 @@ both_backends! {
 
         rig.fake.click(thread, card.id, &carol(), &button(&card, "Approve", 0)).await;
         rig.wait_text(thread, "ran bob's").await;
-        rig.wait_message(thread, card.id, "Approved by carol").await;
+        rig.wait_message(thread, card.id, "Approved by @carol").await;
         assert_eq!(rig.agent.store().grants(&key).await.unwrap(), Vec::<String>::new());
 
         // alice's next bash still asks; she may choose Always allow.
@@ -131,7 +133,7 @@ both_backends! {
         refused(&rig, thread, &card, &alice(), "Always allow", "`bash` needs an approver here").await;
         rig.fake.click(thread, card.id, &alice(), &button(&card, "Deny", 0)).await;
         rig.wait_text(thread, "not run, fine").await;
-        rig.wait_message(thread, card.id, "Denied by alice").await;
+        rig.wait_message(thread, card.id, "Denied by @alice").await;
 
         rig.fake.user_message(thread, &alice(), "run two").await;
         let second = rig.fake.wait_until(WAIT, "a second card", |_| {
@@ -139,7 +141,7 @@ both_backends! {
         }).await;
         rig.fake.click(thread, second.id, &carol(), &button(&second, "Approve", 0)).await;
         rig.wait_text(thread, "ran two").await;
-        rig.wait_message(thread, second.id, "Approved by carol").await;
+        rig.wait_message(thread, second.id, "Approved by @carol").await;
         let sent = s.llm.requests()[3].to_string();
         assert!(sent.contains("approved-two"), "{sent}");
         s.llm.verify();
@@ -160,8 +162,8 @@ both_backends! {
         let card = rig.card(thread).await;
         let click = rig.fake.click(thread, card.id, &alice(), &button(&card, "Approve all", 0)).await;
         // The card shows the write approved; bash waits; alice is told why, privately.
-        let decided = rig.wait_message(thread, card.id, "Approved by alice").await;
-        assert_eq!(card_text(&decided).matches("Approved by alice").count(), 1, "{}", card_text(&decided));
+        let decided = rig.wait_message(thread, card.id, "Approved by @alice").await;
+        assert_eq!(card_text(&decided).matches("Approved by @alice").count(), 1, "{}", card_text(&decided));
         let private = rig.fake.wait_until(WAIT, "the private refusal", |f| {
             f.interaction_responses(click).into_iter().find(|r| r.to_string().contains("not decided"))
         }).await;
@@ -177,6 +179,70 @@ both_backends! {
         rig.wait_text(thread, "both decided").await;
         let sent = s.llm.requests()[1].to_string();
         assert!(sent.contains("guarded"), "{sent}");
+        s.llm.verify();
+    }
+
+    async fn a_borrowed_display_name_never_names_who_decided(db) {
+        let mut s = setup(&db, vec![
+            text("hello alice"),
+            tool_call("c1", "bash", json!({"command": "echo from-bob"})),
+            text("ran bob's"),
+            tool_call("c2", "bash", json!({"command": "echo from-alice"})),
+            text("ran alice's"),
+        ]).await;
+        s.config.discord.approver_roles = vec![ONCALL.to_string()];
+        // mallory holds the approver role and calls herself "alice" on Discord.
+        let mallory = FakeUser::new(900_000_000_000_000_005, "mallory").showing("alice").with_roles(&[ONCALL]);
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let thread = rig.mention(&alice(), "hi").await;
+        rig.wait_text(thread, "hello alice").await;
+
+        rig.fake.user_message(thread, &bob(), "print the environment").await;
+        let card = rig.card(thread).await;
+        refused(&rig, thread, &card, &bob(), "Approve", NOT_YOURS).await;
+        refused(&rig, thread, &card, &dave(), "Approve", NOT_YOURS).await;
+        rig.fake.click(thread, card.id, &mallory, &button(&card, "Approve", 0)).await;
+        rig.wait_text(thread, "ran bob's").await;
+        let decided = rig.wait_message(thread, card.id, "Approved by").await;
+        assert!(card_text(&decided).contains("Approved by alice (@mallory)"), "{}", card_text(&decided));
+
+        rig.fake.user_message(thread, &alice(), "now mine").await;
+        let card = rig.card(thread).await;
+        rig.fake.click(thread, card.id, &alice(), &button(&card, "Always allow", 0)).await;
+        rig.wait_text(thread, "ran alice's").await;
+        rig.wait_message(thread, card.id, "Always allowed by @alice").await;
+
+        // The audit names each person by a name no one can borrow, with their id; asking for
+        // alice finds alice's events only, never mallory's.
+        let store = rig.agent.store();
+        let ids = async |handle: &str| {
+            store.users_with_handle(handle).await.unwrap().pop().map(|(_, u)| u.id).expect(handle)
+        };
+        let (alice_id, mallory_id, bob_id) = (ids("alice").await, ids("mallory").await, ids("bob").await);
+        let rows = async |user: &str| {
+            let filter = AuditFilter { user: Some(user.into()), ..AuditFilter::default() };
+            let text = report(store, &filter, AuditFormat::Jsonl).await.unwrap();
+            text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).collect::<Vec<_>>()
+        };
+        let who = |rows: &[Value]| -> Vec<(String, String, String)> {
+            rows.iter().map(|e| (
+                e["kind"].as_str().unwrap_or_default().to_owned(),
+                e["actor"].as_str().unwrap_or_default().to_owned(),
+                e["actor_id"].as_str().unwrap_or_default().to_owned(),
+            )).collect()
+        };
+        let row = |k: &str, a: &str, id: &str| (k.to_owned(), a.to_owned(), id.to_owned());
+        assert_eq!(who(&rows("mallory").await), vec![row("decided", "alice (@mallory)", &mallory_id)]);
+        assert_eq!(who(&rows("alice").await), vec![
+            row("requested", "@alice", &alice_id),
+            row("decided", "@alice", &alice_id),
+            row("grant_created", "@alice", &alice_id),
+        ]);
+        assert_eq!(who(&rows(&bob_id).await), vec![row("requested", "@bob", &bob_id)]);
+        let table = report(store, &AuditFilter::default(), AuditFormat::Table).await.unwrap();
+        assert!(table.contains("alice (@mallory)") && table.contains(&mallory_id), "{table}");
+        let grants = rig.agent.grants_of(&format!("discord:{thread}")).await.unwrap();
+        assert_eq!(grants.iter().map(|g| g.granted_by.as_deref()).collect::<Vec<_>>(), vec![Some("@alice")]);
         s.llm.verify();
     }
 }

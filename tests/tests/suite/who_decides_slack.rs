@@ -96,7 +96,7 @@ both_backends! {
         let (approve, value) = button(&card, "Approve");
         run.slack.click(CHANNEL_ID, &card.ts, &carol, &approve, &value).await;
         run.wait_message(CHANNEL_ID, &root, "bob's call ran", |m| m.text == "ran bob's").await;
-        run.wait_message(CHANNEL_ID, &root, "the card", |m| is_card(m) && m.text.contains("Approved by carol")).await;
+        run.wait_message(CHANNEL_ID, &root, "the card", |m| is_card(m) && m.text.contains("Approved by @carol")).await;
 
         run.slack.thread_message(CHANNEL_ID, &root, &alice, "now mine").await;
         let card = open_card(&run, &root, 1).await;
@@ -135,7 +135,7 @@ both_backends! {
         let told = run.ephemeral(CHANNEL_ID, "U0ALICE", "not decided").await;
         assert!(told.text.contains("bash: echo guarded") && told.text.contains("needs an approver"), "{}", told.text);
         assert!(!told.text.contains("write_file"), "{}", told.text);
-        let partly = run.wait_message(CHANNEL_ID, &root, "the write approved", |m| is_card(m) && m.text.contains("Approved by alice")).await;
+        let partly = run.wait_message(CHANNEL_ID, &root, "the write approved", |m| is_card(m) && m.text.contains("Approved by @alice")).await;
         assert_eq!(partly.text.matches("Approved by").count(), 1, "{}", partly.text);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(s.llm.requests().len(), 1, "the turn still waits for bash");

@@ -178,6 +178,77 @@ async fn rename_checks_the_name() {
     assert_eq!(store.rename_user(&bob.id, "bob").await.unwrap(), bob);
 }
 
+#[test]
+fn records_name_a_person_by_a_handle_no_one_else_holds() {
+    let user = |display: Option<&str>| User {
+        id: "u1".into(),
+        username: "discord-2001".into(),
+        display_name: display.map(str::to_owned),
+    };
+    let cases = [
+        (Some("Alice"), Some("alice"), "@alice"),
+        (
+            Some("Alice Liddell"),
+            Some("alice"),
+            "Alice Liddell (@alice)",
+        ),
+        (None, Some("alice"), "@alice"),
+        (Some("Alice"), None, "Alice (@discord-2001)"),
+        (Some("  "), None, "@discord-2001"),
+        // A display name cannot dress up as a handle, nor carry control characters.
+        (
+            Some("alice (@alice)"),
+            Some("mallory"),
+            "alice alice (@mallory)",
+        ),
+        (
+            Some("@alice\u{1b}[2J"),
+            Some("mallory"),
+            "alice2J (@mallory)",
+        ),
+    ];
+    for (display, handle, want) in cases {
+        assert_eq!(
+            user(display).public_name(handle),
+            want,
+            "{display:?} {handle:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_record_names_the_chosen_username_else_a_platform_handle() {
+    let store = store().await;
+    let alice = store
+        .user_for_identity_at("discord", "2001", "Alice", Some("alice"), T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.public_name(&alice.id).await.unwrap().as_deref(),
+        Some("@alice")
+    );
+    let bob = store.user_for_identity("slack", "U2", "Bob").await.unwrap();
+    assert_eq!(
+        store.public_name(&bob.id).await.unwrap().as_deref(),
+        Some("Bob (@slack-u2)")
+    );
+    store.rename_user(&bob.id, "bobby").await.unwrap();
+    assert_eq!(
+        store.public_name(&bob.id).await.unwrap().as_deref(),
+        Some("Bob (@bobby)")
+    );
+    // Nobody takes another person's platform handle as a username: `@alice` would be two.
+    let err = store.rename_user(&bob.id, "Alice").await.unwrap_err();
+    assert!(matches!(err, IdentityError::BadUsername(_)), "{err:?}");
+    let err = store.rename_user(&bob.id, "alice").await.unwrap_err();
+    assert!(
+        matches!(&err, IdentityError::UsernameTaken(n) if n == "alice"),
+        "{err:?}"
+    );
+    assert!(store.rename_user(&alice.id, "alice").await.is_ok());
+    assert_eq!(store.public_name("nobody").await.unwrap(), None);
+}
+
 #[tokio::test]
 async fn a_code_links_identities_and_history_follows() {
     let store = store().await;
