@@ -17,6 +17,12 @@
 //! ([`wire::MAX_REQUEST`]); everything else starts the old way. If the spawner cannot be
 //! started or dies, the call starts the old way and the next call tries a new spawner.
 //!
+//! Its mount namespace covers the protected files that were at their paths when it started.
+//! A file renamed over one of them later (a config saved again, a database restored) is not
+//! covered there, so before each call the paths are compared with what it covered
+//! ([`Covered`]); on a change the spawner is retired (it takes no more calls and stops once
+//! its running ones have ended) and a new one covers the new file.
+//!
 //! The bot's side: [`Spawner::spawn`] sends a request with the child's three descriptors and
 //! waits for the spawner to say the exec happened; one task per spawner reads the replies and
 //! hands each exit status to its [`SpawnedChild`].

@@ -4,9 +4,10 @@
 //!
 //! Single-threaded and blocking: it waits in `poll` for a request or a `SIGCHLD`
 //! (`signalfd`). A child gets its own Landlock domain nested in the spawner's (the same
-//! ruleset applied again), so two calls' processes cannot trace or read each other, nor
-//! the spawner; its descriptors, its process group and its working directory; then it
-//! execs. Whether the exec happened is learnt through a close-on-exec pipe (end of file: it
+//! ruleset applied again), so two calls' processes cannot trace, read or (Landlock ABI 6)
+//! signal each other, nor the spawner; its call's cgroup, joined through the `cgroup.procs`
+//! the bot opened and sent along (the spawner's namespace hides every cgroup file system);
+//! its descriptors, its process group and its working directory; then it execs. Whether the exec happened is learnt through a close-on-exec pipe (end of file: it
 //! did; four bytes: the `errno` of what failed), so a missing directory or program is an
 //! error of the request, not a child that exits 127. Exits are reported by request id.
 //! The spawner is a subreaper, so the background jobs a call leaves behind are reaped here.
