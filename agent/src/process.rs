@@ -11,10 +11,14 @@
 //! - [`tree`]: everything one tool call started (cgroup v2, marker and subreaper, `/proc`), so
 //!   a timeout or `/stop` ends all of it.
 //! - [`signal`]: kill, reap and subreaper, used by the bot and by the spawner alike.
+//! - [`cgroupfs`]: where the cgroup file systems are mounted and how a process joins a
+//!   cgroup, for the tree (which makes each call's cgroup) and the confinement (which covers
+//!   them all so no call can leave its own).
 //!
 //! Every `unsafe` block of the agent crate lives in this folder, each with its `SAFETY`
 //! comment. `mcp` and `tools` start processes through here and never through each other.
 
+pub(crate) mod cgroupfs;
 pub mod confine;
 pub mod env;
 pub mod signal;

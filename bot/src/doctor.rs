@@ -453,11 +453,19 @@ fn sandbox(config: &Config) -> Check {
                  (kernel.unprivileged_userns_clone=1), or run in a container that permits them"
             )),
             files => Verdict::Ok(format!(
-                "files hidden ({}), Landlock ABI {}, bot process protected: {}, bash calls \
-                 from a standing spawner: {}",
+                "files hidden ({}), Landlock ABI {}, bot process protected: {}, signals \
+                 scoped to each call: {}{}, cgroups out of calls' reach: {}, bash calls from a \
+                 standing spawner: {}",
                 files.as_str(),
                 r.landlock_abi,
                 r.bot_process,
+                r.signals_scoped,
+                if r.signals_scoped {
+                    ""
+                } else {
+                    " (needs Landlock ABI 6, Linux 6.12+: calls can signal the bot and each other)"
+                },
+                r.cgroups_covered,
                 r.spawner
             )),
         },

@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::process::{Command, Stdio};
 
-use sandpiper_tests::fake_llm::{FakeLlm, text, tool_call};
+use sandpiper_tests::fake_llm::{FakeLlm, Reply, ToolCallSpec, text, tool_call};
 use serde_json::json;
 
 const ENV_SECRETS: [(&str, &str); 3] = [
@@ -30,13 +30,26 @@ async fn chat(
     dir: &std::path::Path,
     script: Vec<sandpiper_tests::fake_llm::Reply>,
 ) -> (Vec<String>, String) {
-    let calls = script.len() - 1;
+    let requests = script.len();
     let llm = FakeLlm::start(script).await;
-    std::fs::write(
-        dir.join("sandpiper.toml"),
-        format!("# {CONFIG_SECRET}\n[approval]\nauto_approve = true\n"),
-    )
-    .expect("config file");
+    chat_with(dir, &llm, requests, "").await
+}
+
+/// The config file the binary runs with: the secret, automatic approval, and `tools`
+/// (lines of its `[tools]` table).
+fn config_text(tools: &str) -> String {
+    format!("# {CONFIG_SECRET}\n[approval]\nauto_approve = true\n[tools]\n{tools}")
+}
+
+/// [`chat`] against `llm`, which answers `requests` requests, with `tools` in the config's
+/// `[tools]` table.
+async fn chat_with(
+    dir: &std::path::Path,
+    llm: &FakeLlm,
+    requests: usize,
+    tools: &str,
+) -> (Vec<String>, String) {
+    std::fs::write(dir.join("sandpiper.toml"), config_text(tools)).expect("config file");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandpiper"));
     cmd.current_dir(dir)
         .env_clear()
@@ -80,7 +93,7 @@ async fn chat(
     use std::io::Write as _;
     writeln!(stdin, "please remember {DB_SECRET} and check the machine").expect("write");
     let requests = llm
-        .wait_for_requests(calls + 1, std::time::Duration::from_secs(120))
+        .wait_for_requests(requests, std::time::Duration::from_secs(120))
         .await;
     drop(stdin);
     let _ = tokio::task::spawn_blocking(move || child.wait()).await;
@@ -89,13 +102,21 @@ async fn chat(
     let log = err.join().unwrap_or_default()
         + &std::fs::read_to_string(dir.join(".local/share/sandpiper/chat.log")).unwrap_or_default();
     assert!(stdout.contains(ANSWER), "stdout:\n{stdout}\nlog:\n{log}");
+    // Each request after the first ends with the results of the calls before it.
     let results = requests
         .iter()
         .skip(1)
-        .map(|r| {
+        .flat_map(|r| {
             let messages = r["messages"].as_array().cloned().unwrap_or_default();
-            let last = messages.last().cloned().unwrap_or_default();
-            last["content"].as_str().unwrap_or_default().to_owned()
+            let answered = messages
+                .iter()
+                .rposition(|m| m["role"] == "assistant")
+                .map_or(0, |i| i + 1);
+            messages[answered..]
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
         })
         .collect();
     (results, log)
@@ -221,7 +242,8 @@ async fn each_call_starts_from_the_spawner_in_its_own_domain() {
     let second = "cat /proc/$(cat sleeper.pid)/environ >/dev/null && echo NEIGHBOUR-READ; \
                   head -c 1 /proc/$(cat sleeper.pid)/mem >/dev/null && echo NEIGHBOUR-MEM; \
                   yes | head -c 4; echo; echo PIPE-$?; \
-                  kill $(cat sleeper.pid); echo PARENT-$(cat /proc/$PPID/comm)";
+                  kill $(cat sleeper.pid) 2>/dev/null || echo NEIGHBOUR-UNSIGNALLED; \
+                  echo PARENT-$(cat /proc/$PPID/comm)";
     let (results, log) = chat(
         dir.path(),
         vec![
@@ -237,6 +259,9 @@ async fn each_call_starts_from_the_spawner_in_its_own_domain() {
         // `comm` holds 15 bytes: the spawner is the small launcher.
         assert!(first.contains("PARENT-sandpiper-confi\n"), "{first}\n{log}");
         assert!(second.contains("PARENT-sandpiper-confi"), "{second}");
+        if !log.contains("signals_scoped=false") {
+            assert!(second.contains("NEIGHBOUR-UNSIGNALLED"), "{second}");
+        }
     } else {
         eprintln!("no Landlock here: each call has a launcher of its own");
     }
@@ -249,4 +274,140 @@ async fn each_call_starts_from_the_spawner_in_its_own_domain() {
     assert!(second.contains("Permission denied"), "{second}");
     assert!(second.contains("y\ny\n\nPIPE-0"), "{second}");
     assert!(!second.contains("Broken pipe"), "{second}");
+}
+
+/// Walks up from the shell to the process called `sandpiper` (the bot) into `$BOT`.
+const FIND_BOT: &str = "BOT=$$; while [ \"$BOT\" -gt 1 ] && [ \"$(cat /proc/$BOT/comm)\" != sandpiper ]; do \
+                        BOT=$(awk '/^PPid:/{print $2}' /proc/$BOT/status); done; ";
+
+/// Issue 40: from an approved call, `kill -9` of the bot and of another thread's running
+/// call worked. Two calls run at once from the standing spawner; the second signals its own
+/// job, then tries `kill -0` and `kill -9` on the bot, on the spawner and on the first call's
+/// shell, and every one is refused; the first call and the bot carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cannot_signal_the_bot_the_spawner_or_another_running_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = "echo $$ > running.pid; sleep 4; echo FIRST-DONE";
+    let attack = format!(
+        "{FIND_BOT}echo BOT-IS-$(cat /proc/$BOT/comm); \
+         while [ ! -s running.pid ]; do sleep 0.1; done; OTHER=$(cat running.pid); \
+         sleep 30 & kill -0 $! && echo OWN-JOB; kill -9 $!; \
+         for target in bot:$BOT spawner:$PPID other:$OTHER; do \
+           kill -0 ${{target#*:}} 2>/dev/null && echo SIGNALLED-${{target%%:*}}; \
+           kill -9 ${{target#*:}} 2>/dev/null && echo KILLED-${{target%%:*}}; \
+           kill -0 ${{target#*:}} 2>&1 | grep -q 'not permitted' && echo EPERM-${{target%%:*}}; \
+         done"
+    );
+    let (results, log) = chat(
+        dir.path(),
+        vec![
+            Reply::tool_calls(vec![
+                ToolCallSpec::new("k1", "bash", json!({ "command": running })),
+                ToolCallSpec::new("k2", "bash", json!({ "command": attack })),
+            ]),
+            text(ANSWER),
+        ],
+    )
+    .await;
+    let (first, second) = (&results[0], &results[1]);
+    assert!(second.contains("BOT-IS-sandpiper\n"), "{second}");
+    assert!(second.contains("OWN-JOB\n"), "{second}");
+    if log.contains("signals_scoped=false") {
+        eprintln!("Landlock here scopes no signals (ABI < 6): skipped\n{log}");
+        return;
+    }
+    for target in ["bot", "spawner", "other"] {
+        assert!(!second.contains(&format!("SIGNALLED-{target}")), "{second}");
+        assert!(!second.contains(&format!("KILLED-{target}")), "{second}");
+        assert!(second.contains(&format!("EPERM-{target}")), "{second}");
+    }
+    assert!(first.contains("FIRST-DONE"), "{first}");
+}
+
+/// Issue 40: the spawner covered the config once, when it started; a config saved again by
+/// rename is a new file its namespace does not cover, and a later `cat` printed it. Before
+/// each call the spawner's files are checked, and a replaced one gets a new spawner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_replaced_by_rename_is_not_readable_by_later_calls() {
+    const REPLACED: &str = "replaced-config-secret";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let look = "cat sandpiper.toml; echo CAT-$?; echo PARENT-$(cat /proc/$PPID/comm)";
+    let llm = FakeLlm::start(vec![tool_call("r1", "bash", json!({ "command": look }))]).await;
+    // The second request comes after the first call ran from the spawner: the config is
+    // saved again (a new file renamed over it) before the second call starts.
+    let config = dir.path().join("sandpiper.toml");
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    llm.respond_with(
+        move |_| match calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => {
+                let new = config.with_extension("toml.new");
+                let text = config_text("").replace(CONFIG_SECRET, REPLACED);
+                std::fs::write(&new, text).expect("the new config");
+                std::fs::rename(&new, &config).expect("renamed over the config");
+                tool_call("r2", "bash", json!({ "command": look }))
+            }
+            _ => text(ANSWER),
+        },
+    );
+    let (results, log) = chat_with(dir.path(), &llm, 3, "").await;
+    let (before, after) = (&results[0], &results[1]);
+    assert!(before.contains("CAT-0"), "{before}");
+    assert!(!before.contains(CONFIG_SECRET), "{before}");
+    assert!(after.contains("CAT-0"), "{after}");
+    assert!(
+        !after.contains(REPLACED),
+        "the replaced config leaked:\n{after}"
+    );
+    if !log.contains("landlock_abi=0") {
+        assert!(after.contains("PARENT-sandpiper-confi"), "{after}");
+        assert!(
+            log.contains("a protected file was replaced"),
+            "no new spawner:\n{log}"
+        );
+    }
+}
+
+/// Issue 40: as root a call wrote itself into another cgroup, cleared its marker, left its
+/// process group and outlived its timeout, while the result said everything was killed.
+/// From the spawner no cgroup file system is in reach: the call stays in its cgroup and the
+/// timeout ends all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cannot_leave_its_cgroup_and_outlive_its_timeout() {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let Some(v2) = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        (right.split_whitespace().next()? == "cgroup2").then(|| left.split(' ').nth(4))?
+    }) else {
+        eprintln!("no cgroup v2 here: nothing to leave");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let escape = format!(
+        "echo $$ > {v2}/cgroup.procs && echo LEFT-THE-CGROUP; \
+         env -i setsid sh -c 'echo $$ > sleeper.pid; exec sleep 60' & sleep 30"
+    );
+    let llm = FakeLlm::start(vec![
+        tool_call("t1", "bash", json!({ "command": escape })),
+        text(ANSWER),
+    ])
+    .await;
+    let (results, log) = chat_with(dir.path(), &llm, 2, "bash_timeout = \"2s\"\n").await;
+    let out = &results[0];
+    let pid = std::fs::read_to_string(dir.path().join("sleeper.pid")).unwrap_or_default();
+    let pid = pid.trim();
+    assert!(!pid.is_empty(), "the sleeper did not start:\n{out}\n{log}");
+    let survived = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.rsplit(')').next().unwrap_or_default().starts_with(" Z"));
+    if survived {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid])
+            .status();
+    }
+    if log.contains("cgroups_covered=false") {
+        eprintln!("the cgroup file systems cannot be covered here: skipped\n{log}");
+        return;
+    }
+    assert!(!out.contains("LEFT-THE-CGROUP"), "{out}");
+    assert!(!survived, "the call outlived its timeout:\n{out}");
+    assert!(out.contains("[timed out after 2s; the command"), "{out}");
 }

@@ -10,12 +10,14 @@
 //!   domain, and from then on it may not ptrace, nor open `/proc/<pid>/environ`, `mem`,
 //!   `fd/*`, `root` or `ns/*` of, any process outside its domain — the bot (every thread of
 //!   it), and every other process not started under the same domain — nor mount or unmount
-//!   anything, nor create device nodes.
+//!   anything, nor create device nodes. With ABI 6 it may not signal them either.
 //! - **A mount namespace** (root), or a user namespace that maps only our own uid and gid
 //!   with a mount namespace in it (a service user): the config file and the database files
 //!   are covered with `/dev/null`, so reading them gives nothing and writing them changes
-//!   nothing. The covering cannot be undone: Landlock forbids unmounting, and a nested user
-//!   namespace sees the mounts locked.
+//!   nothing; every cgroup file system is covered with an empty tmpfs, so a call cannot move
+//!   itself out of its cgroup (it joins that cgroup before the covering). The covering cannot
+//!   be undone: Landlock forbids unmounting, and a nested user namespace sees the mounts
+//!   locked.
 //! - **Capabilities** (root): the child's bounding set loses those that read round the
 //!   other layers ([`sys::DROPPED_CAPS`], `CAP_SYS_ADMIN` for all but math).
 //! - **Non-dumpable bot** ([`protect_this_process`], at start): a same-uid process that is
@@ -32,9 +34,9 @@ mod spawner;
 mod sys;
 pub mod tool_process;
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,6 +61,12 @@ pub struct Report {
     pub bot_process: bool,
     /// How the config and database files are hidden, or why they are not.
     pub files: FileHiding,
+    /// Tools cannot signal the bot, the standing spawner or another call's processes
+    /// (Landlock 6+ scopes signals to the call's own domain).
+    pub signals_scoped: bool,
+    /// Tools cannot move themselves out of their call's cgroup (and so out of reach of its
+    /// timeout): every cgroup file system is covered in their mount namespace.
+    pub cgroups_covered: bool,
     /// Root's capabilities that read round the confinement are dropped in children.
     pub caps_dropped: bool,
     /// We run as root.
@@ -144,12 +152,20 @@ impl Confinement {
                 }
             }
         }
+        let cgroups = std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|m| crate::process::cgroupfs::cgroup_mount_points(&m))
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|p| CString::new(p.into_os_string().into_vec()).ok())
+            .collect::<Vec<_>>();
+        let cgroups_found = cgroups.len();
         let plan = Plan {
             hide: Some(match root {
                 true => HideIn::MountNamespace,
                 false => HideIn::UserNamespace,
             }),
             hidden: hidden_c,
+            cgroups,
             uid_map: format!("{uid} {uid} 1").into_bytes(),
             gid_map: format!("{gid} {gid} 1").into_bytes(),
             abi,
@@ -159,10 +175,18 @@ impl Confinement {
             root,
         };
         let mut why_not_hidden = None;
-        let (mut plan, outcome) = try_plan(plan, launched);
+        let (mut plan, mut outcome) = try_plan(plan, launched);
+        if let Err(e) = &outcome
+            && !plan.cgroups.is_empty()
+        {
+            tracing::warn!(error = %e, "cannot cover the cgroup file systems for tools; trying without");
+            plan.cgroups.clear();
+            (plan, outcome) = try_plan(plan, launched);
+        }
         if let Err(e) = outcome {
             why_not_hidden = Some(format!("cannot create a {:?} here: {e}", plan.hide));
             plan.hide = None;
+            plan.cgroups.clear();
             let (mut again, outcome) = try_plan(plan, launched);
             if let Err(e) = outcome {
                 tracing::warn!(error = %e, "Landlock is reported but unusable; not using it");
@@ -179,6 +203,8 @@ impl Confinement {
         let mut report = Report {
             landlock_abi: if plan.landlock.is_some() { abi } else { 0 },
             bot_process: plan.landlock.is_some() || !root,
+            signals_scoped: plan.landlock.is_some() && abi >= sys::ABI_SCOPES,
+            cgroups_covered: plan.hide.is_some() && cgroups_found == plan.cgroups.len(),
             files,
             caps_dropped: root,
             root,
@@ -217,38 +243,65 @@ impl Confinement {
     /// so neither the launcher nor the tool it execs inherits the bot's secrets. Arguments
     /// added to it are `program`'s.
     pub(crate) fn command(&self, program: &OsStr, profile: Profile) -> tokio::process::Command {
+        self.command_joining(program, profile, None)
+    }
+
+    /// [`Confinement::command`] whose child first joins the cgroup whose `cgroup.procs` is
+    /// `join`, before the confinement covers the cgroup file systems.
+    pub(crate) fn command_joining(
+        &self,
+        program: &OsStr,
+        profile: Profile,
+        join: Option<&CStr>,
+    ) -> tokio::process::Command {
         let kind = match profile {
             Profile::Tool => Kind::Tool,
             Profile::Math => Kind::Math,
         };
         match &self.plan {
-            Some(plan) => confined(plan, kind, program, self.launched),
+            Some(plan) => confined(plan, kind, program, self.launched, join),
             None => empty_env(std::process::Command::new(program)),
         }
         .into()
     }
+
+    /// Whether children are confined at all (not [`Confinement::none`]): a confined child
+    /// cannot reach the cgroup file systems once it runs, so it joins its cgroup as it starts.
+    pub(crate) fn is_confined(&self) -> bool {
+        self.plan.is_some()
+    }
 }
 
-/// `program` started confined by `plan` as `kind`: through the [`launcher`] (`launched`),
-/// else with a hook before exec (std then forks the bot to start the child). Either starts
-/// with an empty environment: the caller adds its allow-list, and the launcher passes exactly
-/// that on to the program it execs.
+/// `program` started confined by `plan` as `kind`, having joined the cgroup of `join` first:
+/// through the [`launcher`] (`launched`), else with hooks before exec (std then forks the bot
+/// to start the child). Either starts with an empty environment: the caller adds its
+/// allow-list, and the launcher passes exactly that on to the program it execs.
 #[allow(unsafe_code)]
 fn confined(
     plan: &Arc<Plan>,
     kind: Kind,
     program: &OsStr,
     launched: bool,
+    join: Option<&CStr>,
 ) -> std::process::Command {
     use std::os::unix::process::CommandExt as _;
     if launched {
         let mut command = empty_env(std::process::Command::new(launcher::program()));
         command
             .arg0(launcher::ARG0)
-            .args(launcher::args(plan, kind, program));
+            .args(launcher::args(plan, kind, program, join));
         return command;
     }
     let mut command = empty_env(std::process::Command::new(program));
+    if let Some(procs) = join.map(CStr::to_owned) {
+        // SAFETY: `join` makes async-signal-safe system calls only; the closure owns `procs`.
+        unsafe {
+            command.pre_exec(move || {
+                crate::process::cgroupfs::join(&procs);
+                Ok(())
+            });
+        }
+    }
     let plan = plan.clone();
     // SAFETY: `in_child` makes async-signal-safe system calls only and allocates nothing;
     // everything it uses was prepared in `plan`, which the closure keeps alive.
@@ -274,7 +327,7 @@ fn try_plan(plan: Plan, launched: bool) -> (Plan, io::Result<()>) {
     let shared = Arc::new(plan);
     let mut outcome = Ok(());
     for kind in [Kind::Tool, Kind::Math] {
-        let mut command = confined(&shared, kind, OsStr::new(program), launched);
+        let mut command = confined(&shared, kind, OsStr::new(program), launched, None);
         command
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -306,6 +359,7 @@ fn unreachable_plan() -> (Plan, io::Result<()>) {
     let plan = Plan {
         hide: None,
         hidden: Vec::new(),
+        cgroups: Vec::new(),
         uid_map: Vec::new(),
         gid_map: Vec::new(),
         abi: 0,
@@ -332,15 +386,17 @@ pub fn log_report(confinement: &Confinement) {
         _ => "",
     };
     let hidden = !matches!(r.files, FileHiding::No(_));
-    if r.bot_process && hidden {
+    if r.bot_process && hidden && r.signals_scoped && r.cgroups_covered {
         tracing::info!(
             landlock_abi = r.landlock_abi,
             bot_process = r.bot_process,
             files = r.files.as_str(),
+            signals_scoped = r.signals_scoped,
+            cgroups_covered = r.cgroups_covered,
             caps_dropped = r.caps_dropped,
             root = r.root,
             spawner = r.spawner,
-            "tool processes confined: the bot's environment, memory, config and database are out of their reach"
+            "tool processes confined: the bot's environment, memory, signals, config and database are out of their reach"
         );
     } else {
         tracing::warn!(
@@ -348,8 +404,16 @@ pub fn log_report(confinement: &Confinement) {
             bot_process = r.bot_process,
             files = r.files.as_str(),
             why_files = why,
+            signals_scoped = r.signals_scoped,
+            why_signals = if r.signals_scoped {
+                ""
+            } else {
+                "needs Landlock ABI 6 (Linux 6.12+)"
+            },
+            cgroups_covered = r.cgroups_covered,
             caps_dropped = r.caps_dropped,
             root = r.root,
+            spawner = r.spawner,
             "tool processes only partly confined: see the README's Security model"
         );
     }

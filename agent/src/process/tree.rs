@@ -20,6 +20,7 @@ mod cgroup;
 mod procfs;
 
 use std::collections::BTreeSet;
+use std::ffi::CStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -51,8 +52,23 @@ pub enum Containment {
 enum Join {
     /// In the forked child, before exec ([`ProcessTree::prepare`]).
     BeforeExec,
-    /// The shell, as the first step of its script ([`ProcessTree::prepare_shell`]).
-    ByShell,
+    /// As it starts, after the bot saw it start ([`ProcessTree::prepare_shell`]): the
+    /// launcher before it confines itself, the spawner's fork before exec, or an unconfined
+    /// shell as the first step of its script. Whether it did is seen when the call ends.
+    AsItStarts,
+}
+
+/// What ending a call's processes could check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The call's cgroup is empty: nothing it started is running.
+    All,
+    /// Every process found carrying the call's marker or in its process group is gone; the
+    /// call had no cgroup, so a process that cleared its environment and left the group
+    /// cannot be found.
+    Found,
+    /// This many of its processes were still there when the kill gave up.
+    Left(usize),
 }
 
 /// A command a call's processes start from: what containment sets on it (the marker
@@ -66,6 +82,9 @@ pub trait Containable {
     fn own_process_group(&mut self);
     /// Adds an argument.
     fn push_arg(&mut self, arg: &str);
+    /// Has the child join the cgroup whose `cgroup.procs` is `procs` as it starts; `false`
+    /// when it cannot, and the shell's script must.
+    fn join_cgroup(&mut self, procs: &CStr) -> bool;
 }
 
 impl Containable for tokio::process::Command {
@@ -80,6 +99,11 @@ impl Containable for tokio::process::Command {
     fn push_arg(&mut self, arg: &str) {
         self.arg(arg);
     }
+
+    fn join_cgroup(&mut self, _procs: &CStr) -> bool {
+        // A hook before exec would make std fork all of sandpiper to start the child.
+        false
+    }
 }
 
 impl Containable for ToolCommand {
@@ -93,6 +117,10 @@ impl Containable for ToolCommand {
 
     fn push_arg(&mut self, arg: &str) {
         self.arg(arg);
+    }
+
+    fn join_cgroup(&mut self, procs: &CStr) -> bool {
+        ToolCommand::join_cgroup(self, procs)
     }
 }
 
@@ -119,10 +147,10 @@ impl ProcessTree {
         if let Some(cg) = &tree.cgroup {
             let procs = cg.procs_path().clone();
             // SAFETY: the closure runs in the forked child before exec and only calls
-            // `join_self`, which makes async-signal-safe system calls and allocates nothing.
+            // `cgroupfs::join`, which makes async-signal-safe system calls and allocates nothing.
             unsafe {
                 command.pre_exec(move || {
-                    cgroup::join_self(&procs);
+                    crate::process::cgroupfs::join(&procs);
                     Ok(())
                 });
             }
@@ -132,19 +160,28 @@ impl ProcessTree {
 
     /// Prepares `command`, a POSIX shell, to run `script` contained: adds `-c` and the
     /// script. Without a hook before exec, std starts the shell with `posix_spawn` instead
-    /// of forking sandpiper (most of sandpiper's own cost of a bash call); the shell joins
-    /// the call's cgroup itself instead, with a builtin `echo` into its `cgroup.procs` before
-    /// the first word of `script` runs, so nothing the script starts is outside it.
+    /// of forking sandpiper (most of sandpiper's own cost of a bash call). A confined shell
+    /// joins the call's cgroup as it starts (the launcher or the spawner's fork does it
+    /// before the confinement hides the cgroup file systems); an unconfined one joins with a
+    /// builtin `echo` into its `cgroup.procs` before the first word of `script` runs. Either
+    /// way nothing the script starts is outside it.
     pub fn prepare_shell(
         command: &mut impl Containable,
         containment: Containment,
         script: &str,
     ) -> Self {
-        let mut tree = Self::contain(command, containment, Join::ByShell);
-        let prelude = tree
+        let mut tree = Self::contain(command, containment, Join::AsItStarts);
+        let joined = tree
             .cgroup
             .as_ref()
-            .and_then(cgroup::CallCgroup::shell_join);
+            .is_some_and(|cg| command.join_cgroup(cg.procs_path()));
+        let prelude = match joined {
+            true => Some(String::new()),
+            false => tree
+                .cgroup
+                .as_ref()
+                .and_then(cgroup::CallCgroup::shell_join),
+        };
         if tree.cgroup.is_some() && prelude.is_none() {
             // A cgroup path the shell cannot be given: the marker finds everything.
             tree.drop_cgroup("the cgroup path cannot be quoted for the shell");
@@ -177,8 +214,8 @@ impl ProcessTree {
     }
 
     /// Records the started child (the leader of the process group). A cgroup the child
-    /// failed to join before exec is dropped; the marker still finds everything. (A shell
-    /// joins later, as its script starts: see [`ProcessTree::release`].)
+    /// failed to join before exec is dropped; the marker still finds everything. (A child
+    /// that joins as it starts is checked when the call ends: see [`ProcessTree::release`].)
     pub fn started(&mut self, pid: Option<u32>) {
         self.leader = pid.and_then(|p| libc::pid_t::try_from(p).ok());
         if self.join == Join::BeforeExec
@@ -209,8 +246,8 @@ impl ProcessTree {
 
     /// Kills every process of the call and reaps those that became sandpiper's children,
     /// except the leader, whose owner (tokio's `Child`) reaps it. Bounded by
-    /// [`KILL_DEADLINE`]; whatever survives is logged.
-    pub async fn kill(&mut self) {
+    /// [`KILL_DEADLINE`]; whatever survives is logged. Says what could be checked.
+    pub async fn kill(&mut self) -> Ended {
         self.done = true;
         let entry = self.marker_entry();
         let deadline = tokio::time::Instant::now() + KILL_DEADLINE;
@@ -236,8 +273,27 @@ impl ProcessTree {
             tracing::warn!(call = %self.marker, left = ?killed, "processes of a killed call are still not gone");
             remember_leftovers(&killed);
         }
+        let in_cgroup = self.in_cgroup() && self.joined();
+        let members = self.cgroup.as_ref().map_or(0, |cg| cg.members().len());
         if let Some(cg) = self.cgroup.take() {
             cg.remove();
+        }
+        match (killed.len().max(members), in_cgroup) {
+            (0, true) => Ended::All,
+            (0, false) => Ended::Found,
+            (left, _) => Ended::Left(left),
+        }
+    }
+
+    /// Whether the first process is known to have joined the call's cgroup (a child joining
+    /// as it starts: whether anything ever ran in it).
+    fn joined(&self) -> bool {
+        match self.join {
+            Join::BeforeExec => true,
+            Join::AsItStarts => self
+                .cgroup
+                .as_ref()
+                .is_some_and(cgroup::CallCgroup::ever_ran),
         }
     }
 
@@ -245,9 +301,9 @@ impl ProcessTree {
     /// up as sandpiper's children are reaped later (see [`sweep_leftovers`]).
     pub fn release(&mut self) {
         self.done = true;
-        if self.join == Join::ByShell && self.cgroup.as_ref().is_some_and(|cg| !cg.ever_ran()) {
-            // The shell's join failed: what it left is found by the marker instead.
-            self.drop_cgroup("the shell did not join its cgroup");
+        if !self.joined() {
+            // The join failed: what it left is found by the marker instead.
+            self.drop_cgroup("the call did not join its cgroup");
         }
         // In a cgroup, what the call left running is the cgroup's members: nothing it
         // started can leave the cgroup, so the scan of every process's environment in
@@ -369,6 +425,17 @@ fn remember_leftovers(procs: &BTreeSet<Proc>) {
 pub fn sweep_leftovers() {
     let mut set = LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner());
     reap(&mut set, None);
+}
+
+/// Whether a call cgroup can be made here (root, or a delegated cgroup v2): tests expect
+/// [`Ended::All`] only then.
+#[cfg(test)]
+pub(crate) fn call_cgroups_available() -> bool {
+    let probe = cgroup::CallCgroup::create("probe-test");
+    if let Some(probe) = &probe {
+        probe.remove();
+    }
+    probe.is_some()
 }
 
 #[cfg(test)]

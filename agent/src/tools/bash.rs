@@ -25,7 +25,7 @@ use super::{
     OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput, ceil_char_boundary,
     floor_char_boundary, truncate_output,
 };
-use crate::process::tree::{Containment, ProcessTree};
+use crate::process::tree::{Containment, Ended, ProcessTree};
 
 /// The `bash` tool. Asks for approval (`auto_approve: false` in its JSON); refuses commands on the blocklist.
 #[derive(Debug, Default)]
@@ -118,8 +118,9 @@ pub(crate) enum Exit {
     Code(i32),
     /// A signal killed it.
     Signal(i32),
-    /// It ran past `tools.bash_timeout`; it and everything it started were killed.
-    TimedOut,
+    /// It ran past `tools.bash_timeout` and was killed, with what of its processes the kill
+    /// could find and check.
+    TimedOut(Ended),
     /// It ended without a code or a signal.
     Abnormal,
 }
@@ -131,7 +132,7 @@ impl Exit {
         match self {
             Exit::Code(c) => i64::from(c),
             Exit::Signal(s) => 128 + i64::from(s),
-            Exit::TimedOut => 124,
+            Exit::TimedOut(_) => 124,
             Exit::Abnormal => -1,
         }
     }
@@ -154,9 +155,19 @@ async fn run(
     let Ran { mut output, exit } =
         run_command(command_text, ctx, sink, ctx.config.max_output_bytes).await?;
     let note = match exit {
-        Exit::TimedOut => Some(format!(
-            "[timed out after {}; the command and everything it started were killed]",
-            format_duration(ctx.config.bash_timeout)
+        Exit::TimedOut(ended) => Some(format!(
+            "[timed out after {}; {}]",
+            format_duration(ctx.config.bash_timeout),
+            match ended {
+                Ended::All => "the command and everything it started were killed".to_owned(),
+                Ended::Found => "the command and every process still carrying its call id were \
+                                 killed (no cgroup here: a process that dropped the id and left \
+                                 the process group is not tracked)"
+                    .to_owned(),
+                Ended::Left(n) => {
+                    format!("the command was killed, but {n} of its processes were still running")
+                }
+            }
         )),
         Exit::Code(0) => None,
         Exit::Code(code) => Some(format!("[exit code {code}]")),
@@ -249,30 +260,31 @@ pub(crate) async fn run_command(
         }
     };
 
-    if matches!(outcome, Outcome::Finished(_)) {
-        tree.release();
-    } else {
-        tree.kill().await;
-        if status.is_none() {
-            // Reap the shell; the tree reaped the rest that became ours.
-            let _ = tokio::time::timeout(REAP_TIMEOUT, child.wait()).await;
+    // `None`: cancelled.
+    let exit = match outcome {
+        Outcome::Finished(st) => {
+            tree.release();
+            Some(match (st.code(), st.signal()) {
+                (Some(code), _) => Exit::Code(code),
+                (None, Some(signal)) => Exit::Signal(signal),
+                (None, None) => Exit::Abnormal,
+            })
         }
-    }
+        Outcome::TimedOut | Outcome::Cancelled => {
+            let ended = tree.kill().await;
+            if status.is_none() {
+                // Reap the shell; the tree reaped the rest that became ours.
+                let _ = tokio::time::timeout(REAP_TIMEOUT, child.wait()).await;
+            }
+            matches!(outcome, Outcome::TimedOut).then_some(Exit::TimedOut(ended))
+        }
+    };
     drop(readers);
     while let Ok(piece) = rx.try_recv() {
         send_lines(sink, &piece);
         collected.push(&piece);
     }
-
-    let exit = match outcome {
-        Outcome::Cancelled => return Err(ToolError::Cancelled),
-        Outcome::TimedOut => Exit::TimedOut,
-        Outcome::Finished(st) => match (st.code(), st.signal()) {
-            (Some(code), _) => Exit::Code(code),
-            (None, Some(signal)) => Exit::Signal(signal),
-            (None, None) => Exit::Abnormal,
-        },
-    };
+    let exit = exit.ok_or(ToolError::Cancelled)?;
     Ok(Ran {
         output: collected.finish(),
         exit,

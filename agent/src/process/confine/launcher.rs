@@ -28,7 +28,7 @@
 //! bot uses it when it lies beside the bot's own executable and answers [`PROTOCOL`] to
 //! `--protocol` (a stale copy from another build is not used), else `/proc/self/exe`.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStringExt as _;
 use std::os::unix::process::CommandExt as _;
@@ -51,7 +51,7 @@ const END: &str = "--";
 pub const SMALL: &str = "sandpiper-confine";
 /// What the small launcher answers to `--protocol`: the arguments it reads ([`args`]) are
 /// those of this build. Change the number with the arguments.
-pub const PROTOCOL: &str = concat!("sandpiper-confine/2 ", env!("CARGO_PKG_VERSION"));
+pub const PROTOCOL: &str = concat!("sandpiper-confine/3 ", env!("CARGO_PKG_VERSION"));
 
 /// Whether this binary called [`enter`] (it handles [`ARG0`]).
 static ABLE: AtomicBool = AtomicBool::new(false);
@@ -131,26 +131,39 @@ fn speaks_protocol(path: &Path) -> bool {
         .is_ok_and(|out| out.status.success() && out.stdout == PROTOCOL.as_bytes())
 }
 
-/// The launcher's arguments for starting `program` confined by `plan` as `kind`: what
-/// [`Launch::parse`] reads back.
-pub(super) fn args(plan: &Plan, kind: Kind, program: &OsStr) -> Vec<OsString> {
+/// The launcher's arguments for starting `program` confined by `plan` as `kind`, first
+/// joining the cgroup whose `cgroup.procs` is `join` (before it covers the cgroup file
+/// systems): what [`Launch::parse`] reads back.
+pub(super) fn args(plan: &Plan, kind: Kind, program: &OsStr, join: Option<&CStr>) -> Vec<OsString> {
     let (word, ruleset) = match kind {
         Kind::Tool => ("tool", plan.landlock.as_ref()),
         Kind::Math => ("math", plan.landlock_math.as_ref()),
     };
-    args_as(plan, word, ruleset.is_some(), program)
+    args_as(plan, word, ruleset.is_some(), program, join)
 }
 
 /// The launcher's arguments for starting the standing spawner ([`super::spawner`]): confined
 /// as a tool, then serving spawn requests on its standard input instead of exec'ing.
 pub(super) fn spawner_args(plan: &Plan) -> Vec<OsString> {
-    args_as(plan, SPAWNER, plan.landlock.is_some(), OsStr::new(SPAWNER))
+    args_as(
+        plan,
+        SPAWNER,
+        plan.landlock.is_some(),
+        OsStr::new(SPAWNER),
+        None,
+    )
 }
 
 /// The kind word (and program) of the standing spawner.
 const SPAWNER: &str = "spawner";
 
-fn args_as(plan: &Plan, word: &str, landlock: bool, program: &OsStr) -> Vec<OsString> {
+fn args_as(
+    plan: &Plan,
+    word: &str,
+    landlock: bool,
+    program: &OsStr,
+    join: Option<&CStr>,
+) -> Vec<OsString> {
     let abi = if landlock { plan.abi } else { 0 };
     let mut out: Vec<OsString> = vec![
         word.into(),
@@ -164,13 +177,14 @@ fn args_as(plan: &Plan, word: &str, landlock: bool, program: &OsStr) -> Vec<OsSt
         abi.to_string().into(),
         OsString::from_vec(plan.uid_map.clone()),
         OsString::from_vec(plan.gid_map.clone()),
-        plan.hidden.len().to_string().into(),
     ];
-    out.extend(
-        plan.hidden
-            .iter()
-            .map(|c| OsString::from_vec(c.as_bytes().to_vec())),
-    );
+    let path = |c: &CStr| OsString::from_vec(c.to_bytes().to_vec());
+    for paths in [&plan.hidden, &plan.cgroups] {
+        out.push(paths.len().to_string().into());
+        out.extend(paths.iter().map(|c| path(c)));
+    }
+    // Empty: no cgroup to join.
+    out.push(join.map(path).unwrap_or_default());
     out.push(END.into());
     out.push(program.to_owned());
     out
@@ -181,6 +195,8 @@ fn args_as(plan: &Plan, word: &str, landlock: bool, program: &OsStr) -> Vec<OsSt
 struct Launch {
     plan: Plan,
     kind: Kind,
+    /// The `cgroup.procs` of the call's cgroup, joined before anything else.
+    join: Option<CString>,
     /// Serve spawn requests on stdin instead of exec'ing `program` ([`super::spawner`]).
     spawner: bool,
     program: OsString,
@@ -217,16 +233,24 @@ impl Launch {
             .ok_or_else(|| bad("abi"))?;
         let uid_map = next("uid map")?.into_vec();
         let gid_map = next("gid map")?.into_vec();
-        let count: usize = next("hidden count")?
-            .to_str()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad("hidden count"))?;
-        let mut hidden = Vec::with_capacity(count.min(64));
-        for _ in 0..count {
-            let path =
-                CString::new(next("hidden file")?.into_vec()).map_err(|_| bad("hidden file"))?;
-            hidden.push(path);
-        }
+        let mut paths = |what: &str| -> io::Result<Vec<CString>> {
+            let count: usize = next(what)?
+                .to_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad(what))?;
+            let mut paths = Vec::with_capacity(count.min(64));
+            for _ in 0..count {
+                paths.push(CString::new(next(what)?.into_vec()).map_err(|_| bad(what))?);
+            }
+            Ok(paths)
+        };
+        let hidden = paths("hidden files")?;
+        let cgroups = paths("cgroup mounts")?;
+        let join = next("cgroup to join")?;
+        let join = match join.is_empty() {
+            true => None,
+            false => Some(CString::new(join.into_vec()).map_err(|_| bad("cgroup to join"))?),
+        };
         if next("end")? != END {
             return Err(bad("end"));
         }
@@ -246,6 +270,7 @@ impl Launch {
             plan: Plan {
                 hide,
                 hidden,
+                cgroups,
                 uid_map,
                 gid_map,
                 abi,
@@ -255,6 +280,7 @@ impl Launch {
                 root,
             },
             kind,
+            join,
             spawner,
             program,
             rest,
@@ -264,6 +290,10 @@ impl Launch {
 
     /// Confines this process and execs the program; returns only on failure.
     fn run(&mut self) -> io::Error {
+        // Before the confinement covers the cgroup file systems.
+        if let Some(procs) = &self.join {
+            crate::process::cgroupfs::join(procs);
+        }
         if let Err(e) = sys::in_child(&self.plan, self.kind) {
             return io::Error::other(format!("cannot confine the tool process: {e}"));
         }
@@ -295,6 +325,7 @@ mod tests {
         Plan {
             hide,
             hidden: vec![c"/etc/sandpiper.toml".into(), c"/var/lib/a b.db".into()],
+            cgroups: vec![c"/sys/fs/cgroup".into()],
             uid_map: b"1000 1000 1".to_vec(),
             gid_map: b"100 100 1".to_vec(),
             abi: 0,
@@ -317,13 +348,16 @@ mod tests {
             (Some(HideIn::UserNamespace), false, Kind::Math),
         ] {
             let sent = plan(hide, root);
-            let mut args = args(&sent, kind, OsStr::new("/usr/bin/bash"));
+            let join = c"/sys/fs/cgroup/sandpiper-1-ab/cgroup.procs";
+            let mut args = args(&sent, kind, OsStr::new("/usr/bin/bash"), Some(join));
             args.extend(["-c".into(), "echo -- hi".into()]);
             let got = parse(args);
             assert_eq!(got.kind, kind);
             assert_eq!(got.plan.hide, sent.hide);
             assert_eq!(got.plan.root, root);
             assert_eq!(got.plan.hidden, sent.hidden);
+            assert_eq!(got.plan.cgroups, sent.cgroups);
+            assert_eq!(got.join.as_deref(), Some(join));
             assert_eq!(got.plan.uid_map, sent.uid_map);
             assert_eq!(got.plan.gid_map, sent.gid_map);
             assert_eq!(got.plan.abi, 0);
@@ -340,8 +374,10 @@ mod tests {
         assert!(got.spawner);
         assert_eq!(got.kind, Kind::Tool);
         assert_eq!(got.plan.hidden, sent.hidden);
+        assert_eq!(got.plan.cgroups, sent.cgroups);
+        assert_eq!(got.join, None);
         assert!(got.rest.is_empty());
-        assert!(!parse(args(&sent, Kind::Tool, OsStr::new("sh"))).spawner);
+        assert!(!parse(args(&sent, Kind::Tool, OsStr::new("sh"), None)).spawner);
     }
 
     #[test]
@@ -354,11 +390,11 @@ mod tests {
         let mut sent = plan(None, false);
         sent.abi = abi;
         sent.landlock = sys::landlock_ruleset(abi, false).ok();
-        let tool = parse(args(&sent, Kind::Tool, OsStr::new("sh")));
+        let tool = parse(args(&sent, Kind::Tool, OsStr::new("sh"), None));
         assert_eq!(tool.plan.abi, abi);
         assert!(tool.plan.landlock.is_some() && tool.plan.landlock_math.is_none());
         // No ruleset for math in the probe's plan: none asked for.
-        let math = parse(args(&sent, Kind::Math, OsStr::new("sh")));
+        let math = parse(args(&sent, Kind::Math, OsStr::new("sh"), None));
         assert_eq!(math.plan.abi, 0);
         assert!(math.plan.landlock_math.is_none());
     }
@@ -387,11 +423,17 @@ mod tests {
             (vec!["shell"], "kind"),
             (vec!["tool", "none", "user", "x"], "abi"),
             (
-                vec!["tool", "none", "user", "0", "", "", "1", "/a", "sh"],
+                vec!["tool", "none", "user", "0", "", "", "1", "/a", "x"],
+                "cgroup mounts",
+            ),
+            (
+                vec![
+                    "tool", "none", "user", "0", "", "", "1", "/a", "0", "", "sh",
+                ],
                 "end",
             ),
             (
-                vec!["tool", "none", "user", "0", "", "", "0", "--"],
+                vec!["tool", "none", "user", "0", "", "", "0", "0", "", "--"],
                 "program",
             ),
         ] {

@@ -17,6 +17,12 @@
 //! ([`wire::MAX_REQUEST`]); everything else starts the old way. If the spawner cannot be
 //! started or dies, the call starts the old way and the next call tries a new spawner.
 //!
+//! Its mount namespace covers the protected files that were at their paths when it started.
+//! A file renamed over one of them later (a config saved again, a database restored) is not
+//! covered there, so before each call the paths are compared with what it covered
+//! ([`Covered`]); on a change the spawner is retired (it takes no more calls and stops once
+//! its running ones have ended) and a new one covers the new file.
+//!
 //! The bot's side: [`Spawner::spawn`] sends a request with the child's three descriptors and
 //! waits for the spawner to say the exec happened; one task per spawner reads the replies and
 //! hands each exit status to its [`SpawnedChild`].
@@ -25,7 +31,7 @@ pub(crate) mod standing;
 pub(crate) mod wire;
 
 use std::collections::HashMap;
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt as _;
@@ -56,6 +62,9 @@ pub(crate) struct Spec<'a> {
     pub env: &'a [(OsString, OsString)],
     pub cwd: &'a Path,
     pub own_group: bool,
+    /// The `cgroup.procs` of the call's cgroup: the bot opens it and the child writes itself
+    /// into it before exec (the spawner's mount namespace hides the cgroup file systems).
+    pub cgroup: Option<&'a CStr>,
 }
 
 /// Why a spawn did not go through the spawner: the caller starts the child the old way.
@@ -97,6 +106,8 @@ impl Spawner {
         let bytes = request
             .encode()
             .map_err(|_| SpawnError::NotSpawned(NotSpawned::Unfit))?;
+        // Not opened: the child starts outside it, which the call's tree notices.
+        let cgroup = spec.cgroup.and_then(|procs| open_for_writing(procs).ok());
         let (stdout, child_stdout) = pipe_pair().map_err(SpawnError::Child)?;
         let (stderr, child_stderr) = pipe_pair().map_err(SpawnError::Child)?;
         // Ready before the request goes out: nothing can fail once the child runs.
@@ -112,18 +123,19 @@ impl Spawner {
                 own_group: spec.own_group,
             },
         );
-        let fds = [
+        let mut fds = vec![
             link.null.as_raw_fd(),
             child_stdout.as_raw_fd(),
             child_stderr.as_raw_fd(),
         ];
+        fds.extend(cgroup.as_ref().map(AsRawFd::as_raw_fd));
         if let Err(e) = link.send(&bytes, &fds).await {
             link.lock().remove(&id);
             link.close();
             return Err(SpawnError::NotSpawned(NotSpawned::Unavailable(e)));
         }
         // The spawner holds its own copies now.
-        drop((child_stdout, child_stderr));
+        drop((child_stdout, child_stderr, cgroup));
         let pid = match started.await {
             Ok(Ok(pid)) => pid,
             Ok(Err(e)) => return Err(SpawnError::Child(e)),
@@ -147,7 +159,14 @@ impl Spawner {
     fn link(&self) -> Result<Arc<Link>, NotSpawned> {
         let mut slot = self.link.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(link) = slot.as_ref().filter(|l| !l.closed.load(Ordering::Acquire)) {
-            return Ok(link.clone());
+            if link.covered == Covered::now(&self.plan.hidden) {
+                return Ok(link.clone());
+            }
+            tracing::info!(
+                "a protected file was replaced since the tool spawner started; starting another that covers it"
+            );
+            link.retire();
+            *slot = None;
         }
         let mut retry_at = self.retry_at.lock().unwrap_or_else(PoisonError::into_inner);
         if retry_at.is_some_and(|at| Instant::now() < at) {
@@ -179,6 +198,30 @@ pub(crate) enum SpawnError {
     NotSpawned(NotSpawned),
 }
 
+/// What each protected file was when a spawner started: its (device, inode), or `None` for a
+/// path that did not exist. The spawner's mount namespace covers exactly those files: one
+/// saved again by rename, or restored, is a new file at that path, uncovered there, so a
+/// spawner is used only while every path still names what it covered.
+#[derive(Debug, PartialEq, Eq)]
+struct Covered(Vec<Option<(u64, u64)>>);
+
+impl Covered {
+    /// The files at `paths` now (symlinks followed, as the covering mounts followed them).
+    fn now(paths: &[CString]) -> Self {
+        use std::os::unix::ffi::OsStrExt as _;
+        use std::os::unix::fs::MetadataExt as _;
+        Self(
+            paths
+                .iter()
+                .map(|p| {
+                    let meta = std::fs::metadata(Path::new(OsStr::from_bytes(p.to_bytes())));
+                    meta.ok().map(|m| (m.dev(), m.ino()))
+                })
+                .collect(),
+        )
+    }
+}
+
 /// One running spawner: the socket, the requests waiting for it, the process.
 #[derive(Debug)]
 struct Link {
@@ -186,6 +229,10 @@ struct Link {
     waiting: Mutex<HashMap<u64, Waiter>>,
     next_id: AtomicU64,
     closed: AtomicBool,
+    /// The protected files as they were before the spawner covered them.
+    covered: Covered,
+    /// Takes no more calls: told to stop once the calls it runs have ended.
+    retired: AtomicBool,
     /// `/dev/null`, every child's stdin: opened once, sent with each request.
     null: OwnedFd,
     /// The spawner process (killed when the link is dropped).
@@ -205,6 +252,8 @@ impl Link {
     /// reads its replies.
     fn start(plan: &Plan, program: &Path) -> io::Result<Arc<Self>> {
         use std::os::unix::process::CommandExt as _;
+        // Before the spawner covers them: a file replaced in between is seen as changed.
+        let covered = Covered::now(&plan.hidden);
         let (ours, theirs) = socket_pair()?;
         let mut command = std::process::Command::new(program);
         command
@@ -226,6 +275,8 @@ impl Link {
             waiting: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
+            covered,
+            retired: AtomicBool::new(false),
             null: std::fs::File::open("/dev/null")?.into(),
             _process: process,
         });
@@ -238,7 +289,7 @@ impl Link {
     }
 
     /// Sends one request with `fds`.
-    async fn send(&self, bytes: &[u8], fds: &[RawFd; 3]) -> io::Result<()> {
+    async fn send(&self, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
         loop {
             let mut ready = self.sock.writable().await?;
             match ready.try_io(|sock| send_with_fds(sock.get_ref(), bytes, fds)) {
@@ -255,7 +306,31 @@ impl Link {
         drop(waiting);
     }
 
+    /// Takes no more calls; the spawner is told to stop once those it runs have ended (its
+    /// calls' exits still arrive until then).
+    fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        self.stop_if_idle();
+    }
+
+    /// Tells a retired spawner with no call left to stop: it sees the end of the socket and
+    /// exits, and [`read_replies`] then sees it gone.
+    #[allow(unsafe_code)]
+    fn stop_if_idle(&self) {
+        if self.retired.load(Ordering::SeqCst) && self.lock().is_empty() {
+            // SAFETY: shutdown on a descriptor this link owns.
+            unsafe {
+                libc::shutdown(self.sock.get_ref().as_raw_fd(), libc::SHUT_WR);
+            }
+        }
+    }
+
     fn dispatch(&self, reply: Reply) {
+        self.dispatch_one(reply);
+        self.stop_if_idle();
+    }
+
+    fn dispatch_one(&self, reply: Reply) {
         let mut waiting = self.lock();
         let Some(waiter) = waiting.get_mut(&reply.id()) else {
             return;
@@ -437,6 +512,17 @@ fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((ours, theirs))
 }
 
+/// `path` opened for writing only, close-on-exec.
+fn open_for_writing(path: &CStr) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(Path::new(OsStr::from_bytes(path.to_bytes())))?;
+    Ok(file.into())
+}
+
 /// A pipe: the bot's read end (close-on-exec) and the child's write end.
 #[allow(unsafe_code)]
 fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -449,9 +535,12 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// One message with three descriptors.
+/// One message with up to [`wire::MAX_FDS`] descriptors.
 #[allow(unsafe_code)]
-fn send_with_fds(sock: &OwnedFd, bytes: &[u8], fds: &[RawFd; 3]) -> io::Result<()> {
+fn send_with_fds(sock: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    if fds.len() > wire::MAX_FDS {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     let mut control = [0u64; 8];
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr().cast_mut().cast(),
@@ -459,8 +548,8 @@ fn send_with_fds(sock: &OwnedFd, bytes: &[u8], fds: &[RawFd; 3]) -> io::Result<(
     };
     let fds_len = std::mem::size_of_val(fds);
     // SAFETY: msghdr is plain data; every pointer set below is valid for the call, and the
-    // control buffer is aligned and large enough for one cmsghdr with three descriptors
-    // (CMSG_SPACE(12) = 32 bytes on 64-bit Linux).
+    // control buffer is aligned and large enough for one cmsghdr with four descriptors
+    // (CMSG_SPACE(16) = 32 bytes on 64-bit Linux).
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;

@@ -18,6 +18,11 @@ const FS_MAKE_DEVICES: u64 = (1 << 6) | (1 << 11);
 const NET_TCP: u64 = 0b11;
 /// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET` (ABI 6).
 const SCOPE_ABSTRACT_UNIX: u64 = 1;
+/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6): no signal to a process outside the domain (the bot, the
+/// standing spawner, another call's processes); a call still signals its own.
+const SCOPE_SIGNAL: u64 = 2;
+/// The first Landlock ABI with scopes ([`SCOPE_SIGNAL`], [`SCOPE_ABSTRACT_UNIX`]).
+pub(super) const ABI_SCOPES: u32 = 6;
 
 /// `struct landlock_ruleset_attr` (ABI 6 layout; older kernels take a prefix of it).
 #[repr(C)]
@@ -43,18 +48,20 @@ pub(super) fn landlock_abi() -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
-/// A Landlock ruleset that denies creating device nodes and nothing else on the file system;
-/// with `no_network`, also every TCP bind and connect (ABI 4) and connecting to abstract
-/// Unix sockets outside the domain (ABI 6).
+/// A Landlock ruleset that denies creating device nodes and nothing else on the file system,
+/// and (ABI 6) signalling any process outside the domain; with `no_network`, also every TCP
+/// bind and connect (ABI 4) and connecting to abstract Unix sockets outside the domain
+/// (ABI 6).
 #[allow(unsafe_code)]
 pub(super) fn landlock_ruleset(abi: u32, no_network: bool) -> io::Result<OwnedFd> {
+    let scopes = abi >= ABI_SCOPES;
     let attr = RulesetAttr {
         handled_access_fs: FS_MAKE_DEVICES,
         handled_access_net: if no_network && abi >= 4 { NET_TCP } else { 0 },
-        scoped: if no_network && abi >= 6 {
-            SCOPE_ABSTRACT_UNIX
-        } else {
-            0
+        scoped: match (scopes, no_network) {
+            (false, _) => 0,
+            (true, false) => SCOPE_SIGNAL,
+            (true, true) => SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX,
         },
     };
     let size = match abi {
@@ -214,6 +221,11 @@ pub(super) struct Plan {
     pub(super) hide: Option<HideIn>,
     /// Files to cover with `/dev/null`.
     pub(super) hidden: Vec<CString>,
+    /// Where cgroup file systems are mounted: each covered with an empty read-only tmpfs, so
+    /// a call can neither write itself into another cgroup's `cgroup.procs` nor open a cgroup
+    /// for `clone3(CLONE_INTO_CGROUP)` (a read-only mount would not stop that: the kernel
+    /// checks only the cgroup's own permissions). Empty: not covered.
+    pub(super) cgroups: Vec<CString>,
     /// `<uid> <uid> 1` and `<gid> <gid> 1` for [`HideIn::UserNamespace`].
     pub(super) uid_map: Vec<u8>,
     pub(super) gid_map: Vec<u8>,
@@ -315,20 +327,22 @@ pub(super) fn in_child(plan: &Plan, kind: Kind) -> io::Result<()> {
                 .into(),
             )?;
             for file in &plan.hidden {
-                let rc = libc::mount(
+                cover(libc::mount(
                     c"/dev/null".as_ptr(),
                     file.as_ptr(),
                     std::ptr::null(),
                     libc::MS_BIND,
                     std::ptr::null(),
-                );
-                if rc < 0 {
-                    let err = io::Error::last_os_error();
-                    // A file that does not exist (yet) has nothing to hide.
-                    if !matches!(err.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) {
-                        return Err(err);
-                    }
-                }
+                ))?;
+            }
+            for dir in &plan.cgroups {
+                cover(libc::mount(
+                    c"none".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=4k,mode=555".as_ptr().cast(),
+                ))?;
             }
         }
         if !plan.root {
@@ -365,6 +379,15 @@ pub(super) fn in_child(plan: &Plan, kind: Kind) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The outcome of a mount covering a path: a path that does not exist (a file not created
+/// yet, a cgroup mount under one covered already) has nothing to cover.
+fn cover(rc: libc::c_int) -> io::Result<()> {
+    match check(rc.into()) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(()),
+        other => other,
+    }
 }
 
 /// Makes this process non-dumpable: a process of the same uid (not root) can no longer read

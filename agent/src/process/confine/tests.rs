@@ -195,3 +195,71 @@ async fn a_confined_command_starts_with_nothing_of_the_bots_environment() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "");
     }
 }
+
+/// Issue 40: an approved call sent `kill -9` to the bot. With Landlock 6 a tool signals only
+/// processes of its own domain: its own jobs, not this test process (the bot here).
+#[tokio::test]
+async fn a_tool_signals_its_own_jobs_and_not_the_bot() {
+    let (dir, config) = setup();
+    let me = std::process::id();
+    let script = format!(
+        "sleep 30 & kill -0 $! && echo OWN-JOB; kill $!; \
+         kill -0 {me} && echo BOT-SIGNALLED; kill -CONT {me} && echo BOT-CONTINUED; echo end"
+    );
+    // Unconfined the signals go through (harmless ones): the test can fail.
+    let (_, open) = sh(&Confinement::none(), dir.path(), &script).await;
+    assert!(open.contains("BOT-SIGNALLED\nBOT-CONTINUED"), "{open}");
+    let confined = Confinement::probe(&[config]);
+    let report = confined.report().expect("probed").clone();
+    let (_, text) = sh(&confined, dir.path(), &script).await;
+    if !report.signals_scoped {
+        eprintln!(
+            "Landlock ABI {} scopes no signals: skipped",
+            report.landlock_abi
+        );
+        return;
+    }
+    assert!(text.contains("OWN-JOB\n"), "{text}");
+    assert!(!text.contains("BOT-"), "{text}");
+    assert_eq!(text.matches("Operation not permitted").count(), 2, "{text}");
+    assert!(text.contains("end\n"), "{text}");
+}
+
+/// A tool finds every cgroup file system empty, so it can neither write itself into another
+/// cgroup nor open one for `clone3(CLONE_INTO_CGROUP)`; the bot still sees them whole.
+#[tokio::test]
+async fn a_tool_finds_no_cgroup_to_move_into() {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mounts = crate::process::cgroupfs::cgroup_mount_points(&mountinfo);
+    if mounts.is_empty() {
+        eprintln!("no cgroup file system mounted here: skipped");
+        return;
+    }
+    let (dir, config) = setup();
+    let list: String = mounts
+        .iter()
+        .map(|m| {
+            format!(
+                "echo \"$(ls -A '{}' | wc -l) in {}\"; ",
+                m.display(),
+                m.display()
+            )
+        })
+        .collect();
+    let (_, open) = sh(&Confinement::none(), dir.path(), &list).await;
+    assert!(
+        !open.contains("\n0 in") && !open.starts_with("0 in"),
+        "{open}"
+    );
+    let confined = Confinement::probe(&[config]);
+    if !confined.report().expect("probed").cgroups_covered {
+        eprintln!("cgroup file systems cannot be covered here: skipped");
+        return;
+    }
+    let (_, text) = sh(&confined, dir.path(), &list).await;
+    let empty: String = mounts
+        .iter()
+        .map(|m| format!("0 in {}\n", m.display()))
+        .collect();
+    assert_eq!(text, empty);
+}

@@ -4,7 +4,7 @@
 //! Either way the child has `/dev/null` for input, pipes for its output, the environment it
 //! is given and nothing else of the bot's, and is killed if dropped before it ends.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -28,6 +28,8 @@ pub struct ToolCommand {
     env: Vec<(OsString, OsString)>,
     cwd: PathBuf,
     own_group: bool,
+    /// The `cgroup.procs` of the call's cgroup, joined by the child as it starts.
+    cgroup: Option<CString>,
 }
 
 impl ToolCommand {
@@ -44,6 +46,7 @@ impl ToolCommand {
             env,
             cwd: PathBuf::from("."),
             own_group: false,
+            cgroup: None,
         }
     }
 
@@ -75,6 +78,17 @@ impl ToolCommand {
         self
     }
 
+    /// Has the child join the cgroup whose `cgroup.procs` is `procs` as it starts, before it
+    /// runs anything of the tool's; `false` when the child is not confined and the tool
+    /// itself must join (the confinement hides the cgroup file systems from a confined one).
+    pub fn join_cgroup(&mut self, procs: &CStr) -> bool {
+        if !self.confinement.is_confined() {
+            return false;
+        }
+        self.cgroup = Some(procs.to_owned());
+        true
+    }
+
     /// Starts the child.
     pub async fn spawn(&self) -> io::Result<ToolChild> {
         if let Some(spawner) = self.confinement.spawner() {
@@ -84,6 +98,7 @@ impl ToolCommand {
                 env: &self.env,
                 cwd: &self.cwd,
                 own_group: self.own_group,
+                cgroup: self.cgroup.as_deref(),
             };
             match spawner.spawn(&spec).await {
                 Ok(child) => return Ok(ToolChild(Started::Spawned(child))),
@@ -99,7 +114,9 @@ impl ToolCommand {
 
     /// The child as a command of the bot's (through the launcher, or forked with the hook).
     fn bot_child(&self) -> tokio::process::Command {
-        let mut command = self.confinement.command(&self.program, Profile::Tool);
+        let mut command =
+            self.confinement
+                .command_joining(&self.program, Profile::Tool, self.cgroup.as_deref());
         command
             .args(&self.args)
             .env_clear()

@@ -2,10 +2,11 @@
 //! in it whatever it does (setsid, double fork), and `cgroup.kill` ends them all at once.
 
 use std::ffi::CString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use super::procfs::Proc;
+use crate::process::cgroupfs;
 
 /// The cgroup v2 sandpiper runs in.
 #[derive(Debug)]
@@ -49,16 +50,9 @@ const MAX_BUSY: usize = 4096;
 /// and `/proc/self/cgroup` (the `0::/path` line).
 pub(crate) fn locate(mountinfo: &str, cgroup: &str) -> Option<PathBuf> {
     let own = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
-    mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        if right.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        let fields: Vec<&str> = left.split_whitespace().collect();
-        let (root, mount) = (*fields.get(3)?, *fields.get(4)?);
-        let relative = own.strip_prefix(root).unwrap_or(own);
-        Some(Path::new(mount).join(relative.trim_start_matches('/')))
-    })
+    let mount = cgroupfs::mounts(mountinfo).find(|m| m.fstype == "cgroup2")?;
+    let relative = own.strip_prefix(mount.root.as_str()).unwrap_or(own);
+    Some(mount.point.join(relative.trim_start_matches('/')))
 }
 
 /// A call's own cgroup. Removed when the call's processes are gone.
@@ -94,7 +88,7 @@ impl CallCgroup {
         Some(Self { dir, path, procs })
     }
 
-    /// The `cgroup.procs` path, for [`join_self`] in the child.
+    /// The `cgroup.procs` path, for [`cgroupfs::join`] in the child.
     pub(super) fn procs_path(&self) -> &CString {
         &self.procs
     }
@@ -184,22 +178,6 @@ fn remove_emptied() {
     busy.retain(|dir| {
         std::fs::remove_dir(dir).is_err_and(|e| e.kind() != std::io::ErrorKind::NotFound)
     });
-}
-
-/// Moves the calling process into the cgroup whose `cgroup.procs` is `procs`. Runs in the
-/// forked child before exec, so it only makes async-signal-safe system calls; failure is
-/// ignored here and noticed by the parent ([`CallCgroup::contains`]).
-#[allow(unsafe_code)]
-pub(crate) fn join_self(procs: &CString) {
-    // SAFETY: open/write/close are async-signal-safe; `procs` is a valid NUL-terminated
-    // string that outlives the call, and the one-byte buffer is a static string.
-    unsafe {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd >= 0 {
-            libc::write(fd, b"0".as_ptr().cast(), 1);
-            libc::close(fd);
-        }
-    }
 }
 
 #[cfg(test)]

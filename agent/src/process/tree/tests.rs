@@ -85,11 +85,7 @@ async fn a_kill_ends_escaped_descendants_by_marker() {
 #[tokio::test]
 async fn a_kill_ends_escaped_descendants_by_cgroup_where_one_is_writable() {
     let (mut tree, mut child, pids) = start_escapees(Containment::Auto).await;
-    let probe = cgroup::CallCgroup::create("probe-test");
-    if let Some(probe) = &probe {
-        probe.remove();
-    }
-    if probe.is_none() {
+    if !call_cgroups_available() {
         eprintln!("no writable cgroup v2 here; the marker path is tested above");
     } else {
         assert!(tree.in_cgroup(), "the child should have joined its cgroup");
@@ -109,19 +105,10 @@ fn cgroup_of(pid: libc::pid_t) -> String {
         .to_owned()
 }
 
-/// Whether a call cgroup can be made here (root or a delegated cgroup v2).
-fn cgroups_writable() -> bool {
-    let probe = cgroup::CallCgroup::create("probe-test");
-    if let Some(probe) = &probe {
-        probe.remove();
-    }
-    probe.is_some()
-}
-
 #[tokio::test]
 async fn a_shell_joins_its_cgroup_before_its_script_starts_anything() {
     let (mut tree, mut child, pids) = start_escapees_as(Containment::Auto, true).await;
-    if cgroups_writable() {
+    if call_cgroups_available() {
         assert!(tree.in_cgroup());
         // Both escapees (a setsid job and a double-forked daemon) were started by the
         // script, so they are in the call's cgroup, named after its marker.

@@ -165,19 +165,82 @@ async fn timeout_kills_everything_the_command_started() {
         started.elapsed()
     );
     let pids: Vec<String> = out.text.lines().take(3).map(str::to_owned).collect();
+    let killed = match crate::process::tree::call_cgroups_available() {
+        true => "the command and everything it started were killed",
+        false => {
+            "the command and every process still carrying its call id were killed (no cgroup \
+             here: a process that dropped the id and left the process group is not tracked)"
+        }
+    };
     assert_eq!(
         out,
         ToolOutput {
-            text: format!(
-                "{}\nready\n[timed out after 1s; the command and everything it started were \
-                 killed]",
-                pids.join("\n")
-            ),
+            text: format!("{}\nready\n[timed out after 1s; {killed}]", pids.join("\n")),
             images: vec![],
             is_error: true,
         }
     );
     assert_dead(&pids).await;
+}
+
+/// Issue 40: as root, a call wrote itself into another cgroup's `cgroup.procs`, cleared its
+/// marker, left its process group and outlived its timeout, while the result said everything
+/// was killed. Confined, no cgroup file system is in reach, so the call stays in its cgroup
+/// and the timeout ends it; the note says only what was checked.
+#[tokio::test]
+async fn a_confined_call_cannot_leave_its_cgroup_to_outlive_its_timeout() {
+    let Some(v2) = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| {
+            crate::process::cgroupfs::mounts(&m)
+                .find(|m| m.fstype == "cgroup2")
+                .map(|m| m.point)
+        })
+    else {
+        eprintln!("no cgroup v2 here: nothing to leave");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = ToolsConfig {
+        bash_timeout: Duration::from_secs(1),
+        ..ToolsConfig::default()
+    };
+    let mut ctx = ctx_with(dir.path(), config);
+    let confinement = crate::process::confine::Confinement::probe(&[]);
+    let covered = confinement.report().is_some_and(|r| r.cgroups_covered);
+    ctx.child_env = Arc::new(
+        crate::process::env::ChildEnv::allow_listed(&crate::config::ProcessEnv)
+            .confined(confinement),
+    );
+    // Into the cgroup v2 root (harmless to leave it there), then out of the group and
+    // without the marker.
+    let escape = format!(
+        "echo $$ > {}/cgroup.procs && echo LEFT; \
+         env -i setsid sh -c 'echo $$ > sleeper.pid; exec sleep 60' & sleep 30",
+        v2.display()
+    );
+    let out = run_cmd(&ctx, &escape, &NoOutput).await.unwrap();
+    let pid = std::fs::read_to_string(dir.path().join("sleeper.pid")).unwrap_or_default();
+    let pid = pid.trim().to_owned();
+    assert!(!pid.is_empty(), "the sleeper did not start:\n{}", out.text);
+    let survived = alive(&pid);
+    if survived {
+        // Not left running whatever the outcome.
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status();
+    }
+    if !covered {
+        eprintln!("the cgroup file systems cannot be covered here: skipped");
+        return;
+    }
+    assert!(!out.text.contains("LEFT"), "{}", out.text);
+    assert!(!survived, "the call outlived its timeout:\n{}", out.text);
+    let note = match crate::process::tree::call_cgroups_available() {
+        true => "the command and everything it started were killed",
+        false => "the command and every process still carrying its call id were killed",
+    };
+    assert!(out.text.contains(note), "{}", out.text);
 }
 
 #[tokio::test]

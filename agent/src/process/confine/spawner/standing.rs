@@ -4,9 +4,10 @@
 //!
 //! Single-threaded and blocking: it waits in `poll` for a request or a `SIGCHLD`
 //! (`signalfd`). A child gets its own Landlock domain nested in the spawner's (the same
-//! ruleset applied again), so two calls' processes cannot trace or read each other, nor
-//! the spawner; its descriptors, its process group and its working directory; then it
-//! execs. Whether the exec happened is learnt through a close-on-exec pipe (end of file: it
+//! ruleset applied again), so two calls' processes cannot trace, read or (Landlock ABI 6)
+//! signal each other, nor the spawner; its call's cgroup, joined through the `cgroup.procs`
+//! the bot opened and sent along (the spawner's namespace hides every cgroup file system);
+//! its descriptors, its process group and its working directory; then it execs. Whether the exec happened is learnt through a close-on-exec pipe (end of file: it
 //! did; four bytes: the `errno` of what failed), so a missing directory or program is an
 //! error of the request, not a child that exits 127. Exits are reported by request id.
 //! The spawner is a subreaper, so the background jobs a call leaves behind are reaped here.
@@ -111,8 +112,8 @@ fn run(sock: &OwnedFd, nested: Option<&OwnedFd>) -> io::Result<()> {
                 return Ok(()); // The bot closed its end.
             };
             let reply = match (truncated, Request::decode(&buf[..len]), &fds[..]) {
-                (false, Ok(req), [stdin, stdout, stderr]) => {
-                    let reply = start(&req, [stdin, stdout, stderr], nested);
+                (false, Ok(req), [stdin, stdout, stderr, cgroup @ ..]) if cgroup.len() < 2 => {
+                    let reply = start(&req, [stdin, stdout, stderr], cgroup.first(), nested);
                     if let Reply::Started { id, pid } = reply {
                         running.insert(pid, id);
                     }
@@ -133,9 +134,15 @@ fn run(sock: &OwnedFd, nested: Option<&OwnedFd>) -> io::Result<()> {
     }
 }
 
-/// Forks and execs `req` with `fds` as its standard input, output and error.
+/// Forks and execs `req` with `fds` as its standard input, output and error, in the cgroup
+/// whose `cgroup.procs` is open as `cgroup`.
 #[allow(unsafe_code)]
-fn start(req: &Request, fds: [&OwnedFd; 3], nested: Option<&OwnedFd>) -> Reply {
+fn start(
+    req: &Request,
+    fds: [&OwnedFd; 3],
+    cgroup: Option<&OwnedFd>,
+    nested: Option<&OwnedFd>,
+) -> Reply {
     let argv = pointers(&req.args);
     let envp = pointers(&req.env);
     let mut pipe: [RawFd; 2] = [-1; 2];
@@ -154,7 +161,19 @@ fn start(req: &Request, fds: [&OwnedFd; 3], nested: Option<&OwnedFd>) -> Reply {
     }
     if pid == 0 {
         // SAFETY: see above; `in_child` never returns.
-        unsafe { in_child(req, fds, nested, &argv, &envp, write_end.as_raw_fd()) }
+        unsafe {
+            in_child(
+                req,
+                Child {
+                    fds,
+                    cgroup,
+                    nested,
+                },
+                &argv,
+                &envp,
+                write_end.as_raw_fd(),
+            )
+        }
     }
     drop(write_end);
     let mut errno = [0u8; 4];
@@ -175,8 +194,18 @@ fn start(req: &Request, fds: [&OwnedFd; 3], nested: Option<&OwnedFd>) -> Reply {
     }
 }
 
-/// The child between fork and exec: its own Landlock domain, signals as a new process has
-/// them, its process group, descriptors and directory, then the program.
+/// What a forked child is given besides its request.
+struct Child<'a> {
+    /// Its standard input, output and error.
+    fds: [&'a OwnedFd; 3],
+    /// The call's `cgroup.procs`, open for writing.
+    cgroup: Option<&'a OwnedFd>,
+    /// The Landlock ruleset it applies to itself.
+    nested: Option<&'a OwnedFd>,
+}
+
+/// The child between fork and exec: its call's cgroup, its own Landlock domain, signals as a
+/// new process has them, its process group, descriptors and directory, then the program.
 ///
 /// # Safety
 ///
@@ -186,8 +215,11 @@ fn start(req: &Request, fds: [&OwnedFd; 3], nested: Option<&OwnedFd>) -> Reply {
 #[allow(unsafe_code)]
 unsafe fn in_child(
     req: &Request,
-    fds: [&OwnedFd; 3],
-    nested: Option<&OwnedFd>,
+    Child {
+        fds,
+        cgroup,
+        nested,
+    }: Child<'_>,
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
     report: RawFd,
@@ -202,6 +234,10 @@ unsafe fn in_child(
             libc::_exit(127)
         }
     };
+    if let Some(cgroup) = cgroup {
+        // Before anything of the call runs; a failed join is noticed by the bot.
+        crate::process::cgroupfs::join_through(cgroup.as_raw_fd());
+    }
     // SAFETY (the rest): system calls on prepared, NUL-terminated data and owned descriptors.
     unsafe {
         let mut empty: libc::sigset_t = std::mem::zeroed();

@@ -1,8 +1,9 @@
 //! What the bot and the standing spawner say to each other over their socket pair
 //! (`SOCK_SEQPACKET`: one message is one request or one reply, never split or merged).
 //!
-//! A request carries the three standard descriptors of the child (`SCM_RIGHTS`) and, in its
-//! bytes: `SPRQ`, the request id (u64), flags (u32), the counts of arguments and of
+//! A request carries the three standard descriptors of the child (`SCM_RIGHTS`), then, when
+//! the call has a cgroup, its `cgroup.procs` open for writing (the child writes itself into
+//! it before exec), and, in its bytes: `SPRQ`, the request id (u64), flags (u32), the counts of arguments and of
 //! environment entries (u32 each), then NUL-terminated strings: the working directory, the
 //! program to exec, the arguments (`argv[0]` first), the environment (`NAME=value`). Numbers
 //! are little-endian. A reply is 24 bytes: its kind (u32), 4 bytes of padding, the request id
@@ -14,6 +15,9 @@ use std::ffi::{CStr, CString};
 /// The most bytes of one request. A command longer than this is started the old way (a
 /// launcher of its own), as is anything the socket could not carry in one message.
 pub(crate) const MAX_REQUEST: usize = 64 * 1024;
+
+/// The most descriptors one request carries: stdin, stdout, stderr and the cgroup.
+pub(crate) const MAX_FDS: usize = 4;
 
 /// Bytes of one reply.
 pub(crate) const REPLY_LEN: usize = 24;
