@@ -256,7 +256,7 @@ pub fn config_report(
             sandpiper_agent::config::Provider::Openai => "openai",
             sandpiper_agent::config::Provider::Anthropic => "anthropic",
         },
-        config.model.effective_base_url(),
+        config.model.shown_base_url(),
         config.to_redacted_toml(),
         channels.to_redacted_toml()
     )
@@ -385,7 +385,7 @@ pub fn missing_api_key(config: &Config) -> Option<String> {
         "no API key for {}: set {} (or [model] api_key_env to the variable that holds it), or \
          point sandpiper at a local server with SANDPIPER_MODEL_BASE_URL (e.g. \
          http://127.0.0.1:11434/v1) and SANDPIPER_MODEL",
-        model.effective_base_url(),
+        model.shown_base_url(),
         model.effective_api_key_env()
     ))
 }
