@@ -208,6 +208,19 @@ impl Store {
         Ok(())
     }
 
+    /// Starts a transaction that reads and then writes what it read decides: on SQLite it
+    /// takes the write lock at once (`BEGIN IMMEDIATE`), so no other writer commits between
+    /// its reads and its writes (a deferred one would fail to upgrade then). On PostgreSQL the
+    /// writes still guard themselves with conditions.
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
     /// Closes every connection.
     pub async fn close(&self) {
         self.pool.close().await;
