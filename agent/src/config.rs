@@ -28,7 +28,7 @@ pub use mcp::{
 };
 pub use overrides::{ENV_OVERRIDES, EnvOverride, env_overrides};
 pub use projects::{ProjectConfig, project_connectors};
-pub use redact::{redact_url, url_secrets};
+pub use redact::{redact_url, scrub_url};
 pub use server::ServerConfig;
 pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 
@@ -346,6 +346,12 @@ impl ModelConfig {
                 Provider::Anthropic => "https://api.anthropic.com".into(),
             });
         url.trim_end_matches('/').to_owned()
+    }
+
+    /// [`Self::effective_base_url`] as logs, `doctor` and `config check` show it: its userinfo
+    /// and query values redacted ([`redact_url`]).
+    pub fn shown_base_url(&self) -> String {
+        redact_url(&self.effective_base_url())
     }
 
     /// The output limit's field in effect (see [`ModelConfig::output_limit_field`]).
@@ -842,7 +848,10 @@ impl Config {
             return Err(from_env(
                 "model.base_url",
                 "SANDPIPER_MODEL_BASE_URL",
-                format!("`{base}` is not an http(s) URL such as http://127.0.0.1:11434/v1"),
+                format!(
+                    "`{}` is not an http(s) URL such as http://127.0.0.1:11434/v1",
+                    redact_url(&base)
+                ),
             ));
         }
         if self.model.model.trim().is_empty() {
@@ -923,11 +932,12 @@ impl Config {
         Ok(())
     }
 
-    /// The effective configuration as TOML, secrets redacted (API key, the database URL's
-    /// passwords, MCP server environment values and HTTP header values).
+    /// The effective configuration as TOML, secrets redacted (API key, the database and model
+    /// URLs' userinfo and query values, MCP server environment values and HTTP header values).
     pub fn to_redacted_toml(&self) -> String {
         let mut shown = self.clone();
         shown.database.url = redact_url(&shown.database.url);
+        shown.model.base_url = shown.model.base_url.as_deref().map(redact_url);
         // Tools' variables are where tokens for them go.
         for value in shown.tools.env.values_mut() {
             *value = "<redacted>".into();

@@ -236,10 +236,11 @@ pub trait ChatModel: Send + Sync {
 /// Why a model call failed. Every variant is shown to the user; none is a panic.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    /// The provider could not be reached (after retries).
-    #[error("cannot reach the model at {url}: {message}")]
+    /// The provider could not be reached (after retries). Shown in the thread without the
+    /// endpoint: operators find it in the logs and in `doctor`.
+    #[error("cannot reach the model: {message}")]
     Connect {
-        /// Endpoint that was called.
+        /// Endpoint that was called, redacted ([`crate::config::redact_url`]), for logs.
         url: String,
         /// What went wrong.
         message: String,

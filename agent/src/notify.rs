@@ -22,10 +22,13 @@ pub const MAX_MESSAGE_CHARS: usize = 2000;
 pub const MAX_TITLE_CHARS: usize = 200;
 /// Longest `channel_id`.
 const MAX_CHANNEL_ID_LEN: usize = 64;
-/// Most notifications one workstream may deliver to one account or channel per
-/// [`RECIPIENT_WINDOW_MS`]: a thread cannot flood someone, however many turns it runs.
+/// Most notifications one account or channel receives per [`RECIPIENT_WINDOW_MS`], from all
+/// threads and people together: nobody can flood someone by opening more threads.
 pub const MAX_PER_RECIPIENT: i64 = 10;
-/// The window [`MAX_PER_RECIPIENT`] counts in: an hour.
+/// Most notifications one person's turns deliver per [`RECIPIENT_WINDOW_MS`], from all their
+/// threads and to anyone (a turn no person started counts against its thread instead).
+pub const MAX_PER_REQUESTER: i64 = 20;
+/// The window [`MAX_PER_RECIPIENT`] and [`MAX_PER_REQUESTER`] count in: an hour.
 pub const RECIPIENT_WINDOW_MS: i64 = 60 * 60 * 1000;
 
 /// The platforms a notification can go to.
@@ -105,6 +108,78 @@ pub fn attribution(request: &NotifyRequest) -> String {
         (None, Some(thread)) => format!("[sandpiper, from thread {thread}]"),
         (Some(who), None) => format!("[sandpiper, asked by {who}]"),
         (None, None) => "[sandpiper]".to_owned(),
+    }
+}
+
+/// Who a notification counts against besides its recipient ([`MAX_PER_REQUESTER`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requester {
+    /// The person whose turn asked for it (their username), in whichever thread.
+    Person(String),
+    /// A turn no person started (a watch's): its thread.
+    Thread(String),
+}
+
+impl NotifyRequest {
+    /// Who this request counts against; `None` for one that names neither a person nor a
+    /// thread.
+    pub fn requester(&self) -> Option<Requester> {
+        match (&self.requested_by, &self.workstream) {
+            (Some(person), _) => Some(Requester::Person(person.clone())),
+            (None, Some(thread)) => Some(Requester::Thread(thread.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// How many notifications went out within the last [`RECIPIENT_WINDOW_MS`], as the limits
+/// count them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recent {
+    /// To this recipient (an account's DM or a channel), from anyone.
+    pub to_recipient: i64,
+    /// By this request's [`Requester`], to anyone.
+    pub by_requester: i64,
+}
+
+/// Why a notification is not sent now; the text is the tool's answer to the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateRefusal {
+    /// The recipient got its hour's share.
+    #[error(
+        "not sent: {0} notifications went there within the hour, from all threads together \
+         (at most {MAX_PER_RECIPIENT}); wait, or tell the person in one message"
+    )]
+    Recipient(i64),
+    /// The person who asked used their hour's share.
+    #[error(
+        "not sent: {1} asked for {0} notifications within the hour, across their threads (at \
+         most {MAX_PER_REQUESTER}); wait, or combine what is left into one message"
+    )]
+    Person(i64, String),
+    /// A thread nobody asked in (a watch's) used its hour's share.
+    #[error(
+        "not sent: this thread has sent {0} notifications within the hour (at most \
+         {MAX_PER_REQUESTER}); wait, or combine what is left into one message"
+    )]
+    Thread(i64),
+}
+
+/// The hourly limits, the same on every gateway: a recipient gets at most
+/// [`MAX_PER_RECIPIENT`], and a requester sends at most [`MAX_PER_REQUESTER`], whatever
+/// threads they come from.
+pub fn within_limits(recent: Recent, requester: Option<&Requester>) -> Result<(), RateRefusal> {
+    if recent.to_recipient >= MAX_PER_RECIPIENT {
+        return Err(RateRefusal::Recipient(recent.to_recipient));
+    }
+    match requester {
+        Some(Requester::Person(name)) if recent.by_requester >= MAX_PER_REQUESTER => {
+            Err(RateRefusal::Person(recent.by_requester, name.clone()))
+        }
+        Some(Requester::Thread(_)) if recent.by_requester >= MAX_PER_REQUESTER => {
+            Err(RateRefusal::Thread(recent.by_requester))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -270,6 +345,41 @@ pub struct NotifyResponse {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_hourly_limits_count_the_recipient_and_the_requester() {
+        let recent = |to_recipient, by_requester| Recent {
+            to_recipient,
+            by_requester,
+        };
+        let bob = Requester::Person("bob".into());
+        let watch = Requester::Thread("discord:1".into());
+        assert_eq!(within_limits(recent(9, 19), Some(&bob)), Ok(()));
+        assert_eq!(
+            within_limits(recent(10, 0), Some(&bob)),
+            Err(RateRefusal::Recipient(10))
+        );
+        assert_eq!(
+            within_limits(recent(0, 20), Some(&bob)),
+            Err(RateRefusal::Person(20, "bob".into()))
+        );
+        assert_eq!(
+            within_limits(recent(0, 20), Some(&watch)),
+            Err(RateRefusal::Thread(20))
+        );
+        assert_eq!(within_limits(recent(0, 20), None), Ok(()));
+        let asked = NotifyRequest {
+            requested_by: Some("bob".into()),
+            workstream: Some("discord:1".into()),
+            ..Default::default()
+        };
+        assert_eq!(asked.requester(), Some(bob));
+        let by_watch = NotifyRequest {
+            requested_by: None,
+            ..asked
+        };
+        assert_eq!(by_watch.requester(), Some(watch));
+    }
 
     fn req(f: impl FnOnce(&mut NotifyRequest)) -> Result<Target, NotifyInputError> {
         let mut r = NotifyRequest {

@@ -117,7 +117,7 @@ impl Store {
         };
         let (url, max_connections) = match backend {
             Backend::Sqlite => sqlite_url(url, max_connections),
-            Backend::Postgres => (url.to_owned(), max_connections.max(1)),
+            Backend::Postgres => (postgres_driver_url(url), max_connections.max(1)),
         };
         let mut options = AnyPoolOptions::new()
             .max_connections(max_connections)
@@ -141,7 +141,7 @@ impl Store {
         let pool = options
             .connect(&url)
             .await
-            .map_err(|e| StoreError::Open(scrub_secrets(&e.to_string(), &url)))?;
+            .map_err(|e| StoreError::Open(scrub_url(&e.to_string(), &url)))?;
         match backend {
             Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
@@ -151,7 +151,7 @@ impl Store {
             // beside them, opens its own (lazily, up to the same limit) for transactions.
             Backend::Sqlite if sqlite_path(&url).is_some() => {
                 let direct = SqliteConnections::new(&url, max_connections, patience)
-                    .map_err(|e| StoreError::Open(scrub_secrets(&e.to_string(), &url)))?;
+                    .map_err(|e| StoreError::Open(scrub_url(&e.to_string(), &url)))?;
                 Db::sqlite(pool, direct)
             }
             _ => Db::pooled(pool),
@@ -208,6 +208,19 @@ impl Store {
         Ok(())
     }
 
+    /// Starts a transaction that reads and then writes what it read decides: on SQLite it
+    /// takes the write lock at once (`BEGIN IMMEDIATE`), so no other writer commits between
+    /// its reads and its writes (a deferred one would fail to upgrade then). On PostgreSQL the
+    /// writes still guard themselves with conditions.
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
     /// Closes every connection.
     pub async fn close(&self) {
         self.pool.close().await;
@@ -230,6 +243,67 @@ fn sqlite_url(url: &str, max_connections: u32) -> (String, u32) {
     (url, max_connections.max(1))
 }
 
+/// The connect parameters sqlx's PostgreSQL driver reads (sqlx-postgres 0.9's
+/// `PgConnectOptions::parse_from_url`), besides `options[NAME]`. The driver logs any other
+/// parameter with its value in clear ("ignoring unrecognized connect parameter"), so
+/// `sslpassword` or a token would reach the logs.
+const POSTGRES_DRIVER_PARAMS: &[&str] = &[
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// The PostgreSQL `url` as the driver (sqlx's pool, and a cluster node's `LISTEN`
+/// connection) gets it: only the parameters it reads. The others change nothing there; they
+/// are named, without their values, in a warning.
+pub fn postgres_driver_url(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return url.to_owned();
+    };
+    let read = |key: &str| POSTGRES_DRIVER_PARAMS.contains(&key) || key.starts_with("options[");
+    let (kept, dropped): (Vec<_>, Vec<_>) = parsed
+        .query_pairs()
+        .into_owned()
+        .partition(|(key, _)| read(key));
+    if dropped.is_empty() {
+        return url.to_owned();
+    }
+    // A bare parameter (`?TOKEN`) is a value: its name is not shown either.
+    let ignored: Vec<&str> = dropped
+        .iter()
+        .map(|(key, value)| match value.is_empty() {
+            true => "<redacted>",
+            false => key.as_str(),
+        })
+        .collect();
+    tracing::warn!(
+        ignored = ?ignored,
+        "the database URL has parameters the PostgreSQL driver does not read; they are ignored"
+    );
+    match kept.is_empty() {
+        true => parsed.set_query(None),
+        false => {
+            parsed.query_pairs_mut().clear().extend_pairs(kept);
+        }
+    }
+    parsed.into()
+}
+
 /// How often a write is tried again after its connection went away mid-statement.
 pub(crate) const RECONNECTS: u32 = 3;
 
@@ -248,6 +322,7 @@ pub(crate) fn connection_lost(e: &sqlx::Error) -> bool {
     }
 }
 
+use crate::config::scrub_url;
 pub use crate::config::{redact_url, sqlite_path};
 
 /// Creates the SQLite file readable by its owner only (0600) before SQLite opens it, and
@@ -276,19 +351,6 @@ fn protect_sqlite_file(url: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// `text` with every secret of `url` (its password and password-like query values, raw and
-/// percent-decoded) replaced: driver errors may quote the URL they were given.
-fn scrub_secrets(text: &str, url: &str) -> String {
-    let shown = redact_url(url);
-    let mut out = text.replace(url, &shown);
-    for secret in crate::config::url_secrets(url) {
-        if !secret.is_empty() {
-            out = out.replace(&secret, "<redacted>");
-        }
-    }
-    out
-}
-
 /// Now, in unix milliseconds.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -302,14 +364,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_postgres_driver_gets_only_the_parameters_it_reads() {
+        let url = "postgres://bob:pw@db/x?sslmode=require&sslpassword=hunter2&options=-c%20a%3Db";
+        let given = postgres_driver_url(url);
+        assert_eq!(
+            given,
+            "postgres://bob:pw@db/x?sslmode=require&options=-c+a%3Db"
+        );
+        let options: sqlx::postgres::PgConnectOptions = given.parse().unwrap();
+        assert_eq!(options.get_options(), Some("-c a=b"));
+        assert_eq!(
+            postgres_driver_url("postgres://db/x?tok"),
+            "postgres://db/x"
+        );
+        assert_eq!(
+            postgres_driver_url("postgres://db/x?sslmode=disable"),
+            "postgres://db/x?sslmode=disable"
+        );
+    }
+
+    #[test]
     fn urls() {
         assert_eq!(
             redact_url("postgres://bob:hunter2@db/x"),
-            "postgres://bob:<redacted>@db/x"
+            "postgres://<redacted>@db/x"
         );
         assert_eq!(redact_url("sqlite://a.db"), "sqlite://a.db");
         assert_eq!(
-            scrub_secrets(
+            scrub_url(
                 "password authentication failed (hunter%2F2, hunter/2)",
                 "postgres://bob:hunter%2F2@db/x"
             ),
@@ -330,7 +412,7 @@ mod tests {
         let err = Store::connect("mysql://root:pw@h/db", 1).await.unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unsupported database url `mysql://root:<redacted>@h/db`: use sqlite://FILE or postgres://..."
+            "unsupported database url `mysql://<redacted>@h/db`: use sqlite://FILE or postgres://..."
         );
     }
 

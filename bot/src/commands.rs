@@ -139,9 +139,10 @@ process only; a running `sandpiper serve` keeps its connections. Refresh those f
 `/mcp refresh [server]` (Discord) or `/sandpiper mcp refresh [server]` (Slack); reaching the \
 running server from here needs its authenticated service endpoint, which is not built yet.\n";
 
-/// `sandpiper mcp refresh [SERVER]`: the report, then [`MCP_REFRESH_SCOPE`].
+/// `sandpiper mcp refresh [SERVER]`: the report, then [`MCP_REFRESH_SCOPE`]. Errors in full:
+/// whoever runs the binary on the machine administers it.
 pub fn mcp_refresh_cli(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
-    format!("{}{MCP_REFRESH_SCOPE}", mcp_refresh(reports))
+    format!("{}{MCP_REFRESH_SCOPE}", mcp_refresh(reports, true))
 }
 
 /// `sandpiper mcp`'s subcommands.
@@ -180,7 +181,7 @@ pub async fn mcp(
 ) -> anyhow::Result<()> {
     let mcp = mcp_first_attempts(config, protected).await;
     let (text, failed) = match command {
-        McpCommand::List => (mcp_list(&mcp), mcp_failed(&mcp)),
+        McpCommand::List => (mcp_list(&mcp, true), mcp_failed(&mcp)),
         // Its report names each server's error; a refresh that failed is not a
         // broken installation.
         McpCommand::Refresh { server } => (
@@ -256,7 +257,7 @@ pub fn config_report(
             sandpiper_agent::config::Provider::Openai => "openai",
             sandpiper_agent::config::Provider::Anthropic => "anthropic",
         },
-        config.model.effective_base_url(),
+        config.model.shown_base_url(),
         config.to_redacted_toml(),
         channels.to_redacted_toml()
     )
@@ -385,7 +386,7 @@ pub fn missing_api_key(config: &Config) -> Option<String> {
         "no API key for {}: set {} (or [model] api_key_env to the variable that holds it), or \
          point sandpiper at a local server with SANDPIPER_MODEL_BASE_URL (e.g. \
          http://127.0.0.1:11434/v1) and SANDPIPER_MODEL",
-        model.effective_base_url(),
+        model.shown_base_url(),
         model.effective_api_key_env()
     ))
 }
@@ -463,7 +464,7 @@ mod tests {
     async fn mcp_output_without_servers() {
         let mcp = sandpiper_agent::mcp::McpManager::empty();
         assert_eq!(
-            mcp_list(&mcp),
+            mcp_list(&mcp, true),
             "no MCP servers configured ([mcp.servers.NAME] or --mcp-config FILE)\n"
         );
         let report = sandpiper_agent::mcp::RefreshReport {
@@ -473,10 +474,10 @@ mod tests {
             error: None,
         };
         assert_eq!(
-            mcp_refresh(&[report]),
+            mcp_refresh(&[report], false),
             "gh: added [mcp__gh__a], removed []\n"
         );
-        assert_eq!(mcp_refresh(&[]), "no MCP servers configured\n");
+        assert_eq!(mcp_refresh(&[], true), "no MCP servers configured\n");
         assert_eq!(
             mcp_refresh_cli(&[]),
             format!("no MCP servers configured\n{MCP_REFRESH_SCOPE}")

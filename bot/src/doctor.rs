@@ -195,7 +195,7 @@ async fn model(config: &Config) -> Check {
         Ok(()) => Verdict::Ok(format!(
             "{} at {}: answers",
             m.model,
-            crate::model_check::models_url(m)
+            crate::model_check::shown_models_url(m)
         )),
         Err(e) => Verdict::Fail(e),
     };

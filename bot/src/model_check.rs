@@ -36,8 +36,14 @@ pub fn needs_key(model: &ModelConfig) -> bool {
     model.base_url.is_none()
 }
 
+/// The URL the check asks, as `doctor`, `/ready` and logs show it: userinfo and query values
+/// redacted.
+pub fn shown_models_url(model: &ModelConfig) -> String {
+    sandpiper_agent::config::redact_url(&models_url(model))
+}
+
 /// The URL the check asks.
-pub fn models_url(model: &ModelConfig) -> String {
+fn models_url(model: &ModelConfig) -> String {
     let base = model.effective_base_url();
     match model.provider {
         Provider::Openai => format!("{base}/models"),
@@ -59,8 +65,8 @@ pub async fn check(model: &ModelConfig) -> Result<(), String> {
         .no_proxy()
         .build()
         .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-    let url = models_url(model);
-    let mut request = client.get(&url);
+    let mut request = client.get(models_url(model));
+    let url = shown_models_url(model);
     if let Some(key) = &model.api_key {
         request = match model.provider {
             Provider::Openai => request.bearer_auth(key.expose()),
@@ -73,8 +79,8 @@ pub async fn check(model: &ModelConfig) -> Result<(), String> {
         if e.is_timeout() {
             format!("{url} did not answer within {} s", CHECK_TIMEOUT.as_secs())
         } else {
-            // reqwest's message names the URL and the cause, never the headers.
-            format!("{url} is unreachable: {}", error_chain(&e))
+            // The cause without reqwest's copy of the URL, which would carry its secrets.
+            format!("{url} is unreachable: {}", error_chain(&e.without_url()))
         }
     })?;
     match response.status().as_u16() {
@@ -108,7 +114,7 @@ impl ModelHealth {
     pub fn start(model: ModelConfig, shutdown: CancellationToken) -> Self {
         let health = Self(Arc::new(Mutex::new(ModelState {
             state: "checking",
-            endpoint: models_url(&model),
+            endpoint: shown_models_url(&model),
             error: None,
         })));
         let shared = health.clone();
@@ -142,12 +148,12 @@ impl ModelHealth {
         let next = match result {
             Ok(()) => ModelState {
                 state: "ok",
-                endpoint: models_url(model),
+                endpoint: shown_models_url(model),
                 error: None,
             },
             Err(error) => ModelState {
                 state: "degraded",
-                endpoint: models_url(model),
+                endpoint: shown_models_url(model),
                 error: Some(error),
             },
         };

@@ -184,7 +184,7 @@ fn config_check_hides_database_passwords() {
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
         stdout.contains(
-            "url = \"postgres://bob:<redacted>@db.internal/app?sslmode=require&sslpassword=<redacted>\""
+            "url = \"postgres://<redacted>@db.internal/app?sslmode=<redacted>&sslpassword=<redacted>\""
         ),
         "{stdout}"
     );
@@ -202,8 +202,107 @@ fn config_check_hides_database_passwords() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("mysql://root:<redacted>@h/db"), "{stderr}");
+    assert!(stderr.contains("mysql://<redacted>@h/db"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+/// A model base URL carrying credentials (userinfo, a key in the query) and a model that
+/// cannot be reached: the thread is told so without the endpoint, the log names the endpoint
+/// redacted, and `doctor` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_url_with_credentials_is_never_shown_whole() {
+    let port = {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        closed.local_addr().unwrap().port()
+    };
+    let base = format!("http://svc:pass-s3cret@127.0.0.1:{port}/v1?api-key=key-s3cret");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sandpiper.toml"),
+        "[model]\nmax_retries = 1\n",
+    )
+    .unwrap();
+    let mut cmd = sandpiper(dir.path());
+    cmd.args(["chat", "--workstream", "creds"])
+        .env("SANDPIPER_MODEL_BASE_URL", &base)
+        .env("SANDPIPER_MODEL", "fake")
+        .env("SANDPIPER_LOG", "info");
+    let out = tokio::task::spawn_blocking(move || run_with_stdin(cmd, "hello\n"))
+        .await
+        .unwrap();
+    let thread = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let log = std::fs::read_to_string(dir.path().join(".local/share/sandpiper/chat.log"))
+        .expect("chat logs to its file");
+    assert!(
+        thread.contains("error: cannot reach the model: "),
+        "{thread}\n{stderr}"
+    );
+    assert!(
+        !thread.contains("127.0.0.1"),
+        "no endpoint in the thread: {thread}"
+    );
+    let shown = format!("http://<redacted>@127.0.0.1:{port}/v1?api-key=<redacted>");
+    assert!(
+        log.contains("cannot reach the model provider, retrying")
+            && log.contains("giving up")
+            && log.contains(&shown),
+        "{log}"
+    );
+    let doctor = sandpiper(dir.path())
+        .arg("doctor")
+        .env("SANDPIPER_MODEL_BASE_URL", &base)
+        .env("SANDPIPER_MODEL", "fake")
+        .output()
+        .unwrap();
+    let doctor = format!(
+        "{}{}",
+        String::from_utf8_lossy(&doctor.stdout),
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    assert!(
+        doctor.contains(&format!(
+            "http://<redacted>@127.0.0.1:{port}/v1?api-key=<redacted> is unreachable"
+        )),
+        "{doctor}"
+    );
+    for text in [&thread, &stderr, &log, &doctor] {
+        for secret in ["pass-s3cret", "key-s3cret", "svc:"] {
+            assert!(!text.contains(secret), "{secret} shown: {text}");
+        }
+    }
+}
+
+/// A PostgreSQL URL with a parameter the driver does not read (libpq's `sslpassword`): the
+/// driver never sees it, so it cannot log it, and `doctor` shows the URL redacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_drivers_logs_never_carry_an_sslpassword() {
+    let Some(db) = sandpiper_tests::db::TestDb::postgres().await else {
+        return;
+    };
+    let url = format!("{}&sslpassword=phrase-s3cret", db.url);
+    let dir = tempfile::tempdir().unwrap();
+    let out = sandpiper(dir.path())
+        .arg("doctor")
+        .env("SANDPIPER_DATABASE_URL", &url)
+        .env("SANDPIPER_MODEL_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("SANDPIPER_LOG", "debug")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("opened, migrations current"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("the PostgreSQL driver does not read") && stderr.contains("sslpassword"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("phrase-s3cret") && !stderr.contains("phrase-s3cret"),
+        "{stdout}\n{stderr}"
+    );
 }
 
 #[test]

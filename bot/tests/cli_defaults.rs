@@ -309,7 +309,7 @@ fn config_check_says_where_tools_work_which_database_and_which_platforms_start()
         "# slack: will not start: Socket Mode needs the app-level token in $SLACK_APP_TOKEN, which is not set".into(),
         "# warning: [discord] token_env names $MY_DISCORD_TOKEN, which is not set".into(),
         "GITHUB_TOKEN = \"<redacted>\"".into(),
-        "url = \"https://bob:<redacted>@mcp.example/mcp?token=<redacted>\"".into(),
+        "url = \"https://<redacted>@mcp.example/mcp?token=<redacted>\"".into(),
     ] {
         assert!(stdout.contains(&line), "missing {line:?} in:\n{stdout}");
     }

@@ -20,7 +20,7 @@ pub struct Where<'a> {
     pub prefix: &'a str,
     /// Whether the person administers the bot here (Discord: Administrator or an
     /// `admin_roles` role; Slack: an `admin_usergroups` member): deleting global memories,
-    /// cancelling another person's watches.
+    /// cancelling another person's watches, seeing MCP servers' errors and stderr.
     pub admin: bool,
     /// Whether the person holds an approver role or group here (Discord `approver_roles`,
     /// Slack `approver_usergroups`): compacting a thread they do not own.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use sandpiper_agent::StoreError;
 use sandpiper_agent::notify::SentNotification;
 use sandpiper_agent::notify::{
-    ChannelType, Ledger, MAX_PER_RECIPIENT, NotifyInputError, NotifyRequest, RECIPIENT_WINDOW_MS,
-    Target, TargetStatus, attribution,
+    ChannelType, Ledger, NotifyInputError, NotifyRequest, RECIPIENT_WINDOW_MS, Target,
+    TargetStatus, attribution, within_limits,
 };
 use sandpiper_agent::people::People;
 use sandpiper_agent::people::User;
@@ -107,10 +107,11 @@ impl Notifier {
 
     /// Delivers `request`: to every Discord and Slack identity of a user (a DM each), or to
     /// one channel, each message opened by who asked and from which thread
-    /// ([`attribution`]). Each delivered message is recorded with the sending workstream and
-    /// the account it went to, so that account's reply can continue it. A channel that is
-    /// another workstream's thread is refused, and so is a recipient the thread already sent
-    /// [`MAX_PER_RECIPIENT`] notifications within the hour.
+    /// ([`attribution`]). Each delivered message is recorded with the sending workstream, the
+    /// account it went to and who asked, so that account's reply can continue it and the
+    /// hourly limits count it. A channel that is another workstream's thread is refused, and
+    /// so is a notification past the hourly limits ([`within_limits`]), which count across
+    /// threads.
     pub async fn deliver(
         &self,
         request: &NotifyRequest,
@@ -218,9 +219,10 @@ impl Notifier {
         }))
     }
 
-    /// Posts one notification in `channel` unless the thread has already sent it
-    /// [`MAX_PER_RECIPIENT`] within the hour, and records it for replies (a failure to
-    /// record is logged: the person got the message either way).
+    /// Posts one notification in `channel` unless it is past the hourly limits
+    /// ([`within_limits`]: the recipient's share from everyone, the requester's across their
+    /// threads), and records it for replies and the limits (a failure to record is logged:
+    /// the person got the message either way).
     async fn send(
         &self,
         p: &Arc<dyn NotifyPlatform>,
@@ -230,23 +232,17 @@ impl Notifier {
         out: &Outgoing<'_>,
     ) -> Result<TargetStatus, StoreError> {
         let platform = p.platform();
-        if let Some(workstream) = &out.request.workstream {
-            let since = now_ms() - RECIPIENT_WINDOW_MS;
-            let recent = self
-                .ledger
-                .sent_since(workstream, platform.as_str(), channel, since)
-                .await?;
-            if recent >= MAX_PER_RECIPIENT {
-                tracing::info!(target = %label, %workstream, recent, "notification refused: per-recipient limit");
-                return Ok(TargetStatus::failed(
-                    label,
-                    format!(
-                        "not sent: this thread has sent {recent} notifications there within \
-                         the hour (at most {MAX_PER_RECIPIENT}); wait, or tell the person in \
-                         one message"
-                    ),
-                ));
-            }
+        let requester = out.request.requester();
+        let since = now_ms() - RECIPIENT_WINDOW_MS;
+        let recent = self
+            .ledger
+            .recent(platform.as_str(), channel, requester.as_ref(), since)
+            .await?;
+        if let Err(refusal) = within_limits(recent, requester.as_ref()) {
+            tracing::info!(target = %label, workstream = ?out.request.workstream,
+                requested_by = ?out.request.requested_by, to_recipient = recent.to_recipient,
+                by_requester = recent.by_requester, "notification refused: hourly limit");
+            return Ok(TargetStatus::failed(label, refusal));
         }
         let message_id = match p.post(channel, out.title, out.message).await {
             Ok(id) => id,
@@ -263,6 +259,7 @@ impl Notifier {
                 workstream: workstream.clone(),
                 recipient: to.as_ref().map(|t| t.user.to_owned()),
                 recipient_account: to.as_ref().map(|t| t.account.to_owned()),
+                requester: out.request.requested_by.clone(),
             };
             if let Err(e) = self.ledger.record(&sent).await {
                 tracing::warn!(target = %label, error = %e, "a delivered notification was not recorded; a reply to it will not continue its thread");
@@ -427,6 +424,7 @@ mod tests {
             workstream: "discord:1".into(),
             recipient: account.map(|_| "user-1".to_owned()),
             recipient_account: account.map(str::to_owned),
+            requester: None,
         };
         let cases = [
             (sent(Some("42")), "42", "on it", Ok(())),

@@ -41,6 +41,7 @@ mod slack;
 mod slack_approvals;
 mod slack_dedup;
 mod subagents;
+mod template_store;
 mod tool_env;
 mod tool_search;
 mod turn_limits;

@@ -92,7 +92,8 @@ pub enum Heard {
 impl Listener {
     /// Listens for node `node`'s signals on a new connection to `url`.
     pub async fn connect(url: &str, node: &str) -> Result<Self, StoreError> {
-        let mut inner = PgListener::connect(url).await?;
+        let url = crate::store::postgres_driver_url(url);
+        let mut inner = PgListener::connect(&url).await?;
         inner.listen(node).await?;
         Ok(Self { inner })
     }

@@ -274,7 +274,7 @@ fn redaction_covers_tool_variables_and_mcp_url_credentials() {
     let shown = c.to_redacted_toml();
     assert!(shown.contains("GITHUB_TOKEN = \"<redacted>\""), "{shown}");
     assert!(
-        shown.contains("url = \"https://u:<redacted>@h/mcp?api_key=<redacted>\""),
+        shown.contains("url = \"https://<redacted>@h/mcp?api_key=<redacted>\""),
         "{shown}"
     );
     assert!(

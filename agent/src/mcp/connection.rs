@@ -159,10 +159,13 @@ pub(crate) async fn connect(
             }
             let transport =
                 StreamableHttpClientTransport::from_config(config.custom_headers(custom));
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| fail(format!("handshake with {url} failed: {e}")))
+            handler.serve(transport).await.map_err(|e| {
+                let shown = crate::config::redact_url(url);
+                fail(crate::config::scrub_url(
+                    &format!("handshake with {shown} failed: {e}"),
+                    url,
+                ))
+            })
         }
     }
 }

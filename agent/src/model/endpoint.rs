@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::retry::{self, RetryPolicy};
 use super::sse::{self, Decoder};
 use super::{ModelError, ModelStream};
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, redact_url};
 
 /// A provider's streaming endpoint.
 #[derive(Debug)]
@@ -19,6 +19,8 @@ pub(crate) struct Endpoint {
     pub(crate) client: reqwest::Client,
     /// Where requests go.
     pub(crate) url: String,
+    /// [`Self::url`] as errors and logs name it: userinfo and query values redacted.
+    pub(crate) shown_url: String,
     /// The header carrying the key (`authorization: Bearer …`, `x-api-key: …`), marked
     /// sensitive; `None` for a local server without a key.
     pub(crate) secret: Option<(HeaderName, HeaderValue)>,
@@ -39,17 +41,19 @@ impl Endpoint {
     ) -> Result<Self, ModelError> {
         let client = retry::http_client(config)?;
         let url = format!("{}{path}", config.effective_base_url());
+        let shown_url = redact_url(&url);
         let secret = config
             .api_key
             .as_ref()
             .map(|key| {
                 let (name, value) = secret(key.expose());
-                retry::secret_header(&value, &url).map(|v| (name, v))
+                retry::secret_header(&value, &shown_url).map(|v| (name, v))
             })
             .transpose()?;
         Ok(Self {
             client,
             url,
+            shown_url,
             secret,
             headers,
             timeout: config.timeout,
@@ -67,7 +71,7 @@ impl Endpoint {
         let body = serde_json::to_vec(body)
             .map_err(|e| ModelError::Protocol(format!("cannot encode the request: {e}")))?;
         let deadline = Instant::now() + self.timeout;
-        let response = retry::send(&self.retry, &self.url, deadline, self.timeout, || {
+        let response = retry::send(&self.retry, &self.shown_url, deadline, self.timeout, || {
             let mut builder = self
                 .client
                 .post(&self.url)
@@ -82,7 +86,7 @@ impl Endpoint {
             builder.body(body.clone())
         })
         .await?;
-        let events = sse::decode(sse::json_events(response, &self.url), decoder);
+        let events = sse::decode(sse::json_events(response, &self.shown_url), decoder);
         Ok(retry::with_deadline(events, deadline, self.timeout))
     }
 }

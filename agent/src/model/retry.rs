@@ -98,7 +98,7 @@ pub(crate) fn http_client(config: &ModelConfig) -> Result<reqwest::Client, Model
         .user_agent(concat!("sandpiper/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| ModelError::Connect {
-            url: config.effective_base_url(),
+            url: config.shown_base_url(),
             message: format!("cannot build the HTTP client: {}", error_chain(&e)),
         })
 }
@@ -109,7 +109,8 @@ fn is_retryable(status: StatusCode) -> bool {
 }
 
 /// Sends the request built by `make` (called once per attempt) until it answers with a
-/// success status, retrying per `policy`. Non-retryable statuses fail at once with
+/// success status, retrying per `policy`; `url` is the endpoint as logs and errors name it
+/// (redacted). Non-retryable statuses fail at once with
 /// [`ModelError::Http`]; the last error is returned when retries are exhausted or the next
 /// wait would pass `deadline`; reaching `deadline` gives [`ModelError::Timeout`]`(timeout)`.
 pub(crate) async fn send(
@@ -163,32 +164,50 @@ async fn attempts(
                 (error, None, None)
             }
         };
-        if attempt >= policy.max_retries {
-            return Err(error);
-        }
         let delay = retry_after.unwrap_or_else(|| policy.backoff(attempt));
-        if Instant::now() + delay >= deadline {
+        let retrying = attempt < policy.max_retries && Instant::now() + delay < deadline;
+        log_failed_attempt(
+            url,
+            attempt,
+            policy,
+            status,
+            &error,
+            retrying.then_some(delay),
+        );
+        if !retrying {
             return Err(error);
         }
         attempt += 1;
-        let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        match status {
-            Some(status) => tracing::warn!(
-                attempt,
-                max_retries = policy.max_retries,
-                status,
-                delay_ms,
-                "model provider answered with a retryable status, retrying"
-            ),
-            None => tracing::warn!(
-                attempt,
-                max_retries = policy.max_retries,
-                delay_ms,
-                error = %error,
-                "cannot reach the model provider, retrying"
-            ),
-        }
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// Logs a failed attempt with the (redacted) endpoint `url`: the thread is told only that the
+/// model cannot be reached, so this is where an operator learns which endpoint failed. `retry`
+/// is the wait before the next attempt, `None` when this was the last.
+fn log_failed_attempt(
+    url: &str,
+    attempt: u32,
+    policy: &RetryPolicy,
+    status: Option<u16>,
+    error: &ModelError,
+    retry: Option<Duration>,
+) {
+    let delay_ms = retry.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let max_retries = policy.max_retries;
+    match (status, retry) {
+        (Some(status), Some(_)) => tracing::warn!(
+            attempt = attempt + 1,
+            max_retries,
+            status,
+            delay_ms,
+            endpoint = url,
+            "model provider answered with a retryable status, retrying"
+        ),
+        (None, Some(_)) => tracing::warn!(attempt = attempt + 1, max_retries, delay_ms,
+            endpoint = url, error = %error, "cannot reach the model provider, retrying"),
+        (_, None) => tracing::warn!(attempts = attempt + 1, endpoint = url, error = %error,
+            "the model provider failed; giving up"),
     }
 }
 

@@ -37,7 +37,8 @@ pub(crate) enum SsePayload {
 /// A boxed stream of SSE payloads.
 pub(crate) type PayloadStream = Pin<Box<dyn Stream<Item = Result<SsePayload, ModelError>> + Send>>;
 
-/// Reads `response` as an event stream of JSON payloads. `url` is named in transport errors.
+/// Reads `response` as an event stream of JSON payloads. `url` (redacted) is what transport
+/// errors name.
 ///
 /// A `200` answer with a JSON body instead of an event stream (some compatible servers do that
 /// for errors) is read whole: an `error` object becomes [`ModelError::Provider`], anything else
@@ -59,7 +60,10 @@ pub(crate) fn json_events(response: reqwest::Response, url: &str) -> PayloadStre
             Ok(event) => parse_data(event.event, &event.data),
             Err(EventStreamError::Transport(e)) => Err(ModelError::Connect {
                 url: url.clone(),
-                message: format!("connection lost while streaming: {}", error_chain(&e)),
+                message: format!(
+                    "connection lost while streaming: {}",
+                    error_chain(&e.without_url())
+                ),
             }),
             Err(EventStreamError::Utf8(e)) => Err(ModelError::Protocol(format!(
                 "the event stream is not valid UTF-8: {e}"
@@ -96,7 +100,7 @@ async fn json_body_error(
         url,
         message: format!(
             "connection lost while reading the answer: {}",
-            error_chain(&e)
+            error_chain(&e.without_url())
         ),
     })?;
     let message = serde_json::from_str::<Value>(&body)

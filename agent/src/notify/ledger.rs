@@ -1,7 +1,8 @@
-//! The record of delivered notifications, as the notifier and a reply need it: how many a
-//! thread sent to one place lately, what was sent where (so a reply continues the thread
+//! The record of delivered notifications, as the notifier and a reply need it: how many went
+//! to one place and how many one person asked for lately (across threads), what was sent where (so a reply continues the thread
 //! that sent it), and whether a channel is a workstream's thread.
 
+use super::{Recent, Requester};
 use crate::store::notifications::SentNotification;
 use crate::store::{Store, StoreError};
 
@@ -23,18 +24,32 @@ impl Ledger {
         Self { store }
     }
 
-    /// How many notifications `workstream` delivered to `channel` on `platform` since
-    /// `since` (ms).
-    pub async fn sent_since(
+    /// How many notifications went to `channel` on `platform`, and how many `requester`
+    /// sent, since `since` (ms), across every thread: what [`super::within_limits`] judges.
+    pub async fn recent(
         &self,
-        workstream: &str,
         platform: &str,
         channel: &str,
+        requester: Option<&Requester>,
         since: i64,
-    ) -> Result<i64, StoreError> {
-        self.store
-            .notifications_to_since(workstream, platform, channel, since)
-            .await
+    ) -> Result<Recent, StoreError> {
+        let to_recipient = self
+            .store
+            .notifications_to_since(platform, channel, since)
+            .await?;
+        let by_requester = match requester {
+            Some(Requester::Person(name)) => self.store.notifications_by_since(name, since).await?,
+            Some(Requester::Thread(key)) => {
+                self.store
+                    .unrequested_notifications_since(key, since)
+                    .await?
+            }
+            None => 0,
+        };
+        Ok(Recent {
+            to_recipient,
+            by_requester,
+        })
     }
 
     /// Records a delivered notification, so a reply to it continues its thread.

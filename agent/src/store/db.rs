@@ -71,6 +71,14 @@ impl Db {
         self.pool.begin().await
     }
 
+    /// Starts a transaction with `statement` (`BEGIN IMMEDIATE`) on sqlx's pool.
+    pub(crate) async fn begin_with(
+        &self,
+        statement: &'static str,
+    ) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
+        self.pool.begin_with(statement).await
+    }
+
     /// Closes every connection.
     pub(crate) async fn close(&self) {
         if let Some(direct) = &self.direct {

@@ -21,6 +21,9 @@ pub struct SentNotification {
     /// The platform account it was sent to (its platform user id), when it went to a
     /// person: only that account's reply continues the workstream.
     pub recipient_account: Option<String>,
+    /// The username of the person whose turn asked for it (`None`: no person, a watch's
+    /// turn); their notifications count together, from whichever thread.
+    pub requester: Option<String>,
 }
 
 impl Store {
@@ -29,7 +32,7 @@ impl Store {
         sqlx::query(
             "INSERT INTO notifications \
              (platform, channel, message_id, workstream, recipient, recipient_account, \
-             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             requester, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              ON CONFLICT (platform, channel, message_id) DO NOTHING",
         )
         .bind(&sent.platform)
@@ -38,6 +41,7 @@ impl Store {
         .bind(&sent.workstream)
         .bind(sent.recipient.as_deref())
         .bind(sent.recipient_account.as_deref())
+        .bind(sent.requester.as_deref())
         .bind(now_ms())
         .execute(self.pool())
         .await?;
@@ -57,9 +61,10 @@ impl Store {
             workstream: String,
             recipient: Option<String>,
             recipient_account: Option<String>,
+            requester: Option<String>,
         }
         let row: Option<Row> = sqlx::query_as(
-            "SELECT workstream, recipient, recipient_account FROM notifications \
+            "SELECT workstream, recipient, recipient_account, requester FROM notifications \
              WHERE platform = $1 AND channel = $2 AND message_id = $3",
         )
         .bind(platform)
@@ -74,25 +79,58 @@ impl Store {
             workstream: row.workstream,
             recipient: row.recipient,
             recipient_account: row.recipient_account,
+            requester: row.requester,
         }))
     }
 
-    /// How many notifications `workstream` delivered to `channel` (a person's DM or a
-    /// channel) on `platform` since `since` (unix ms): the per-recipient rate limit's count.
+    /// How many notifications were delivered to `channel` (a person's DM or a channel) on
+    /// `platform` since `since` (unix ms), from every thread and person: the per-recipient
+    /// limit's count.
     pub async fn notifications_to_since(
         &self,
-        workstream: &str,
         platform: &str,
         channel: &str,
         since: i64,
     ) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT COUNT(*) FROM notifications \
-             WHERE workstream = $1 AND platform = $2 AND channel = $3 AND created_at > $4",
+             WHERE platform = $1 AND channel = $2 AND created_at > $3",
         )
-        .bind(workstream)
         .bind(platform)
         .bind(channel)
+        .bind(since)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// How many notifications the person `requester` (a username) asked for since `since`
+    /// (unix ms), from every thread, to anyone: the per-requester limit's count.
+    pub async fn notifications_by_since(
+        &self,
+        requester: &str,
+        since: i64,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM notifications WHERE requester = $1 AND created_at > $2",
+        )
+        .bind(requester)
+        .bind(since)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// How many notifications `workstream` sent since `since` (unix ms) in turns no person
+    /// asked for (a watch's): such a thread is counted as its own requester.
+    pub async fn unrequested_notifications_since(
+        &self,
+        workstream: &str,
+        since: i64,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM notifications \
+             WHERE workstream = $1 AND requester IS NULL AND created_at > $2",
+        )
+        .bind(workstream)
         .bind(since)
         .fetch_one(self.pool())
         .await?)
@@ -114,29 +152,53 @@ mod tests {
             workstream: "slack:T1:C1:1.0".into(),
             recipient: Some("u1".into()),
             recipient_account: Some("U1".into()),
+            requester: Some("bob".into()),
         };
         store.record_notification(&sent).await.unwrap();
         store.record_notification(&sent).await.unwrap();
         assert_eq!(
             store.notification("discord", "77", "88").await.unwrap(),
-            Some(sent)
+            Some(sent.clone())
         );
         assert_eq!(store.notification("slack", "77", "88").await.unwrap(), None);
         assert_eq!(
             store.notification("discord", "77", "89").await.unwrap(),
             None
         );
-        let count = |ws: &'static str, since: i64| {
-            let store = store.clone();
-            async move {
-                store
-                    .notifications_to_since(ws, "discord", "77", since)
-                    .await
-                    .unwrap()
-            }
+        let other_thread = SentNotification {
+            message_id: "90".into(),
+            workstream: "slack:T1:C1:2.0".into(),
+            requester: None,
+            ..sent
         };
-        assert_eq!(count("slack:T1:C1:1.0", 0).await, 1);
-        assert_eq!(count("slack:T1:C1:2.0", 0).await, 0);
-        assert_eq!(count("slack:T1:C1:1.0", i64::MAX - 1).await, 0);
+        store.record_notification(&other_thread).await.unwrap();
+        // Counted across threads: to the place, by the person, and a thread nobody asked in.
+        assert_eq!(
+            store
+                .notifications_to_since("discord", "77", 0)
+                .await
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            store
+                .notifications_to_since("slack", "77", 0)
+                .await
+                .unwrap(),
+            0
+        );
+        assert_eq!(store.notifications_by_since("bob", 0).await.unwrap(), 1);
+        assert_eq!(store.notifications_by_since("carol", 0).await.unwrap(), 0);
+        let unrequested = |ws: &'static str| store.unrequested_notifications_since(ws, 0);
+        assert_eq!(unrequested("slack:T1:C1:2.0").await.unwrap(), 1);
+        assert_eq!(unrequested("slack:T1:C1:1.0").await.unwrap(), 0);
+        let later = i64::MAX - 1;
+        assert_eq!(
+            store
+                .notifications_to_since("discord", "77", later)
+                .await
+                .unwrap(),
+            0
+        );
     }
 }

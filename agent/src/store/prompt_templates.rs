@@ -220,68 +220,120 @@ impl Store {
     }
 
     /// Makes the MCP templates of `server` match `prompts`: new ones added, changed ones
-    /// updated, vanished ones removed; names held by manual templates are skipped.
+    /// updated, vanished ones removed; names held by manual templates or by another server's
+    /// prompts are skipped. One transaction that reads what it then changes; every write is
+    /// guarded by the row's server, so a name another server took meanwhile is skipped too,
+    /// never overwritten or removed.
     pub async fn sync_mcp_templates(
         &self,
         server: &str,
         prompts: &[McpPromptSpec],
     ) -> Result<TemplateSync, StoreError> {
-        let existing = self.prompt_templates().await?;
         let now = now_ms();
         let mut report = TemplateSync::default();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
+        let existing: Vec<PromptTemplate> = sqlx::query_as::<_, Row>(
+            "SELECT name, description, content, arguments, origin, mcp_server, readonly \
+             FROM prompt_templates ORDER BY name",
+        )
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(PromptTemplate::from)
+        .collect();
         for p in prompts {
-            let summary = p.description.clone().unwrap_or_else(|| p.name.clone());
-            match existing.iter().find(|t| t.name == p.name) {
-                Some(t) if t.origin != "mcp" || t.mcp_server.as_deref() != Some(server) => {
-                    tracing::warn!(
-                        template = %p.name,
-                        server,
-                        "a template of this name already exists; the MCP prompt is skipped"
-                    );
-                    report.skipped.push(p.name.clone());
-                    continue;
-                }
+            let plan = match existing.iter().find(|t| t.name == p.name) {
+                Some(t) if !t.is_from(server) => Plan::Skip,
                 Some(t)
                     if t.description == p.description
                         && t.arguments.as_deref() == Some(p.arguments.as_str()) =>
                 {
                     continue;
                 }
-                Some(_) => report.updated.push(p.name.clone()),
-                None => report.added.push(p.name.clone()),
+                Some(_) => Plan::Update,
+                None => Plan::Add,
+            };
+            let written =
+                plan != Plan::Skip && upsert_mcp_template(&mut tx, server, p, now).await?;
+            match (plan, written) {
+                (Plan::Add, true) => report.added.push(p.name.clone()),
+                (Plan::Update, true) => report.updated.push(p.name.clone()),
+                _ => {
+                    tracing::warn!(
+                        template = %p.name,
+                        server,
+                        "a template of this name already exists; the MCP prompt is skipped"
+                    );
+                    report.skipped.push(p.name.clone());
+                }
             }
-            sqlx::query(
-                "INSERT INTO prompt_templates (name, description, content, arguments, origin, \
-                 mcp_server, readonly, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, 'mcp', $5, 1, $6, $6) \
-                 ON CONFLICT (name) DO UPDATE SET description = $2, content = $3, \
-                 arguments = $4, updated_at = $6",
+        }
+        for t in existing.iter().filter(|t| t.is_from(server)) {
+            if prompts.iter().any(|p| p.name == t.name) {
+                continue;
+            }
+            let gone = sqlx::query(
+                "DELETE FROM prompt_templates \
+                 WHERE name = $1 AND origin = 'mcp' AND mcp_server = $2",
             )
-            .bind(&p.name)
-            .bind(p.description.as_deref())
-            .bind(&summary)
-            .bind(&p.arguments)
+            .bind(&t.name)
             .bind(server)
-            .bind(now)
             .execute(&mut *tx)
             .await?;
-        }
-        for t in existing
-            .iter()
-            .filter(|t| t.origin == "mcp" && t.mcp_server.as_deref() == Some(server))
-        {
-            if !prompts.iter().any(|p| p.name == t.name) {
-                sqlx::query("DELETE FROM prompt_templates WHERE name = $1 AND origin = 'mcp'")
-                    .bind(&t.name)
-                    .execute(&mut *tx)
-                    .await?;
+            if gone.rows_affected() == 1 {
                 report.removed.push(t.name.clone());
             }
         }
         tx.commit().await?;
         Ok(report)
     }
+}
+
+/// What a sync means to do with one offered prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// The name is free.
+    Add,
+    /// The server's own template changed.
+    Update,
+    /// The name is a manual template's or another server's.
+    Skip,
+}
+
+impl PromptTemplate {
+    /// Whether this is the MCP prompt of `server` (the one server whose syncs may change it).
+    fn is_from(&self, server: &str) -> bool {
+        self.origin == "mcp" && self.mcp_server.as_deref() == Some(server)
+    }
+}
+
+/// Writes `p` as `server`'s MCP template: inserted if the name is free, updated if it is
+/// `server`'s own; a name held by a manual template or another server is left alone. Whether
+/// it was written.
+async fn upsert_mcp_template(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    server: &str,
+    p: &McpPromptSpec,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let summary = p.description.clone().unwrap_or_else(|| p.name.clone());
+    let done = sqlx::query(
+        "INSERT INTO prompt_templates (name, description, content, arguments, origin, \
+         mcp_server, readonly, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 'mcp', $5, 1, $6, $6) \
+         ON CONFLICT (name) DO UPDATE SET description = $2, content = $3, \
+         arguments = $4, updated_at = $6 \
+         WHERE prompt_templates.origin = 'mcp' AND prompt_templates.mcp_server = $5",
+    )
+    .bind(&p.name)
+    .bind(p.description.as_deref())
+    .bind(&summary)
+    .bind(&p.arguments)
+    .bind(server)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 #[cfg(test)]

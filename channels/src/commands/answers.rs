@@ -66,9 +66,9 @@ pub async fn answer(
         }
         Command::Mcp { action } => {
             let text = match action {
-                McpAction::List => mcp_list(agent.mcp()),
+                McpAction::List => mcp_list(agent.mcp(), at.admin),
                 McpAction::Refresh { server } => {
-                    mcp_refresh(&agent.mcp().refresh(server.as_deref()).await)
+                    mcp_refresh(&agent.mcp().refresh(server.as_deref()).await, at.admin)
                 }
             };
             format!("```\n{text}```")
@@ -178,9 +178,14 @@ pub async fn compact_now(
 /// The stderr lines `mcp list` shows of a server that is not connected.
 const MCP_STDERR_SHOWN: usize = 10;
 
-/// `mcp list`: each server with its state and tools (and, when it is down, its last stderr
-/// lines).
-pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
+/// What a server wrote to stderr and the text of its errors may hold secrets (a server that
+/// prints its database URL when it fails): only an admin is shown them, in the private answer
+/// a command gets; everyone else sees the state.
+const MCP_DETAILS_FOR_ADMINS: &str = "an admin sees why";
+
+/// `mcp list`: each server with its state and tools, and for an `admin`, its last error and,
+/// when it is down, its last stderr lines.
+pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager, admin: bool) -> String {
     let status = mcp.status();
     if status.is_empty() {
         return "no MCP servers configured ([mcp.servers.NAME] or --mcp-config FILE)\n".into();
@@ -197,12 +202,18 @@ pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
             count(s.resources, "resource"),
             count(s.prompts, "prompt")
         );
-        if let Some(e) = &s.error {
-            let _ = write!(out, " — {e}");
+        match (&s.error, admin) {
+            (Some(e), true) => {
+                let _ = write!(out, " — {e}");
+            }
+            (Some(_), false) => {
+                let _ = write!(out, " — {MCP_DETAILS_FOR_ADMINS}");
+            }
+            (None, _) => {}
         }
         out.push('\n');
         // Why a server is down is usually in what it last wrote to stderr.
-        if !s.connected && !s.stderr_tail.is_empty() {
+        if admin && !s.connected && !s.stderr_tail.is_empty() {
             let _ = writeln!(out, "  last stderr lines:");
             for line in s.stderr_tail.iter().rev().take(MCP_STDERR_SHOWN).rev() {
                 let _ = writeln!(out, "    {line}");
@@ -216,13 +227,16 @@ pub fn mcp_list(mcp: &sandpiper_agent::mcp::McpManager) -> String {
     out
 }
 
-/// `mcp refresh`: what each server added and removed.
-pub fn mcp_refresh(reports: &[sandpiper_agent::mcp::RefreshReport]) -> String {
+/// `mcp refresh`: what each server added and removed, and for an `admin`, why one failed.
+pub fn mcp_refresh(reports: &[sandpiper_agent::mcp::RefreshReport], admin: bool) -> String {
     let mut out = String::new();
     for r in reports {
         match &r.error {
-            Some(e) => {
+            Some(e) if admin => {
                 let _ = writeln!(out, "{}: error: {e}", r.server);
+            }
+            Some(_) => {
+                let _ = writeln!(out, "{}: failed ({MCP_DETAILS_FOR_ADMINS})", r.server);
             }
             None if r.added.is_empty() && r.removed.is_empty() => {
                 let _ = writeln!(out, "{}: no changes", r.server);

@@ -68,7 +68,8 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                     action: crate::commands::grants::GrantsAction::Revoke(_)
                 }
             );
-            let admin = deleting
+            // `mcp` shows servers' errors and stderr to admins only.
+            let admin = (deleting || matches!(other, Command::Mcp { .. }))
                 && !ctx
                     .api
                     .groups_of(&user, &ctx.config.admin_usergroups)

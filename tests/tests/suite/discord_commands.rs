@@ -125,8 +125,9 @@ both_backends! {
         let server = |s: &str| json!({"name": "server", "type": 3, "value": s});
         assert_eq!(mcp(json!([action("refresh"), server("b")])).await, "```\nb: no changes\n```");
         assert_eq!(mcp(json!([action("refresh")])).await, "```\na: no changes\nb: no changes\n```");
+        // Why a refresh failed is for admins; alice is none.
         let unknown = mcp(json!([action("refresh"), server("nope")])).await;
-        assert!(unknown.starts_with("```\nnope: error: ") && !unknown.contains("a: "), "{unknown}");
+        assert_eq!(unknown, "```\nnope: failed (an admin sees why)\n```");
         let refused = mcp(json!([action("list"), server("a")])).await;
         assert!(refused.contains("mcp list takes no server"), "{refused}");
     }
@@ -228,5 +229,65 @@ both_backends! {
         assert!(status.contains("older messages compacted"), "{status}");
         let checkpoint = rig.agent.store().latest_checkpoint(&format!("discord:{thread}")).await.unwrap();
         assert!(checkpoint.is_some_and(|c| c.summary.contains("alice asked twice")));
+    }
+}
+
+const ADMINS: u64 = 700_000_000_000_000_009;
+
+/// A stdio MCP server that prints a secret to stderr and dies.
+pub(crate) fn leaky_server() -> sandpiper_agent::mcp::McpServerConfig {
+    sandpiper_agent::mcp::McpServerConfig::Stdio {
+        command: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            "echo 'cannot connect to postgres://app:db-s3cret@db/app' >&2; exit 1".into(),
+        ],
+        env: Default::default(),
+        auto_approve: vec![],
+    }
+}
+
+both_backends! {
+    async fn mcp_list_shows_a_failing_servers_stderr_to_admins_only(db) {
+        let mut s = setup(&db, vec![text("first answer"), text("second answer")]).await;
+        s.config.discord.approver_roles = vec![ONCALL.to_string()];
+        s.config.discord.admin_roles = vec![ADMINS.to_string()];
+        s.config.mcp.servers.insert("leaky".into(), leaky_server());
+        s.config.mcp.refresh_interval = std::time::Duration::ZERO;
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let owner = alice();
+        let participant = bob();
+        let approver = carol();
+        let stranger = FakeUser::new(900_000_000_000_000_004, "dave");
+        let admin = FakeUser::new(900_000_000_000_000_005, "erin").with_roles(&[ADMINS]);
+        let thread = rig.mention(&owner, "first question").await;
+        rig.wait_text(thread, "first answer").await;
+        rig.fake.user_message(thread, &participant, "second question").await;
+        rig.wait_text(thread, "second answer").await;
+        let list = |who: FakeUser| {
+            let rig = &rig;
+            async move {
+                let id = rig.fake.slash(thread, &who, "mcp", json!([{"name": "action", "type": 3, "value": "list"}])).await;
+                let reply = rig.fake.wait_until(WAIT, "the mcp list", |f| f.interaction_responses(id).pop()).await;
+                assert_eq!(reply["data"]["flags"], json!(64), "answered privately: {reply}");
+                response_text(&[reply])
+            }
+        };
+        // The admin sees the server's last words once it has failed.
+        let deadline = std::time::Instant::now() + WAIT;
+        let told = loop {
+            let told = list(admin.clone()).await;
+            if told.contains("db-s3cret") || std::time::Instant::now() > deadline {
+                break told;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        assert!(told.contains("leaky (") && told.contains("last stderr lines:") && told.contains("postgres://app:db-s3cret@db/app"), "{told}");
+        for who in [owner, participant, approver, stranger] {
+            let name = who.name.clone();
+            let told = list(who).await;
+            assert!(told.starts_with("```\nleaky (") && told.contains("0 tools"), "{name}: {told}");
+            assert!(!told.contains("db-s3cret") && !told.contains("stderr"), "{name}: {told}");
+        }
     }
 }

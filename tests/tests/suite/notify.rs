@@ -493,12 +493,13 @@ both_backends! {
             store.record_notification(&sandpiper_agent::store::notifications::SentNotification {
                 platform: "discord".into(), channel: dm.to_string(), message_id: format!("flood{i}"),
                 workstream: key.clone(), recipient: Some(real.id.clone()), recipient_account: Some(ALICE_DISCORD.to_string()),
+                requester: None,
             }).await.unwrap();
         }
         slack.thread_message(CHANNEL_ID, &root, &bob, "tell her again").await;
         in_thread("the limited answer", "Limited.").await;
         let result = last_tool_result(&s.llm.requests()[6]);
-        assert!(result.contains("failed: not sent: this thread has sent 10 notifications there within the hour"), "{result}");
+        assert!(result.contains("failed: not sent: 10 notifications went there within the hour, from all threads together"), "{result}");
         let from_bot = discord.messages(dm).into_iter().filter(|m| m.author_id == sandpiper_tests::fake_discord::BOT_ID).count();
         assert_eq!(from_bot, 1, "no second DM");
 
@@ -584,5 +585,86 @@ both_backends! {
         s.llm.verify();
         stop.cancel();
         n.join(WAIT).await.served.unwrap();
+    }
+}
+
+/// A platform double for the limits: it posts by recording, and numbers its messages.
+struct Recording(std::sync::Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl sandpiper_channels::notify::NotifyPlatform for Recording {
+    fn platform(&self) -> sandpiper_agent::notify::ChannelType {
+        sandpiper_agent::notify::ChannelType::Slack
+    }
+
+    fn listens_in(&self, _channel: &str) -> bool {
+        true
+    }
+
+    async fn open_dm(&self, user: &str) -> Result<String, sandpiper_channels::notify::PostError> {
+        Ok(format!("D{user}"))
+    }
+
+    async fn post(
+        &self,
+        channel: &str,
+        _title: Option<&str>,
+        _message: &str,
+    ) -> Result<String, sandpiper_channels::notify::PostError> {
+        let mut posted = self.0.lock().expect("not poisoned");
+        posted.push(channel.to_owned());
+        Ok(format!("{}.000", posted.len()))
+    }
+}
+
+both_backends! {
+    async fn the_hourly_limits_hold_across_threads(db) {
+        use sandpiper_agent::notify::{MAX_PER_RECIPIENT, MAX_PER_REQUESTER, NotifyRequest};
+        let store = sandpiper_agent::store::Store::connect(&db.url, 4).await.unwrap();
+        let posted = std::sync::Arc::new(Recording(std::sync::Mutex::new(Vec::new())));
+        let notifier = sandpiper_channels::notify::Notifier::new(
+            sandpiper_agent::people::People::new(store.clone()),
+            sandpiper_agent::notify::Ledger::new(store.clone()),
+            vec![posted.clone()],
+        );
+        let threads = ["slack:T1:C1:1.0", "slack:T1:C1:2.0", "slack:T1:C1:3.0"];
+        let to = |channel: &str, thread: &str, by: Option<&str>| NotifyRequest {
+            message: "ping".into(),
+            channel_type: Some("slack".into()),
+            channel_id: Some(channel.into()),
+            workstream: Some(thread.into()),
+            requested_by: by.map(str::to_owned),
+            ..NotifyRequest::default()
+        };
+        let status = |request: NotifyRequest| {
+            let notifier = notifier.clone();
+            async move {
+                let results = notifier.deliver(&request).await.unwrap();
+                assert_eq!(results.len(), 1);
+                results[0].status.clone()
+            }
+        };
+        // One recipient, three people in three threads: the recipient's share holds across
+        // them all.
+        for i in 0..MAX_PER_RECIPIENT {
+            let n = usize::try_from(i).unwrap();
+            let by = ["bob", "carol", "dave"][n % 3];
+            assert_eq!(status(to("CALICE", threads[n % 3], Some(by))).await, "sent", "{i}");
+        }
+        let refused = status(to("CALICE", threads[2], Some("erin"))).await;
+        assert_eq!(refused, format!("failed: not sent: {MAX_PER_RECIPIENT} notifications went there within the hour, from all threads together (at most {MAX_PER_RECIPIENT}); wait, or tell the person in one message"));
+        // One person in three threads, to many recipients: their share holds across threads.
+        for i in 0..MAX_PER_REQUESTER {
+            let n = usize::try_from(i).unwrap();
+            let channel = format!("CTEAM{n}");
+            assert_eq!(status(to(&channel, threads[n % 3], Some("mallory"))).await, "sent", "{i}");
+        }
+        let refused = status(to("CTEAMX", threads[0], Some("mallory"))).await;
+        assert_eq!(refused, format!("failed: not sent: mallory asked for {MAX_PER_REQUESTER} notifications within the hour, across their threads (at most {MAX_PER_REQUESTER}); wait, or combine what is left into one message"));
+        // Someone else still gets through, and nothing refused was posted.
+        assert_eq!(status(to("CTEAMX", threads[0], Some("bob"))).await, "sent");
+        let posted = posted.0.lock().unwrap().len();
+        assert_eq!(posted, usize::try_from(MAX_PER_RECIPIENT + MAX_PER_REQUESTER).unwrap() + 1);
+        store.close().await;
     }
 }

@@ -216,3 +216,55 @@ both_backends! {
         assert!(checkpoint.summary.contains("alice and bob asked"), "{checkpoint:?}");
     }
 }
+
+both_backends! {
+    async fn mcp_list_shows_a_failing_servers_stderr_to_admins_only_on_slack_too(db) {
+        let mut s = setup(&db, vec![text("first answer"), text("second answer")]).await;
+        s.config.slack.approver_usergroups = vec![APPROVERS.into()];
+        s.config.slack.admin_usergroups = vec!["S0ADMINS".into()];
+        s.config.mcp.servers.insert("leaky".into(), crate::suite::discord_commands::leaky_server());
+        s.config.mcp.refresh_interval = Duration::ZERO;
+        let run = socket_run(&s).await;
+        run.slack.set_usergroup(APPROVERS, &["U0CAROL"]);
+        run.slack.set_usergroup("S0ADMINS", &["U0ERIN"]);
+        let alice = run.slack.user("U0ALICE", "alice");
+        let bob = run.slack.user("U0BOB", "bob");
+        let carol = run.slack.user("U0CAROL", "carol");
+        let dave = run.slack.user("U0DAVE", "dave");
+        let erin = run.slack.user("U0ERIN", "erin");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "first question").await;
+        run.wait_message(CHANNEL_ID, &root, "the first answer", |m| m.text == "first answer").await;
+        run.slack.thread_message(CHANNEL_ID, &root, &bob, "a question from bob").await;
+        run.wait_message(CHANNEL_ID, &root, "bob's answer", |m| m.text == "second answer").await;
+        let list = |who: SlackUser| {
+            let run = &run;
+            async move {
+                let before = ephemerals(run, &who.id).len();
+                run.slack.slash_command(CHANNEL_ID, &who, "/sandpiper", "mcp list").await;
+                run.slack
+                    .wait_until(WAIT, "the mcp list", |_| ephemerals(run, &who.id).get(before).cloned())
+                    .await
+                    .text
+            }
+        };
+        let deadline = std::time::Instant::now() + WAIT;
+        let told = loop {
+            let told = list(erin.clone()).await;
+            if told.contains("db-s3cret") || std::time::Instant::now() > deadline {
+                break told;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(told.contains("leaky (") && told.contains("last stderr lines:") && told.contains("db-s3cret"), "{told}");
+        for who in [alice, bob, carol, dave] {
+            let name = who.name.clone();
+            let told = list(who).await;
+            assert!(told.contains("leaky (") && told.contains("0 tools"), "{name}: {told}");
+            assert!(!told.contains("db-s3cret") && !told.contains("stderr"), "{name}: {told}");
+        }
+        // Nothing of it was posted where others could read it.
+        let public: Vec<String> = run.slack.messages(CHANNEL_ID).into_iter()
+            .filter(|m| m.ephemeral_for.is_none()).map(|m| m.text).collect();
+        assert!(public.iter().all(|t| !t.contains("db-s3cret")), "{public:?}");
+    }
+}
