@@ -44,6 +44,7 @@ async fn page() -> Page {
             platforms: Vec::new(),
             service_key: None,
             discord_guild: Some(5),
+            memberships: Vec::new(),
         },
         stop.clone(),
     )
