@@ -69,7 +69,12 @@ fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
 
 /// The card's buttons for one pending approval, with an optional note; a press asks for
 /// confirmation (see `decide`).
+/// The buttons of a listed request; none for a viewer who is nobody in chat (the operator
+/// token), whom no thread's rules let decide.
 fn decide_form(viewer: &Viewer, a: &ApprovalView) -> Markup {
+    if viewer.user_id.is_none() {
+        return html! {};
+    }
     let kind = if a.review {
         ApprovalKind::Review
     } else {
