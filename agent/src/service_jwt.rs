@@ -210,7 +210,9 @@ mod tests {
             .unwrap();
         let claims = k.verify(&token, ADMIN_AUDIENCE).unwrap();
         assert_eq!(claims.sub, "ops");
-        let other = k.sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60)).unwrap();
+        let other = k
+            .sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60))
+            .unwrap();
         let other = k.verify(&other, ADMIN_AUDIENCE).unwrap();
         assert!(claims.jti.is_some(), "every signed token has an id");
         assert_ne!(claims.jti, other.jti, "each its own");

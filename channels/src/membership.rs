@@ -38,7 +38,11 @@ pub trait Membership: Send + Sync {
 /// The roles that may matter for `requests`: the node's configured approver roles and those
 /// stored with the requests (in force when each was asked, maybe on another node). A platform
 /// that must ask about each role (Slack's user groups) asks about these.
-pub async fn candidate_roles(agent: &Agent, configured: &[String], requests: &[String]) -> Vec<String> {
+pub async fn candidate_roles(
+    agent: &Agent,
+    configured: &[String],
+    requests: &[String],
+) -> Vec<String> {
     let mut candidates = configured.to_vec();
     for role in agent.approver_groups_of(requests).await {
         if !candidates.contains(&role) {
@@ -70,7 +74,11 @@ pub async fn decide_away(
     platforms: &[Arc<dyn Membership>],
     click: AwayClick<'_>,
 ) -> Result<ClickOutcome, String> {
-    let Some(request) = agent.approval(click.request_id).await.map_err(|e| e.to_string())? else {
+    let Some(request) = agent
+        .approval(click.request_id)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
         return Ok(ClickOutcome::Unknown);
     };
     let key: Option<WorkstreamKey> = request.workstream.parse().ok();

@@ -191,7 +191,11 @@ pub(super) fn validate(server: &ServerConfig, source: &ConfigSource) -> Result<(
             ),
         });
     }
-    if let Some(bad) = server.trusted_proxies.iter().find_map(|p| proxy_net(p).err()) {
+    if let Some(bad) = server
+        .trusted_proxies
+        .iter()
+        .find_map(|p| proxy_net(p).err())
+    {
         return Err(invalid("server.trusted_proxies", &bad));
     }
     if server.ops_listen == Some(server.listen) && server.listen.port() != 0 {
@@ -212,7 +216,10 @@ mod tests {
         let mut server = ServerConfig::default();
         let env = [
             ("SANDPIPER_OPS_LISTEN", "127.0.0.1:9100"),
-            ("SANDPIPER_OPS_TOKEN", " scrape-me-with-a-token-of-32-chars "),
+            (
+                "SANDPIPER_OPS_TOKEN",
+                " scrape-me-with-a-token-of-32-chars ",
+            ),
         ];
         apply_env(&mut server, &env).unwrap();
         assert_eq!(server.ops_listen, Some("127.0.0.1:9100".parse().unwrap()));
@@ -308,7 +315,10 @@ mod tests {
         };
         assert!(validate(&server, &ConfigSource::Defaults).is_ok());
         let nets = server.trusted_proxy_nets();
-        let trusted = |ip: &str| nets.iter().any(|n| n.contains(&ip.parse::<std::net::IpAddr>().unwrap()));
+        let trusted = |ip: &str| {
+            nets.iter()
+                .any(|n| n.contains(&ip.parse::<std::net::IpAddr>().unwrap()))
+        };
         assert_eq!(
             ["10.1.2.3", "192.0.2.7", "192.0.2.8", "fd12::1", "127.0.0.1"].map(trusted),
             [true, true, false, true, false]

@@ -305,7 +305,10 @@ mod tests {
     async fn a_session_ends_with_its_credential_and_a_token_signs_in_once() {
         let store = Store::memory().await.unwrap();
         let soon = now_ms() + 60_000;
-        let short = store.create_web_session(&alice(), Some(soon)).await.unwrap();
+        let short = store
+            .create_web_session(&alice(), Some(soon))
+            .await
+            .unwrap();
         assert_eq!(short.expires_at, soon);
         let far = store
             .create_web_session(&alice(), Some(now_ms() + 10 * SESSION_LIFETIME_MS))

@@ -89,8 +89,7 @@ impl Platforms {
 
     /// The platforms asked about a person's roles when they decide from the status page.
     fn memberships(&self) -> Vec<Arc<dyn sandpiper_channels::membership::Membership>> {
-        let mut memberships: Vec<Arc<dyn sandpiper_channels::membership::Membership>> =
-            Vec::new();
+        let mut memberships: Vec<Arc<dyn sandpiper_channels::membership::Membership>> = Vec::new();
         if let Some(d) = &self.discord {
             memberships.push(d.membership());
         }

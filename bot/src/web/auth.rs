@@ -288,7 +288,10 @@ fn too_many() -> Response {
 
 /// `GET /sign-in/{token}`: the link's page, whose button signs in. Opening a link spends
 /// nothing, so a previewer that fetches it takes no session.
-pub(super) async fn link_page(State(state): State<WebState>, Path(token): Path<String>) -> Response {
+pub(super) async fn link_page(
+    State(state): State<WebState>,
+    Path(token): Path<String>,
+) -> Response {
     let form = link_form_token(&state.key, &token);
     Html(pages::sign_in_link(&token, &form)).into_response()
 }
@@ -477,7 +480,10 @@ mod tests {
     fn a_forwarded_client_is_believed_only_from_a_trusted_proxy() {
         let proxies: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
         let mut headers = HeaderMap::new();
-        headers.append("x-forwarded-for", "203.0.113.9, 198.51.100.4".parse().unwrap());
+        headers.append(
+            "x-forwarded-for",
+            "203.0.113.9, 198.51.100.4".parse().unwrap(),
+        );
         headers.append("x-forwarded-for", "10.1.1.1".parse().unwrap());
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         for (peer, want) in [
@@ -487,10 +493,17 @@ mod tests {
             ("10.0.0.1", "198.51.100.4"),
             ("::ffff:10.0.0.1", "198.51.100.4"),
         ] {
-            assert_eq!(forwarded_client(&proxies, ip(peer), &headers), ip(want), "{peer}");
+            assert_eq!(
+                forwarded_client(&proxies, ip(peer), &headers),
+                ip(want),
+                "{peer}"
+            );
         }
         let mut forged = HeaderMap::new();
-        forged.insert("x-forwarded-for", "1.2.3.4, not-an-address".parse().unwrap());
+        forged.insert(
+            "x-forwarded-for",
+            "1.2.3.4, not-an-address".parse().unwrap(),
+        );
         assert_eq!(
             forwarded_client(&proxies, ip("10.0.0.1"), &forged),
             ip("10.0.0.1"),
@@ -521,6 +534,10 @@ mod tests {
         assert!(!csrf_ok(&viewer, Some(&csrf_token(&a, "s2"))));
         assert!(!csrf_ok(&viewer, Some("")));
         assert!(!csrf_ok(&viewer, None));
-        assert_ne!(link_form_token(&a, "s1"), t, "a link's form is not a session's");
+        assert_ne!(
+            link_form_token(&a, "s1"),
+            t,
+            "a link's form is not a session's"
+        );
     }
 }

@@ -555,7 +555,9 @@ mod tests {
             assert_eq!(shown_url(raw), shown, "{raw}");
         }
         assert_eq!(
-            redacted_text("cannot reach (https://u:p@h.example/x?key=k1), retrying\nthen http://h2/?t=2."),
+            redacted_text(
+                "cannot reach (https://u:p@h.example/x?key=k1), retrying\nthen http://h2/?t=2."
+            ),
             "cannot reach (https://h.example/x?key=%E2%80%A6), retrying\nthen http://h2/?t=%E2%80%A6."
         );
     }

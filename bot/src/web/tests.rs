@@ -61,7 +61,13 @@ impl Membership for Roles {
         _workstream: &WorkstreamKey,
         _candidates: &[String],
     ) -> Result<Vec<String>, String> {
-        Ok(self.0.lock().unwrap().get(user).cloned().unwrap_or_default())
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .get(user)
+            .cloned()
+            .unwrap_or_default())
     }
 }
 
@@ -124,11 +130,7 @@ impl Page {
     }
 
     /// Sends `req` as if from the TCP peer `peer`.
-    async fn from(
-        &self,
-        peer: &str,
-        mut req: Request<Body>,
-    ) -> axum::response::Response {
+    async fn from(&self, peer: &str, mut req: Request<Body>) -> axum::response::Response {
         let peer: SocketAddr = peer.parse().unwrap();
         req.extensions_mut()
             .insert(axum::extract::ConnectInfo(peer));
@@ -144,11 +146,15 @@ impl Page {
         headers: &[(&str, &str)],
     ) -> axum::response::Response {
         let (status, page) = self.get(path, None).await;
-        assert_eq!(status, StatusCode::OK, "opening a link answers its page: {page}");
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "opening a link answers its page: {page}"
+        );
         let at = page.find("name=\"csrf\" value=\"").expect("a form token") + 19;
         let form = format!("csrf={}", &page[at..at + 64]);
-        let mut req = Request::post(path)
-            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        let mut req =
+            Request::post(path).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
         for (name, value) in headers {
             req = req.header(*name, *value);
         }
@@ -278,7 +284,9 @@ async fn a_link_signs_in_once_with_a_strict_http_only_cookie() {
     assert_eq!(res.status(), StatusCode::GONE);
     let body = res.into_body().collect().await.unwrap().to_bytes();
     assert!(String::from_utf8_lossy(&body).contains("already used"));
-    let res = page.press_link("/sign-in/0000", "192.0.2.1:5000", &[]).await;
+    let res = page
+        .press_link("/sign-in/0000", "192.0.2.1:5000", &[])
+        .await;
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
     // Behind the trusted TLS proxy the cookie is Secure; a stranger saying so is not believed.
     for (peer, secure) in [(PROXY, true), ("192.0.2.1:5000", false)] {
@@ -287,7 +295,10 @@ async fn a_link_signs_in_once_with_a_strict_http_only_cookie() {
         let res = page
             .press_link(&path, peer, &[("x-forwarded-proto", "https")])
             .await;
-        let set = res.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
+        let set = res.headers()[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .to_owned();
         assert_eq!(set.contains("Secure"), secure, "{peer}: {set}");
     }
 }
@@ -304,7 +315,11 @@ async fn wrong_tries_are_limited_per_client_not_for_everyone() {
         assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "try {i}");
     }
     let res = page.type_token(attacker, OPERATOR_TOKEN).await;
-    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "the attacker waits");
+    assert_eq!(
+        res.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the attacker waits"
+    );
     let res = page.press_link("/sign-in/wrong", attacker, &[]).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "links too");
     // Another port, and a forged X-Forwarded-For: the same client.
@@ -337,7 +352,11 @@ async fn wrong_tries_are_limited_per_client_not_for_everyone() {
     let res = page
         .press_link(&path, PROXY, &behind("198.51.100.10"))
         .await;
-    assert_eq!(res.status(), StatusCode::SEE_OTHER, "another client behind the proxy");
+    assert_eq!(
+        res.status(),
+        StatusCode::SEE_OTHER,
+        "another client behind the proxy"
+    );
 }
 
 /// A service token for sandpiper-admin signs in to view, once, and its session ends when the
@@ -361,7 +380,9 @@ async fn a_service_token_signs_in_once_and_no_longer_than_it_lives() {
     let cookie = cookie_of(&res);
     let id = {
         let jar = axum_extra::extract::cookie::PrivateCookieJar::from_headers(
-            &[(header::COOKIE, cookie.parse().unwrap())].into_iter().collect(),
+            &[(header::COOKIE, cookie.parse().unwrap())]
+                .into_iter()
+                .collect(),
             super::auth::key_from(&page.agent.store().web_cookie_secret().await.unwrap()),
         );
         jar.get(super::auth::COOKIE).unwrap().value().to_owned()
@@ -784,11 +805,18 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
     }
     // The operator token views the page; it decides nothing, and its page offers no button.
     let (_, body) = page.get("/", Some(&operator_cookie)).await;
-    assert!(body.contains("bash: ls"), "the operator sees the request: {body}");
+    assert!(
+        body.contains("bash: ls"),
+        "the operator sees the request: {body}"
+    );
     assert!(!body.contains("action=\"/approvals/ap_one\""), "{body}");
     for path in ["/approvals/ap_one", "/approvals/ap_one/decide"] {
         let (status, body) = page
-            .post(path, &operator_cookie, &[("csrf", &operator_csrf), ("action", "a")])
+            .post(
+                path,
+                &operator_cookie,
+                &[("csrf", &operator_csrf), ("action", "a")],
+            )
             .await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
         assert!(body.contains("only view the page"), "{body}");
@@ -857,7 +885,10 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
-    assert!(body.contains("only the person who started this thread"), "{body}");
+    assert!(
+        body.contains("only the person who started this thread"),
+        "{body}"
+    );
 
     // The owner always allows the other.
     let (status, body) = page

@@ -350,7 +350,13 @@ async fn ready_and_metrics_need_the_operations_token_when_one_is_set() {
             "{path} with the service secret"
         );
         assert_eq!(
-            get(&http, addr, path, Some("ops-token-for-the-scraper-of-32-chars")).await,
+            get(
+                &http,
+                addr,
+                path,
+                Some("ops-token-for-the-scraper-of-32-chars")
+            )
+            .await,
             200,
             "{path} with the token"
         );
@@ -511,7 +517,10 @@ async fn event_streams_are_budgeted_and_leave_health_slack_and_notify_answering(
         if status.as_deref() == Some("200") {
             break;
         }
-        assert!(Instant::now() < deadline, "the budget came back: {status:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the budget came back: {status:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     gw.stop().await;
