@@ -54,6 +54,10 @@ pub struct Claims {
     pub iat: u64,
     /// Expires at (unix seconds).
     pub exp: u64,
+    /// The token's own id (random, set by [`ServiceKey::sign`]): the status page lets a token
+    /// sign in once, and remembers its id until it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jti: Option<String>,
 }
 
 /// The shared HS256 secret.
@@ -110,6 +114,7 @@ impl ServiceKey {
             sub: subject.into(),
             iat,
             exp: iat + lifetime.min(MAX_LIFETIME).as_secs(),
+            jti: Some(uuid::Uuid::new_v4().simple().to_string()),
         };
         self.sign_claims(&claims)
     }
@@ -189,6 +194,7 @@ mod tests {
             sub: "ops".into(),
             iat: t,
             exp: t + 60,
+            jti: None,
         }
     }
 
@@ -202,7 +208,14 @@ mod tests {
         let token = k
             .sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60))
             .unwrap();
-        assert_eq!(k.verify(&token, ADMIN_AUDIENCE).unwrap().sub, "ops");
+        let claims = k.verify(&token, ADMIN_AUDIENCE).unwrap();
+        assert_eq!(claims.sub, "ops");
+        let other = k
+            .sign(ADMIN_AUDIENCE, "ops", Duration::from_secs(60))
+            .unwrap();
+        let other = k.verify(&other, ADMIN_AUDIENCE).unwrap();
+        assert!(claims.jti.is_some(), "every signed token has an id");
+        assert_ne!(claims.jti, other.jti, "each its own");
         assert!(invalid(k.verify(&token, "sandpiper-channel")));
         let header = format!("Bearer {token}");
         assert!(verify_bearer(Some(&k), Some(&header), ADMIN_AUDIENCE).is_ok());

@@ -13,7 +13,7 @@
 //! `curl`) speaks it, and HTTP/2 would need limits of its own.
 
 mod body;
-mod peers;
+pub(crate) mod peers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -97,7 +97,16 @@ pub async fn serve_on(
             refuse(&stream, peer);
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        // Every request knows the TCP peer it came from (the status page limits sign-ins
+        // per client with it).
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                req
+            },
+        ));
         let timeout = limits.header_read_timeout;
         let shutdown = shutdown.clone();
         tokio::spawn(async move {

@@ -3,16 +3,19 @@
 //! whole cluster from the shared database and what each node writes about itself.
 //!
 //! # Layout
-//! - `auth`: sign-in links, the operator token, the session cookie, sign-out, rate limits.
+//! - `auth`: sign-in links, the operator token, the session cookie, sign-out, rate limits
+//!   per client.
 //! - `read_model`: what the page shows, cut to what the viewer may see.
 //! - `snapshot`: this node's own status (channels, MCP, model, running turns), written for
 //!   the other nodes.
 //! - `pages`: the HTML; `style.css` and `app.js` beside it, compiled in.
-//! - `events`: the event streams that keep the page current.
+//! - `events`: the event streams that keep the page current, and their budget.
+//! - `decide`: deciding from the page, by the thread's rules for that person.
 //!
 //! Routes: `/` (the cluster), `/w/{key}` (one workstream), `/events` and `/w/{key}/events`
-//! (their live parts), `/api/status` (the cluster as JSON), `/sign-in/{token}`,
-//! `POST /sign-in` (operator token), `POST /sign-out`, `POST /approvals/{id}` and
+//! (their live parts), `/api/status` (the cluster as JSON), `/sign-in/{token}` (a page whose
+//! button, `POST /sign-in/{token}`, spends the link), `POST /sign-in` (operator token, to
+//! view), `POST /sign-out`, `POST /approvals/{id}` and
 //! `POST /approvals/{id}/decide` (deciding from the page: `decide`), and `/assets/*` (the
 //! stylesheet and script, the only things served without a session: they hold no data).
 
@@ -29,11 +32,15 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
+use std::sync::Arc;
+
 use axum::{Extension, Json, Router};
 use axum_extra::extract::cookie::Key;
+use ipnet::IpNet;
 use sandpiper_agent::Agent;
 use sandpiper_agent::service_jwt::ServiceKey;
 use sandpiper_agent::store::StoreError;
+use sandpiper_channels::membership::Membership;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -49,10 +56,13 @@ pub struct WebSource {
     pub node_id: String,
     /// This node's chat connections.
     pub platforms: Vec<PlatformProbe>,
-    /// The service secret: a JWT for `sandpiper-admin` signs in as an admin.
+    /// The service secret: a JWT for `sandpiper-admin` signs in (once) to view as an admin.
     pub service_key: Option<ServiceKey>,
     /// The Discord server, for links to threads.
     pub discord_guild: Option<u64>,
+    /// This node's chat platforms, asked about a person's roles when they decide from the
+    /// page.
+    pub memberships: Vec<Arc<dyn Membership>>,
 }
 
 /// What the handlers share.
@@ -65,6 +75,11 @@ struct WebState {
     operator_token: Option<String>,
     service_key: Option<ServiceKey>,
     failures: auth::FailureLimit,
+    /// `[server] trusted_proxies`.
+    proxies: Vec<IpNet>,
+    memberships: Vec<Arc<dyn Membership>>,
+    streams: events::StreamSlots,
+    marker: events::MarkerWatch,
 }
 
 /// The status page's routes, and the task that writes this node's status until `shutdown`.
@@ -88,6 +103,10 @@ pub async fn router(source: WebSource, shutdown: CancellationToken) -> Result<Ro
         service_key: source.service_key,
         key: auth::key_from(&secret),
         failures: auth::FailureLimit::default(),
+        proxies: config.server.trusted_proxy_nets(),
+        memberships: source.memberships,
+        streams: events::StreamSlots::for_connections(config.server.max_connections),
+        marker: events::MarkerWatch::start(source.agent.clone(), shutdown),
         sources: Sources {
             local,
             node_id: source.node_id,
@@ -112,7 +131,7 @@ fn routes(state: WebState) -> Router {
         ));
     Router::new()
         .merge(private)
-        .route("/sign-in/{token}", get(auth::link))
+        .route("/sign-in/{token}", get(auth::link_page).post(auth::link))
         .route("/sign-in", post(auth::token))
         .route("/sign-out", post(auth::sign_out))
         .route("/assets/style.css", get(style))

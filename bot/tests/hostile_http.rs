@@ -11,7 +11,7 @@ use base64::Engine as _;
 use sandpiper_agent::service_jwt::{CHANNEL_AUDIENCE, ServiceKey};
 
 const SECRET: &str = "log-forging-test-secret-0123456789abcdef";
-const OPS_TOKEN: &str = "ops-token-from-the-environment";
+const OPS_TOKEN: &str = "ops-token-from-the-environment-32-chars";
 /// What an attacker wants to appear as a line of its own.
 const FORGED: &str = "2026-01-01T00:00:00.000000Z  INFO sandpiper: admin access granted to mallory";
 

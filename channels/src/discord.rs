@@ -17,6 +17,7 @@
 pub mod commands;
 pub mod handler;
 pub mod interactions;
+mod membership;
 mod notify;
 pub mod pace;
 pub mod render;
@@ -312,6 +313,11 @@ impl DiscordChannel {
     pub fn probe(&self) -> crate::status::Probe {
         let bot = self.bot.clone();
         Arc::new(move || connection(&bot))
+    }
+
+    /// Discord asked about a person's roles now, for decisions away from the thread.
+    pub fn membership(&self) -> Arc<dyn crate::membership::Membership> {
+        Arc::new(membership::DiscordMembership(self.bot.clone()))
     }
 
     /// Discord as a notification target (DMs and listened channels).

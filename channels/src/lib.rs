@@ -28,6 +28,8 @@
 //!   outside a chat message ([`thread::TurnStarter`]).
 //! - [`notify`]: notifications on a gateway: delivery to DMs and channels, and replies that
 //!   continue the workstream that sent them (platforms implement [`notify::NotifyPlatform`]).
+//! - [`membership`]: deciding away from the thread (the status page) by the thread's rules,
+//!   with the roles the platform says a person holds now ([`membership::Membership`]).
 //! - [`intake`]: which ways in are open (`channels`, `dms`), the same rule on every platform.
 //! - [`permissions`]: who may stop, close and talk in a thread, what a closed thread and an
 //!   empty mention answer, and the one wording of a refusal.
@@ -50,6 +52,7 @@ pub mod config;
 pub mod console;
 pub mod discord;
 pub mod intake;
+pub mod membership;
 pub mod notify;
 pub mod permissions;
 pub mod slack;

@@ -29,6 +29,7 @@ mod delivery;
 mod events;
 mod http;
 mod interactions;
+mod membership;
 pub mod mrkdwn;
 mod notify;
 mod socket;
@@ -260,6 +261,11 @@ impl SlackChannel {
     pub fn probe(&self) -> crate::status::Probe {
         let ctx = self.ctx.clone();
         Arc::new(move || connection(&ctx))
+    }
+
+    /// Slack asked about a person's user groups now, for decisions away from the thread.
+    pub fn membership(&self) -> Arc<dyn crate::membership::Membership> {
+        Arc::new(membership::SlackMembership(self.ctx.clone()))
     }
 
     /// Slack as a notification target (DMs and listened channels).

@@ -49,6 +49,7 @@ mod watch_store;
 mod watches;
 mod web;
 mod who_decides;
+mod who_decides_page;
 mod who_decides_slack;
 
 use std::time::Duration;

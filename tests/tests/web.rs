@@ -3,7 +3,7 @@
 //! real serenity client against the fake Discord, an MCP server, and a scripted model.
 //!
 //! One browser session walks through what a person does: `/console` in Discord gives a link,
-//! the link signs the browser in, a thread opened in Discord appears on the page without a
+//! the link's button signs the browser in, a thread opened in Discord appears on the page without a
 //! reload, its approval appears and goes when it is decided in the thread (and a second one
 //! is decided from the page, the card in the thread saying so), a tool's
 //! `<script>` output is shown as text and runs nothing, the MCP counts are those of
@@ -172,6 +172,27 @@ async fn console_link(fake: &FakeDiscord, user: &FakeUser) -> String {
     answer[at..].trim().to_owned()
 }
 
+/// On a sign-in link's page: opening it signed nobody in; its button does.
+async fn press_sign_in(client: &Client) {
+    until(
+        client,
+        "the link's page",
+        "return !!document.getElementById('sign-in')",
+    )
+    .await;
+    assert!(
+        client.get_named_cookie("sandpiper_session").await.is_err(),
+        "opening the link signed nobody in"
+    );
+    client
+        .find(Locator::Id("sign-in"))
+        .await
+        .expect("the button")
+        .click()
+        .await
+        .expect("signs in");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_in_a_real_browser() {
     let chromium = find("chromium", &["/usr/lib/chromium/chromium"]);
@@ -250,6 +271,7 @@ async fn the_status_page_in_a_real_browser() {
         .goto(&format!("{base}{link}"))
         .await
         .expect("the link");
+    press_sign_in(&client).await;
     until(
         &client,
         "alice's page",
@@ -270,8 +292,21 @@ async fn the_status_page_in_a_real_browser() {
         .execute("window.notReloaded = true; return true;", vec![])
         .await
         .expect("marks the page");
-    // The link worked once.
-    let reused = reqwest::get(format!("{base}{link}")).await.expect("asks");
+    // The link worked once: its page still opens, its button says it was used.
+    let page = reqwest::get(format!("{base}{link}"))
+        .await
+        .expect("asks")
+        .text()
+        .await
+        .expect("the link's page");
+    let at = page.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+    let reused = reqwest::Client::new()
+        .post(format!("{base}{link}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={}", &page[at..at + 64]))
+        .send()
+        .await
+        .expect("asks");
     assert_eq!(reused.status(), 410);
 
     // MCP counts as /health has them.
@@ -499,6 +534,7 @@ async fn the_status_page_in_a_real_browser() {
         .goto(&format!("{base}{link}"))
         .await
         .expect("bob's link");
+    press_sign_in(&client).await;
     until(
         &client,
         "bob's page",

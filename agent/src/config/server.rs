@@ -10,6 +10,9 @@ use super::{ConfigError, ConfigSource, Env, Secret, duration};
 
 /// The variable the operations token is read from when `ops_token_env` is unset.
 const DEFAULT_OPS_TOKEN_ENV: &str = "SANDPIPER_OPS_TOKEN";
+/// The shortest operations token accepted: it guards `/ready`, `/metrics` and the status
+/// page's view, so it must not be guessable within the sign-in rate limit.
+pub(super) const MIN_OPS_TOKEN_CHARS: usize = 32;
 
 /// `[server]`
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,6 +59,12 @@ pub struct ServerConfig {
     /// advertised URL, else `http://` + `listen`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub public_url: Option<String>,
+    /// Reverse proxies (addresses such as `10.0.0.5`, or networks such as `10.0.0.0/8`)
+    /// whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed: the status page counts
+    /// failed sign-ins per client behind them. Empty: every client is its own TCP peer and
+    /// those headers are ignored.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -72,6 +81,7 @@ impl Default for ServerConfig {
             ops_token: None,
             advertise_url: None,
             public_url: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -97,6 +107,24 @@ impl ServerConfig {
             None => format!("http://{}", self.listen),
         }
     }
+
+    /// `trusted_proxies` as networks (a bare address is a network of one); entries that do
+    /// not parse are refused when the configuration loads, so none are left off here.
+    pub fn trusted_proxy_nets(&self) -> Vec<ipnet::IpNet> {
+        self.trusted_proxies
+            .iter()
+            .filter_map(|p| proxy_net(p).ok())
+            .collect()
+    }
+}
+
+/// One `trusted_proxies` entry: `10.0.0.0/8`, `fd00::/8`, or one address.
+fn proxy_net(entry: &str) -> Result<ipnet::IpNet, String> {
+    let entry = entry.trim();
+    entry
+        .parse::<ipnet::IpNet>()
+        .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("`{entry}` is not an address or a network such as 10.0.0.0/8"))
 }
 
 fn address(value: &str, key: &str, var: &str) -> Result<SocketAddr, ConfigError> {
@@ -151,6 +179,25 @@ pub(super) fn validate(server: &ServerConfig, source: &ConfigSource) -> Result<(
     if server.body_read_timeout.is_zero() {
         return Err(invalid("server.body_read_timeout", "must be more than 0"));
     }
+    if let Some(token) = &server.ops_token
+        && token.expose().chars().count() < MIN_OPS_TOKEN_CHARS
+    {
+        return Err(ConfigError::Invalid {
+            key: "server.ops_token".into(),
+            source_name: server.effective_ops_token_env().into(),
+            message: format!(
+                "the operations token must be at least {MIN_OPS_TOKEN_CHARS} characters \
+                 (make one with `openssl rand -hex 32`)"
+            ),
+        });
+    }
+    if let Some(bad) = server
+        .trusted_proxies
+        .iter()
+        .find_map(|p| proxy_net(p).err())
+    {
+        return Err(invalid("server.trusted_proxies", &bad));
+    }
     if server.ops_listen == Some(server.listen) && server.listen.port() != 0 {
         return Err(invalid(
             "server.ops_listen",
@@ -169,11 +216,17 @@ mod tests {
         let mut server = ServerConfig::default();
         let env = [
             ("SANDPIPER_OPS_LISTEN", "127.0.0.1:9100"),
-            ("SANDPIPER_OPS_TOKEN", " scrape-me "),
+            (
+                "SANDPIPER_OPS_TOKEN",
+                " scrape-me-with-a-token-of-32-chars ",
+            ),
         ];
         apply_env(&mut server, &env).unwrap();
         assert_eq!(server.ops_listen, Some("127.0.0.1:9100".parse().unwrap()));
-        assert_eq!(server.ops_token, Some(Secret::new("scrape-me")));
+        assert_eq!(
+            server.ops_token,
+            Some(Secret::new("scrape-me-with-a-token-of-32-chars"))
+        );
         // A token named by ops_token_env replaces the default variable.
         let mut named = ServerConfig {
             ops_token_env: Some("METRICS_TOKEN".into()),
@@ -229,6 +282,20 @@ mod tests {
                     ..ServerConfig::default()
                 },
             ),
+            (
+                "server.ops_token",
+                ServerConfig {
+                    ops_token: Some(Secret::new("a-short-guessable-token")),
+                    ..ServerConfig::default()
+                },
+            ),
+            (
+                "server.trusted_proxies",
+                ServerConfig {
+                    trusted_proxies: vec!["10.0.0.0/8".into(), "proxy.internal".into()],
+                    ..ServerConfig::default()
+                },
+            ),
         ] {
             let result = validate(&server, &source);
             assert!(
@@ -237,5 +304,24 @@ mod tests {
             );
         }
         assert!(validate(&ServerConfig::default(), &source).is_ok());
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks() {
+        let server = ServerConfig {
+            trusted_proxies: vec!["10.0.0.0/8".into(), " 192.0.2.7 ".into(), "fd00::/8".into()],
+            ops_token: Some(Secret::new("0123456789abcdef0123456789abcdef")),
+            ..ServerConfig::default()
+        };
+        assert!(validate(&server, &ConfigSource::Defaults).is_ok());
+        let nets = server.trusted_proxy_nets();
+        let trusted = |ip: &str| {
+            nets.iter()
+                .any(|n| n.contains(&ip.parse::<std::net::IpAddr>().unwrap()))
+        };
+        assert_eq!(
+            ["10.1.2.3", "192.0.2.7", "192.0.2.8", "fd12::1", "127.0.0.1"].map(trusted),
+            [true, true, false, true, false]
+        );
     }
 }

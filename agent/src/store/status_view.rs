@@ -7,6 +7,28 @@
 use super::approvals::AllowedApprovers;
 use super::{Store, StoreError, now_ms};
 
+/// What the page's live parts are read from, summed up in a few numbers: when none of them
+/// moved, nothing the page shows from the database did (a workstream closed on another node
+/// aside, which the page's periodic full read catches). Every number comes from an index or
+/// a table of a few rows, so a status page can ask every second at no cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
+pub struct PageMarker {
+    /// The newest workstream (unix ms).
+    pub newest_workstream: i64,
+    /// The newest message's id.
+    pub last_message: i64,
+    /// Requests waiting for a decision.
+    pub pending: i64,
+    /// The newest waiting request (unix ms).
+    pub newest_pending: i64,
+    /// The newest status a node wrote about itself (unix ms).
+    pub node_status: i64,
+    /// The newest heartbeat of the registry (unix ms).
+    pub heartbeat: i64,
+    /// Watches, and the polls they made.
+    pub watch_polls: i64,
+}
+
 /// A workstream as the page lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkstreamOverview {
@@ -231,6 +253,24 @@ impl Store {
         .await?)
     }
 
+    /// The page's change marker now ([`PageMarker`]).
+    pub async fn page_marker(&self) -> Result<PageMarker, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT \
+             (SELECT COALESCE(MAX(created_at), 0) FROM workstreams) AS newest_workstream, \
+             (SELECT COALESCE(MAX(id), 0) FROM messages) AS last_message, \
+             (SELECT COUNT(*) FROM tool_approvals WHERE status = 'pending') AS pending, \
+             (SELECT COALESCE(MAX(created_at), 0) FROM tool_approvals \
+              WHERE status = 'pending') AS newest_pending, \
+             (SELECT COALESCE(MAX(updated_at), 0) FROM web_node_status) AS node_status, \
+             (SELECT COALESCE(MAX(heartbeat_at), 0) FROM services) AS heartbeat, \
+             (SELECT CAST(COALESCE(SUM(polls), 0) + COUNT(*) AS BIGINT) FROM watches) \
+              AS watch_polls",
+        )
+        .fetch_one(self.pool())
+        .await?)
+    }
+
     /// Records what node `node` says about itself now.
     pub async fn put_node_status(&self, node: &str, status: &str) -> Result<(), StoreError> {
         sqlx::query(
@@ -292,5 +332,22 @@ mod tests {
             nodes.iter().map(|n| n.status.as_str()).collect::<Vec<_>>(),
             vec!["{\"a\":1}"]
         );
+    }
+
+    #[tokio::test]
+    async fn the_page_marker_moves_with_a_message_and_stays_without_one() {
+        let store = Store::memory().await.unwrap();
+        let empty = store.page_marker().await.unwrap();
+        store.ensure_workstream("w", Some("alice")).await.unwrap();
+        let before = store.page_marker().await.unwrap();
+        assert_ne!(before, empty, "a new workstream moves it");
+        assert_eq!(store.page_marker().await.unwrap(), before);
+        store
+            .append_message("w", 0, &Message::user("hi"), Some("bob"))
+            .await
+            .unwrap();
+        let after = store.page_marker().await.unwrap();
+        assert_ne!(after, before);
+        assert_eq!(store.page_marker().await.unwrap(), after);
     }
 }

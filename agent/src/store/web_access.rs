@@ -1,6 +1,6 @@
 //! The status page's sign-in (issue 28): one-time links (`web_sign_in_links`), browser
-//! sessions (`web_sessions`) and the key every node encrypts session cookies with
-//! (`web_keys`).
+//! sessions (`web_sessions`), the service tokens that signed in already (`web_used_tokens`)
+//! and the key every node encrypts session cookies with (`web_keys`).
 //!
 //! A link's token is shown once, in chat or on the terminal; only its sha256 is stored, so a
 //! copy of the database signs nobody in. Redeeming is one `UPDATE … WHERE used_at IS NULL AND
@@ -135,11 +135,18 @@ impl Store {
         })
     }
 
-    /// Starts a browser session for `who`, lasting [`SESSION_LIFETIME_MS`].
-    pub async fn create_web_session(&self, who: &WebIdentity) -> Result<WebSession, StoreError> {
+    /// Starts a browser session for `who`, lasting [`SESSION_LIFETIME_MS`], or until
+    /// `ends_by` (unix ms) when that is sooner: a session never outlives the credential that
+    /// started it.
+    pub async fn create_web_session(
+        &self,
+        who: &WebIdentity,
+        ends_by: Option<i64>,
+    ) -> Result<WebSession, StoreError> {
         let id = new_token();
         let now = now_ms();
-        let expires_at = now + SESSION_LIFETIME_MS;
+        let lifetime = now + SESSION_LIFETIME_MS;
+        let expires_at = ends_by.map_or(lifetime, |end| end.min(lifetime));
         sqlx::query(
             "INSERT INTO web_sessions (id, user_id, admin, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5)",
@@ -196,6 +203,26 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(())
+    }
+
+    /// Takes the service token `jti` (valid until `expires_at`, unix ms) for a sign-in: `true`
+    /// the first time on any node of the database, `false` for every later use. Rows of
+    /// tokens that expired go on the way.
+    pub async fn use_token_once(&self, jti: &str, expires_at: i64) -> Result<bool, StoreError> {
+        let now = now_ms();
+        sqlx::query("DELETE FROM web_used_tokens WHERE expires_at < $1")
+            .bind(now)
+            .execute(self.pool())
+            .await?;
+        let taken = sqlx::query(
+            "INSERT INTO web_used_tokens (jti, expires_at) VALUES ($1, $2) \
+             ON CONFLICT (jti) DO NOTHING",
+        )
+        .bind(digest(jti))
+        .bind(expires_at)
+        .execute(self.pool())
+        .await?;
+        Ok(taken.rows_affected() == 1)
     }
 
     /// The secret session cookies are encrypted with, the same on every node of this
@@ -265,12 +292,37 @@ mod tests {
     #[tokio::test]
     async fn a_session_lives_until_signed_out_and_the_key_stays() {
         let store = Store::memory().await.unwrap();
-        let session = store.create_web_session(&alice()).await.unwrap();
+        let session = store.create_web_session(&alice(), None).await.unwrap();
         let found = store.web_session(&session.id).await.unwrap().unwrap();
         assert_eq!(found.who, alice());
         store.end_web_session(&session.id).await.unwrap();
         assert_eq!(store.web_session(&session.id).await.unwrap(), None);
         let key = store.web_cookie_secret().await.unwrap();
         assert_eq!(store.web_cookie_secret().await.unwrap(), key);
+    }
+
+    #[tokio::test]
+    async fn a_session_ends_with_its_credential_and_a_token_signs_in_once() {
+        let store = Store::memory().await.unwrap();
+        let soon = now_ms() + 60_000;
+        let short = store
+            .create_web_session(&alice(), Some(soon))
+            .await
+            .unwrap();
+        assert_eq!(short.expires_at, soon);
+        let far = store
+            .create_web_session(&alice(), Some(now_ms() + 10 * SESSION_LIFETIME_MS))
+            .await
+            .unwrap();
+        assert!(far.expires_at <= now_ms() + SESSION_LIFETIME_MS);
+        let ended = store.create_web_session(&alice(), Some(1)).await.unwrap();
+        assert_eq!(store.web_session(&ended.id).await.unwrap(), None);
+
+        assert!(store.use_token_once("jti-1", soon).await.unwrap());
+        assert!(!store.use_token_once("jti-1", soon).await.unwrap());
+        assert!(store.use_token_once("jti-2", soon).await.unwrap());
+        // An expired token's row goes; the token itself is refused by its expiry.
+        assert!(store.use_token_once("jti-old", 1).await.unwrap());
+        assert!(store.use_token_once("jti-old", 1).await.unwrap());
     }
 }

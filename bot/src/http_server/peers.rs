@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Who a connection counts against.
+/// Who a connection counts against (and whose failed sign-ins the status page counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Peer {
+pub(crate) enum Peer {
     /// One IPv4 address.
     V4([u8; 4]),
     /// The first 64 bits of an IPv6 address.
@@ -17,7 +17,7 @@ pub(super) enum Peer {
 }
 
 /// The peer an address counts against.
-pub(super) fn peer_of(ip: IpAddr) -> Peer {
+pub(crate) fn peer_of(ip: IpAddr) -> Peer {
     match ip.to_canonical() {
         IpAddr::V4(v4) => Peer::V4(v4.octets()),
         IpAddr::V6(v6) => Peer::V6Prefix(prefix64(v6)),

@@ -87,6 +87,18 @@ impl Platforms {
         probes
     }
 
+    /// The platforms asked about a person's roles when they decide from the status page.
+    fn memberships(&self) -> Vec<Arc<dyn sandpiper_channels::membership::Membership>> {
+        let mut memberships: Vec<Arc<dyn sandpiper_channels::membership::Membership>> = Vec::new();
+        if let Some(d) = &self.discord {
+            memberships.push(d.membership());
+        }
+        if let Some(s) = &self.slack {
+            memberships.push(s.membership());
+        }
+        memberships
+    }
+
     /// Lets turns start from outside a chat message (a watch firing, a reply to a
     /// notification): they go to the platform that shows the workstream. Returns the
     /// starters, and the platforms notifications are delivered on.
@@ -167,6 +179,7 @@ pub(super) async fn with_status_page(
         platforms: platforms.probes(),
         service_key: key.cloned(),
         discord_guild: platforms.discord_guild,
+        memberships: platforms.memberships(),
     };
     match crate::web::router(web, shutdown.clone()).await {
         Ok(web) => router.merge(web),

@@ -2,21 +2,25 @@
 //! buttons, each with an optional note. A press asks for confirmation first
 //! (`POST /approvals/{id}` answers a confirmation page, no script needed); the confirmation
 //! (`POST /approvals/{id}/decide`) goes through the one engine function a click in the thread
-//! goes through ([`Agent::decide_from_web`]), so the same rules apply (the owner or an
-//! approver; Always allow only the owner's; the stored request, its fingerprint and the
-//! approvers stored with it). The decision is stored as made on the page, and the thread's
-//! card, redrawn by the turn that waited, says who decided and that it was from the web.
+//! goes through ([`Agent::decide_from_web`], by way of [`decide_away`]), so the same rules
+//! apply (the owner or an approver; Always allow only the owner's; the stored request, its
+//! fingerprint and the approvers stored with it). The decision is stored as made on the page,
+//! and the thread's card, redrawn by the turn that waited, says who decided and that it was
+//! from the web.
 //!
 //! Cross-site requests: the session cookie is SameSite=Strict, and every POST carries the
 //! session's form token ([`auth::csrf_token`]); a missing or wrong one is a 403 and changes
 //! nothing.
 //!
-//! Who the page's viewer is to the rules: their sandpiper user (the owner test), and, for an
-//! admin session (chat admin roles or groups, the operator token), the approver roles stored
-//! with the request: the page cannot ask Discord or Slack for a person's roles, and an admin
-//! is who the page shows every approval to.
+//! Who the page's viewer is to the rules: their sandpiper user (the owner test), with the
+//! roles the thread's platform says they hold at the moment they decide ([`decide_away`]).
+//! Being an admin of the page grants nothing here: an admin without an approver role is
+//! refused on the page as on the card, and a role taken away in chat ends its power on the
+//! page at once. A session that is nobody in chat (the operator token, a service token)
+//! decides nothing.
 //!
 //! [`Agent::decide_from_web`]: sandpiper_agent::Agent::decide_from_web
+//! [`decide_away`]: sandpiper_channels::membership::decide_away
 
 use axum::Extension;
 use axum::Form;
@@ -24,9 +28,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use sandpiper_agent::approvals::ClickAction;
-use sandpiper_agent::approvals::{AskingTurn, Click, ClickOutcome, Clicker};
+use sandpiper_agent::approvals::{AskingTurn, ClickOutcome};
 use sandpiper_agent::protocol::ApprovalKind;
 use sandpiper_channels::card::{TurnNote, human_duration, outcome_line};
+use sandpiper_channels::membership::{AwayClick, decide_away};
 
 use super::WebState;
 use super::auth;
@@ -100,10 +105,10 @@ fn problem(status: StatusCode, title: &str, text: &str) -> Response {
     (status, Html(pages::problem(title, text))).into_response()
 }
 
-/// The token check every POST passes first.
+/// The checks every POST passes first: the session's form token, and a person behind it.
 fn guarded(viewer: &Viewer, form: &DecideForm, request: &str) -> Result<(), Refused> {
     if auth::csrf_ok(viewer, form.csrf.as_deref()) {
-        return Ok(());
+        return person(viewer);
     }
     tracing::warn!(
         request = %crate::log_format::escape_controls(request),
@@ -115,6 +120,21 @@ fn guarded(viewer: &Viewer, form: &DecideForm, request: &str) -> Result<(), Refu
         title: "Refused",
         text: "This form is not from your page (its token is missing or wrong). Reload the \
                page and try again."
+            .into(),
+    })
+}
+
+/// A session that is nobody in chat (the operator token, a service token) views, and decides
+/// nothing: no thread's rules name it.
+fn person(viewer: &Viewer) -> Result<(), Refused> {
+    if viewer.user_id.is_some() {
+        return Ok(());
+    }
+    Err(Refused {
+        status: StatusCode::FORBIDDEN,
+        title: "Not decided",
+        text: "The operator token and service tokens only view the page. To decide, sign in \
+               as yourself with the link /console gives you in chat."
             .into(),
     })
 }
@@ -181,25 +201,13 @@ pub(super) async fn decide(
         Err(refused) => return refused.into_response(),
     };
     let agent = state.sources.local.agent();
-    let roles = if viewer.admin {
-        agent.approver_groups_of(std::slice::from_ref(&id)).await
-    } else {
-        Vec::new()
-    };
-    let user_id = viewer.user_id.clone().unwrap_or_default();
-    let click = Click {
+    let click = AwayClick {
         request_id: &id,
         action: press.action,
-        clicker: Clicker {
-            user_id: &user_id,
-            roles: &roles,
-            approver_roles: &[],
-        },
+        user_id: viewer.user_id.as_deref().unwrap_or_default(),
         note: press.note,
-        path: sandpiper_agent::protocol::DecisionPath::Web,
-        grant: None,
     };
-    let outcome = match agent.decide_from_web(click).await {
+    let outcome = match decide_away(agent, &state.memberships, click).await {
         Ok(o) => o,
         Err(e) => return unavailable(e),
     };

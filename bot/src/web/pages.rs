@@ -69,7 +69,12 @@ fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
 
 /// The card's buttons for one pending approval, with an optional note; a press asks for
 /// confirmation (see `decide`).
+/// The buttons of a listed request; none for a viewer who is nobody in chat (the operator
+/// token), whom no thread's rules let decide.
 fn decide_form(viewer: &Viewer, a: &ApprovalView) -> Markup {
+    if viewer.user_id.is_none() {
+        return html! {};
+    }
     let kind = if a.review {
         ApprovalKind::Review
     } else {
@@ -162,9 +167,34 @@ pub(super) fn sign_in(problem: Option<&str>) -> String {
                 p { "Type " code { "/console" } " in Discord or Slack (or run "
                     code { "sandpiper console-link" } " on the server): you get a link that signs you in once, within 10 minutes." }
                 form method="post" action="/sign-in" {
-                    label for="token" { "Operator token" }
+                    label for="token" { "Operator token (to view; deciding needs your own link)" }
                     input #token type="password" name="token" autocomplete="off";
-                    button type="submit" { "Sign in as admin" }
+                    button type="submit" { "Sign in to view" }
+                }
+            }
+        },
+    )
+    .into_string()
+}
+
+/// A sign-in link's page: one button that spends the link (`POST` to the same path, with the
+/// form token `form` only this server renders), so opening the link alone signs nobody in.
+pub(super) fn sign_in_link(token: &str, form: &str) -> String {
+    let action = format!(
+        "{}{}",
+        sandpiper_agent::sign_in::SIGN_IN_PATH,
+        url::form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>()
+    );
+    layout(
+        "Sign in",
+        None,
+        html! {
+            section.card.signin {
+                h1 { "Sign in to the status page" }
+                p { "This link signs this browser in as you, once. Press the button to go on." }
+                form #sign-in-link method="post" action=(action) {
+                    input type="hidden" name="csrf" value=(form);
+                    button #sign-in type="submit" { "Sign in" }
                 }
             }
         },
@@ -294,7 +324,8 @@ fn node_card(node: &NodeView, now: i64) -> Markup {
                 b { (node.id) } " "
                 span.badge { (node.role) }
                 @if node.this_node { " " span.badge { "this node" } }
-                " v" (node.version) " · " code { (node.url) }
+                " v" (node.version)
+                @if !node.url.is_empty() { " · " code { (node.url) } }
                 " · heartbeat " span.age data-ts=(node.heartbeat_at) { (age(now - node.heartbeat_at)) }
                 " · " @if node.healthy { span.good { "healthy" } } @else { span.bad { "stale" } }
             }

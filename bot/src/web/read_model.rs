@@ -1,7 +1,9 @@
 //! What the status page shows, read from the store, this node's running turns and the status
 //! every node writes about itself, and cut to what the viewer may see: an admin sees
 //! everything; a person the workstreams they own or wrote in, the approvals they may decide
-//! and the watches of their workstreams.
+//! and the watches of their workstreams. Nodes' URLs and the errors of their MCP servers and
+//! model are an admin's alone, and shown redacted ([`shown_url`]): an error may quote a URL
+//! with a password or a key in it.
 //!
 //! The one place the page reads the agent: the templates get plain values from here.
 
@@ -184,6 +186,73 @@ pub(super) struct Sources {
     pub discord_guild: Option<u64>,
 }
 
+/// What `viewer` may see of `node`: an admin all of it, its URL and errors redacted; a person
+/// no URL, no error (the state stays), and only their own workstreams among its turns.
+fn cut_node(viewer: &Viewer, node: &mut NodeView, visible: &[&str]) {
+    let shown = |text: &str| viewer.admin.then(|| redacted_text(text));
+    node.url = shown(&node.url).unwrap_or_default();
+    let Some(status) = node.status.as_mut() else {
+        return;
+    };
+    for server in &mut status.mcp {
+        server.error = server.error.as_deref().and_then(shown);
+    }
+    status.model.error = status.model.error.as_deref().and_then(shown);
+    if !viewer.admin {
+        status
+            .live
+            .retain(|e| visible.contains(&e.workstream.as_str()));
+    }
+}
+
+/// What replaces what the page does not show of a URL.
+const HIDDEN: &str = "…";
+
+/// `raw` as the page shows a URL: without user info, every query value replaced by
+/// [`HIDDEN`], no fragment; something that does not parse as a URL is not shown at all.
+pub(super) fn shown_url(raw: &str) -> String {
+    let Ok(mut url) = url::Url::parse(raw) else {
+        return HIDDEN.to_owned();
+    };
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_fragment(None);
+    let keys: Vec<String> = url.query_pairs().map(|(k, _)| k.into_owned()).collect();
+    if keys.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut()
+            .clear()
+            .extend_pairs(keys.iter().map(|k| (k.as_str(), HIDDEN)));
+    }
+    url.to_string()
+}
+
+/// `text` (an error) with every URL in it shown as [`shown_url`] shows it.
+fn redacted_text(text: &str) -> String {
+    text.split_inclusive(char::is_whitespace)
+        .map(redacted_word)
+        .collect()
+}
+
+/// One word of an error with its URL, if it has one, as [`shown_url`] shows it; the
+/// punctuation around the URL stays.
+fn redacted_word(word: &str) -> String {
+    let Some(at) = word.find("://") else {
+        return word.to_owned();
+    };
+    let in_scheme = |c: char| c.is_ascii_alphanumeric() || "+-.".contains(c);
+    let start = word[..at].trim_end_matches(in_scheme).len();
+    let after = |c: char| c.is_whitespace() || "\"')>,;.".contains(c);
+    let end = word.trim_end_matches(after).len();
+    format!(
+        "{}{}{}",
+        &word[..start],
+        shown_url(&word[start..end]),
+        &word[end..]
+    )
+}
+
 /// Reads the page for `viewer`.
 pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterView, StoreError> {
     let store = src.local.agent().store();
@@ -320,15 +389,8 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
         .into_iter()
         .filter(|w| viewer.admin || visible.contains(&w.workstream.as_str()))
         .collect();
-    if !viewer.admin {
-        // A person sees nodes, but only their own workstreams among each node's turns.
-        for node in &mut nodes {
-            if let Some(status) = node.status.as_mut() {
-                status
-                    .live
-                    .retain(|e| visible.contains(&e.workstream.as_str()));
-            }
-        }
+    for node in &mut nodes {
+        cut_node(viewer, node, &visible);
     }
     Ok(ClusterView {
         nodes,
@@ -477,6 +539,77 @@ mod tests {
             admin,
             csrf: String::new(),
         }
+    }
+
+    #[test]
+    fn urls_lose_user_info_and_query_values() {
+        for (raw, shown) in [
+            ("http://gw-1.internal:8090", "http://gw-1.internal:8090/"),
+            (
+                "https://svc:hunter2@mcp.example/v1?api-key=s3cret&mode=fast#frag",
+                "https://mcp.example/v1?api-key=%E2%80%A6&mode=%E2%80%A6",
+            ),
+            ("https://token@mcp.example/", "https://mcp.example/"),
+            ("not a url", "…"),
+        ] {
+            assert_eq!(shown_url(raw), shown, "{raw}");
+        }
+        assert_eq!(
+            redacted_text(
+                "cannot reach (https://u:p@h.example/x?key=k1), retrying\nthen http://h2/?t=2."
+            ),
+            "cannot reach (https://h.example/x?key=%E2%80%A6), retrying\nthen http://h2/?t=%E2%80%A6."
+        );
+    }
+
+    #[test]
+    fn only_an_admin_sees_node_urls_and_errors_and_those_redacted() {
+        use super::super::snapshot::{McpServerState, ModelReach};
+        let node = || NodeView {
+            id: "n1".into(),
+            role: "gateway".into(),
+            url: "http://ops:pw@gw-1:8090/?token=t".into(),
+            version: "1".into(),
+            heartbeat_at: 0,
+            healthy: true,
+            this_node: true,
+            status: Some(NodeStatus {
+                mcp: vec![McpServerState {
+                    name: "db".into(),
+                    state: "failed".into(),
+                    tools: 0,
+                    resources: 0,
+                    prompts: 0,
+                    error: Some("connect https://a:dbpass@db.example/?password=x failed".into()),
+                }],
+                model: ModelReach {
+                    endpoint: "model:443".into(),
+                    reachable: Some(false),
+                    error: Some("cannot reach http://svc:pass@model/v1?api-key=k".into()),
+                },
+                ..NodeStatus::default()
+            }),
+            status_at: None,
+        };
+        let mut seen = node();
+        cut_node(&viewer("root", true), &mut seen, &[]);
+        let status = seen.status.as_ref().unwrap();
+        assert_eq!(seen.url, "http://gw-1:8090/?token=%E2%80%A6");
+        assert_eq!(
+            status.mcp[0].error.as_deref(),
+            Some("connect https://db.example/?password=%E2%80%A6 failed")
+        );
+        assert_eq!(
+            status.model.error.as_deref(),
+            Some("cannot reach http://model/v1?api-key=%E2%80%A6")
+        );
+        let mut seen = node();
+        cut_node(&viewer("alice", false), &mut seen, &[]);
+        let status = seen.status.as_ref().unwrap();
+        assert_eq!(seen.url, "");
+        assert_eq!(status.mcp[0].error, None);
+        assert_eq!(status.mcp[0].state, "failed", "the state stays");
+        assert_eq!(status.model.error, None);
     }
 
     #[test]

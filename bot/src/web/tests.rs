@@ -1,7 +1,11 @@
 //! The page's handlers without a browser (`oneshot`): nothing without a session, sign-in
-//! links used once, the operator token, sign-out, the rate limit, who sees what, escaping,
-//! and the event stream following a change.
+//! links used once and only by their button, the operator token and service tokens (to view,
+//! once), sign-out, the rate limit per client, who sees what, escaping, deciding by the
+//! thread's rules with the platform's roles now, and the event stream following a change.
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -13,17 +17,64 @@ use pretty_assertions::assert_eq;
 use sandpiper_agent::Agent;
 use sandpiper_agent::config::{Config, Secret};
 use sandpiper_agent::model::{Message, ToolCall};
+use sandpiper_agent::service_jwt::ServiceKey;
 use sandpiper_agent::store::web_access::WebIdentity;
+use sandpiper_agent::workstream::{KeyPlatform, WorkstreamKey};
+use sandpiper_channels::membership::Membership;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::{WebSource, router};
 
 const OPERATOR_TOKEN: &str = "operator-token-for-the-page-tests";
+const JWT_SECRET: &str = "a-service-secret-for-the-page-tests";
+/// The reverse proxy the page trusts in these tests.
+const PROXY: &str = "10.0.0.1:40000";
+
+/// Discord as the page asks it about roles, in these tests: each person's roles by their
+/// Discord id, changed as a test takes a role away.
+#[derive(Debug, Default)]
+struct Roles(Mutex<HashMap<String, Vec<String>>>);
+
+impl Roles {
+    fn set(&self, user: &str, roles: &[&str]) {
+        self.0
+            .lock()
+            .unwrap()
+            .insert(user.into(), roles.iter().map(|r| (*r).to_owned()).collect());
+    }
+}
+
+#[async_trait::async_trait]
+impl Membership for Roles {
+    fn platform(&self) -> KeyPlatform {
+        KeyPlatform::Discord
+    }
+
+    fn approver_roles(&self) -> &[String] {
+        &[]
+    }
+
+    async fn roles_of(
+        &self,
+        user: &str,
+        _workstream: &WorkstreamKey,
+        _candidates: &[String],
+    ) -> Result<Vec<String>, String> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .get(user)
+            .cloned()
+            .unwrap_or_default())
+    }
+}
 
 struct Page {
     agent: Agent,
     app: Router,
+    roles: Arc<Roles>,
     _dir: tempfile::TempDir,
     _stop: tokio_util::sync::DropGuard,
 }
@@ -35,15 +86,18 @@ async fn page() -> Page {
     config.model.base_url = Some("http://127.0.0.1:9/v1".into());
     config.tools.workdir = Some(dir.path().to_owned());
     config.server.ops_token = Some(Secret::new(OPERATOR_TOKEN));
+    config.server.trusted_proxies = vec!["10.0.0.0/8".into()];
     let agent = crate::wiring::build_agent(config).await.unwrap();
     let stop = CancellationToken::new();
+    let roles = Arc::new(Roles::default());
     let app = router(
         WebSource {
             agent: agent.clone(),
             node_id: "node-test".into(),
             platforms: Vec::new(),
-            service_key: None,
+            service_key: Some(ServiceKey::new(JWT_SECRET).unwrap()),
             discord_guild: Some(5),
+            memberships: vec![roles.clone()],
         },
         stop.clone(),
     )
@@ -52,6 +106,7 @@ async fn page() -> Page {
     Page {
         agent,
         app,
+        roles,
         _dir: dir,
         _stop: stop.drop_guard(),
     }
@@ -74,22 +129,59 @@ impl Page {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// Sends `req` as if from the TCP peer `peer`.
+    async fn from(&self, peer: &str, mut req: Request<Body>) -> axum::response::Response {
+        let peer: SocketAddr = peer.parse().unwrap();
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        self.app.clone().oneshot(req).await.unwrap()
+    }
+
+    /// Opens the link `path` (GET) and presses its button (POST) from `peer`, with
+    /// `headers`; the button's answer.
+    async fn press_link(
+        &self,
+        path: &str,
+        peer: &str,
+        headers: &[(&str, &str)],
+    ) -> axum::response::Response {
+        let (status, page) = self.get(path, None).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "opening a link answers its page: {page}"
+        );
+        let at = page.find("name=\"csrf\" value=\"").expect("a form token") + 19;
+        let form = format!("csrf={}", &page[at..at + 64]);
+        let mut req =
+            Request::post(path).header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        self.from(peer, req.body(Body::from(form)).unwrap()).await
+    }
+
     /// Signs in with a fresh link for `who`; returns the cookie to send.
     async fn sign_in(&self, who: WebIdentity) -> String {
         let link = self.agent.sign_in_link(&who).await.unwrap();
-        let path = link.url.split_once("/sign-in/").unwrap().1;
+        let token = link.url.split_once("/sign-in/").unwrap().1;
         let res = self
-            .app
-            .clone()
-            .oneshot(
-                Request::get(format!("/sign-in/{path}"))
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
+            .press_link(&format!("/sign-in/{token}"), "192.0.2.1:5000", &[])
+            .await;
         assert_eq!(res.status(), StatusCode::SEE_OTHER);
         cookie_of(&res)
+    }
+
+    /// Types `token` into the sign-in form from `peer`.
+    async fn type_token(&self, peer: &str, token: &str) -> axum::response::Response {
+        let form = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("token", token)
+            .finish();
+        let req = Request::post("/sign-in")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(form))
+            .unwrap();
+        self.from(peer, req).await
     }
 
     async fn user(&self, name: &str) -> String {
@@ -155,12 +247,25 @@ async fn a_link_signs_in_once_with_a_strict_http_only_cookie() {
         link.url
     );
     let path = format!("/sign-in/{}", link.url.rsplit('/').next().unwrap());
-    let res = page
-        .app
-        .clone()
-        .oneshot(Request::get(&path).body(Body::empty()).unwrap())
-        .await
+    // Opening the link (a previewer, a mail scanner) spends nothing and sets no cookie.
+    for _ in 0..3 {
+        let res = page
+            .app
+            .clone()
+            .oneshot(Request::get(&path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(res.headers().get(header::SET_COOKIE).is_none());
+    }
+    // A POST that is not from the link's page (no form token) spends nothing either.
+    let forged = Request::post(&path)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from("csrf=0000"))
         .unwrap();
+    let res = page.from("192.0.2.1:5000", forged).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let res = page.press_link(&path, "192.0.2.1:5000", &[]).await;
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
     let set = res.headers()[header::SET_COOKIE]
         .to_str()
@@ -175,62 +280,141 @@ async fn a_link_signs_in_once_with_a_strict_http_only_cookie() {
     assert!(body.contains("signed in as"), "{body}");
     assert!(body.contains("discord-alice"), "{body}");
     // Used: refused, and said so.
-    let (status, body) = page.get(&path, None).await;
-    assert_eq!(status, StatusCode::GONE);
-    assert!(body.contains("already used"), "{body}");
-    let (status, body) = page.get("/sign-in/0000", None).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
-    assert!(body.contains("not valid"), "{body}");
-    // Behind a TLS proxy the cookie is Secure.
-    let link = page.agent.sign_in_link(&person(&alice)).await.unwrap();
+    let res = page.press_link(&path, "192.0.2.1:5000", &[]).await;
+    assert_eq!(res.status(), StatusCode::GONE);
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&body).contains("already used"));
     let res = page
-        .app
-        .clone()
-        .oneshot(
-            Request::get(format!("/sign-in/{}", link.url.rsplit('/').next().unwrap()))
-                .header("x-forwarded-proto", "https")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert!(
-        res.headers()[header::SET_COOKIE]
+        .press_link("/sign-in/0000", "192.0.2.1:5000", &[])
+        .await;
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // Behind the trusted TLS proxy the cookie is Secure; a stranger saying so is not believed.
+    for (peer, secure) in [(PROXY, true), ("192.0.2.1:5000", false)] {
+        let link = page.agent.sign_in_link(&person(&alice)).await.unwrap();
+        let path = format!("/sign-in/{}", link.url.rsplit('/').next().unwrap());
+        let res = page
+            .press_link(&path, peer, &[("x-forwarded-proto", "https")])
+            .await;
+        let set = res.headers()[header::SET_COOKIE]
             .to_str()
             .unwrap()
-            .contains("Secure")
+            .to_owned();
+        assert_eq!(set.contains("Secure"), secure, "{peer}: {set}");
+    }
+}
+
+/// Ten wrong tries a minute from one client lock out that client, not everyone; a forged
+/// `X-Forwarded-For` is ignored from a stranger and gives no fresh count; behind the trusted
+/// proxy each client it names counts on its own.
+#[tokio::test]
+async fn wrong_tries_are_limited_per_client_not_for_everyone() {
+    let page = page().await;
+    let attacker = "192.0.2.66:4000";
+    for i in 0..10 {
+        let res = page.type_token(attacker, &format!("guess-{i}")).await;
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "try {i}");
+    }
+    let res = page.type_token(attacker, OPERATOR_TOKEN).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the attacker waits"
+    );
+    let res = page.press_link("/sign-in/wrong", attacker, &[]).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "links too");
+    // Another port, and a forged X-Forwarded-For: the same client.
+    let forged = page
+        .press_link(
+            "/sign-in/wrong",
+            "192.0.2.66:4001",
+            &[("x-forwarded-for", "203.0.113.1")],
+        )
+        .await;
+    assert_eq!(forged.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Everyone else still signs in.
+    let res = page.type_token("192.0.2.7:5000", OPERATOR_TOKEN).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER, "another client");
+    // Behind the trusted proxy: the client it names is counted, each on its own.
+    let behind = |client: &'static str| [("x-forwarded-for", client)];
+    for i in 0..10 {
+        let res = page
+            .press_link(&format!("/sign-in/w{i}"), PROXY, &behind("198.51.100.9"))
+            .await;
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    }
+    let res = page
+        .press_link("/sign-in/again", PROXY, &behind("198.51.100.9"))
+        .await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let alice = page.user("alice").await;
+    let link = page.agent.sign_in_link(&person(&alice)).await.unwrap();
+    let path = format!("/sign-in/{}", link.url.rsplit('/').next().unwrap());
+    let res = page
+        .press_link(&path, PROXY, &behind("198.51.100.10"))
+        .await;
+    assert_eq!(
+        res.status(),
+        StatusCode::SEE_OTHER,
+        "another client behind the proxy"
     );
 }
 
+/// A service token for sandpiper-admin signs in to view, once, and its session ends when the
+/// token would.
 #[tokio::test]
-async fn wrong_links_are_rate_limited() {
+async fn a_service_token_signs_in_once_and_no_longer_than_it_lives() {
     let page = page().await;
-    for i in 0..10 {
-        let (status, _) = page.get(&format!("/sign-in/wrong{i}"), None).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-    }
-    let (status, body) = page.get("/sign-in/wrong-again", None).await;
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    assert!(body.contains("Too many"), "{body}");
+    let key = ServiceKey::new(JWT_SECRET).unwrap();
+    let token = key
+        .sign(
+            crate::service_jwt::ADMIN_AUDIENCE,
+            "ops",
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let claims = key
+        .verify(&token, crate::service_jwt::ADMIN_AUDIENCE)
+        .unwrap();
+    let res = page.type_token("192.0.2.1:5000", &token).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let cookie = cookie_of(&res);
+    let id = {
+        let jar = axum_extra::extract::cookie::PrivateCookieJar::from_headers(
+            &[(header::COOKIE, cookie.parse().unwrap())]
+                .into_iter()
+                .collect(),
+            super::auth::key_from(&page.agent.store().web_cookie_secret().await.unwrap()),
+        );
+        jar.get(super::auth::COOKIE).unwrap().value().to_owned()
+    };
+    let session = page.agent.store().web_session(&id).await.unwrap().unwrap();
+    assert_eq!(
+        session.expires_at,
+        i64::try_from(claims.exp * 1000).unwrap(),
+        "the session ends with the token"
+    );
+    let (status, _) = page.get("/api/status", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK);
+    // Used once: refused the second time, on this node or any other of the database.
+    let res = page.type_token("192.0.2.1:5000", &token).await;
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    // A token without an id (not one sandpiper signed) is refused.
+    let bare = key
+        .sign_claims(&crate::service_jwt::Claims {
+            jti: None,
+            ..claims
+        })
+        .unwrap();
+    let res = page.type_token("192.0.2.1:5000", &bare).await;
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
 async fn the_operator_token_signs_in_as_admin_and_sign_out_ends_the_session() {
     let page = page().await;
-    let post = |token: &str| {
-        Request::post("/sign-in")
-            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .body(Body::from(format!("token={token}")))
-            .unwrap()
-    };
-    let res = page.app.clone().oneshot(post("nope")).await.unwrap();
+    let res = page.type_token("192.0.2.1:5000", "nope").await;
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
-    let res = page
-        .app
-        .clone()
-        .oneshot(post(OPERATOR_TOKEN))
-        .await
-        .unwrap();
+    let res = page.type_token("192.0.2.1:5000", OPERATOR_TOKEN).await;
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
     let cookie = cookie_of(&res);
     let (status, body) = page.get("/api/status", Some(&cookie)).await;
@@ -525,13 +709,23 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
         .live()
         .register("discord:50", &["ap_one".to_owned(), "ap_two".to_owned()]);
 
+    // The approver holds the approver role on Discord (as the page asks it now); the admin of
+    // the page holds none, as a chat admin without the approver role.
+    page.roles.set("approver", &["ops"]);
+    page.roles.set("admin", &["moderators"]);
+    let admin = page.user("admin").await;
     let owner_cookie = page.sign_in(person(&owner)).await;
-    let approver_cookie = page
+    let approver_cookie = page.sign_in(person(&approver)).await;
+    let admin_cookie = page
         .sign_in(WebIdentity {
-            user_id: Some(approver.clone()),
+            user_id: Some(admin.clone()),
             admin: true,
         })
         .await;
+    let admin_csrf = csrf_of(&page, &admin_cookie).await;
+    let operator = page.type_token("192.0.2.1:5000", OPERATOR_TOKEN).await;
+    let operator_cookie = cookie_of(&operator);
+    let operator_csrf = csrf_of(&page, &operator_cookie).await;
     let participant_cookie = page.sign_in(person(&participant)).await;
     let stranger_cookie = page.sign_in(person(&stranger)).await;
     let owner_csrf = csrf_of(&page, &owner_cookie).await;
@@ -589,10 +783,12 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
         ApprovalStatus::Pending
     );
 
-    // The participant and the stranger may not decide, whatever they send.
+    // The participant, the stranger and the admin without the approver role may not decide,
+    // whatever they send: the card's refusal, word for word.
     for (cookie, csrf) in [
         (&participant_cookie, &participant_csrf),
         (&stranger_cookie, &stranger_csrf),
+        (&admin_cookie, &admin_csrf),
     ] {
         let (status, body) = page
             .post(
@@ -607,6 +803,28 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
             "{body}"
         );
     }
+    // The operator token views the page; it decides nothing, and its page offers no button.
+    let (_, body) = page.get("/", Some(&operator_cookie)).await;
+    assert!(
+        body.contains("bash: ls"),
+        "the operator sees the request: {body}"
+    );
+    assert!(!body.contains("action=\"/approvals/ap_one\""), "{body}");
+    for path in ["/approvals/ap_one", "/approvals/ap_one/decide"] {
+        let (status, body) = page
+            .post(
+                path,
+                &operator_cookie,
+                &[("csrf", &operator_csrf), ("action", "a")],
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
+        assert!(body.contains("only view the page"), "{body}");
+    }
+    assert_eq!(
+        page.status_of("ap_one").await.status,
+        ApprovalStatus::Pending
+    );
     // The approver may approve but not always allow (the owner's).
     let (status, body) = page
         .post(
@@ -655,6 +873,21 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
     assert_eq!(
         page.status_of("ap_one").await.status,
         ApprovalStatus::Denied
+    );
+
+    // The role taken away in chat: the approver's page decides nothing more.
+    page.roles.set("approver", &[]);
+    let (status, body) = page
+        .post(
+            "/approvals/ap_two/decide",
+            &approver_cookie,
+            &[("csrf", &approver_csrf), ("action", "a")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body.contains("only the person who started this thread"),
+        "{body}"
     );
 
     // The owner always allows the other.

@@ -54,7 +54,7 @@ pub async fn dispatch(bot: &Arc<Bot>, interaction: Interaction) {
 
 type Result<T = ()> = std::result::Result<T, Error>;
 
-fn roles(member: Option<&Member>) -> Vec<String> {
+pub(super) fn roles(member: Option<&Member>) -> Vec<String> {
     member
         .map(|m| m.roles.iter().map(|r| r.to_string()).collect())
         .unwrap_or_default()

@@ -175,12 +175,12 @@ impl ClickPlace for SlackClick<'_> {
             .person(&self.user)
             .await
             .ok_or("my database did not answer")?;
-        let mut candidates = ctx.config.approver_usergroups.clone();
-        for group in ctx.agent.approver_groups_of(requests).await {
-            if !candidates.contains(&group) {
-                candidates.push(group);
-            }
-        }
+        let candidates = crate::membership::candidate_roles(
+            &ctx.agent,
+            &ctx.config.approver_usergroups,
+            requests,
+        )
+        .await;
         let roles = ctx.api.groups_of(&self.user, &candidates).await;
         Ok(Clicker {
             user_id: user.id,

@@ -142,6 +142,7 @@ async fn the_admin_api_refuses_bad_tokens_with_401() {
     let key = ServiceKey::new(SECRET).unwrap();
     let t = now();
     let claims = |aud: &str, iss: &str, iat: u64, exp: u64| Claims {
+        jti: None,
         iss: iss.into(),
         aud: aud.into(),
         sub: "ops".into(),

@@ -332,7 +332,7 @@ async fn get(http: &reqwest::Client, addr: SocketAddr, path: &str, token: Option
 async fn ready_and_metrics_need_the_operations_token_when_one_is_set() {
     let db = TestDb::sqlite();
     let gw = gateway(&db, true, true, |server| {
-        server.ops_token = Some(Secret::new("ops-token-for-the-scraper"));
+        server.ops_token = Some(Secret::new("ops-token-for-the-scraper-of-32-chars"));
     })
     .await;
     let http = client();
@@ -350,7 +350,13 @@ async fn ready_and_metrics_need_the_operations_token_when_one_is_set() {
             "{path} with the service secret"
         );
         assert_eq!(
-            get(&http, addr, path, Some("ops-token-for-the-scraper")).await,
+            get(
+                &http,
+                addr,
+                path,
+                Some("ops-token-for-the-scraper-of-32-chars")
+            )
+            .await,
             200,
             "{path} with the token"
         );
@@ -358,7 +364,7 @@ async fn ready_and_metrics_need_the_operations_token_when_one_is_set() {
     assert_eq!(get(&http, addr, "/health", None).await, 200);
     let metrics = http
         .get(format!("http://{addr}/metrics"))
-        .bearer_auth("ops-token-for-the-scraper")
+        .bearer_auth("ops-token-for-the-scraper-of-32-chars")
         .send()
         .await
         .unwrap()
@@ -399,5 +405,123 @@ async fn an_ops_address_serves_ready_and_metrics_and_the_public_port_does_not() 
         get(&http, ops, "/v1/api/channels/discord:1/connectors", None).await,
         404
     );
+    gw.stop().await;
+}
+
+/// Signs `name` (a person in no thread) in over HTTP with a fresh link; the session cookie.
+async fn signed_in(gw: &Gateway, name: &str) -> String {
+    let agent = &gw.node.agent;
+    let user = agent
+        .store()
+        .user_for_identity("discord", name, name)
+        .await
+        .expect("a user")
+        .id;
+    let who = sandpiper_agent::sign_in::WebIdentity {
+        user_id: Some(user),
+        admin: false,
+    };
+    let link = agent.sign_in_link(&who).await.expect("a link");
+    let path = &link.url[link.url.find("/sign-in/").expect("a link path")..];
+    let base = format!("http://{}", gw.node.addr);
+    super::who_decides_page::press_link(&super::who_decides_page::client(), &base, path).await
+}
+
+/// Opens `GET /events` with `cookie` from loopback address `from`; the stream and the
+/// status its answer started with (`None`: no answer in time).
+async fn stream_from(from: &str, addr: SocketAddr, cookie: &str) -> (TcpStream, Option<String>) {
+    let mut s = connect_from(from, addr).await;
+    let request = format!("GET /events HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n");
+    s.write_all(request.as_bytes()).await.expect("asks");
+    let head = head_within(&mut s, PROMPT).await;
+    let status = head.and_then(|h| h.split(' ').nth(1).map(str::to_owned));
+    (s, status)
+}
+
+/// One signed-in stranger opening event streams from 8 addresses holds 4 of them (the rest
+/// are answered 429 at once); many people together hold at most a quarter of the server's
+/// connections (the rest answered 503 at once); meanwhile `/health`, Slack's Events API and
+/// an authenticated notify answer at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_are_budgeted_and_leave_health_slack_and_notify_answering() {
+    let db = TestDb::sqlite();
+    let gw = gateway(&db, true, true, |server| {
+        server.max_connections = 40;
+    })
+    .await;
+    let addr = gw.node.addr;
+    let mallory = signed_in(&gw, "mallory").await;
+    let mut held = Vec::new();
+    let mut statuses = Vec::new();
+    for i in 0..32 {
+        let from = format!("127.0.0.{}", 2 + i % 8);
+        let (s, status) = stream_from(&from, addr, &mallory).await;
+        statuses.push(status.unwrap_or_else(|| panic!("stream {i} got no answer")));
+        held.push(s);
+    }
+    let count = |code: &str| statuses.iter().filter(|s| *s == code).count();
+    assert_eq!((count("200"), count("429")), (4, 28), "{statuses:?}");
+    // Twelve more people, one stream each: the node follows 10 (a quarter of 40) in all.
+    let mut others = Vec::new();
+    for i in 0..12 {
+        let cookie = signed_in(&gw, &format!("person{i}")).await;
+        let (s, status) = stream_from(&format!("127.0.1.{}", 2 + i), addr, &cookie).await;
+        others.push(status.unwrap_or_else(|| panic!("person {i} got no answer")));
+        held.push(s);
+    }
+    let count = |code: &str| others.iter().filter(|s| *s == code).count();
+    assert_eq!((count("200"), count("503")), (6, 6), "{others:?}");
+
+    // While the streams stay open: /health, Slack's Events API and notify answer at once.
+    let http = client();
+    let health = tokio::time::timeout(PROMPT, http.get(format!("http://{addr}/health")).send())
+        .await
+        .expect("/health answered promptly")
+        .expect("/health answered");
+    assert_eq!(health.status(), 200);
+    let slack = tokio::time::timeout(
+        PROMPT,
+        http.post(format!("http://{addr}/slack/events"))
+            .header("X-Slack-Request-Timestamp", unix_now().to_string())
+            .header("X-Slack-Signature", format!("v0={}", "ab".repeat(32)))
+            .body("{}")
+            .send(),
+    )
+    .await
+    .expect("Slack's endpoint answered promptly")
+    .expect("Slack's endpoint answered");
+    assert!(slack.status().is_client_error(), "{}", slack.status());
+    let token = ServiceKey::new(SECRET)
+        .unwrap()
+        .sign(CHANNEL_AUDIENCE, "node-b", Duration::from_secs(60))
+        .unwrap();
+    let notify = http
+        .post(format!("http://{addr}/v1/api/notify"))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({
+            "message": "still answering",
+            "channel_type": "slack",
+            "channel_id": CHANNEL_ID,
+        }))
+        .send();
+    let notify = tokio::time::timeout(PROMPT, notify)
+        .await
+        .expect("notify answered promptly")
+        .expect("notify answered");
+    assert_eq!(notify.status(), 200);
+    // A stream closed gives its place back.
+    drop(held);
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let (_s, status) = stream_from("127.0.0.2", addr, &mallory).await;
+        if status.as_deref() == Some("200") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the budget came back: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     gw.stop().await;
 }

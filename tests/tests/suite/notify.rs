@@ -285,7 +285,7 @@ both_backends! {
         let key = ServiceKey::new(SECRET).unwrap();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
         let claims = |f: &dyn Fn(&mut Claims)| {
-            let mut c = Claims { iss: ISSUER.into(), aud: CHANNEL_AUDIENCE.into(), sub: "test".into(), iat: now, exp: now + 60 };
+            let mut c = Claims { iss: ISSUER.into(), aud: CHANNEL_AUDIENCE.into(), sub: "test".into(), iat: now, exp: now + 60, jti: None };
             f(&mut c);
             c
         };
