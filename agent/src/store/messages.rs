@@ -44,7 +44,7 @@ macro_rules! counted {
 /// What appending a message also changes on its workstream's row, in the same statement:
 /// each statement is a round trip to the database (for SQLite, to its worker thread), and
 /// appends are on every turn's hot path.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Touch<'a> {
     /// Nothing.
     Nothing,
@@ -59,7 +59,7 @@ impl Touch<'_> {
     /// The statement for `backend`. SQLite runs several statements in one call, sharing the
     /// numbered parameters; PostgreSQL takes one statement per call, so the update rides in
     /// a data-modifying `WITH` of the insert (one statement, hence atomic).
-    fn sql(self, backend: Backend) -> &'static str {
+    fn sql(&self, backend: Backend) -> &'static str {
         match (self, backend) {
             (Touch::Nothing, _) => insert!(),
             (Touch::Activity, Backend::Sqlite) => concat!(insert!(), "; ", activity!()),
@@ -115,7 +115,7 @@ impl Store {
         let touch = if call.usage == Usage::default() {
             Touch::Nothing
         } else {
-            Touch::Usage(*call)
+            Touch::Usage(call.clone())
         };
         self.insert_message(workstream, seq, message, None, touch)
             .await
@@ -146,11 +146,11 @@ impl Store {
                 .bind(images.as_deref())
                 .bind(author)
                 .bind(now);
-            if let Touch::Usage(call) = touch {
+            if let Touch::Usage(call) = &touch {
                 insert = insert
                     .bind(count(call.usage.input_tokens))
                     .bind(count(call.usage.output_tokens))
-                    .bind(call.thread)
+                    .bind(call.thread.as_ref())
                     .bind(call.person)
                     .bind(call.model)
                     .bind(count(call.usage.cached_tokens))
@@ -195,6 +195,18 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(())
+    }
+
+    /// Whether `user` wrote a message in `workstream`.
+    pub async fn wrote_in(&self, workstream: &str, user: &str) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT seq FROM messages WHERE workstream = $1 AND author = $2 LIMIT 1",
+        )
+        .bind(workstream)
+        .bind(user)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(found.is_some())
     }
 
     /// The whole history of a workstream, oldest first.

@@ -7,14 +7,17 @@
 //! web page read for a question) go through [`Store::record_usage`]. Budgets are counted
 //! here, in the database, so every node sees the same figures and a restart forgets nothing.
 
+use std::borrow::Cow;
+
 use super::{Store, StoreError, now_ms};
 use crate::model::Usage;
+use crate::workstream::WorkstreamKey;
 
 /// One model call, as counted.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ModelCall<'a> {
     /// The thread it counts for: a sub-agent's call counts for the thread that started it.
-    pub thread: &'a str,
+    pub thread: Cow<'a, str>,
     /// Whose message started the turn (a sandpiper user id); `None` for a watch's turn or a
     /// notification reply's.
     pub person: Option<&'a str>,
@@ -36,11 +39,13 @@ impl<'a> ModelCall<'a> {
     }
 }
 
-/// The thread a workstream key counts for: the part before a sub-agent's `/tool:call`.
-fn thread_of(workstream: &str) -> &str {
-    workstream
-        .split_once('/')
-        .map_or(workstream, |(thread, _)| thread)
+/// The thread a workstream key counts for: a sub-agent's child counts for the thread at the
+/// top of it, every other key for itself.
+pub fn thread_of(workstream: &str) -> Cow<'_, str> {
+    match workstream.parse::<WorkstreamKey>() {
+        Ok(key @ WorkstreamKey::Child { .. }) => Cow::Owned(key.root().to_string()),
+        _ => Cow::Borrowed(workstream),
+    }
 }
 
 /// Token counts summed over model calls.
@@ -177,7 +182,7 @@ impl Store {
              cache_write_tokens, output_tokens, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
-        .bind(call.thread)
+        .bind(call.thread.as_ref())
         .bind(call.person)
         .bind(call.model)
         .bind(count(call.usage.input_tokens))

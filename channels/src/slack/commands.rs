@@ -68,20 +68,22 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                     action: crate::commands::grants::GrantsAction::Revoke(_)
                 }
             );
+            // Who may see a thread's or a channel's usage, and change a budget.
+            let costs = matches!(other, Command::Usage { .. } | Command::Budget { .. });
             let admin = deleting
                 && !ctx
                     .api
                     .groups_of(&user, &ctx.config.admin_usergroups)
                     .await
                     .is_empty();
-            let approver = matches!(other, Command::Compact)
+            let approver = (matches!(other, Command::Compact) || costs)
                 && !ctx
                     .api
                     .groups_of(&user, &ctx.config.approver_usergroups)
                     .await
                     .is_empty();
             let admin = admin
-                || (matches!(other, Command::Compact)
+                || ((matches!(other, Command::Compact) || costs)
                     && !ctx
                         .api
                         .groups_of(&user, &ctx.config.admin_usergroups)

@@ -112,6 +112,7 @@ impl Agent {
             }
         }
         ws.last_turn_end = Some(Instant::now());
+        ws.last_turn_usage = st.outcome.usage;
         Ok(st.outcome)
     }
 
