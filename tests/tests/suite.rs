@@ -44,6 +44,7 @@ mod subagents;
 mod tool_env;
 mod tool_search;
 mod turn_limits;
+mod usage;
 mod watch_store;
 mod watches;
 mod web;
