@@ -132,6 +132,20 @@ pub struct Config {
     pub log: LogConfig,
     /// The audit trail of approval events.
     pub audit: AuditConfig,
+    /// Daily token caps per person and per thread.
+    pub budgets: BudgetsConfig,
+}
+
+/// `[budgets]`: the tokens (prompt, cached included, and answer) the model may use per day
+/// (UTC), counted in the database (see [`crate::budget`]). None by default; an admin changes
+/// one person's or one thread's in chat with `/budget`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetsConfig {
+    /// What one person's turns may use per day, in all threads together.
+    pub person_daily_tokens: Option<u64>,
+    /// What one thread may use per day (its sub-agents included), whoever asks.
+    pub thread_daily_tokens: Option<u64>,
 }
 
 /// `[audit]`: how long the audit trail keeps its rows (see [`crate::store::audit`]).

@@ -32,6 +32,7 @@
 //! - [`people`]: who a platform account is: handles, display names, linked identities.
 //! - [`connectors`]: connector policy: which MCP servers a turn may use, from its tiers.
 //! - [`turn_limits`]: how many turns run at once, overall and per person.
+//! - [`budget`]: daily token budgets per person and per thread, and the refusal when used up.
 //! - [`activity`]: what running turns are doing now, for the status page.
 //! - [`metrics`]: counters for `GET /metrics` (turns, model calls, tool calls, notify).
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
@@ -42,6 +43,7 @@
 pub mod activity;
 pub mod approvals;
 pub mod bm25;
+pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod connectors;

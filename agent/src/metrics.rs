@@ -85,7 +85,8 @@ pub enum Family {
     TurnsEnded,
     /// Model calls: `(model, outcome)`.
     ModelCalls,
-    /// Model tokens: `(model, "input" | "output")`.
+    /// Model tokens: `(model, "input" | "cached" | "cache_write" | "output")`; `cached` and
+    /// `cache_write` are part of `input`.
     ModelTokens,
     /// Approvals: `(path, outcome)`.
     Approvals,
@@ -213,6 +214,12 @@ impl Metrics {
     /// Tokens a model call of `model` used.
     pub fn tokens(&self, model: &str, usage: &crate::model::Usage) {
         self.count(Family::ModelTokens, [model, "input"], usage.input_tokens);
+        self.count(Family::ModelTokens, [model, "cached"], usage.cached_tokens);
+        self.count(
+            Family::ModelTokens,
+            [model, "cache_write"],
+            usage.cache_write_tokens,
+        );
         self.count(Family::ModelTokens, [model, "output"], usage.output_tokens);
     }
 
@@ -354,7 +361,8 @@ mod tests {
         let usage = crate::model::Usage {
             input_tokens: 100,
             output_tokens: 7,
-            cached_tokens: 0,
+            cached_tokens: 60,
+            cache_write_tokens: 30,
         };
         m.tokens("gpt", &usage);
         m.tokens("gpt", &usage);
@@ -374,7 +382,12 @@ mod tests {
         assert_eq!(s.model_calls, 3);
         assert_eq!(
             family(Family::ModelTokens),
-            [("gpt", "input", 200), ("gpt", "output", 14)]
+            [
+                ("gpt", "cache_write", 60),
+                ("gpt", "cached", 120),
+                ("gpt", "input", 200),
+                ("gpt", "output", 14)
+            ]
         );
         assert_eq!(
             family(Family::TurnsEnded),

@@ -176,6 +176,9 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Prompt tokens the provider served from its prompt cache (part of `input_tokens`).
     pub cached_tokens: u64,
+    /// Prompt tokens the provider wrote to its prompt cache for later calls (part of
+    /// `input_tokens`; Anthropic reports them and charges more for them).
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -184,6 +187,7 @@ impl Usage {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cached_tokens += other.cached_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
 }
 

@@ -6,7 +6,7 @@
 //! identities and linking), [`services`] (the registry of running nodes), [`notifications`]
 //! (which workstream sent a delivered notification), [`platform_events`] (events a platform
 //! delivered, so each is handled once across nodes), [`web_access`] and [`status_view`] (the
-//! status page's sign-in and what it reads), [`audit`] (the append-only approval audit trail); [`recall`] is full-text search over the messages. Migrations are
+//! status page's sign-in and what it reads), [`audit`] (the append-only approval audit trail), [`usage`] (tokens per model call and the budgets set in chat); [`recall`] is full-text search over the messages. Migrations are
 //! embedded and run at connect time.
 
 pub mod approvals;
@@ -24,6 +24,7 @@ pub mod prompt_templates;
 pub mod recall;
 pub mod services;
 pub mod status_view;
+pub mod usage;
 pub mod users;
 pub mod watches;
 pub mod web_access;

@@ -40,6 +40,8 @@ pub struct Workstream {
     pub turns_since_load: u64,
     /// When the last turn ended (monotonic), for "resumed after a long pause".
     pub last_turn_end: Option<std::time::Instant>,
+    /// The tokens the last turn's model calls used (for `/status`'s cache share).
+    pub last_turn_usage: crate::model::Usage,
     /// Nudge cooldowns.
     pub nudges: crate::turn::nudge::Nudges,
     /// Deferred tools found by tool search (or called by name): offered from then on, for
@@ -289,6 +291,7 @@ impl Workstreams {
             workdir: self.layout.dir_for(key),
             turns_since_load: 0,
             last_turn_end: None,
+            last_turn_usage: Default::default(),
             nudges: crate::turn::nudge::Nudges::default(),
             expanded_tools: Default::default(),
             notes: Default::default(),

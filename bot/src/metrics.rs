@@ -369,7 +369,8 @@ mod tests {
             &sandpiper_agent::model::Usage {
                 input_tokens: 12,
                 output_tokens: 3,
-                cached_tokens: 0,
+                cached_tokens: 9,
+                cache_write_tokens: 0,
             },
         );
         m.approval("asked", "timed_out");
@@ -413,6 +414,7 @@ mod tests {
             "sandpiper_model_calls_total{model=\"gpt-x\",outcome=\"ok\"} 1",
             "sandpiper_model_tokens_total{model=\"gpt-x\",kind=\"input\"} 12",
             "sandpiper_model_tokens_total{model=\"gpt-x\",kind=\"output\"} 3",
+            "sandpiper_model_tokens_total{model=\"gpt-x\",kind=\"cached\"} 9",
             "sandpiper_approvals_total{path=\"asked\",outcome=\"timed_out\"} 1",
             "sandpiper_watch_polls_total{outcome=\"fired\"} 1",
             "sandpiper_watches_active 4",

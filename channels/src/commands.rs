@@ -7,6 +7,7 @@ pub mod answers;
 pub mod connectors;
 pub mod console_link;
 pub mod grants;
+pub mod usage;
 pub mod watches;
 
 use std::collections::HashMap;
@@ -100,6 +101,18 @@ pub enum Command {
     Grants {
         /// `list` or `revoke <tool|pattern|all>`.
         action: crate::commands::grants::GrantsAction,
+    },
+    /// The tokens the model used: yours, this thread's or this channel's, over a period.
+    Usage {
+        /// Whose.
+        scope: crate::commands::usage::UsageScope,
+        /// Since when.
+        period: crate::commands::usage::Period,
+    },
+    /// The daily budgets here, or (admins) change one.
+    Budget {
+        /// Show, or set a person's or this thread's.
+        action: crate::commands::usage::BudgetAction,
     },
     /// A one-time sign-in link to the status page, sent to the person alone.
     Console,
@@ -397,6 +410,44 @@ pub const COMMANDS: &[CommandSpec] = &[
             },
         ],
         parse: |a| crate::commands::grants::parse(a.get("action"), a.get("what")),
+    },
+    CommandSpec {
+        name: "usage",
+        description: "Tokens the model used: yours, this thread's or this channel's",
+        options: &[
+            OptionSpec {
+                name: "scope",
+                description: "me (default), thread, or channel (approvers and admins)",
+                required: false,
+                choices: &["me", "thread", "channel"],
+            },
+            OptionSpec {
+                name: "period",
+                description: "today (default), 7d, 30d or month",
+                required: false,
+                choices: &["today", "7d", "30d", "month"],
+            },
+        ],
+        parse: |a| crate::commands::usage::parse_usage(a.get("scope"), a.get("period")),
+    },
+    CommandSpec {
+        name: "budget",
+        description: "The daily token budgets here; admins set one: budget <thread|username> <tokens|off>",
+        options: &[
+            OptionSpec {
+                name: "target",
+                description: "thread, or a person's sandpiper username (admins only)",
+                required: false,
+                choices: &[],
+            },
+            OptionSpec {
+                name: "tokens",
+                description: "tokens per day, or off to lift the cap",
+                required: false,
+                choices: &[],
+            },
+        ],
+        parse: |a| crate::commands::usage::parse_budget(a.get("target"), a.get("tokens")),
     },
     CommandSpec {
         name: "console",

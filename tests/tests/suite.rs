@@ -45,6 +45,7 @@ mod template_store;
 mod tool_env;
 mod tool_search;
 mod turn_limits;
+mod usage;
 mod watch_store;
 mod watches;
 mod web;

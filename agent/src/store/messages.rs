@@ -1,5 +1,6 @@
 //! The `messages` table: a workstream's history, one row per message, ordered by `seq`.
 
+use super::usage::{ModelCall, count};
 use super::{Backend, RECONNECTS, Store, StoreError, connection_lost, now_ms};
 use crate::model::{ImagePart, Message, Role, ToolCall, Usage};
 
@@ -32,35 +33,50 @@ macro_rules! usage {
          WHERE key = $1"
     };
 }
+macro_rules! counted {
+    () => {
+        "INSERT INTO model_usage (workstream, person, model, input_tokens, cached_tokens, \
+         cache_write_tokens, output_tokens, created_at) \
+         VALUES ($13, $14, $15, $11, $16, $17, $12, $10)"
+    };
+}
 
 /// What appending a message also changes on its workstream's row, in the same statement:
 /// each statement is a round trip to the database (for SQLite, to its worker thread), and
 /// appends are on every turn's hot path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Touch {
+#[derive(Debug, Clone)]
+enum Touch<'a> {
     /// Nothing.
     Nothing,
     /// The activity time (a user message): it only orders workstream lists.
     Activity,
-    /// The model's token usage (its answer).
-    Usage(Usage),
+    /// The model's token usage (its answer): added to the workstream's totals and counted
+    /// as a call.
+    Usage(ModelCall<'a>),
 }
 
-impl Touch {
+impl Touch<'_> {
     /// The statement for `backend`. SQLite runs several statements in one call, sharing the
     /// numbered parameters; PostgreSQL takes one statement per call, so the update rides in
     /// a data-modifying `WITH` of the insert (one statement, hence atomic).
-    fn sql(self, backend: Backend) -> &'static str {
+    fn sql(&self, backend: Backend) -> &'static str {
         match (self, backend) {
             (Touch::Nothing, _) => insert!(),
             (Touch::Activity, Backend::Sqlite) => concat!(insert!(), "; ", activity!()),
             (Touch::Activity, Backend::Postgres) => {
                 concat!("WITH touched AS (", activity!(), ") ", insert!())
             }
-            (Touch::Usage(_), Backend::Sqlite) => concat!(insert!(), "; ", usage!()),
-            (Touch::Usage(_), Backend::Postgres) => {
-                concat!("WITH counted AS (", usage!(), ") ", insert!())
+            (Touch::Usage(_), Backend::Sqlite) => {
+                concat!(insert!(), "; ", usage!(), "; ", counted!())
             }
+            (Touch::Usage(_), Backend::Postgres) => concat!(
+                "WITH totals AS (",
+                usage!(),
+                "), counted AS (",
+                counted!(),
+                ") ",
+                insert!()
+            ),
         }
     }
 }
@@ -87,19 +103,19 @@ impl Store {
             .await
     }
 
-    /// Appends the model's answer at `seq` and adds its token usage to the workstream's
-    /// counts, in one statement (so a retried append never counts the usage twice).
+    /// Appends the model's answer at `seq`, adds its token usage to the workstream's counts
+    /// and counts the call, in one statement (so a retried append never counts it twice).
     pub async fn append_answer(
         &self,
         workstream: &str,
         seq: i64,
         message: &Message,
-        usage: Usage,
+        call: &ModelCall<'_>,
     ) -> Result<(), StoreError> {
-        let touch = if usage == Usage::default() {
+        let touch = if call.usage == Usage::default() {
             Touch::Nothing
         } else {
-            Touch::Usage(usage)
+            Touch::Usage(call.clone())
         };
         self.insert_message(workstream, seq, message, None, touch)
             .await
@@ -111,7 +127,7 @@ impl Store {
         seq: i64,
         message: &Message,
         author: Option<&str>,
-        touch: Touch,
+        touch: Touch<'_>,
     ) -> Result<(), StoreError> {
         let now = now_ms();
         let tool_calls = non_empty_json(&message.tool_calls)?;
@@ -130,10 +146,15 @@ impl Store {
                 .bind(images.as_deref())
                 .bind(author)
                 .bind(now);
-            if let Touch::Usage(usage) = touch {
+            if let Touch::Usage(call) = &touch {
                 insert = insert
-                    .bind(i64::try_from(usage.input_tokens).unwrap_or(i64::MAX))
-                    .bind(i64::try_from(usage.output_tokens).unwrap_or(i64::MAX));
+                    .bind(count(call.usage.input_tokens))
+                    .bind(count(call.usage.output_tokens))
+                    .bind(call.thread.as_ref())
+                    .bind(call.person)
+                    .bind(call.model)
+                    .bind(count(call.usage.cached_tokens))
+                    .bind(count(call.usage.cache_write_tokens));
             }
             match insert.execute(self.pool()).await {
                 Ok(_) => return Ok(()),
@@ -174,6 +195,18 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(())
+    }
+
+    /// Whether `user` wrote a message in `workstream`.
+    pub async fn wrote_in(&self, workstream: &str, user: &str) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT seq FROM messages WHERE workstream = $1 AND author = $2 LIMIT 1",
+        )
+        .bind(workstream)
+        .bind(user)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(found.is_some())
     }
 
     /// The whole history of a workstream, oldest first.
@@ -290,18 +323,29 @@ mod tests {
         let usage = Usage {
             input_tokens: 100,
             output_tokens: 20,
-            cached_tokens: 0,
+            cached_tokens: 60,
+            cache_write_tokens: 0,
         };
+        let call = ModelCall::new("w", Some("alice"), "m", usage);
         let answer = Message::assistant("hello");
-        store.append_answer("w", 1, &answer, usage).await.unwrap();
+        store.append_answer("w", 1, &answer, &call).await.unwrap();
         // A second append at the same place fails and adds nothing.
-        assert!(store.append_answer("w", 1, &answer, usage).await.is_err());
+        assert!(store.append_answer("w", 1, &answer, &call).await.is_err());
+        let nothing = ModelCall::new("w", Some("alice"), "m", Usage::default());
         store
-            .append_answer("w", 2, &Message::assistant("more"), Usage::default())
+            .append_answer("w", 2, &Message::assistant("more"), &nothing)
             .await
             .unwrap();
         let info = store.workstream("w").await.unwrap().unwrap();
         assert_eq!((info.tokens_in, info.tokens_out), (100, 20));
+        let counted = store
+            .usage(crate::store::usage::UsageOf::Person("alice"), 0)
+            .await
+            .unwrap();
+        assert_eq!(
+            (counted.calls, counted.input_tokens, counted.cached_tokens),
+            (1, 100, 60)
+        );
         assert_eq!(
             store.load_messages("w").await.unwrap(),
             vec![Message::user("hi"), answer, Message::assistant("more")]

@@ -19,6 +19,7 @@ use serde::Deserialize;
 
 use super::{OutputSink, Prepared, Tool, ToolContext, ToolError, ToolOutput};
 use crate::model::{ChatModel, ChatRequest, Message, ModelEvent};
+use crate::store::usage::ModelCall;
 
 use fetch::{FetchLimits, Fetched, parse_url};
 pub use ssrf::{AddressClass, Refusal, SsrfPolicy};
@@ -127,6 +128,8 @@ impl Tool for WebFetch {
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
             answer = ask(model, fetched.final_url.as_str(), question, page) => answer?,
         };
+        let (answer, usage) = answer;
+        count_reading(ctx, model.model_name(), usage).await;
         let mut notes = Vec::new();
         if fetched.truncated {
             notes.push(format!(
@@ -195,13 +198,26 @@ fn cut(text: &str, max: usize) -> (&str, bool) {
     }
 }
 
-/// The extra model call: the question answered from the page.
+/// Counts the extra model call for the thread and the person whose turn asked (for `/usage`
+/// and budgets). A store error is logged: the call was made and its answer is good.
+async fn count_reading(ctx: &ToolContext, model: &str, usage: crate::model::Usage) {
+    ctx.metrics.tokens(model, &usage);
+    let Some(store) = ctx.store.as_ref().filter(|_| usage != Default::default()) else {
+        return;
+    };
+    let call = ModelCall::new(&ctx.workstream, ctx.user_id.as_deref(), model, usage);
+    if let Err(e) = store.record_usage(&call).await {
+        tracing::warn!(workstream = %ctx.workstream, error = %e, "the tokens of a page reading could not be counted");
+    }
+}
+
+/// The extra model call: the question answered from the page, and its token usage.
 async fn ask(
     model: &dyn ChatModel,
     url: &str,
     question: &str,
     page: &str,
-) -> Result<String, ToolError> {
+) -> Result<(String, crate::model::Usage), ToolError> {
     let failed = |e: crate::model::ModelError| {
         ToolError::model(format!(
             "the page was fetched but the model could not read it: {e}"
@@ -219,11 +235,13 @@ async fn ask(
     };
     let mut stream = model.stream(request).await.map_err(failed)?;
     let mut answer = String::new();
+    let mut usage = crate::model::Usage::default();
     while let Some(event) = stream.next().await {
         match event.map_err(failed)? {
             ModelEvent::TextDelta(text) => answer.push_str(&text),
+            ModelEvent::Usage(counted) => usage = counted,
             ModelEvent::Done { .. } => break,
-            ModelEvent::ToolCallDelta { .. } | ModelEvent::Usage(_) => {}
+            ModelEvent::ToolCallDelta { .. } => {}
         }
     }
     if answer.trim().is_empty() {
@@ -231,5 +249,5 @@ async fn ask(
             "the page was fetched but the model gave no answer about it",
         ));
     }
-    Ok(answer)
+    Ok((answer, usage))
 }

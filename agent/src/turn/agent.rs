@@ -118,6 +118,10 @@ pub enum AgentError {
         /// The limit.
         limit: usize,
     },
+    /// A daily token budget of the person or the thread is used up; nothing was stored and
+    /// the model was not called. Show it: it says when the budget resets and who may raise it.
+    #[error(transparent)]
+    OverBudget(#[from] crate::budget::BudgetRefusal),
 }
 
 fn too_small_text(
@@ -199,6 +203,10 @@ pub struct WorkstreamStatus {
     pub context_window: crate::turn::context::ContextWindow,
     /// Messages summarised in its checkpoint rather than sent verbatim.
     pub compacted_messages: usize,
+    /// The tokens of the last turn answered since it was loaded.
+    pub last_turn: crate::model::Usage,
+    /// Every model call of the thread so far (its sub-agents' included).
+    pub counted: crate::store::usage::UsageTotals,
 }
 
 /// How a turn ended.
@@ -558,15 +566,22 @@ impl Agent {
         };
         let mut always_allowed = store.grants(workstream).await?;
         always_allowed.sort();
-        let (messages, context_tokens, compacted_messages) = {
+        let (messages, context_tokens, compacted_messages, last_turn) = {
             let handle = self.inner.workstreams.get(workstream, None).await?;
             let ws = handle.lock().await;
             (
                 ws.history.len(),
                 ws.context.last_prompt_tokens,
                 ws.context.start,
+                ws.last_turn_usage,
             )
         };
+        let thread = crate::store::usage::thread_of(workstream);
+        let counted = self
+            .inner
+            .store
+            .usage(crate::store::usage::UsageOf::Thread(&thread), 0)
+            .await?;
         let context_window = self.context_window().await;
         Ok(Some(WorkstreamStatus {
             key: info.row.key,
@@ -580,6 +595,8 @@ impl Agent {
             context_tokens,
             context_window,
             compacted_messages,
+            last_turn,
+            counted,
         }))
     }
 
@@ -669,6 +686,13 @@ impl Agent {
             req.sink.event(TurnEvent::Error(e.to_string()));
             return Err(e);
         }
+        let budgets = match self.starting_budgets(req.workstream, req.author).await {
+            Ok(budgets) => budgets,
+            Err(e) => {
+                req.sink.event(TurnEvent::Error(e.to_string()));
+                return Err(e);
+            }
+        };
         let Some(_permit) = self
             .take_place(req.workstream, req.author, req.sink, &req.cancel)
             .await
@@ -692,7 +716,66 @@ impl Agent {
             tracing::Instrument::instrument(self.turn(&mut ws, &req, None, task_connectors), span)
                 .await;
         self.mark_turn(req.workstream, false).await;
+        self.warn_budgets(&req, &budgets).await;
         self.report(&req, result, ws)
+    }
+
+    /// The budgets a new turn of `author` in `workstream` starts under; an error when one is
+    /// used up (the turn is then not started) or cannot be read.
+    async fn starting_budgets(
+        &self,
+        workstream: &str,
+        author: Option<&str>,
+    ) -> Result<Vec<crate::budget::Standing>, AgentError> {
+        let now = crate::store::now_ms();
+        let standings = self.budgets(workstream, author, now).await?;
+        match crate::budget::refusal(&standings, now) {
+            Some(refusal) => {
+                tracing::info!(workstream, author, budget = ?refusal.scope, used = refusal.used, cap = refusal.cap, "turn refused: budget used up");
+                Err(refusal.into())
+            }
+            None => Ok(standings),
+        }
+    }
+
+    /// The budgets that apply to a turn of `person` in `workstream`'s thread today.
+    pub async fn budgets(
+        &self,
+        workstream: &str,
+        person: Option<&str>,
+        now: i64,
+    ) -> Result<Vec<crate::budget::Standing>, StoreError> {
+        let thread = crate::store::usage::thread_of(workstream);
+        crate::budget::standings(
+            &self.inner.store,
+            &self.inner.config.budgets,
+            &thread,
+            person,
+            crate::budget::Day::of(now),
+        )
+        .await
+    }
+
+    /// Tells the thread when the turn took a budget past [`crate::budget::WARN_PERCENT`].
+    async fn warn_budgets(&self, req: &TurnRequest<'_>, before: &[crate::budget::Standing]) {
+        if before.iter().all(|s| s.cap.is_none()) {
+            return;
+        }
+        let after = match self
+            .budgets(req.workstream, req.author, crate::store::now_ms())
+            .await
+        {
+            Ok(after) => after,
+            Err(e) => {
+                tracing::warn!(workstream = req.workstream, error = %e, "budgets unreadable after the turn");
+                return;
+            }
+        };
+        for (before, after) in before.iter().zip(&after) {
+            if let Some(line) = crate::budget::warning(before, after) {
+                req.sink.event(TurnEvent::Notice(line));
+            }
+        }
     }
 
     /// In a cluster, marks a turn running in `workstream` (or no longer): a turn whose end is

@@ -38,6 +38,10 @@ pub async fn answer(
         }
         Command::Grants { action } => crate::commands::grants::answer(agent, action, who, at).await,
         Command::Help => help(at.prefix),
+        Command::Usage { scope, period } => {
+            crate::commands::usage::usage(agent, who, at, *scope, *period).await
+        }
+        Command::Budget { action } => crate::commands::usage::budget(agent, who, at, action).await,
         Command::Console => crate::commands::console_link::answer(agent, who, at.admin).await,
         Command::Compact => match at.workstream {
             None => format!("Use {}compact inside a thread I answer in.", at.prefix),
@@ -120,9 +124,31 @@ pub async fn status(agent: &Agent, workstream: &str) -> String {
         "Tokens used: {} in / {} out",
         status.tokens_in, status.tokens_out
     );
+    let _ = writeln!(out, "Prompt cache: {}", cache_share(&status));
     let _ = writeln!(out, "Always allowed: {allowed}");
     let _ = write!(out, "Messages: {}", status.messages);
     out
+}
+
+/// The share of prompt tokens the provider served from its cache: the last turn's and the
+/// thread's.
+fn cache_share(status: &sandpiper_agent::turn::agent::WorkstreamStatus) -> String {
+    let last = &status.last_turn;
+    let last = match (last.cached_tokens * 100).checked_div(last.input_tokens) {
+        Some(p) => format!(
+            "{p}% of the last turn's {} prompt tokens",
+            last.input_tokens
+        ),
+        None => "no turn since it was loaded".to_owned(),
+    };
+    let thread = &status.counted;
+    match thread.cache_percent() {
+        Some(p) => format!(
+            "{last}; {p}% of the thread's {} over {} model calls",
+            thread.input_tokens, thread.calls
+        ),
+        None => last,
+    }
 }
 
 /// Who may compact a thread: its owner, an approver or an admin.

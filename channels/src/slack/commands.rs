@@ -68,26 +68,25 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                     action: crate::commands::grants::GrantsAction::Revoke(_)
                 }
             );
-            // `mcp` shows servers' errors and stderr to admins only.
-            let admin = (deleting || matches!(other, Command::Mcp { .. }))
+            // Group memberships are asked only of the commands whose answer depends on them:
+            // `mcp` shows servers' errors and stderr to admins only; usage, budgets and
+            // compaction go by role.
+            let by_role = matches!(
+                other,
+                Command::Compact | Command::Usage { .. } | Command::Budget { .. }
+            );
+            let admin = (deleting || by_role || matches!(other, Command::Mcp { .. }))
                 && !ctx
                     .api
                     .groups_of(&user, &ctx.config.admin_usergroups)
                     .await
                     .is_empty();
-            let approver = matches!(other, Command::Compact)
+            let approver = by_role
                 && !ctx
                     .api
                     .groups_of(&user, &ctx.config.approver_usergroups)
                     .await
                     .is_empty();
-            let admin = admin
-                || (matches!(other, Command::Compact)
-                    && !ctx
-                        .api
-                        .groups_of(&user, &ctx.config.admin_usergroups)
-                        .await
-                        .is_empty());
             let at = Where {
                 workstream: workstream.as_deref(),
                 prefix: &ctx.prefix(),

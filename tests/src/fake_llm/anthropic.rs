@@ -27,7 +27,15 @@ pub(super) fn render(reply: &StreamedReply, model: &str) -> Vec<Step> {
                     "content": [],
                     "stop_reason": null,
                     "stop_sequence": null,
-                    "usage": { "input_tokens": usage.input_tokens, "output_tokens": 1 },
+                    // Anthropic's input_tokens are the uncached part only.
+                    "usage": {
+                        "input_tokens": usage
+                            .input_tokens
+                            .saturating_sub(usage.cached_tokens + usage.cache_write_tokens),
+                        "cache_read_input_tokens": usage.cached_tokens,
+                        "cache_creation_input_tokens": usage.cache_write_tokens,
+                        "output_tokens": 1
+                    },
                 },
             }),
         ),

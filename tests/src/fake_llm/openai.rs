@@ -78,6 +78,7 @@ pub(super) fn render(reply: &StreamedReply, model: &str) -> Vec<Step> {
                     "prompt_tokens": usage.input_tokens,
                     "completion_tokens": usage.output_tokens,
                     "total_tokens": usage.input_tokens + usage.output_tokens,
+                    "prompt_tokens_details": { "cached_tokens": usage.cached_tokens },
                 }),
             ));
             steps.push(Step::data("[DONE]"));

@@ -51,6 +51,10 @@ pub struct TokenUsage {
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache (part of `input_tokens`).
+    pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's cache (part of `input_tokens`; Anthropic).
+    pub cache_write_tokens: u64,
 }
 
 impl Default for TokenUsage {
@@ -59,6 +63,8 @@ impl Default for TokenUsage {
         Self {
             input_tokens: 12,
             output_tokens: 7,
+            cached_tokens: 0,
+            cache_write_tokens: 0,
         }
     }
 }
@@ -224,7 +230,20 @@ impl Reply {
             s.usage = TokenUsage {
                 input_tokens,
                 output_tokens,
+                ..TokenUsage::default()
             }
+        })
+    }
+
+    /// Of the prompt tokens, `cached` were served from the provider's cache and `written`
+    /// written to it (reported as each provider reports them).
+    ///
+    /// # Panics
+    /// If this is not a streamed reply.
+    pub fn with_cache(self, cached: u64, written: u64) -> Self {
+        self.map_stream("with_cache", |s| {
+            s.usage.cached_tokens = cached;
+            s.usage.cache_write_tokens = written;
         })
     }
 

@@ -259,6 +259,9 @@ impl EventDecoder {
         if let Some(read) = usage.cache_read_input_tokens {
             self.usage.cached_tokens = read;
         }
+        if let Some(written) = usage.cache_creation_input_tokens {
+            self.usage.cache_write_tokens = written;
+        }
         if let Some(output) = usage.output_tokens {
             self.usage.output_tokens = output;
         }

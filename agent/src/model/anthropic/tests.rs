@@ -125,6 +125,7 @@ async fn streams_text_and_tool_use() {
             input_tokens: 25,
             output_tokens: 1,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         }))
     );
     assert_eq!(
@@ -158,6 +159,7 @@ async fn streams_text_and_tool_use() {
             input_tokens: 25,
             output_tokens: 40,
             cached_tokens: 0,
+            cache_write_tokens: 0,
         }
     );
 }
@@ -216,7 +218,9 @@ async fn request_body_and_headers() {
         json!({
             "model": "test-model",
             "max_tokens": 8192,
-            "system": "You are sandpiper.",
+            "system": [
+                {"type": "text", "text": "You are sandpiper.", "cache_control": {"type": "ephemeral"}}
+            ],
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "list files"}]},
                 {"role": "assistant", "content": [
@@ -226,18 +230,50 @@ async fn request_body_and_headers() {
                 ]},
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.txt"}]},
-                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "error: bad arguments"}]}
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "error: bad arguments"}],
+                     "cache_control": {"type": "ephemeral"}}
                 ]}
             ],
             "tools": [{
                 "name": "bash",
                 "description": "Runs a command.",
-                "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}
+                "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+                "cache_control": {"type": "ephemeral"}
             }],
             "stream": true
         })
     );
     assert_eq!(requests[0].headers.get("authorization"), None);
+}
+
+#[tokio::test]
+async fn cache_reads_and_writes_are_read_from_usage() {
+    let body = events(&[
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 30,
+                "cache_creation_input_tokens": 200, "cache_read_input_tokens": 1800, "output_tokens": 1}}}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]);
+    let server = mock_server(body).await;
+    let (events, err) = run(&model(&server.uri()), &[Message::user("hi")]).await;
+    assert!(err.is_none(), "{err:?}");
+    let mut assembler = ResponseAssembler::default();
+    events.iter().for_each(|e| assembler.push(e));
+    assert_eq!(
+        assembler.finish().usage,
+        Usage {
+            input_tokens: 2030,
+            output_tokens: 9,
+            cached_tokens: 1800,
+            cache_write_tokens: 200,
+        }
+    );
 }
 
 #[tokio::test]

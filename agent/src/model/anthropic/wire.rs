@@ -1,5 +1,13 @@
 //! The Messages request body: the history converted to alternating user/assistant messages
 //! of content blocks, borrowing the history's text.
+//!
+//! Anthropic caches a prompt only up to the blocks marked `cache_control` (at most four per
+//! request), reading what it cached before from the longest marked prefix it has. The prefix
+//! is tools, then system, then messages, so three marks serve a conversation: the last tool
+//! (the tools alone, when only the system message changed), the system block (tools and
+//! system), and the last block of the last message. Since every call resends its predecessor
+//! unchanged and only appends (the turn's request is built that way), that last mark is where
+//! the next call finds its cache.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -11,20 +19,65 @@ use crate::model::{ChatRequest, ImagePart, Message, Role, ToolCall, ToolSchema};
 pub(super) struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    system: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<Marked<SystemBlock<'a>>>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<Marked<WireTool<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     stream: bool,
 }
 
+/// A block, tool or system block, marked as the end of a prefix Anthropic should cache.
+#[derive(Debug, Serialize)]
+struct Marked<T> {
+    #[serde(flatten)]
+    item: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+impl<T> Marked<T> {
+    fn plain(item: T) -> Self {
+        Self {
+            item,
+            cache_control: None,
+        }
+    }
+
+    fn cached(item: T) -> Self {
+        Self {
+            item,
+            cache_control: Some(CacheControl::EPHEMERAL),
+        }
+    }
+}
+
+/// `{"type": "ephemeral"}`: Anthropic's default cache lifetime (five minutes, renewed by
+/// every read).
+#[derive(Debug, Clone, Copy, Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+impl CacheControl {
+    const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+}
+
+/// The system message as a text block, the form that can carry a cache mark.
+#[derive(Debug, Serialize)]
+struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
 #[derive(Debug, Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: Vec<Marked<Block<'a>>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -108,12 +161,30 @@ pub(super) fn request_body<'a>(
     native_web_search: bool,
     request: &ChatRequest<'a>,
 ) -> Body<'a> {
+    let mut messages = messages(request.messages);
+    if let Some(last) = messages
+        .last_mut()
+        .and_then(|message| message.content.last_mut())
+    {
+        last.cache_control = Some(CacheControl::EPHEMERAL);
+    }
+    let mut tools: Vec<Marked<WireTool<'a>>> = tools(request.tools, native_web_search)
+        .into_iter()
+        .map(Marked::plain)
+        .collect();
+    if let Some(last) = tools.last_mut() {
+        last.cache_control = Some(CacheControl::EPHEMERAL);
+    }
+    let system = match request.system {
+        "" => Vec::new(),
+        text => vec![Marked::cached(SystemBlock { kind: "text", text })],
+    };
     Body {
         model,
         max_tokens,
-        system: request.system,
-        messages: messages(request.messages),
-        tools: tools(request.tools, native_web_search),
+        system,
+        messages,
+        tools,
         // Through the shortest decimal form, so that 0.2f32 is sent as 0.2.
         temperature: temperature.and_then(|t| t.to_string().parse().ok()),
         stream: true,
@@ -173,6 +244,7 @@ fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
         if blocks.is_empty() {
             continue;
         }
+        let blocks: Vec<Marked<Block<'_>>> = blocks.into_iter().map(Marked::plain).collect();
         match out.last_mut() {
             Some(last) if last.role == role => merge(&mut last.content, blocks),
             None if role == "assistant" => {
@@ -180,7 +252,7 @@ fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
                 // message first.
                 out.push(WireMessage {
                     role: "user",
-                    content: vec![Block::Text { text: CONTINUED }],
+                    content: vec![Marked::plain(Block::Text { text: CONTINUED })],
                 });
                 out.push(WireMessage {
                     role,
@@ -200,12 +272,12 @@ fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
 const CONTINUED: &str = "(continuing: the earlier part of this conversation is summarised in                          the system message)";
 
 /// Appends `blocks`, keeping tool results ahead of the other blocks.
-fn merge<'a>(content: &mut Vec<Block<'a>>, blocks: Vec<Block<'a>>) {
+fn merge<'a>(content: &mut Vec<Marked<Block<'a>>>, blocks: Vec<Marked<Block<'a>>>) {
     for block in blocks {
-        if matches!(block, Block::ToolResult { .. }) {
+        if matches!(block.item, Block::ToolResult { .. }) {
             let pos = content
                 .iter()
-                .position(|b| !matches!(b, Block::ToolResult { .. }))
+                .position(|b| !matches!(b.item, Block::ToolResult { .. }))
                 .unwrap_or(content.len());
             content.insert(pos, block);
         } else {
@@ -261,6 +333,48 @@ mod tests {
             name: name.into(),
             arguments: arguments.into(),
         }
+    }
+
+    #[test]
+    fn the_last_tool_the_system_and_the_last_block_are_marked_for_the_cache() {
+        let tool = |name: &str, defer_loading| ToolSchema {
+            name: name.into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}).into(),
+            defer_loading,
+        };
+        let tools = [tool("bash", false), tool("mcp__jira__create_ticket", true)];
+        let mut answer = Message::assistant("Looking.");
+        answer.tool_calls = vec![call("t1", "bash", "{}")];
+        let history = [
+            Message::user("first"),
+            answer,
+            Message::tool_result("t1", "bash", "ok"),
+            Message::user("second"),
+        ];
+        let request = ChatRequest {
+            system: "",
+            messages: &history,
+            tools: &tools,
+            max_tokens: None,
+            cache_key: None,
+        };
+        let body =
+            serde_json::to_value(request_body("m", 10, None, false, &request)).expect("serializes");
+        let marked = json!({"type": "ephemeral"});
+        // No system message, no system block to mark.
+        assert_eq!(body.get("system"), None);
+        // The server search tool closes the tools, and carries the mark.
+        assert_eq!(body["tools"][1].get("cache_control"), None);
+        assert_eq!(body["tools"][2]["cache_control"], marked);
+        let last = &body["messages"][2]["content"];
+        assert_eq!(last[0].get("cache_control"), None);
+        assert_eq!(
+            last[1],
+            json!({"type": "text", "text": "second", "cache_control": marked})
+        );
+        let marks = body.to_string().matches("cache_control").count();
+        assert_eq!(marks, 2);
     }
 
     #[test]

@@ -163,6 +163,7 @@ impl ChunkDecoder {
                 input_tokens: usage.prompt_tokens.unwrap_or(0),
                 output_tokens: usage.completion_tokens.unwrap_or(0),
                 cached_tokens: details.or(timings).unwrap_or(0),
+                cache_write_tokens: 0,
             }));
         }
         Ok(())

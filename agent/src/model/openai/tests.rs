@@ -76,6 +76,7 @@ async fn streams_text_usage_and_done() {
                 input_tokens: 12,
                 output_tokens: 2,
                 cached_tokens: 0,
+                cache_write_tokens: 0,
             }),
             ModelEvent::Done {
                 finish_reason: Some("stop".into())

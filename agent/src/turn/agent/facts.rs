@@ -132,4 +132,34 @@ impl Agent {
             .set_channel_connectors(channel, ids, by)
             .await
     }
+
+    /// Whether `user` wrote a message in `workstream` (a participant of the thread).
+    pub async fn wrote_in(&self, workstream: &str, user: &str) -> Result<bool, StoreError> {
+        self.inner.store.wrote_in(workstream, user).await
+    }
+
+    /// What `of` used since `since` (unix ms), for `/usage` and `/status`.
+    pub async fn usage(
+        &self,
+        of: crate::store::usage::UsageOf<'_>,
+        since: i64,
+    ) -> Result<crate::store::usage::UsageTotals, StoreError> {
+        self.inner.store.usage(of, since).await
+    }
+
+    /// Sets the daily token budget of a person or a thread (`None` lifts it), as `by` (an
+    /// admin: the caller checked) asked in chat; the change stays on record.
+    pub async fn set_budget(
+        &self,
+        scope: crate::store::usage::BudgetScope,
+        subject: &str,
+        daily_tokens: Option<u64>,
+        by: &str,
+    ) -> Result<(), StoreError> {
+        tracing::info!(scope = ?scope, subject, daily_tokens, by, "budget changed");
+        self.inner
+            .store
+            .set_budget(scope, subject, daily_tokens, by)
+            .await
+    }
 }

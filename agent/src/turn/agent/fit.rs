@@ -86,6 +86,8 @@ impl Compaction {
 struct Reach<'a> {
     sink: &'a dyn TurnSink,
     cancel: &'a CancellationToken,
+    /// Whose turn the summary's tokens count for (`None` for `/compact`).
+    person: Option<&'a str>,
 }
 
 impl<'a> From<&'a TurnRequest<'_>> for Reach<'a> {
@@ -93,6 +95,7 @@ impl<'a> From<&'a TurnRequest<'_>> for Reach<'a> {
         Self {
             sink: req.sink,
             cancel: &req.cancel,
+            person: req.author,
         }
     }
 }
@@ -166,6 +169,7 @@ impl Agent {
         let reach = Reach {
             sink,
             cancel: &cancel,
+            person: None,
         };
         // Its token is never cancelled, so the compaction always ends.
         let done = self
@@ -448,7 +452,7 @@ impl Agent {
         };
         let older = ws.history[start..start + split].to_vec();
         let Some(summary) = self
-            .summarise(ws.context.summary.as_deref(), &older, window, req)
+            .summarise(&ws.key, ws.context.summary.as_deref(), &older, window, req)
             .await
         else {
             for (i, content) in long_outputs {
@@ -503,6 +507,7 @@ impl Agent {
     /// stopped first. The thread shows that it compacts meanwhile ([`Compacting`]).
     async fn summarise(
         &self,
+        workstream: &str,
         previous: Option<&str>,
         older: &[Message],
         window: &ContextWindow,
@@ -536,7 +541,10 @@ impl Agent {
         );
         let written = written?;
         shown.finish();
-        Some(match written {
+        if let Ok((_, usage)) = &written {
+            self.count_call(workstream, req.person, *usage).await;
+        }
+        Some(match written.map(|(text, _)| text) {
             Ok(text) if !text.trim().is_empty() => text.trim().to_owned(),
             Ok(_) => compact::mechanical_summary(previous, older, max_bytes.min(4000)),
             Err(e) => {
@@ -616,19 +624,22 @@ fn summary_tokens(window: &ContextWindow) -> u64 {
     (window.tokens / 8).clamp(128, 800)
 }
 
-/// The text of a model call without tools, not shown to anyone.
+/// The text of a model call without tools, not shown to anyone, and its token usage.
 async fn collect_text(
     model: &dyn crate::model::ChatModel,
     request: ChatRequest<'_>,
-) -> Result<String, crate::model::ModelError> {
+) -> Result<(String, crate::model::Usage), crate::model::ModelError> {
     let mut stream = model.stream(request).await?;
     let mut text = String::new();
+    let mut usage = crate::model::Usage::default();
     while let Some(event) = stream.next().await {
-        if let ModelEvent::TextDelta(t) = event? {
-            text.push_str(&t);
+        match event? {
+            ModelEvent::TextDelta(t) => text.push_str(&t),
+            ModelEvent::Usage(u) => usage = u,
+            ModelEvent::ToolCallDelta { .. } | ModelEvent::Done { .. } => {}
         }
     }
-    Ok(text)
+    Ok((text, usage))
 }
 
 /// The bytes of the request as it would be sent now: the system message, the tools, and the

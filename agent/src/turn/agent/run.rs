@@ -16,6 +16,7 @@ use crate::model::{
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::StoreError;
 use crate::store::memories::{Scope, Visibility};
+use crate::store::usage::ModelCall;
 use crate::tools::ToolContext;
 use crate::turn::batch::Batch;
 use crate::turn::nudge::Signals;
@@ -95,7 +96,9 @@ impl Agent {
                 break;
             };
             st.outcome.usage.add(response.usage);
-            let calls = self.commit(ws, response, &mut st.outcome).await?;
+            let calls = self
+                .commit(ws, req.author, response, &mut st.outcome)
+                .await?;
             if calls.is_empty() {
                 break;
             }
@@ -109,6 +112,7 @@ impl Agent {
             }
         }
         ws.last_turn_end = Some(Instant::now());
+        ws.last_turn_usage = st.outcome.usage;
         Ok(st.outcome)
     }
 
@@ -401,16 +405,19 @@ impl Agent {
     pub(super) async fn commit(
         &self,
         ws: &mut Workstream,
+        person: Option<&str>,
         response: AssembledResponse,
         outcome: &mut TurnOutcome,
     ) -> Result<Vec<ToolCall>, AgentError> {
         let mut message = Message::assistant(response.text.clone());
         message.tool_calls = response.tool_calls;
         let calls = message.tool_calls.clone();
+        let model = &self.inner.config.model.model;
+        let call = ModelCall::new(&ws.key, person, model, response.usage);
         // The answer and its token usage in one statement (one round trip per model call).
         self.inner
             .store
-            .append_answer(&ws.key, ws.next_seq(), &message, response.usage)
+            .append_answer(&ws.key, ws.next_seq(), &message, &call)
             .await?;
         self.inner
             .metrics
@@ -418,6 +425,25 @@ impl Agent {
         ws.history.push(message);
         outcome.text = response.text;
         Ok(calls)
+    }
+
+    /// Counts a model call that appends no message (a compaction's summary): stored for
+    /// `/usage` and budgets, and in the metrics. A store error is logged: the call was made.
+    pub(super) async fn count_call(
+        &self,
+        workstream: &str,
+        person: Option<&str>,
+        usage: crate::model::Usage,
+    ) {
+        let model = &self.inner.config.model.model;
+        self.inner.metrics.tokens(model, &usage);
+        if usage == crate::model::Usage::default() {
+            return;
+        }
+        let call = ModelCall::new(workstream, person, model, usage);
+        if let Err(e) = self.inner.store.record_usage(&call).await {
+            tracing::warn!(workstream, error = %e, "the tokens of a model call could not be counted");
+        }
     }
 
     /// Prepares, approves and executes one batch of calls; returns whether anything was denied.

@@ -83,7 +83,9 @@ impl Agent {
                 break;
             };
             tokens += response.usage.input_tokens + response.usage.output_tokens;
-            let calls = self.commit(&mut ws, response, &mut outcome).await?;
+            let calls = self
+                .commit(&mut ws, turn.requested_by, response, &mut outcome)
+                .await?;
             if calls.is_empty() {
                 break;
             }

@@ -27,7 +27,10 @@ async fn openai_text_streams_one_delta_per_word_then_usage_and_done() {
     assert_eq!(finish_reasons(&chunks), finishes);
     let usage = chunks.last().expect("usage chunk");
     assert_eq!(usage["choices"], json!([]));
-    let expected = json!({ "prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19 });
+    let expected = json!({
+        "prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19,
+        "prompt_tokens_details": { "cached_tokens": 0 }
+    });
     assert_eq!(usage["usage"], expected);
     assert_eq!(llm.remaining(), 0);
     llm.verify();
