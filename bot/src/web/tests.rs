@@ -907,7 +907,10 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
     // The waiting turn got both decisions.
     let decisions = waiting.all().await;
     assert_eq!(decisions[0].verdict, Verdict::Deny);
-    assert_eq!(decisions[0].decided_by.as_deref(), Some("approver (@discord-approver)"));
+    assert_eq!(
+        decisions[0].decided_by.as_deref(),
+        Some("approver (@discord-approver)")
+    );
     assert_eq!(decisions[1].verdict, Verdict::AlwaysAllow);
 
     // A forged or unknown request, a button the page has not: refused, nothing stored.
