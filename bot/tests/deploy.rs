@@ -207,7 +207,7 @@ fn the_image_and_the_unit_never_override_the_configs_database() {
     };
     assert_eq!(
         database_of("[database]\nurl = \"postgres://sp@db.internal/sp\"\n"),
-        "postgres://sp@db.internal/sp"
+        "postgres://<redacted>@db.internal/sp"
     );
     assert_eq!(
         database_of("[model]\nmodel = \"m\"\n"),

@@ -172,18 +172,28 @@ async fn console_link(fake: &FakeDiscord, user: &FakeUser) -> String {
     answer[at..].trim().to_owned()
 }
 
-/// On a sign-in link's page: opening it signed nobody in; its button does.
-async fn press_sign_in(client: &Client) {
+/// Opens the sign-in link `link`: opening it signs nobody in (the session cookie is what it
+/// was), its button does.
+async fn sign_in_with(client: &Client, base: &str, link: &str) {
+    let session = async || {
+        client
+            .get_named_cookie("sandpiper_session")
+            .await
+            .ok()
+            .map(|c| c.value().to_owned())
+    };
+    let before = session().await;
+    client
+        .goto(&format!("{base}{link}"))
+        .await
+        .expect("the link");
     until(
         client,
         "the link's page",
         "return !!document.getElementById('sign-in')",
     )
     .await;
-    assert!(
-        client.get_named_cookie("sandpiper_session").await.is_err(),
-        "opening the link signed nobody in"
-    );
+    assert_eq!(session().await, before, "opening the link signed nobody in");
     client
         .find(Locator::Id("sign-in"))
         .await
@@ -267,21 +277,14 @@ async fn the_status_page_in_a_real_browser() {
     // alice signs in with the link /console gave her in Discord.
     let alice = FakeUser::new(810_000_000_000_001_001, "alice");
     let link = console_link(&fake, &alice).await;
-    client
-        .goto(&format!("{base}{link}"))
-        .await
-        .expect("the link");
-    press_sign_in(&client).await;
+    sign_in_with(&client, &base, &link).await;
     until(
         &client,
         "alice's page",
         "return !!document.getElementById('viewer')",
     )
     .await;
-    assert_eq!(
-        text_of(&client, "#viewer").await,
-        "discord-810000000000001001"
-    );
+    assert_eq!(text_of(&client, "#viewer").await, "@alice");
     until(
         &client,
         "the live stream",
@@ -443,7 +446,7 @@ async fn the_status_page_in_a_real_browser() {
     .await;
     let outcome = text_of(&client, "#outcome").await;
     assert!(
-        outcome.contains("Approved by discord-810000000000001001 from the status page"),
+        outcome.contains("Approved by @alice from the status page"),
         "{outcome}"
     );
     let card = fake
@@ -457,7 +460,7 @@ async fn the_status_page_in_a_real_browser() {
         .await;
     assert!(
         sandpiper_tests::discord_harness::card_text(&card)
-            .contains("Approved by discord-810000000000001001 from the status page"),
+            .contains("Approved by @alice from the status page"),
         "{}",
         sandpiper_tests::discord_harness::card_text(&card)
     );
@@ -530,21 +533,14 @@ async fn the_status_page_in_a_real_browser() {
     .await;
     let bob = FakeUser::new(810_000_000_000_001_002, "bob");
     let link = console_link(&fake, &bob).await;
-    client
-        .goto(&format!("{base}{link}"))
-        .await
-        .expect("bob's link");
-    press_sign_in(&client).await;
+    sign_in_with(&client, &base, &link).await;
     until(
         &client,
         "bob's page",
         "return !!document.getElementById('workstreams')",
     )
     .await;
-    assert_eq!(
-        text_of(&client, "#viewer").await,
-        "discord-810000000000001002"
-    );
+    assert_eq!(text_of(&client, "#viewer").await, "@bob");
     assert!(
         !client.source().await.expect("source").contains(&key),
         "bob sees no trace of the thread"

@@ -54,12 +54,15 @@ pub struct LinkedIdentity {
 }
 
 impl std::fmt::Display for LinkedIdentity {
-    /// `discord:2001 @alice`, or `console:alice` without a handle.
+    /// `discord:2001 @alice`; `console:alice` without a handle, or when the handle is the id
+    /// itself (the console's OS user).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.platform, self.platform_user_id)?;
         match &self.handle {
-            Some(handle) => write!(f, " @{handle}"),
-            None => Ok(()),
+            Some(handle) if !handle.eq_ignore_ascii_case(&self.platform_user_id) => {
+                write!(f, " @{handle}")
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -172,7 +172,16 @@ pub(super) fn request_body<'a>(
         .into_iter()
         .map(Marked::plain)
         .collect();
-    if let Some(last) = tools.last_mut() {
+    // A server tool or a deferred one carries no mark: the last tool always in the prompt does.
+    if let Some(last) = tools.iter_mut().rev().find(|t| {
+        matches!(
+            t.item,
+            WireTool::Function {
+                defer_loading: false,
+                ..
+            }
+        )
+    }) {
         last.cache_control = Some(CacheControl::EPHEMERAL);
     }
     let system = match request.system {
@@ -364,9 +373,11 @@ mod tests {
         let marked = json!({"type": "ephemeral"});
         // No system message, no system block to mark.
         assert_eq!(body.get("system"), None);
-        // The server search tool closes the tools, and carries the mark.
+        // The last tool always in the prompt carries the mark; a deferred tool and the server
+        // search tool after it do not.
+        assert_eq!(body["tools"][0]["cache_control"], marked);
         assert_eq!(body["tools"][1].get("cache_control"), None);
-        assert_eq!(body["tools"][2]["cache_control"], marked);
+        assert_eq!(body["tools"][2].get("cache_control"), None);
         let last = &body["messages"][2]["content"];
         assert_eq!(last[0].get("cache_control"), None);
         assert_eq!(

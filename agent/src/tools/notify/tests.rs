@@ -180,7 +180,7 @@ async fn a_dead_gateway_fails_over_to_the_next_and_the_token_is_for_channels() {
             "notify".to_owned(),
             json!({
                 "message": "deploy done", "username": "alice", "workstream": "slack:T1:C1:1.5",
-                "user_id": alice_id, "requested_by": "slack-u2",
+                "user_id": alice_id, "requested_by": "Bob (@slack-u2)",
             })
         )]
     );
