@@ -9,17 +9,10 @@ use sandpiper_agent::config::AuditConfig;
 use sandpiper_agent::store::audit::{AuditFilter, AuditKind, AuditRow};
 use sandpiper_agent::store::{Store, StoreError};
 
-/// How `sandpiper audit` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum AuditFormat {
-    /// Aligned columns for a terminal.
-    #[default]
-    Table,
-    /// One JSON object per line (every field of every event).
-    Jsonl,
-    /// Comma-separated values with a header row.
-    Csv,
-}
+use crate::tabular::{self, without_controls};
+
+/// How `sandpiper audit` prints: a table, JSON lines or CSV.
+pub use crate::tabular::Format as AuditFormat;
 
 /// A `--since` value that is neither a date nor a time.
 #[derive(Debug, thiserror::Error)]
@@ -98,16 +91,20 @@ pub fn render(rows: &[AuditRow], format: AuditFormat) -> String {
                 format!("{value}\n")
             })
             .collect(),
-        AuditFormat::Csv => {
-            let mut out =
-                String::from("time,kind,workstream,tool,actor,actor_id,how,request,detail\n");
-            for r in rows {
-                let line = columns(r).map(|c| csv_field(&c)).join(",");
-                out.push_str(&line);
-                out.push('\n');
-            }
-            out
-        }
+        AuditFormat::Csv => tabular::csv(
+            [
+                "time",
+                "kind",
+                "workstream",
+                "tool",
+                "actor",
+                "actor_id",
+                "how",
+                "request",
+                "detail",
+            ],
+            rows.iter().map(columns),
+        ),
         AuditFormat::Table => {
             if rows.is_empty() {
                 return "No audit events match.\n".into();
@@ -122,26 +119,8 @@ pub fn render(rows: &[AuditRow], format: AuditFormat) -> String {
                 "HOW",
                 "REQUEST",
                 "DETAIL",
-            ]
-            .map(str::to_owned);
-            let body: Vec<[String; 9]> = rows.iter().map(columns).collect();
-            let mut widths = header.clone().map(|h| h.chars().count());
-            for row in &body {
-                for (w, c) in widths.iter_mut().zip(row) {
-                    *w = (*w).max(c.chars().count());
-                }
-            }
-            let mut out = String::new();
-            for row in std::iter::once(&header).chain(&body) {
-                let cells: Vec<String> = row
-                    .iter()
-                    .zip(widths)
-                    .map(|(c, w)| format!("{c:<w$}"))
-                    .collect();
-                out.push_str(cells.join("  ").trim_end());
-                out.push('\n');
-            }
-            out
+            ];
+            tabular::table(header, rows.iter().map(columns))
         }
     }
 }
@@ -224,38 +203,6 @@ fn one_line(text: &str) -> String {
     }
 }
 
-/// A CSV field a spreadsheet shows as text: control characters other than line breaks are
-/// replaced, and a field that would start a formula (`=`, `+`, `-`, `@`, a tab or a carriage
-/// return; what people type into a denial note or a workstream name) gets a leading `'`, as
-/// OWASP advises against CSV injection. The JSON lines keep the exact text.
-fn csv_field(text: &str) -> String {
-    let mut field: String = text
-        .chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' {
-                '\u{FFFD}'
-            } else {
-                c
-            }
-        })
-        .collect();
-    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        field.insert(0, '\'');
-    }
-    if field.contains([',', '"', '\n', '\'']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field
-    }
-}
-
-/// `text` with every control character replaced by U+FFFD.
-fn without_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
-        .collect()
-}
-
 /// Prunes the trail once a day while the process runs (`serve`); the first pruning happens at
 /// start ([`ledger::session_started`]).
 pub fn prune_daily(store: Store, audit: AuditConfig) {
@@ -335,16 +282,16 @@ mod tests {
     #[test]
     fn fields_a_spreadsheet_or_a_terminal_would_run_are_shown_as_text() {
         assert_eq!(
-            csv_field("=HYPERLINK(\"http://x\")"),
+            tabular::csv_field("=HYPERLINK(\"http://x\")"),
             "\"'=HYPERLINK(\"\"http://x\"\")\""
         );
-        assert_eq!(csv_field("@SUM(A1)"), "\"'@SUM(A1)\"");
-        assert_eq!(csv_field("-2+3"), "\"'-2+3\"");
-        assert_eq!(csv_field("\tcmd"), "\"'\u{FFFD}cmd\"");
-        assert_eq!(csv_field("plain text"), "plain text");
-        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+        assert_eq!(tabular::csv_field("@SUM(A1)"), "\"'@SUM(A1)\"");
+        assert_eq!(tabular::csv_field("-2+3"), "\"'-2+3\"");
+        assert_eq!(tabular::csv_field("\tcmd"), "\"'\u{FFFD}cmd\"");
+        assert_eq!(tabular::csv_field("plain text"), "plain text");
+        assert_eq!(tabular::csv_field("two\nlines"), "\"two\nlines\"");
         assert_eq!(
-            csv_field("bell\u{7}esc\u{1b}]0;owned\u{7}"),
+            tabular::csv_field("bell\u{7}esc\u{1b}]0;owned\u{7}"),
             "bell\u{FFFD}esc\u{FFFD}]0;owned\u{FFFD}"
         );
         assert_eq!(one_line("a\u{1b}[2Jb\n c"), "a\u{FFFD}[2Jb c");

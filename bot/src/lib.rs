@@ -61,5 +61,7 @@ pub mod registry;
 pub mod serve;
 pub mod service_jwt;
 pub mod single_node;
+pub mod tabular;
+pub mod usage;
 pub mod web;
 pub mod wiring;

@@ -93,6 +93,9 @@ enum Command {
     /// Print the approval audit trail: every request, decision (who, and through which
     /// path), call run unasked (and why), timeout, cancellation and grant.
     Audit(sandpiper::audit::AuditArgs),
+    /// Print the model tokens used (prompt, cached, output) per user, workstream, channel or
+    /// model since a date.
+    Usage(sandpiper::usage::UsageArgs),
     /// Change your username.
     Rename {
         /// The new username (a-z, 0-9, `_`, `.`, `-`; at most 32 characters).
@@ -257,6 +260,10 @@ async fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
         Command::Audit(args) => {
             let setup = Setup::load(loaded, &flags)?.for_platforms();
             sandpiper::audit::run(args, &setup.config).await
+        }
+        Command::Usage(args) => {
+            let setup = Setup::load(loaded, &flags)?.for_platforms();
+            sandpiper::usage::run(args, &setup.config).await
         }
         Command::Rename { username } => {
             let setup = Setup::load(loaded, &flags)?.for_platforms().writing()?;
