@@ -129,7 +129,7 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exec_json_writes_the_call_its_approval_result_usage_and_answer_as_lines() {
+async fn exec_json_writes_the_call_its_result_usage_and_answer_as_lines() {
     let llm = FakeLlm::start(vec![
         tool_call("c1", "bash", json!({ "command": "echo hello-from-bash" })).with_usage(11, 3),
         text("It said hello.").with_usage(20, 5),
@@ -147,15 +147,9 @@ async fn exec_json_writes_the_call_its_approval_result_usage_and_answer_as_lines
         (&call[0]["name"], &call[0]["call_id"]),
         (&json!("bash"), &json!("c1"))
     );
-    let decided = of_type(&events, "approval_decided");
-    assert_eq!(
-        decided
-            .iter()
-            .map(|d| (&d["call_id"], &d["decision"], &d["by"]))
-            .collect::<Vec<_>>(),
-        vec![(&json!("c1"), &json!("approved"), &json!("--yes"))],
-        "{shown}"
-    );
+    // With --yes no call asks: nothing waits for a decision.
+    assert_eq!(call[0]["needs_approval"], json!(false), "{shown}");
+    assert!(of_type(&events, "approval_requested").is_empty(), "{shown}");
     let result = of_type(&events, "tool_result");
     assert_eq!(result.len(), 1, "{shown}");
     assert!(
@@ -183,7 +177,11 @@ async fn exec_json_writes_the_call_its_approval_result_usage_and_answer_as_lines
     let last = events.last().unwrap();
     assert_eq!(
         (&last["type"], &last["status"], &last["text"]),
-        (&json!("result"), &json!("answered"), &json!("It said hello.")),
+        (
+            &json!("result"),
+            &json!("answered"),
+            &json!("It said hello.")
+        ),
         "{shown}"
     );
 }

@@ -14,10 +14,10 @@
 use std::sync::Mutex;
 
 use sandpiper_agent::Agent;
+use sandpiper_agent::TurnRequest;
 use sandpiper_agent::protocol::{
     ApprovalItem, ApprovalOutcome, Approver, Decision, DecisionPath, TurnEvent, TurnSink,
 };
-use sandpiper_agent::TurnRequest;
 use serde_json::{Value, json};
 
 use super::sink::{ConsoleSink, locked};
@@ -307,9 +307,7 @@ impl OneShot {
                 (Ending::Failed, String::new(), none)
             }
             Ok(outcome) if outcome.cancelled => (Ending::Failed, outcome.text, outcome.usage),
-            Ok(outcome) if *locked(&sink.refused) => {
-                (Ending::Refused, outcome.text, outcome.usage)
-            }
+            Ok(outcome) if *locked(&sink.refused) => (Ending::Refused, outcome.text, outcome.usage),
             Ok(outcome) => (Ending::Answered, outcome.text, outcome.usage),
         }
     }
