@@ -75,7 +75,7 @@ pub struct OneShot {
 
 /// Where the turn's events go: the console's text, or JSON lines.
 enum Shown {
-    Text(ConsoleSink),
+    Text(Box<ConsoleSink>),
     Json(Output),
 }
 
@@ -237,7 +237,7 @@ impl OneShot {
             shown: if self.json {
                 Shown::Json(out.clone())
             } else {
-                Shown::Text(ConsoleSink::new(out.clone(), self.styled))
+                Shown::Text(Box::new(ConsoleSink::new(out.clone(), self.styled)))
             },
             refused: Mutex::new(false),
         };
