@@ -14,6 +14,7 @@ use anyhow::Context as _;
 use sandpiper_agent::Config;
 use sandpiper_agent::config::{ProcessEnv, ToolSearchMode};
 use sandpiper_channels::console::editor::TerminalLines;
+use sandpiper_channels::console::oneshot::{Ending, OneShot};
 use sandpiper_channels::console::{Console, ConsoleOptions, Output, command_names};
 
 use crate::{commands, defaults, wiring};
@@ -40,7 +41,21 @@ pub struct ChatArgs {
     /// Most tools one search returns (`tools.search_max_results`).
     #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub tool_search_max_results: Option<usize>,
+    /// Run this one message as one turn and exit (for scripts): 0 when it was answered, 1
+    /// when the turn failed, 3 when a call was denied. Approvals follow `--yes` or a grant;
+    /// any other call that asks is denied, never asked on stdin.
+    #[arg(long, short = 'p', value_name = "MESSAGE")]
+    pub print: Option<String>,
+    /// With `-p`: one JSON event per line on stdout (text deltas, tool calls and results,
+    /// approvals, usage, the result).
+    #[arg(long)]
+    pub json: bool,
 }
+
+/// A one-shot turn that did not succeed: its exit status (the reason is on the output).
+#[derive(Debug, thiserror::Error)]
+#[error("the one-shot turn {0}")]
+pub struct OneShotEnded(pub &'static str, pub u8);
 
 /// How long the end of a session waits for the watch runner to stop (releasing its claims),
 /// as long as `serve` waits for its tasks at shutdown.
@@ -49,7 +64,8 @@ const WATCHES_GRACE: Duration = Duration::from_secs(10);
 /// Runs the session until the person leaves (Ctrl-D, `/quit`) or stdin ends. `config` has
 /// its working directory set (`--workdir` is applied by the caller with the other defaults);
 /// `protected` are the files no tool may read. A piped session with a failed turn is an
-/// error.
+/// error. With `-p` it runs that one message instead and ends with [`OneShotEnded`] when
+/// the turn did not succeed.
 pub async fn run(
     args: ChatArgs,
     mut config: Config,
@@ -64,10 +80,30 @@ pub async fn run(
     if let Some(hint) = commands::missing_api_key(&config) {
         anyhow::bail!(hint);
     }
+    if args.json && args.print.is_none() {
+        anyhow::bail!("--json is for one-shot turns: give the message with -p \"…\"");
+    }
     let auto_approve = config.approval.auto_approve;
     let agent = wiring::build_agent_in(config, wiring::protected_host(protected)).await?;
     let key = format!("console:{}", args.workstream);
     wiring::announce_session(&agent, &key, auto_source).await?;
+    if let Some(text) = args.print {
+        let one_shot = OneShot {
+            workstream: args.workstream,
+            user: defaults::os_user(&ProcessEnv),
+            auto_approve,
+            json: args.json,
+            styled: std::io::stdout().is_terminal(),
+        };
+        let out: Output = Arc::new(Mutex::new(std::io::stdout()));
+        let ending = one_shot.run(&agent, text, out).await;
+        agent.mcp().shutdown().await;
+        return match ending {
+            Ending::Answered => Ok(()),
+            Ending::Failed => Err(OneShotEnded("failed", ending.exit_code()).into()),
+            Ending::Refused => Err(OneShotEnded("was refused", ending.exit_code()).into()),
+        };
+    }
     let interactive = std::io::stdin().is_terminal();
     let user = defaults::os_user(&ProcessEnv);
     let options = ConsoleOptions {

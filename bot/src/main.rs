@@ -59,6 +59,13 @@ enum Command {
     },
     /// Chat with the agent in the terminal.
     Chat(ChatArgs),
+    /// Run one message as one turn and exit, for scripts: the same as `chat -p MESSAGE`.
+    Exec {
+        /// The message.
+        message: String,
+        #[command(flatten)]
+        chat: ChatArgs,
+    },
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -165,7 +172,10 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             logging.fatal(&format!("{e:#}"));
-            std::process::ExitCode::FAILURE
+            // A one-shot turn's ending is its own status, so a script tells a denial from a
+            // failure.
+            e.downcast_ref::<sandpiper::chat::OneShotEnded>()
+                .map_or(std::process::ExitCode::FAILURE, |ended| ended.1.into())
         }
     }
 }
@@ -176,7 +186,7 @@ fn main() -> std::process::ExitCode {
 fn log_place(command: &Command) -> sandpiper::logging::LogPlace {
     use sandpiper::logging::LogPlace;
     match command {
-        Command::Chat(_) => {
+        Command::Chat(_) | Command::Exec { .. } => {
             defaults::chat_log_file(&ProcessEnv).map_or(LogPlace::Stderr, LogPlace::File)
         }
         _ => LogPlace::Stderr,
@@ -208,9 +218,19 @@ fn warn_of_env_overrides(source: &ConfigSource) {
 /// the database to sqlx's worker. `serve` runs many threads' turns at once: all cores.
 fn runtime_for(command: &Command) -> tokio::runtime::Builder {
     match command {
-        Command::Chat { .. } => tokio::runtime::Builder::new_current_thread(),
+        Command::Chat { .. } | Command::Exec { .. } => {
+            tokio::runtime::Builder::new_current_thread()
+        }
         _ => tokio::runtime::Builder::new_multi_thread(),
     }
+}
+
+/// `sandpiper chat` (and `exec`, as `chat -p`).
+async fn chat(args: ChatArgs, loaded: Loaded, flags: &Flags) -> anyhow::Result<()> {
+    let setup = Setup::load(loaded, flags)?
+        .placed(Place::Console, args.workdir.as_deref())
+        .writing()?;
+    sandpiper::chat::run(args, setup.config, setup.protected).await
 }
 
 /// What `Config::load` made of the file and the environment, before the command line.
@@ -232,12 +252,14 @@ async fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             command: ConfigCommand::Check,
         } => config_check(Setup::load(loaded, &flags)?),
         Command::Serve => serve(Setup::load(loaded, &flags)?.for_platforms().writing()?).await,
-        Command::Chat(args) => {
-            let setup = Setup::load(loaded, &flags)?
-                .placed(Place::Console, args.workdir.as_deref())
-                .writing()?;
-            sandpiper::chat::run(args, setup.config, setup.protected).await
+        Command::Exec { message, mut chat } => {
+            if chat.print.is_some() {
+                anyhow::bail!("exec takes its message once: drop -p");
+            }
+            chat.print = Some(message);
+            self::chat(chat, loaded, &flags).await
         }
+        Command::Chat(args) => self::chat(args, loaded, &flags).await,
         Command::Mcp { command } => {
             let setup = Setup::load(loaded, &flags)?.for_platforms();
             commands::mcp(command, &setup.config, &setup.protected).await

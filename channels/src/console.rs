@@ -5,6 +5,7 @@
 //! - [`input`]: what a prompt reads — the editor, or piped lines for scripts.
 //! - `commands`: the chat commands (`/help`, `/status`, …), which never reach the model.
 //! - `approval`: approval and review questions and their answers.
+//! - [`oneshot`]: one turn for a script (`chat -p`, `exec`), text or JSON lines.
 //! - `sink` and `markdown`: turn events and the model's text as the terminal shows them.
 //!
 //! Answers stream as they arrive; each tool call shows its header and preview; approvals are
@@ -17,6 +18,7 @@ mod commands;
 pub mod editor;
 pub mod input;
 mod markdown;
+pub mod oneshot;
 mod sink;
 
 use std::io::Write;
