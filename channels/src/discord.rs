@@ -258,7 +258,7 @@ impl DiscordChannel {
         let tasks = Tasks::new(shutdown.clone());
         let bot = Arc::new(Bot {
             pace: pace::Pacer::new(config.requests_per_second).counting(agent.metrics().clone()),
-            turns: TurnQueue::new(tasks.clone()).settling(agent.config().agent.settle()),
+            turns: crate::turns::settling(&agent, tasks.clone()),
             tasks: tasks.clone(),
             told: Default::default(),
             starters: OnceLock::new(),

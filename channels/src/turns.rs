@@ -48,6 +48,15 @@ pub struct Start {
 /// reads. Every platform follows this one rule.
 pub const SHOW_PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
+/// A platform's lanes over `tasks`: quiet threads this node runs settle for
+/// `[agent] settle_ms`; work this node hands to another passes on at once.
+pub fn settling(agent: &sandpiper_agent::Agent, tasks: Tasks) -> TurnQueue {
+    let here = agent.clone();
+    TurnQueue::new(tasks)
+        .settling(agent.config().agent.settle())
+        .settling_where(move |key| here.holds_here(key))
+}
+
 /// Runs `work`, and `show` beside it once `work` has run for [`SHOW_PROGRESS_AFTER`]; once
 /// both are done, what `work` and `show` gave (`None`: `work` was done sooner and nothing
 /// was shown). `show` always runs to its end, so what it put up can be taken down.
@@ -168,6 +177,7 @@ pub struct TurnQueue {
     lanes: Arc<Mutex<HashMap<String, Lane>>>,
     tasks: Tasks,
     settle: Duration,
+    settles: Arc<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
 impl std::fmt::Debug for TurnQueue {
@@ -184,6 +194,7 @@ impl TurnQueue {
             lanes: Arc::default(),
             tasks,
             settle: Duration::ZERO,
+            settles: Arc::new(|_: &str| true),
         }
     }
 
@@ -191,6 +202,16 @@ impl TurnQueue {
     /// but delivered a moment later (another connection, another node) is taken in its place.
     pub fn settling(mut self, settle: Duration) -> Self {
         self.settle = settle;
+        self
+    }
+
+    /// Only lanes whose workstream `settles` settle: where the turn runs (a lane on a node that
+    /// hands its work to the owner passes it on at once, so the owner's window still covers it).
+    pub fn settling_where(
+        mut self,
+        settles: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.settles = Arc::new(settles);
         self
     }
 
@@ -310,7 +331,7 @@ impl TurnQueue {
         // A running job outlives shutdown until the drain halts it (`Tasks::spawn_turn`);
         // then the worker is dropped with the job it runs.
         self.tasks.spawn_turn(async move {
-            if !this.settle.is_zero() {
+            if !this.settle.is_zero() && (this.settles)(&key) {
                 tokio::time::sleep(this.settle).await;
             }
             let mut first = true;
@@ -597,6 +618,18 @@ mod tests {
                 "end third"
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_lane_that_does_not_settle_starts_at_once() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()))
+            .settling(Duration::from_secs(60))
+            .settling_where(|key| key != "elsewhere");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        q.submit("elsewhere", job(tx.clone(), "handed on", 1))
+            .unwrap();
+        let started = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert_eq!(started.ok().flatten().as_deref(), Some("start handed on"));
     }
 
     #[tokio::test]
