@@ -390,6 +390,12 @@ impl Agent {
         Ok(())
     }
 
+    /// Whether this node knows, without asking, that no other node runs `key`'s turns: it is
+    /// in no cluster, or it holds the lease.
+    pub fn holds_here(&self, key: &str) -> bool {
+        self.cluster().is_none_or(|c| c.holds(key))
+    }
+
     /// Whether another live node runs a turn in `key` now (a failed lookup counts as no).
     pub async fn runs_elsewhere(&self, key: &str) -> bool {
         match self.cluster() {

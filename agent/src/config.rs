@@ -598,6 +598,17 @@ pub struct AgentConfig {
     /// (older turns summarised, old large tool outputs shortened); the answer's room is kept
     /// free as well. Between 0.1 and 0.95.
     pub compact_threshold: f64,
+    /// How long a quiet thread waits, in milliseconds, before it starts a turn, so messages
+    /// sent together but delivered a moment apart (another connection, another node) are
+    /// answered in the order they were sent. 0: start at once.
+    pub settle_ms: u64,
+}
+
+impl AgentConfig {
+    /// [`AgentConfig::settle_ms`].
+    pub fn settle(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.settle_ms)
+    }
 }
 
 impl Default for AgentConfig {
@@ -612,6 +623,7 @@ impl Default for AgentConfig {
             task_max_rounds: 30,
             task_max_tokens: 400_000,
             compact_threshold: 0.8,
+            settle_ms: 40,
         }
     }
 }
@@ -912,6 +924,12 @@ impl Config {
             return Err(invalid(
                 "agent.compact_threshold",
                 "must be between 0.1 and 0.95 (a share of the context window such as 0.8)".into(),
+            ));
+        }
+        if self.agent.settle_ms > 1000 {
+            return Err(invalid(
+                "agent.settle_ms",
+                "must be at most 1000 (milliseconds; tens are enough, such as 40)".into(),
             ));
         }
         if self.tools.max_parallel == 0 {

@@ -136,12 +136,13 @@ impl Bot {
         let (place, surface) = self.thread(channel);
         let key = place.workstream.clone();
         let handover = thread::handover(&key, &work);
-        let job: crate::turns::Job = Box::new(move |cancel| {
+        let at = work.place();
+        let job: crate::turns::Job = Box::new(move |start| {
             Box::pin(async move {
-                thread::run(&place, surface, work, cancel).await;
+                thread::run(&place, surface, work, start).await;
             })
         });
-        self.queue(channel, &key, job, handover)
+        self.queue(channel, &key, job, at, handover)
     }
 
     /// Where a thread's turns run, and the thread as a surface.
@@ -164,11 +165,12 @@ impl Bot {
         channel: ChannelId,
         key: &str,
         job: crate::turns::Job,
+        at: Option<u64>,
         handover: Option<String>,
     ) -> Result<Queued, QueueFull> {
         let bot = self.clone();
         self.turns
-            .submit_telling(key, job, handover, move |held| async move {
+            .submit_telling(key, job, at, handover, move |held| async move {
                 let notice = match held {
                     Ok(n) => format!(
                         "⏳ Queued ({n} ahead): I'll answer this when the current turn is done."
@@ -256,7 +258,7 @@ impl DiscordChannel {
         let tasks = Tasks::new(shutdown.clone());
         let bot = Arc::new(Bot {
             pace: pace::Pacer::new(config.requests_per_second).counting(agent.metrics().clone()),
-            turns: TurnQueue::new(tasks.clone()),
+            turns: crate::turns::settling(&agent, tasks.clone()),
             tasks: tasks.clone(),
             told: Default::default(),
             starters: OnceLock::new(),

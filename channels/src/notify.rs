@@ -392,6 +392,7 @@ pub async fn continue_from_reply(
                 reply.username,
                 crate::visible::cut(text, 5, 300)
             )),
+            place: None,
         },
     };
     match starters.start(turn) {

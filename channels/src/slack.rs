@@ -206,7 +206,7 @@ impl SlackChannel {
         tracing::info!(target: "sandpiper", bot_user, team = team.as_deref().unwrap_or("?"), mode = ?config.mode, "Slack: connected");
         let tasks = Tasks::new(shutdown);
         let ctx = Arc::new(Ctx {
-            queue: TurnQueue::new(tasks.clone()),
+            queue: crate::turns::settling(&agent, tasks.clone()),
             tasks,
             told: Default::default(),
             starters: Default::default(),

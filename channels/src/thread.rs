@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approver::{CardApprover, CardSurface};
 use crate::stream::{self, StreamSink, Surface};
 use crate::tasks::{Drained, Tasks};
-use crate::turns::{QueueFull, Queued};
+use crate::turns::{QueueFull, Queued, Start};
 
 /// A platform thread as a turn needs it: where the answer streams and where cards go.
 pub trait Thread: Surface + CardSurface {}
@@ -41,6 +41,11 @@ pub enum Work {
         /// Shown in the thread before the turn starts (a synthetic message says where it
         /// came from); `None` for a message the thread already shows.
         shown: Option<String>,
+        /// Its place in the thread, in the platform's order (Slack's `ts` in microseconds,
+        /// Discord's snowflake id): the lane takes messages in this order whichever node
+        /// received them. `None` for work no person sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        place: Option<u64>,
     },
     /// Resume a turn a restart interrupted (every dangling call is now decided).
     Resume {
@@ -59,9 +64,30 @@ impl Work {
             author: Some(author.to_owned()),
             text,
             shown: None,
+            place: None,
+        }
+    }
+
+    /// This work at `place` in its thread (see [`Work::Message::place`]).
+    pub fn at(mut self, at: u64) -> Self {
+        if let Work::Message { place, .. } = &mut self {
+            *place = Some(at);
+        }
+        self
+    }
+
+    /// Its place in its thread, when a person sent it.
+    pub fn place(&self) -> Option<u64> {
+        match self {
+            Work::Message { place, .. } => *place,
+            Work::Resume { .. } | Work::Notice(_) => None,
         }
     }
 }
+
+/// What a thread is told, before the answer, about a message that reached the bot after a
+/// later one was already being answered.
+pub const LATE: &str = "↩️ This message reached me after the one you sent next, which I had                         already started on; it is answered now, and the conversation keeps the                         order you sent them in.";
 
 /// Where a thread's turn runs. Cheap to clone.
 #[derive(Clone)]
@@ -124,12 +150,8 @@ pub fn open<T: Thread>(place: &TurnPlace, thread: Arc<T>) -> OpenThread {
 /// In a cluster the workstream's lease comes first: when another live node owns the
 /// workstream, the work is handed to it (it shows in the same thread from there); when this
 /// node takes it over from a node that died mid-turn, the thread is told before the work runs.
-pub async fn run<T: Thread>(
-    place: &TurnPlace,
-    thread: Arc<T>,
-    work: Work,
-    cancel: CancellationToken,
-) -> bool {
+/// A job that starts late ([`Start::late`]) says so in the thread first ([`LATE`]).
+pub async fn run<T: Thread>(place: &TurnPlace, thread: Arc<T>, work: Work, start: Start) -> bool {
     let interrupted = match place.agent.ownership(&place.workstream).await {
         Ok(Ownership::Here { interrupted }) => interrupted,
         Ok(Ownership::Elsewhere(node)) => {
@@ -149,13 +171,16 @@ pub async fn run<T: Thread>(
     if interrupted {
         sink.event(TurnEvent::Notice(INTERRUPTED.to_owned()));
     }
+    if start.late {
+        sink.event(TurnEvent::Notice(LATE.to_owned()));
+    }
     let result = run_work(
         &place.agent,
         &place.workstream,
         work,
         &sink,
         &approver,
-        cancel,
+        start.cancel,
     )
     .await;
     if let Err(e) = &result {
@@ -254,6 +279,7 @@ pub async fn run_work(
             author,
             text,
             shown,
+            ..
         } => {
             if let Some(shown) = shown {
                 sink.event(TurnEvent::Notice(shown));

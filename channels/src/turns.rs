@@ -7,6 +7,13 @@
 //! restart resumes it. Work waiting in a lane, or arriving once shutdown began, never starts
 //! here: it was submitted with what to hand over ([`TurnQueue::submit_handing_over`]), and
 //! [`TurnQueue::take_waiting`] gives that back so the next owner of the workstream runs it.
+//!
+//! A lane keeps the order people sent their messages in, not the order they reached this
+//! node: each message carries its place in the thread (the platform's own order, see
+//! [`crate::thread::Work::place`]), waiting work is taken lowest place first, and an idle lane
+//! waits a short settle window before it starts, so messages sent together are taken
+//! together. One that comes after a later one already started is still run, marked late
+//! ([`Start::late`]), so the thread can say so.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -23,14 +30,32 @@ use crate::tasks::Tasks;
 /// so a flood cannot grow memory without bound.
 pub const MAX_QUEUED: usize = 32;
 
-/// A unit of work run in a workstream's lane; it gets the turn's cancellation token.
-pub type Job = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, ()> + Send>;
+/// A unit of work run in a workstream's lane.
+pub type Job = Box<dyn FnOnce(Start) -> BoxFuture<'static, ()> + Send>;
+
+/// What a job is given when its lane starts it.
+#[derive(Debug, Clone)]
+pub struct Start {
+    /// The turn's cancellation token (`/stop`).
+    pub cancel: CancellationToken,
+    /// It has a place before a job this lane already started: it arrived late.
+    pub late: bool,
+}
 
 /// How long a turn runs, or a message waits in its lane, before the thread is shown so (the
 /// working indicator; the "queued" notice). An answer that comes sooner is its own signal:
 /// showing one anyway costs Web API calls (Slack's reaction is two) for a flicker nobody
 /// reads. Every platform follows this one rule.
 pub const SHOW_PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// A platform's lanes over `tasks`: quiet threads this node runs settle for
+/// `[agent] settle_ms`; work this node hands to another passes on at once.
+pub fn settling(agent: &sandpiper_agent::Agent, tasks: Tasks) -> TurnQueue {
+    let here = agent.clone();
+    TurnQueue::new(tasks)
+        .settling(agent.config().agent.settle())
+        .settling_where(move |key| here.holds_here(key))
+}
 
 /// Runs `work`, and `show` beside it once `work` has run for [`SHOW_PROGRESS_AFTER`]; once
 /// both are done, what `work` and `show` gave (`None`: `work` was done sooner and nothing
@@ -56,9 +81,9 @@ impl Started {
     /// Wraps `job` so that the returned [`Started`] learns when it begins.
     fn watch(job: Job) -> (Job, Started) {
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |cancel| {
+        let job: Job = Box::new(move |start| {
             let _ = tx.send(());
-            job(cancel)
+            job(start)
         });
         (job, Started(rx))
     }
@@ -88,21 +113,71 @@ pub struct QueueFull;
 
 #[derive(Default)]
 struct Lane {
+    /// Lowest place first; work without a place keeps its arrival order.
     waiting: VecDeque<Waiting>,
     running: Option<CancellationToken>,
+    /// Its first job has not started yet (the lane waits out the settle window).
+    settling: bool,
+    /// The highest place a job of this lane started with.
+    started: Option<u64>,
 }
 
-/// A job that waits, and what to hand the next owner if this node stops first.
+impl Lane {
+    /// Puts `waiting` before the first waiting job with a later place (after every one
+    /// otherwise, and always last when it has no place). Where it went.
+    fn wait(&mut self, waiting: Waiting) -> usize {
+        let at = waiting.place.and_then(|place| {
+            self.waiting
+                .iter()
+                .position(|w| w.place.is_some_and(|p| p > place))
+        });
+        match at {
+            Some(at) => {
+                self.waiting.insert(at, waiting);
+                at
+            }
+            None => {
+                self.waiting.push_back(waiting);
+                self.waiting.len() - 1
+            }
+        }
+    }
+
+    /// Takes the next job to run and how it starts; `first`: the lane's first job, which
+    /// keeps the token the lane held while it settled (a `/stop` then already counts).
+    fn next(&mut self, first: bool) -> Option<(Job, Start)> {
+        let next = self.waiting.pop_front()?;
+        let late = next
+            .place
+            .is_some_and(|p| self.started.is_some_and(|s| p < s));
+        if let Some(place) = next.place {
+            self.started = Some(self.started.map_or(place, |s| s.max(place)));
+        }
+        self.settling = false;
+        let cancel = match (first, &self.running) {
+            (true, Some(held)) => held.clone(),
+            _ => CancellationToken::new(),
+        };
+        self.running = Some(cancel.clone());
+        Some((next.job, Start { cancel, late }))
+    }
+}
+
+/// A job that waits, its place in the thread, and what to hand the next owner if this node
+/// stops first.
 struct Waiting {
     job: Job,
+    place: Option<u64>,
     handover: Option<String>,
 }
 
-/// Per-workstream FIFO lanes. Cheap to clone.
+/// Per-workstream lanes. Cheap to clone.
 #[derive(Clone)]
 pub struct TurnQueue {
     lanes: Arc<Mutex<HashMap<String, Lane>>>,
     tasks: Tasks,
+    settle: Duration,
+    settles: Arc<dyn Fn(&str) -> bool + Send + Sync>,
 }
 
 impl std::fmt::Debug for TurnQueue {
@@ -112,13 +187,32 @@ impl std::fmt::Debug for TurnQueue {
 }
 
 impl TurnQueue {
-    /// Lanes run as `tasks`: their running turns are dropped (not cancelled) when those
+    /// Lanes run as `tasks` (starting at once; see [`TurnQueue::settling`]): their running turns are dropped (not cancelled) when those
     /// tasks' shutdown begins, and the drain counts them.
     pub fn new(tasks: Tasks) -> Self {
         Self {
             lanes: Arc::default(),
             tasks,
+            settle: Duration::ZERO,
+            settles: Arc::new(|_: &str| true),
         }
+    }
+
+    /// An idle lane waits `settle` before it starts its first job, so a message sent with it
+    /// but delivered a moment later (another connection, another node) is taken in its place.
+    pub fn settling(mut self, settle: Duration) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// Only lanes whose workstream `settles` settle: where the turn runs (a lane on a node that
+    /// hands its work to the owner passes it on at once, so the owner's window still covers it).
+    pub fn settling_where(
+        mut self,
+        settles: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.settles = Arc::new(settles);
+        self
     }
 
     fn lanes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lane>> {
@@ -127,15 +221,17 @@ impl TurnQueue {
 
     /// Runs `job` in `key`'s lane after the jobs already there.
     pub fn submit(&self, key: &str, job: Job) -> Result<Queued, QueueFull> {
-        self.submit_handing_over(key, job, None)
+        self.submit_handing_over(key, job, None, None)
     }
 
-    /// [`TurnQueue::submit`], with `handover`: what the job does, as a durable handoff, for
-    /// the node that owns the workstream next if this one stops before the job runs.
+    /// [`TurnQueue::submit`] at `place` in the thread, with `handover`: what the job does, as
+    /// a durable handoff, for the node that owns the workstream next if this one stops before
+    /// the job runs.
     pub fn submit_handing_over(
         &self,
         key: &str,
         job: Job,
+        place: Option<u64>,
         handover: Option<String>,
     ) -> Result<Queued, QueueFull> {
         let mut lanes = self.lanes();
@@ -144,8 +240,9 @@ impl TurnQueue {
             // Stopping: nothing new starts here. Work with a handover waits for
             // `take_waiting`; work without one (a card's Resume) is the next owner's to redo.
             if let Some(handover) = handover {
-                lane.waiting.push_back(Waiting {
+                lane.wait(Waiting {
                     job,
+                    place,
                     handover: Some(handover),
                 });
                 return Ok(Queued::Behind(lane.waiting.len()));
@@ -153,18 +250,31 @@ impl TurnQueue {
             tracing::info!(workstream = key, "work refused: this node is stopping");
             return Ok(Queued::Behind(lane.waiting.len()));
         }
-        if lane.running.is_none() {
-            let token = CancellationToken::new();
-            lane.running = Some(token.clone());
-            drop(lanes);
-            self.spawn_worker(key.to_owned(), job, token);
-            return Ok(Queued::Now);
-        }
-        if lane.waiting.len() >= MAX_QUEUED {
+        let idle = lane.running.is_none() && lane.waiting.is_empty();
+        // The job a settling lane is about to start does not wait.
+        if !idle && lane.waiting.len() - usize::from(lane.settling) >= MAX_QUEUED {
             return Err(QueueFull);
         }
-        lane.waiting.push_back(Waiting { job, handover });
-        Ok(Queued::Behind(lane.waiting.len()))
+        let at = lane.wait(Waiting {
+            job,
+            place,
+            handover,
+        });
+        if !idle {
+            // Behind the jobs before it, and the one running unless the lane still settles.
+            let ahead = at + usize::from(!lane.settling);
+            return Ok(if ahead == 0 {
+                Queued::Now
+            } else {
+                Queued::Behind(ahead)
+            });
+        }
+        // Held as running while it settles, so what comes meanwhile waits in place order.
+        lane.running = Some(CancellationToken::new());
+        lane.settling = true;
+        drop(lanes);
+        self.spawn_worker(key.to_owned());
+        Ok(Queued::Now)
     }
 
     /// [`TurnQueue::submit_handing_over`], and the sender is told what became of the job:
@@ -175,6 +285,7 @@ impl TurnQueue {
         &self,
         key: &str,
         job: Job,
+        place: Option<u64>,
         handover: Option<String>,
         tell: F,
     ) -> Result<Queued, QueueFull>
@@ -183,7 +294,7 @@ impl TurnQueue {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let (job, started) = Started::watch(job);
-        let queued = self.submit_handing_over(key, job, handover);
+        let queued = self.submit_handing_over(key, job, place, handover);
         let (held, started) = match queued {
             Ok(Queued::Now) => return queued,
             Ok(Queued::Behind(ahead)) => (Ok(ahead), Some(started)),
@@ -215,41 +326,43 @@ impl TurnQueue {
         out
     }
 
-    fn spawn_worker(&self, key: String, first: Job, token: CancellationToken) {
+    fn spawn_worker(&self, key: String) {
         let this = self.clone();
         // A running job outlives shutdown until the drain halts it (`Tasks::spawn_turn`);
         // then the worker is dropped with the job it runs.
         self.tasks.spawn_turn(async move {
-            let mut job = first;
-            let mut token = token;
-            loop {
-                job(token).await;
-                let mut lanes = this.lanes();
-                let Some(lane) = lanes.get_mut(&key) else {
-                    return;
-                };
-                if this.tasks.shutdown().is_cancelled() {
-                    // What waits is handed to the next owner (`take_waiting`), not run here.
-                    lane.running = None;
-                    return;
+            if !this.settle.is_zero() && (this.settles)(&key) {
+                tokio::time::sleep(this.settle).await;
+            }
+            let mut first = true;
+            while let Some((job, start)) = this.next(&key, first) {
+                first = false;
+                if start.late {
+                    tracing::info!(workstream = %key, "a message arrived after a later one started");
                 }
-                match lane.waiting.pop_front() {
-                    Some(next) => {
-                        token = CancellationToken::new();
-                        lane.running = Some(token.clone());
-                        job = next.job;
-                    }
-                    None => {
-                        lanes.remove(&key);
-                        // A burst of busy threads leaves the table sized for the peak.
-                        if lanes.capacity() > 4 * lanes.len().max(64) {
-                            lanes.shrink_to_fit();
-                        }
-                        return;
-                    }
-                }
+                job(start).await;
             }
         });
+    }
+
+    /// The next job of `key`'s lane, or `None` when the lane is done (it is then removed) or
+    /// this node is stopping (what waits is handed to the next owner by `take_waiting`).
+    fn next(&self, key: &str, first: bool) -> Option<(Job, Start)> {
+        let mut lanes = self.lanes();
+        let lane = lanes.get_mut(key)?;
+        if self.tasks.shutdown().is_cancelled() {
+            lane.running = None;
+            return None;
+        }
+        if let Some(next) = lane.next(first) {
+            return Some(next);
+        }
+        lanes.remove(key);
+        // A burst of busy threads leaves the table sized for the peak.
+        if lanes.capacity() > 4 * lanes.len().max(64) {
+            lanes.shrink_to_fit();
+        }
+        None
     }
 
     /// Cancels the running turn of `key` (waiting messages still run). False when idle.
@@ -285,9 +398,11 @@ mod tests {
     use tokio::sync::mpsc;
 
     fn job(log: mpsc::UnboundedSender<String>, name: &'static str, ms: u64) -> Job {
-        Box::new(move |cancel: CancellationToken| {
+        Box::new(move |start: Start| {
+            let cancel = start.cancel;
             Box::pin(async move {
-                let _ = log.send(format!("start {name}"));
+                let late = if start.late { " late" } else { "" };
+                let _ = log.send(format!("start {name}{late}"));
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(ms)) => {
                         let _ = log.send(format!("end {name}"));
@@ -306,10 +421,10 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         q.submit("w", job(tx.clone(), "running", 10_000)).unwrap();
         assert_eq!(rx.recv().await.unwrap(), "start running");
-        q.submit_handing_over("w", job(tx.clone(), "a", 1), Some("first".into()))
+        q.submit_handing_over("w", job(tx.clone(), "a", 1), None, Some("first".into()))
             .unwrap();
         q.submit("w", job(tx.clone(), "b", 1)).unwrap();
-        q.submit_handing_over("w", job(tx.clone(), "c", 1), Some("second".into()))
+        q.submit_handing_over("w", job(tx.clone(), "c", 1), None, Some("second".into()))
             .unwrap();
         assert_eq!(
             q.take_waiting(),
@@ -332,11 +447,16 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         q.submit("w", job(tx.clone(), "running", 50)).unwrap();
         assert_eq!(rx.recv().await.unwrap(), "start running");
-        q.submit_handing_over("w", job(tx.clone(), "queued", 1), Some("queued".into()))
-            .unwrap();
+        q.submit_handing_over(
+            "w",
+            job(tx.clone(), "queued", 1),
+            None,
+            Some("queued".into()),
+        )
+        .unwrap();
         shutdown.cancel();
         assert_eq!(q.running(), ["w".to_owned()]);
-        q.submit_handing_over("new", job(tx.clone(), "late", 1), Some("late".into()))
+        q.submit_handing_over("new", job(tx.clone(), "late", 1), None, Some("late".into()))
             .unwrap();
         q.submit("new", job(tx.clone(), "unsaved", 1)).unwrap();
         assert_eq!(
@@ -415,6 +535,112 @@ mod tests {
             "shown"
         });
         assert_eq!(slow.await, ((), Some("shown")));
+    }
+
+    /// The lines of `rx` until `n` came.
+    async fn seen(rx: &mut mpsc::UnboundedReceiver<String>, n: usize) -> Vec<String> {
+        let mut seen = Vec::new();
+        while seen.len() < n {
+            seen.push(rx.recv().await.unwrap());
+        }
+        seen
+    }
+
+    #[tokio::test]
+    async fn a_burst_delivered_in_reverse_is_taken_in_place_order() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()))
+            .settling(Duration::from_millis(40));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let placed = |name, place| (job(tx.clone(), name, 1), Some(place));
+        for (name, place) in [("third", 30), ("first", 10), ("second", 20)] {
+            let (job, place) = placed(name, place);
+            q.submit_handing_over("w", job, place, None).unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            seen(&mut rx, 6).await,
+            [
+                "start first",
+                "end first",
+                "start second",
+                "end second",
+                "start third",
+                "end third"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn waiting_work_is_taken_by_place_and_unplaced_work_keeps_its_arrival() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        q.submit_handing_over("w", job(tx.clone(), "running", 10_000), Some(1), None)
+            .unwrap();
+        assert_eq!(rx.recv().await.unwrap(), "start running");
+        let submit =
+            |name, place| q.submit_handing_over("w", job(tx.clone(), name, 1), place, None);
+        assert_eq!(submit("at 5", Some(5)), Ok(Queued::Behind(1)));
+        assert_eq!(submit("notice", None), Ok(Queued::Behind(2)));
+        assert_eq!(submit("at 3", Some(3)), Ok(Queued::Behind(1)));
+        q.stop("w");
+        assert_eq!(
+            seen(&mut rx, 7).await,
+            [
+                "cancelled running",
+                "start at 3",
+                "end at 3",
+                "start at 5",
+                "end at 5",
+                "start notice",
+                "end notice"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn work_placed_before_one_already_started_runs_next_marked_late() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        q.submit_handing_over("w", job(tx.clone(), "second", 100), Some(20), None)
+            .unwrap();
+        assert_eq!(rx.recv().await.unwrap(), "start second");
+        q.submit_handing_over("w", job(tx.clone(), "third", 1), Some(30), None)
+            .unwrap();
+        q.submit_handing_over("w", job(tx.clone(), "first", 1), Some(10), None)
+            .unwrap();
+        assert_eq!(
+            seen(&mut rx, 5).await,
+            [
+                "end second",
+                "start first late",
+                "end first",
+                "start third",
+                "end third"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lane_that_does_not_settle_starts_at_once() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()))
+            .settling(Duration::from_secs(60))
+            .settling_where(|key| key != "elsewhere");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        q.submit("elsewhere", job(tx.clone(), "handed on", 1))
+            .unwrap();
+        let started = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert_eq!(started.ok().flatten().as_deref(), Some("start handed on"));
+    }
+
+    #[tokio::test]
+    async fn stop_while_the_lane_settles_cancels_its_first_job() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()))
+            .settling(Duration::from_millis(50));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        assert_eq!(q.submit("w", job(tx.clone(), "a", 10_000)), Ok(Queued::Now));
+        assert!(q.is_busy("w"), "settling counts as busy");
+        assert!(q.stop("w"));
+        assert_eq!(seen(&mut rx, 2).await, ["start a", "cancelled a"]);
     }
 
     #[tokio::test]

@@ -27,6 +27,7 @@ impl Dispatch for Starters {
                 author: None,
                 text,
                 shown: Some(shown),
+                place: None,
             },
             Delivery::Notice(text) => Work::Notice(text),
         };

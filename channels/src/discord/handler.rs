@@ -156,7 +156,7 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
     let parent = (!direct).then_some(msg.channel_id);
     start_workstream(bot, channel, &author.id, parent).await?;
     tracing::info!(workstream = %workstream_key(channel), owner = %author.username, "new workstream");
-    let _ = bot.submit(channel, Work::message(&author.id, prompt));
+    let _ = bot.submit(channel, Work::message(&author.id, prompt).at(msg.id.get()));
     Ok(())
 }
 
@@ -207,7 +207,10 @@ async fn in_thread(
             return Ok(());
         }
     };
-    let _ = bot.submit(msg.channel_id, Work::message(&author.id, text));
+    let _ = bot.submit(
+        msg.channel_id,
+        Work::message(&author.id, text).at(msg.id.get()),
+    );
     Ok(())
 }
 

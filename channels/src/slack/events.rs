@@ -171,7 +171,23 @@ pub(crate) async fn converse(
         }
     };
     let work = Work::message(&user.id, text);
+    let work = match ts_place(ts) {
+        Some(place) => work.at(place),
+        None => work,
+    };
     submit(ctx, thread, work, Some(ts.to_owned()), Some(slack_user));
+}
+
+/// A message's place in its thread from its `ts` (`<seconds>.<microseconds>`, Slack's own
+/// order within a channel): microseconds since the epoch.
+fn ts_place(ts: &str) -> Option<u64> {
+    let (secs, micros) = ts.split_once('.')?;
+    if micros.len() != 6 {
+        return None;
+    }
+    let secs: u64 = secs.parse().ok()?;
+    let micros: u64 = micros.parse().ok()?;
+    secs.checked_mul(1_000_000)?.checked_add(micros)
 }
 
 /// Tells `slack_user` their message was dropped because of `why`.
@@ -207,5 +223,15 @@ mod tests {
     #[test]
     fn the_bots_mention_is_removed() {
         assert_eq!(strip_mention("<@U0BOT> why <@U1>?", "U0BOT"), "why <@U1>?");
+    }
+
+    #[test]
+    fn a_messages_place_follows_its_ts() {
+        assert_eq!(ts_place("1700000000.000100"), Some(1_700_000_000_000_100));
+        assert!(ts_place("1700000000.000099") < ts_place("1700000000.000100"));
+        assert!(ts_place("1699999999.999999") < ts_place("1700000000.000000"));
+        assert_eq!(ts_place("1700000000.1"), None, "not Slack's form");
+        assert_eq!(ts_place("abc.123456"), None);
+        assert_eq!(ts_place("1700000000"), None);
     }
 }

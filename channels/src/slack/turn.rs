@@ -61,8 +61,9 @@ pub(crate) fn enqueue(
     work: Work,
     working_on: Option<String>,
 ) -> Result<Queued, QueueFull> {
+    let at = work.place();
     let (key, job, handover) = lane_job(ctx, thread, work, working_on);
-    ctx.queue.submit_handing_over(&key, job, handover)
+    ctx.queue.submit_handing_over(&key, job, at, handover)
 }
 
 /// The lane job of `work` in `thread`, with its workstream and handover.
@@ -75,13 +76,13 @@ fn lane_job(
     let (place, surface) = ThreadSurface::open(ctx, thread);
     let key = place.workstream.clone();
     let handover = thread::handover(&key, &work);
-    let job: crate::turns::Job = Box::new(move |cancel| {
+    let job: crate::turns::Job = Box::new(move |start| {
         // The lane is a tracked task, dropped (not cancelled) at shutdown with the turn it
         // runs: a turn waiting for approval stays resumable.
         Box::pin(async move {
             let ctx = surface.ctx.clone();
             let channel = surface.thread.channel.clone();
-            let turn = thread::run(&place, surface, work, cancel);
+            let turn = thread::run(&place, surface, work, start);
             let Some(ts) = working_on else {
                 turn.await;
                 return;
@@ -105,16 +106,17 @@ pub(crate) fn submit(
     notify: Option<&str>,
 ) {
     let (channel, thread_ts) = (thread.channel.clone(), thread.thread_ts.clone());
+    let at = work.place();
     let (key, job, handover) = lane_job(ctx, thread, work, working_on);
     let Some(user) = notify.map(str::to_owned) else {
         // Nobody to tell: no watch on the job's start, no task waiting out the grace.
-        let _ = ctx.queue.submit_handing_over(&key, job, handover);
+        let _ = ctx.queue.submit_handing_over(&key, job, at, handover);
         return;
     };
     let told = ctx.clone();
     let _ = ctx
         .queue
-        .submit_telling(&key, job, handover, move |held| async move {
+        .submit_telling(&key, job, at, handover, move |held| async move {
             let text = match held {
                 Ok(n) => format!(
                     "I'm still working on the previous message in this thread; I'll answer yours next ({n} waiting)."

@@ -388,9 +388,9 @@ async fn one_turn(shared: &Arc<Shared>, key: &str, author: &str, text: String) {
     let started = Instant::now();
     let submitted = shared.queue.submit(
         key,
-        Box::new(move |cancel| {
+        Box::new(move |start| {
             Box::pin(async move {
-                let ok = thread::run(&place, surface, work, cancel).await;
+                let ok = thread::run(&place, surface, work, start).await;
                 let _ = done_tx.send(ok);
             })
         }),

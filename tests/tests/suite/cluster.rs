@@ -101,10 +101,21 @@ async fn start_node(core: &Config, slack: &SlackConfig) -> Node {
 
 impl Cluster {
     async fn start(db: &TestDb, n: usize) -> Self {
+        Self::settling(
+            db,
+            n,
+            sandpiper_agent::config::AgentConfig::default().settle_ms,
+        )
+        .await
+    }
+
+    /// [`Cluster::start`], every quiet thread waiting `settle_ms` before a turn.
+    async fn settling(db: &TestDb, n: usize, settle_ms: u64) -> Self {
         let s = setup(db, vec![]).await;
         s.llm.respond_with(respond);
         let slack = FakeSlack::start().await;
         let mut config = s.config.clone();
+        config.core.agent.settle_ms = settle_ms;
         slack_harness::configure(&mut config, &slack, SlackMode::Events);
         let mut nodes = Vec::new();
         for _ in 0..n {
@@ -141,6 +152,11 @@ impl Cluster {
     /// POSTs what the fake Slack last sent (an event or an interaction) to node `i`, signed.
     async fn deliver_last(&self, i: usize) {
         let envelope = self.slack.envelopes().pop().expect("an envelope");
+        self.deliver(i, envelope).await;
+    }
+
+    /// POSTs `envelope` (an event or an interaction the fake Slack made) to node `i`, signed.
+    async fn deliver(&self, i: usize, envelope: Value) {
         let payload = envelope["payload"].clone();
         let (path, body, content_type) = if envelope["type"] == "events_api" {
             ("events", payload.to_string(), "application/json")
@@ -338,6 +354,54 @@ fn assert_turns_alternate(history: &[Message]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_delivered_in_reverse_through_two_nodes_is_answered_in_send_order() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    // Long enough for the first message's way through the other node and the database.
+    let c = Cluster::settling(&db, 2, 300).await;
+    let alice = c.slack.user("U0ALICE", "alice");
+    let root = c.open_thread(&alice, "msg-open", 0).await;
+    c.wait_answer(&root, "msg-open").await;
+    let owner = c.owners().await.values().next().copied().expect("an owner");
+    let other = 1 - owner;
+    c.slack
+        .thread_message(CHANNEL_ID, &root, &alice, "msg-first")
+        .await;
+    c.slack
+        .thread_message(CHANNEL_ID, &root, &alice, "msg-second")
+        .await;
+    let mut envelopes = c.slack.envelopes();
+    let second = envelopes.pop().expect("the second's event");
+    let first = envelopes.pop().expect("the first's event");
+    // The second reaches the owner first; the first goes through the other node.
+    c.deliver(owner, second).await;
+    c.deliver(other, first).await;
+    let history = c
+        .wait_history(&root, "both answers", |h| {
+            h.iter().filter(|m| m.role == Role::Assistant).count() >= 3
+        })
+        .await;
+    let asked: Vec<&str> = history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .filter_map(|m| m.content.split_whitespace().find(|w| w.starts_with("msg-")))
+        .collect();
+    assert_eq!(
+        asked,
+        ["msg-open", "msg-first", "msg-second"],
+        "{history:#?}"
+    );
+    assert!(
+        !c.thread(&root)
+            .iter()
+            .any(|m| m.text.contains(sandpiper_channels::thread::LATE)),
+        "nothing arrived late within the settle window"
+    );
+    c.stop().await;
+}
+
+#[tokio::test]
 async fn three_nodes_answer_each_message_once_and_survive_a_killed_node() {
     let Some(db) = TestDb::postgres().await else {
         return;

@@ -44,6 +44,7 @@ fn fired(workstream: &str) -> OutsideTurn {
             author: None,
             text: SYNTHETIC.into(),
             shown: Some(SHOWN.into()),
+            place: None,
         },
     }
 }

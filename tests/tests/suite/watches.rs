@@ -365,8 +365,8 @@ both_backends! {
         // A fired watch's turn, a notification reply and a resumed approval queued before the
         // close: none runs a turn; each says once that the thread is closed.
         for work in [
-            Work::Message { author: None, text: "[watch ci fired after 1 poll(s)] done".into(), shown: Some("⏰ watch `ci` fired".into()) },
-            Work::Message { author: Some("bob".into()), text: "a reply to a notification".into(), shown: Some("↩️ reply from bob".into()) },
+            Work::Message { author: None, text: "[watch ci fired after 1 poll(s)] done".into(), shown: Some("⏰ watch `ci` fired".into()), place: None },
+            Work::Message { author: Some("bob".into()), text: "a reply to a notification".into(), shown: Some("↩️ reply from bob".into()), place: None },
             Work::Resume { author: Some("alice".into()) },
         ] {
             let sink = RecordingSink::default();
