@@ -194,13 +194,15 @@ mod tests {
             store.record_usage(&call).await.unwrap();
         }
         let table = report(&store, By::User, 0, Format::Table).await.unwrap();
+        let name = "Alice Liddell (@discord-2001)";
+        let w = name.len();
+        let id = alice.id.as_str();
+        let i = id.len();
         let want = format!(
-            "USER                          USER ID{pad}  CALLS  INPUT  CACHED  CACHE WRITE  OUTPUT  CACHED %\n\
-             Alice Liddell (@discord-2001)  {id}  2      2100   1900    0            90      90\n\
-             (no person)                   {blank}  1      300    0       0            10      0\n",
-            pad = " ".repeat(alice.id.len() - "USER ID".len()),
-            id = alice.id,
-            blank = " ".repeat(alice.id.len()),
+            "{:<w$}  {:<i$}  CALLS  INPUT  CACHED  CACHE WRITE  OUTPUT  CACHED %\n\
+             {name}  {id}  2      2100   1900    0            90      90\n\
+             {:<w$}  {:<i$}  1      300    0       0            10      0\n",
+            "USER", "USER ID", "(no person)", "",
         );
         assert_eq!(table, want);
         let csv = report(&store, By::Model, 0, Format::Csv).await.unwrap();
