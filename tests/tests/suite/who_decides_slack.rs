@@ -112,6 +112,47 @@ both_backends! {
         s.llm.verify();
     }
 
+    async fn a_borrowed_display_name_never_names_who_decided(db) {
+        let mut s = setup(&db, vec![
+            text("hello alice"),
+            tool_call("c1", "bash", json!({"command": "echo from-bob"})),
+            text("ran bob's"),
+            tool_call("c2", "bash", json!({"command": "echo from-alice"})),
+            text("ran alice's"),
+        ]).await;
+        s.config.slack.approver_usergroups = vec![APPROVERS.into()];
+        let run = socket_run(&s).await;
+        // mallory is in the approver group and shows "alice" as her display name.
+        run.slack.set_usergroup(APPROVERS, &["U0MALLORY"]);
+        let alice = run.slack.user("U0ALICE", "alice");
+        let bob = run.slack.user("U0BOB", "bob");
+        let dave = run.slack.user("U0DAVE", "dave");
+        let mallory = run.slack.user_showing("U0MALLORY", "mallory", "alice");
+        let root = run.slack.app_mention(CHANNEL_ID, &alice, "hi").await;
+        run.wait_message(CHANNEL_ID, &root, "the greeting", |m| m.text == "hello alice").await;
+
+        run.slack.thread_message(CHANNEL_ID, &root, &bob, "print the environment").await;
+        let card = open_card(&run, &root, 0).await;
+        refused(&run, &card, &bob, "Approve", NOT_YOURS).await;
+        refused(&run, &card, &dave, "Approve", NOT_YOURS).await;
+        let (approve, value) = button(&card, "Approve");
+        run.slack.click(CHANNEL_ID, &card.ts, &mallory, &approve, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "bob's call ran", |m| m.text == "ran bob's").await;
+        run.wait_message(CHANNEL_ID, &root, "the card names mallory", |m| {
+            is_card(m) && m.text.contains("Approved by alice (@mallory)")
+        }).await;
+
+        run.slack.thread_message(CHANNEL_ID, &root, &alice, "now mine").await;
+        let card = open_card(&run, &root, 1).await;
+        let (always, value) = button(&card, "Always allow");
+        run.slack.click(CHANNEL_ID, &card.ts, &alice, &always, &value).await;
+        run.wait_message(CHANNEL_ID, &root, "alice's call ran", |m| m.text == "ran alice's").await;
+        let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
+        let grants = run.agent.grants_of(&key).await.unwrap();
+        assert_eq!(grants.iter().map(|g| g.granted_by.as_deref()).collect::<Vec<_>>(), vec![Some("@alice")]);
+        s.llm.verify();
+    }
+
     async fn require_approver_for_and_approve_all_judge_each_request(db) {
         let mut s = setup(&db, vec![
             tool_calls(vec![
