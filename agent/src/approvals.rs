@@ -128,7 +128,7 @@ pub async fn ask(
             Answer::Decided(d) => Change::Decided {
                 request,
                 decision: d,
-                grant: None,
+                grant: narrower_grant(request, d),
             },
             Answer::TimedOut => Change::TimedOut(request),
             Answer::Cancelled => Change::Cancelled {
@@ -172,6 +172,19 @@ pub async fn allowed_approvers(
         owner,
         roles: approver.approver_roles(),
     })
+}
+
+/// What an approver's Always allow grants: the narrower grant the request offers when the
+/// person chose it (the rule a card's button follows), else the whole tool (`None`).
+fn narrower_grant(request: &ApprovalRecord, decision: &Decision) -> Option<Grant> {
+    if !decision.narrower {
+        return None;
+    }
+    let offered = policy::offered_grant(&request.tool, &request.preview).map(|(_, grant)| grant);
+    if offered.is_none() {
+        tracing::warn!(request = %request.id, "a narrower Always allow was chosen where none is offered");
+    }
+    offered
 }
 
 /// The request as the channel is asked about it.

@@ -1,9 +1,11 @@
-//! Token budgets: how many tokens one person's turns, and one thread, may use per day (UTC).
+//! Daily budgets: how many tokens, or how much money, one person's turns, one thread and one
+//! channel may use per day (UTC).
 //!
-//! `[budgets]` sets the caps (none by default); an admin changes one person's or one thread's
-//! in chat (`/budget`), which the store keeps as a change on record and which is in force
-//! until the next. Usage is counted in the database ([`crate::store::usage`]), so every node
-//! sees the same figures and a restart forgets nothing.
+//! `[budgets]` sets the caps (none by default); an admin changes one person's, one thread's or
+//! one channel's in chat (`/budget`) or on the status page, through [`change`]: the store keeps
+//! it as a change on record, in force until the next, and the audit trail gets an event. Usage
+//! is counted in the database ([`crate::store::usage`]), so every node sees the same figures and
+//! a restart forgets nothing. Money is counted at `[usage.prices]` ([`crate::price`]).
 //!
 //! A turn that would start over a budget is not started ([`BudgetRefusal`] says which budget,
 //! how much was used, when it resets and who may raise it). A running turn is never cut off:
@@ -13,7 +15,11 @@
 use std::fmt;
 
 use crate::config::BudgetsConfig;
-use crate::store::usage::{BudgetScope, UsageOf};
+use crate::price::{Bill, Money, Prices};
+use crate::store::audit::{AuditEvent, AuditKind};
+use crate::store::usage::{
+    BudgetChange, BudgetKey, BudgetScope, BudgetSubjects, BudgetUnit, BudgetUsage, UsageTotals,
+};
 use crate::store::{Store, StoreError};
 
 /// The share of a budget at which the thread is told.
@@ -56,13 +62,15 @@ pub enum CapSource {
 /// One budget as it stands today.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Standing {
-    /// A person's or a thread's.
+    /// A person's, a thread's or a channel's.
     pub scope: BudgetScope,
-    /// Tokens per day; `None`: no cap.
+    /// Tokens or money.
+    pub unit: BudgetUnit,
+    /// The cap per day in the unit (tokens, or micro-dollars); `None`: no cap.
     pub cap: Option<u64>,
     /// Where the cap comes from.
     pub source: CapSource,
-    /// Tokens used today.
+    /// Used today, in the unit (counted only under a cap).
     pub used: u64,
 }
 
@@ -85,18 +93,21 @@ impl Standing {
 /// Why a turn was not started: the one wording every platform shows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{} daily budget of {cap} tokens is used up ({used} tokens used today), so this message \
-     was not answered. It resets at 00:00 UTC, in {}; an admin can raise or lift it with \
-     /budget.",
+    "{} daily budget of {} is used up ({} used today), so this message was not answered. It \
+     resets at 00:00 UTC, in {}; an admin can raise or lift it with /budget.",
     owner(*scope),
+    amount(*unit, *cap),
+    amount(*unit, *used),
     until(*resets_in_ms)
 )]
 pub struct BudgetRefusal {
     /// Whose budget.
     pub scope: BudgetScope,
-    /// The cap.
+    /// Tokens or money.
+    pub unit: BudgetUnit,
+    /// The cap (tokens or micro-dollars).
     pub cap: u64,
-    /// What was used today.
+    /// What was used today (in the same unit).
     pub used: u64,
     /// How long until it resets (ms).
     pub resets_in_ms: i64,
@@ -106,6 +117,15 @@ fn owner(scope: BudgetScope) -> &'static str {
     match scope {
         BudgetScope::Person => "Your",
         BudgetScope::Thread => "This thread's",
+        BudgetScope::Channel => "This channel's",
+    }
+}
+
+/// `1000 tokens`, `$5.00`.
+pub fn amount(unit: BudgetUnit, n: u64) -> String {
+    match unit {
+        BudgetUnit::Tokens => format!("{n} tokens"),
+        BudgetUnit::Cost => Money(n).to_string(),
     }
 }
 
@@ -124,6 +144,7 @@ pub fn refusal(standings: &[Standing], now: i64) -> Option<BudgetRefusal> {
     let over = standings.iter().find(|s| !s.allows_a_turn())?;
     Some(BudgetRefusal {
         scope: over.scope,
+        unit: over.unit,
         cap: over.cap.unwrap_or_default(),
         used: over.used,
         resets_in_ms: Day::of(now).end - now,
@@ -136,80 +157,252 @@ pub fn warning(before: &Standing, after: &Standing) -> Option<String> {
     let cap = after.cap?;
     let crossed = before.percent().is_some_and(|p| p < WARN_PERCENT)
         && after.percent().is_some_and(|p| p >= WARN_PERCENT);
+    let of = match after.unit {
+        BudgetUnit::Tokens => format!("{} of {cap} tokens", after.used),
+        BudgetUnit::Cost => format!("{} of {}", Money(after.used), Money(cap)),
+    };
     crossed.then(|| {
         format!(
-            "⚠️ {} daily budget is {}% used ({} of {cap} tokens); it resets at 00:00 UTC.",
+            "⚠️ {} daily {}budget is {}% used ({of}); it resets at 00:00 UTC.",
             owner(after.scope),
+            match after.unit {
+                BudgetUnit::Tokens => "",
+                BudgetUnit::Cost => "money ",
+            },
             after.percent().unwrap_or(100).min(100),
-            after.used
         )
     })
 }
 
-/// The budgets that apply to a turn of `person` in `thread` today, counted in `store`.
+/// The scopes and units a turn's budgets come in, in the order they are judged.
+const BUDGETS: [(BudgetScope, BudgetUnit); 6] = [
+    (BudgetScope::Person, BudgetUnit::Tokens),
+    (BudgetScope::Person, BudgetUnit::Cost),
+    (BudgetScope::Thread, BudgetUnit::Tokens),
+    (BudgetScope::Thread, BudgetUnit::Cost),
+    (BudgetScope::Channel, BudgetUnit::Tokens),
+    (BudgetScope::Channel, BudgetUnit::Cost),
+];
+
+impl BudgetsConfig {
+    /// The cap `[budgets]` sets for `scope` in `unit` (tokens, or micro-dollars).
+    pub fn cap(&self, scope: BudgetScope, unit: BudgetUnit) -> Option<u64> {
+        let cost = |m: Option<Money>| m.map(|m| m.0);
+        match (scope, unit) {
+            (BudgetScope::Person, BudgetUnit::Tokens) => self.person_daily_tokens,
+            (BudgetScope::Thread, BudgetUnit::Tokens) => self.thread_daily_tokens,
+            (BudgetScope::Channel, BudgetUnit::Tokens) => self.channel_daily_tokens,
+            (BudgetScope::Person, BudgetUnit::Cost) => cost(self.person_daily_cost),
+            (BudgetScope::Thread, BudgetUnit::Cost) => cost(self.thread_daily_cost),
+            (BudgetScope::Channel, BudgetUnit::Cost) => cost(self.channel_daily_cost),
+        }
+    }
+}
+
+/// The cap of `scope` in `unit` and where it comes from: the change in force, else `config`.
+fn cap_of(
+    changes: &[BudgetChange],
+    config: &BudgetsConfig,
+    scope: BudgetScope,
+    unit: BudgetUnit,
+) -> (Option<u64>, CapSource) {
+    match changes.iter().find(|c| c.scope == scope && c.unit == unit) {
+        Some(change) => (
+            change.daily_cap,
+            CapSource::Chat {
+                by: change.set_by.clone(),
+            },
+        ),
+        None => (config.cap(scope, unit), CapSource::Config),
+    }
+}
+
+/// What the rules of budgets read: the configuration and the prices.
+#[derive(Clone, Copy)]
+pub struct Rules<'a> {
+    /// `[budgets]`.
+    pub config: &'a BudgetsConfig,
+    /// `[usage.prices]`.
+    pub prices: &'a Prices,
+}
+
+/// The budgets that apply to a turn of `person` in `thread` today, counted in `store`: one
+/// query when no cap applies (the changes in force: another node may have set one), two
+/// when one does.
 pub async fn standings(
     store: &Store,
-    config: &BudgetsConfig,
+    rules: Rules<'_>,
     thread: &str,
     person: Option<&str>,
     day: Day,
 ) -> Result<Vec<Standing>, StoreError> {
-    let mut out = Vec::with_capacity(2);
-    if let Some(person) = person {
-        let standing = standing(
-            store,
-            BudgetScope::Person,
-            person,
-            config.person_daily_tokens,
-            day,
-        )
-        .await?;
-        out.push(standing);
+    let changes = store.budgets_in_force(person, thread).await?;
+    let mut out: Vec<Standing> = BUDGETS
+        .iter()
+        .filter(|(scope, _)| person.is_some() || *scope != BudgetScope::Person)
+        .map(|&(scope, unit)| {
+            let (cap, source) = cap_of(&changes, rules.config, scope, unit);
+            Standing {
+                scope,
+                unit,
+                cap,
+                source,
+                used: 0,
+            }
+        })
+        .collect();
+    let capped = |scope| out.iter().any(|s| s.scope == scope && s.cap.is_some());
+    let subjects = BudgetSubjects {
+        person: person.filter(|_| capped(BudgetScope::Person)),
+        thread: Some(thread).filter(|_| capped(BudgetScope::Thread)),
+        channel_of: Some(thread).filter(|_| capped(BudgetScope::Channel)),
+    };
+    // Nobody is told about a budget that does not exist: no usage query.
+    if subjects.person.is_none() && subjects.thread.is_none() && subjects.channel_of.is_none() {
+        return Ok(out);
     }
-    out.push(
-        standing(
-            store,
-            BudgetScope::Thread,
-            thread,
-            config.thread_daily_tokens,
-            day,
-        )
-        .await?,
-    );
+    let usage = store.budget_usage(day.start, subjects).await?;
+    for standing in out.iter_mut().filter(|s| s.cap.is_some()) {
+        standing.used = used(&usage, standing.scope, standing.unit, rules.prices);
+    }
     Ok(out)
 }
 
-async fn standing(
-    store: &Store,
-    scope: BudgetScope,
-    subject: &str,
-    configured: Option<u64>,
-    day: Day,
-) -> Result<Standing, StoreError> {
-    let (cap, source) = match store.budget_change(scope, subject).await? {
-        Some(change) => (
-            change.daily_tokens.map(|n| u64::try_from(n).unwrap_or(0)),
-            CapSource::Chat { by: change.set_by },
-        ),
-        None => (configured, CapSource::Config),
-    };
-    let used = match cap {
-        // Nobody is told about a budget that does not exist: no query.
-        None => 0,
-        Some(_) => {
-            let of = match scope {
-                BudgetScope::Person => UsageOf::Person(subject),
-                BudgetScope::Thread => UsageOf::Thread(subject),
-            };
-            store.usage(of, day.start).await?.tokens()
+/// What `usage` adds up to for one budget.
+fn used(usage: &[BudgetUsage], scope: BudgetScope, unit: BudgetUnit, prices: &Prices) -> u64 {
+    let of = |u: &BudgetUsage| -> UsageTotals {
+        match scope {
+            BudgetScope::Person => u.person,
+            BudgetScope::Thread => u.thread,
+            BudgetScope::Channel => u.channel,
         }
     };
-    Ok(Standing {
-        scope,
-        cap,
-        source,
-        used,
-    })
+    match unit {
+        BudgetUnit::Tokens => usage.iter().map(|u| of(u).tokens()).sum(),
+        BudgetUnit::Cost => {
+            let totals: Vec<(&str, UsageTotals)> =
+                usage.iter().map(|u| (u.model.as_str(), of(u))).collect();
+            Bill::of(prices, totals.iter().map(|(m, t)| (*m, t)))
+                .money
+                .0
+        }
+    }
+}
+
+/// Whose budget an admin changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BudgetOf {
+    /// A person's (a sandpiper user id).
+    Person(String),
+    /// A thread's (a workstream key).
+    Thread(String),
+    /// A channel's (`discord:<id>`, `slack:<team>:<channel>`).
+    Channel(String),
+}
+
+impl BudgetOf {
+    fn scope(&self) -> (BudgetScope, &str) {
+        match self {
+            BudgetOf::Person(id) => (BudgetScope::Person, id),
+            BudgetOf::Thread(key) => (BudgetScope::Thread, key),
+            BudgetOf::Channel(key) => (BudgetScope::Channel, key),
+        }
+    }
+}
+
+/// What an admin sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewCap {
+    /// A daily cap in tokens.
+    Tokens(u64),
+    /// A daily cap in money.
+    Cost(Money),
+    /// No cap any more, in tokens or in money.
+    Lift,
+}
+
+/// One budget changed: from `old` to `new` (tokens or micro-dollars; `None`: no cap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// Which budget.
+    pub key: BudgetKey,
+    /// The cap in force before.
+    pub old: Option<u64>,
+    /// The cap from now on.
+    pub new: Option<u64>,
+}
+
+impl fmt::Display for Changed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&old_to_new(self.key.unit, self.old, self.new))
+    }
+}
+
+/// `1000 tokens → no cap`, `$5.00 → $10.00`: a change as the audit trail shows it.
+pub fn old_to_new(unit: BudgetUnit, old: Option<u64>, new: Option<u64>) -> String {
+    let cap = |c: Option<u64>| c.map_or("no cap".to_owned(), |n| amount(unit, n));
+    format!("{} → {}", cap(old), cap(new))
+}
+
+/// Changes the budget of `of` as `by` (a sandpiper user id: the caller checked that they
+/// may) asked: a new cap in tokens or money, or every cap lifted. Each change is stored with
+/// its audit event (who, whose budget, old → new). What changed (nothing when a lift finds
+/// no cap).
+pub async fn change(
+    store: &Store,
+    config: &BudgetsConfig,
+    of: &BudgetOf,
+    cap: NewCap,
+    by: &str,
+) -> Result<Vec<Changed>, StoreError> {
+    let (scope, subject) = of.scope();
+    let changes = store.budget_of(scope, subject).await?;
+    let wanted: Vec<(BudgetUnit, Option<u64>)> = match cap {
+        NewCap::Tokens(n) => vec![(BudgetUnit::Tokens, Some(n))],
+        NewCap::Cost(m) => vec![(BudgetUnit::Cost, Some(m.0))],
+        NewCap::Lift => vec![(BudgetUnit::Tokens, None), (BudgetUnit::Cost, None)],
+    };
+    let actor = crate::approvals::ledger::name_of(store, Some(by), None).await;
+    let subject_name = match scope {
+        BudgetScope::Person => Some(store.public_name_or_id(subject).await),
+        _ => None,
+    };
+    let mut done = Vec::new();
+    for (unit, new) in wanted {
+        let (old, _) = cap_of(&changes, config, scope, unit);
+        if cap == NewCap::Lift && old.is_none() {
+            continue;
+        }
+        let key = BudgetKey {
+            scope,
+            subject: subject.to_owned(),
+            unit,
+        };
+        let event = AuditEvent {
+            at: crate::store::now_ms(),
+            workstream: match scope {
+                BudgetScope::Person => "*".to_owned(),
+                _ => subject.to_owned(),
+            },
+            request: None,
+            call_id: None,
+            tool: None,
+            actor: actor.clone(),
+            actor_id: Some(by.to_owned()),
+            kind: AuditKind::BudgetChanged {
+                scope,
+                subject: subject.to_owned(),
+                subject_name: subject_name.clone(),
+                unit,
+                old,
+                new,
+            },
+        };
+        store.change_budget(&key, new, by, &event).await?;
+        event.log();
+        done.push(Changed { key, old, new });
+    }
+    Ok(done)
 }
 
 #[cfg(test)]
@@ -220,6 +413,7 @@ mod tests {
     fn standing(scope: BudgetScope, cap: Option<u64>, used: u64) -> Standing {
         Standing {
             scope,
+            unit: BudgetUnit::Tokens,
             cap,
             source: CapSource::Config,
             used,
@@ -285,6 +479,41 @@ mod tests {
             warning(&s(0), &s(1500)).as_deref(),
             Some(
                 "⚠️ Your daily budget is 100% used (1500 of 1000 tokens); it resets at 00:00 UTC."
+            )
+        );
+    }
+
+    #[test]
+    fn a_money_budget_speaks_in_dollars_and_a_channels_names_the_channel() {
+        let day = Day::of(1_700_000_000_000);
+        let now = day.end - 60 * 60_000;
+        let over = Standing {
+            scope: BudgetScope::Channel,
+            unit: BudgetUnit::Cost,
+            cap: Some(5_000_000),
+            source: CapSource::Config,
+            used: 5_120_000,
+        };
+        assert_eq!(
+            refusal(std::slice::from_ref(&over), now)
+                .expect("refused")
+                .to_string(),
+            "This channel's daily budget of $5.00 is used up ($5.12 used today), so this \
+             message was not answered. It resets at 00:00 UTC, in 1h 0m; an admin can raise \
+             or lift it with /budget."
+        );
+        let before = Standing {
+            used: 1_000_000,
+            ..over.clone()
+        };
+        let after = Standing {
+            used: 4_250_000,
+            ..over
+        };
+        assert_eq!(
+            warning(&before, &after).as_deref(),
+            Some(
+                "⚠️ This channel's daily money budget is 85% used ($4.25 of $5.00); it resets at 00:00 UTC."
             )
         );
     }

@@ -81,6 +81,9 @@ struct Inner {
     shared: bool,
     /// Workstreams whose lease this node holds, trusted until `trusted_until`.
     owned: Mutex<HashSet<String>>,
+    /// Workstreams this node is taking on: claimed, and waiting a window for what other nodes
+    /// hand over before the first turn ([`Agent::taking_on`]).
+    taking_on: Mutex<HashSet<String>>,
     /// Until when `owned` is known to be right: a lease after the last renewal was sent
     /// (monotonic, so a wall-clock jump cannot stretch it). `None`: never renewed.
     trusted_until: Mutex<Option<Instant>>,
@@ -112,6 +115,7 @@ impl Cluster {
                 lease,
                 shared,
                 owned: Mutex::default(),
+                taking_on: Mutex::default(),
                 trusted_until: Mutex::new(None),
                 crashed: AtomicBool::new(false),
                 adopted: AtomicBool::new(false),
@@ -168,6 +172,13 @@ impl Cluster {
         self.inner.owned.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn taking(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.inner
+            .taking_on
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether this node holds `key`'s lease, as far as it knows without asking.
     fn holds(&self, key: &str) -> bool {
         let trusted = self.trusted_until().is_some_and(|t| Instant::now() < t);
@@ -195,6 +206,16 @@ impl Cluster {
             }
             Claim::Held { node } => (Ownership::Elsewhere(node), false),
         })
+    }
+
+    /// The live node other than this one holding `key`'s lease, running a turn or not: the
+    /// node work for `key` is handed to.
+    pub async fn lease_elsewhere(&self, key: &str) -> Result<Option<String>, StoreError> {
+        if !self.inner.shared || self.holds(key) {
+            return Ok(None);
+        }
+        let owner = self.inner.store.live_lease_owner(key).await?;
+        Ok(owner.filter(|n| *n != self.inner.node))
     }
 
     /// The live node other than this one running a turn in `key`, if any: a click on a
@@ -298,6 +319,33 @@ impl Cluster {
         self.owned().clear();
     }
 
+    /// A stopping node that starts no more turns drops the leases of workstreams where no
+    /// turn of it runs (marked in the database), so the next owner starts there at once
+    /// instead of waiting the lease out; those still running keep theirs until they end.
+    /// The set trusted in memory is re-read. After [`Cluster::crash`] nothing is released.
+    pub async fn release_idle(&self) {
+        if self.crashed() {
+            return;
+        }
+        let released = async {
+            let dropped = self
+                .inner
+                .store
+                .release_idle_leases(&self.inner.node)
+                .await?;
+            let kept = self.inner.store.leases_of(&self.inner.node).await?;
+            *self.owned() = kept.into_iter().collect();
+            Ok::<_, StoreError>(dropped)
+        };
+        match released.await {
+            Ok(0) => {}
+            Ok(dropped) => tracing::info!(node = %self.inner.node, dropped, "idle leases released"),
+            Err(e) => {
+                tracing::warn!(node = %self.inner.node, error = %e, "could not release idle leases")
+            }
+        }
+    }
+
     /// Makes this node stop as a killed process would (tests): nothing is released.
     pub fn crash(&self) {
         self.inner.crashed.store(true, Ordering::Release);
@@ -380,6 +428,10 @@ impl Agent {
     /// Leaves `payload` (a channel's waiting work, serialized: this node accepted it but will
     /// not run it, because it is stopping) for whoever owns `key` next; durable, so another
     /// node's heartbeat (or this node, restarted) adopts it and runs it in order.
+    ///
+    /// When another node already holds `key`'s lease (it took over while this one drains), it
+    /// is woken at once; otherwise whoever claims the workstream next takes it first
+    /// ([`Agent::take_handoffs`]), or a heartbeat adopts it.
     pub async fn leave_for_next_owner(&self, key: &str, payload: &str) -> Result<(), StoreError> {
         let id = self.store().push_handoff(key, payload, now_ms()).await?;
         tracing::info!(
@@ -387,13 +439,62 @@ impl Agent {
             handoff = id,
             "waiting work left for the next owner"
         );
+        let Some(cluster) = self.cluster() else {
+            return Ok(());
+        };
+        let owner = self.store().lease_owner(key).await?;
+        if let (Some(owner), Some(bus)) = (owner, cluster.bus())
+            && owner != cluster.node()
+        {
+            bus.signal(&owner, &Signal::Handoff(id)).await?;
+        }
         Ok(())
+    }
+
+    /// Takes every piece of work waiting in `key`'s handoffs (oldest first), for a node that
+    /// has just claimed `key`: work another node accepted before this one took over runs here
+    /// in its place, before what came after it. Each is taken once, whoever else looks.
+    pub async fn take_handoffs(&self, key: &str) -> Result<Vec<String>, StoreError> {
+        let mut taken = Vec::new();
+        for id in self.store().handoffs_for(key).await? {
+            if let Some(handoff) = self.store().take_handoff(id).await? {
+                taken.push(handoff.payload);
+            }
+        }
+        Ok(taken)
     }
 
     /// Whether this node knows, without asking, that no other node runs `key`'s turns: it is
     /// in no cluster, or it holds the lease.
     pub fn holds_here(&self, key: &str) -> bool {
         self.cluster().is_none_or(|c| c.holds(key))
+    }
+
+    /// Marks `key` as being taken on here until the guard drops: a handoff for it is then
+    /// left for the turn taking it on, which takes it in place order with its own message.
+    pub fn taking_on(&self, key: &str) -> TakingOn {
+        let cluster = self.cluster().cloned();
+        if let Some(c) = &cluster {
+            c.taking().insert(key.to_owned());
+        }
+        TakingOn {
+            cluster,
+            key: key.to_owned(),
+        }
+    }
+
+    /// Whether a turn here is taking `key` on ([`Agent::taking_on`]).
+    pub fn is_taking_on(&self, key: &str) -> bool {
+        self.cluster().is_some_and(|c| c.taking().contains(key))
+    }
+
+    /// Whether another live node holds `key`'s lease, so work for it is handed there (a failed
+    /// lookup counts as no).
+    pub async fn owned_elsewhere(&self, key: &str) -> bool {
+        match self.cluster() {
+            Some(cluster) => cluster.lease_elsewhere(key).await.ok().flatten().is_some(),
+            None => false,
+        }
     }
 
     /// Whether another live node runs a turn in `key` now (a failed lookup counts as no).
@@ -438,4 +539,19 @@ impl Agent {
 /// the request is undecided (or was closed without a person's decision).
 fn stored_decision(record: ApprovalRecord) -> Option<Decision> {
     record.decision()
+}
+
+/// A workstream being taken on here ([`Agent::taking_on`]); dropped, it no longer is.
+#[derive(Debug)]
+pub struct TakingOn {
+    cluster: Option<Cluster>,
+    key: String,
+}
+
+impl Drop for TakingOn {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cluster {
+            c.taking().remove(&self.key);
+        }
+    }
 }

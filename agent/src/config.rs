@@ -29,6 +29,13 @@ pub use mcp::{
 pub use overrides::{ENV_OVERRIDES, EnvOverride, env_overrides};
 pub use projects::{ProjectConfig, project_connectors};
 pub use redact::{redact_url, scrub_url};
+
+/// `base` with `path` appended to its path, keeping its query (and fragment) after it.
+pub fn with_path(base: &str, path: &str) -> String {
+    let split = base.find(['?', '#']).unwrap_or(base.len());
+    let (head, query) = base.split_at(split);
+    format!("{}{path}{query}", head.trim_end_matches('/'))
+}
 pub use server::ServerConfig;
 pub use web::{MathConfig, TAVILY_API_BASE, WebConfig};
 
@@ -132,20 +139,41 @@ pub struct Config {
     pub log: LogConfig,
     /// The audit trail of approval events.
     pub audit: AuditConfig,
-    /// Daily token caps per person and per thread.
+    /// Daily caps in tokens or money per person, thread and channel.
     pub budgets: BudgetsConfig,
+    /// What model calls cost (`[usage.prices]`).
+    pub usage: UsageConfig,
 }
 
-/// `[budgets]`: the tokens (prompt, cached included, and answer) the model may use per day
-/// (UTC), counted in the database (see [`crate::budget`]). None by default; an admin changes
-/// one person's or one thread's in chat with `/budget`.
+/// `[usage]`: what the model's tokens cost, so that `/usage`, `sandpiper usage` and money
+/// budgets can speak in money.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageConfig {
+    /// Per model name (as `[model] model` names it): dollars per million prompt tokens,
+    /// cached prompt tokens and answer tokens. A model without a price shows no money.
+    pub prices: crate::price::Prices,
+}
+
+/// `[budgets]`: the tokens (prompt, cached included, and answer) or the money (at
+/// `[usage.prices]`) the model may use per day (UTC), counted in the database (see
+/// [`crate::budget`]). None by default; an admin changes one person's, one thread's or one
+/// channel's in chat with `/budget`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetsConfig {
-    /// What one person's turns may use per day, in all threads together.
+    /// Tokens one person's turns may use per day, in all threads together.
     pub person_daily_tokens: Option<u64>,
-    /// What one thread may use per day (its sub-agents included), whoever asks.
+    /// Tokens one thread may use per day (its sub-agents included), whoever asks.
     pub thread_daily_tokens: Option<u64>,
+    /// Tokens the threads of one channel may use per day together.
+    pub channel_daily_tokens: Option<u64>,
+    /// Dollars one person's turns may cost per day.
+    pub person_daily_cost: Option<crate::price::Money>,
+    /// Dollars one thread may cost per day.
+    pub thread_daily_cost: Option<crate::price::Money>,
+    /// Dollars the threads of one channel may cost per day together.
+    pub channel_daily_cost: Option<crate::price::Money>,
 }
 
 /// `[audit]`: how long the audit trail keeps its rows (see [`crate::store::audit`]).
@@ -297,6 +325,12 @@ pub struct ModelConfig {
     pub base_url: Option<String>,
     /// Model name sent to the provider.
     pub model: String,
+    /// Other models of the same provider and endpoint a thread may switch to with
+    /// `/model NAME` (its owner, an approver or an admin). Empty: the thread keeps `model`.
+    /// `context_window` is `model`'s; a choice's window is asked of the server, else the
+    /// known default for its family.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
     /// Name of the environment variable holding the API key. Default: `OPENAI_API_KEY`, or
     /// `ANTHROPIC_API_KEY` for anthropic.
     pub api_key_env: Option<String>,
@@ -362,6 +396,13 @@ impl ModelConfig {
         url.trim_end_matches('/').to_owned()
     }
 
+    /// The URL of `path` (`/chat/completions`, `/models`) under the base URL: the path goes
+    /// before the base's query, which a gateway may need on every request
+    /// (`…/deployments/d?api-version=…`).
+    pub fn url_of(&self, path: &str) -> String {
+        with_path(&self.effective_base_url(), path)
+    }
+
     /// [`Self::effective_base_url`] as logs, `doctor` and `config check` show it: its userinfo
     /// and query values redacted ([`redact_url`]).
     pub fn shown_base_url(&self) -> String {
@@ -399,6 +440,7 @@ impl Default for ModelConfig {
             provider: Provider::Openai,
             base_url: None,
             model: "gpt-4.1-mini".into(),
+            choices: Vec::new(),
             api_key_env: None,
             api_key: None,
             timeout: Duration::from_secs(300),
@@ -882,6 +924,12 @@ impl Config {
         }
         if self.model.model.trim().is_empty() {
             return Err(invalid("model.model", "the model name is empty".into()));
+        }
+        if let Some(blank) = self.model.choices.iter().position(|c| c.trim().is_empty()) {
+            return Err(invalid(
+                "model.choices",
+                format!("choice {} is an empty model name", blank + 1),
+            ));
         }
         if self.cluster.lease < std::time::Duration::from_secs(1) {
             return Err(invalid(

@@ -32,7 +32,9 @@
 //! - [`people`]: who a platform account is: handles, display names, linked identities.
 //! - [`connectors`]: connector policy: which MCP servers a turn may use, from its tiers.
 //! - [`turn_limits`]: how many turns run at once, overall and per person.
-//! - [`budget`]: daily token budgets per person and per thread, and the refusal when used up.
+//! - [`budget`]: daily budgets in tokens or money per person, thread and channel, the refusal
+//!   when one is used up, and the one way to change one (with its audit event).
+//! - [`price`]: `[usage.prices]` and the one rule that turns tokens into money.
 //! - [`activity`]: what running turns are doing now, for the status page.
 //! - [`metrics`]: counters for `GET /metrics` (turns, model calls, tool calls, notify).
 //! - [`bm25`]: relevance ranking shared by memory injection and tool search.
@@ -53,6 +55,7 @@ pub mod model;
 pub mod notify;
 pub mod output;
 pub mod people;
+pub mod price;
 pub mod private_file;
 pub mod process;
 pub mod protocol;

@@ -162,9 +162,30 @@ pub struct ChatRequest<'a> {
     pub tools: &'a [ToolSchema],
     /// The most tokens the answer may use; `None` leaves the provider's configured cap.
     pub max_tokens: Option<u32>,
-    /// The conversation this request continues (the workstream key), for providers that
-    /// route one conversation's requests to one prompt cache (OpenAI's `prompt_cache_key`).
-    pub cache_key: Option<&'a str>,
+    /// The conversation this request continues or is made for, for providers that keep a
+    /// conversation's prompt in one cache (OpenAI's `prompt_cache_key`, llama.cpp's slots).
+    pub cache_key: Option<CacheKey<'a>>,
+}
+
+/// Whose prompt cache a request uses: what a provider needs to keep one conversation's
+/// requests on one cache, and the calls made for it off that cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheKey<'a> {
+    /// A call of the conversation with this workstream key: a turn's model calls, or a
+    /// sub-agent's (whose key is its own child key, so it is kept off its parent's cache).
+    Conversation(&'a str),
+    /// A one-off call made for this workstream (its compaction summary): its prompt shares
+    /// nothing with the conversation's, so it must not evict the conversation's cache.
+    Aside(&'a str),
+}
+
+impl<'a> CacheKey<'a> {
+    /// The workstream key.
+    pub fn workstream(self) -> &'a str {
+        match self {
+            CacheKey::Conversation(key) | CacheKey::Aside(key) => key,
+        }
+    }
 }
 
 /// Token counts reported by the provider.

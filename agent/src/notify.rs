@@ -95,6 +95,10 @@ pub struct NotifyRequest {
     /// turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_by: Option<String>,
+    /// Who the turn that sent it was charged to (a sandpiper user id): a reply to it
+    /// continues the thread at their charge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charged_to: Option<String>,
 }
 
 /// The first line of every delivered notification: who asked for it and from which thread,

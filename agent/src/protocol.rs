@@ -412,6 +412,21 @@ pub struct WorkstreamView {
     pub closed: bool,
 }
 
+/// A console workstream as `sandpiper chat --list` and `/workstreams` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleWorkstream {
+    /// Its name: the key is `console:<name>`.
+    pub name: String,
+    /// The directory its tools last worked in; `None` for one from before it was recorded.
+    pub workdir: Option<String>,
+    /// When it was last active (unix ms).
+    pub last_active_ms: i64,
+    /// The last message a person sent in it.
+    pub last_message: Option<String>,
+    /// Closed for good (`/close`).
+    pub closed: bool,
+}
+
 /// What a person decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -481,6 +496,10 @@ pub struct Decision {
     /// How the decision was made (the audit trail records it); `None`: the approver did not
     /// say, recorded as [`DecisionPath::Automatic`].
     pub via: Option<DecisionPath>,
+    /// (An Always allow) only what a card's narrower button offers for this request
+    /// ([`crate::approvals::policy::offered_grant`]: a bash command's pattern, an MCP tool's
+    /// server), not the whole tool.
+    pub narrower: bool,
 }
 
 /// Through which path a decision reached sandpiper, as the audit trail records it.
@@ -545,6 +564,15 @@ impl Decision {
             decided_by: None,
             decided_by_id: None,
             via: None,
+            narrower: false,
+        }
+    }
+
+    /// An Always allow of only what the request's narrower button offers.
+    pub fn always_narrower(feedback: Option<String>) -> Self {
+        Self {
+            narrower: true,
+            ..Self::new(Verdict::AlwaysAllow, feedback)
         }
     }
 

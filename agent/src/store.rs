@@ -5,12 +5,14 @@
 //! always-allow grants), [`connectors`] (connector policy tiers), [`memories`] (scoped memories), [`users`] (users, their platform
 //! identities and linking), [`services`] (the registry of running nodes), [`notifications`]
 //! (which workstream sent a delivered notification), [`platform_events`] (events a platform
-//! delivered, so each is handled once across nodes), [`web_access`] and [`status_view`] (the
+//! delivered, so each is handled once across nodes), [`platform_names`] (what channels and
+//! approver roles are called), [`web_access`] and [`status_view`] (the
 //! status page's sign-in and what it reads), [`audit`] (the append-only approval audit trail), [`usage`] (tokens per model call and the budgets set in chat); [`recall`] is full-text search over the messages. Migrations are
 //! embedded and run at connect time.
 
 pub mod approvals;
 pub mod audit;
+mod budget_kinds;
 pub mod checkpoints;
 pub mod connectors;
 mod db;
@@ -20,6 +22,7 @@ pub mod memories;
 pub mod messages;
 pub mod notifications;
 pub mod platform_events;
+pub mod platform_names;
 pub mod prompt_templates;
 pub mod recall;
 pub mod services;

@@ -210,6 +210,9 @@ pub struct ToolContext {
     pub workstream: String,
     /// The user whose message is being answered (a sandpiper user id), when known.
     pub user_id: Option<String>,
+    /// Who the turn's model calls are charged to (see [`crate::workstream::Workstream`]'s
+    /// `charged_to`): `user_id`, or the person who set up a watch's or a notification's turn.
+    pub charged_to: Option<String>,
     /// The workstream's owner (who started the thread), when known: where a rule says "the
     /// owner or an admin" (cancelling a watch), the owner's own call needs no approval.
     pub thread_owner: Option<String>,
@@ -252,6 +255,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             workstream: "test:workstream".into(),
             user_id: None,
+            charged_to: None,
             thread_owner: None,
             store: None,
             mcp: None,

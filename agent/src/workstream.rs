@@ -49,10 +49,17 @@ pub struct Workstream {
     pub expanded_tools: crate::turn::tool_search::Expanded,
     /// Notifications of the current turn (the notify rate limit); a new one at each turn.
     pub notify_budget: crate::tools::notify::NotifyBudget,
+    /// Who the current turn's model calls are charged to (usage and budgets): its author,
+    /// or for a turn no person's message started, the person who set it up (a watch's
+    /// creator, whoever asked for the notification answered). Set at each turn.
+    pub charged_to: Option<String>,
     /// What of the history is sent to the model (see [`crate::turn::context`]).
     pub context: ContextState,
     /// The context notes its messages were first sent with ([`crate::turn::request`]).
     pub notes: crate::turn::request::Notes,
+    /// The model it answers with when it was switched with `/model` (`None`: the configured
+    /// one). Read from the store as each turn starts, so a switch on any node holds.
+    pub model: Option<String>,
 }
 
 /// What of a workstream's history the model sees: a checkpoint of the older part and the
@@ -149,6 +156,18 @@ impl Workstream {
             self.context.summary.as_deref(),
             &self.notes,
         )
+    }
+
+    /// Stores the context notes attached or grown since the last call with their messages;
+    /// called before the request that first sends them.
+    pub async fn store_notes(&mut self, store: &Store) -> Result<(), StoreError> {
+        let unsaved = self.notes.unsaved();
+        if unsaved.is_empty() {
+            return Ok(());
+        }
+        store.store_notes(&self.key, &unsaved).await?;
+        self.notes.saved();
+        Ok(())
     }
 
     /// The sequence number the next appended message gets.
@@ -270,7 +289,8 @@ impl Workstreams {
             return Ok(handle);
         }
         let row = self.store.ensure_workstream(key, owner).await?;
-        let mut history = self.store.load_messages(key).await?;
+        let stored = self.store.load_history(key).await?;
+        let mut history = stored.messages;
         history.shrink_to_fit();
         let checkpoint = match history.len() {
             0 => None,
@@ -294,9 +314,11 @@ impl Workstreams {
             last_turn_usage: Default::default(),
             nudges: crate::turn::nudge::Nudges::default(),
             expanded_tools: Default::default(),
-            notes: Default::default(),
+            notes: crate::turn::request::Notes::restored(stored.notes),
             notify_budget: Default::default(),
+            charged_to: None,
             context,
+            model: None,
         };
         Ok(self.insert(key, Arc::new(tokio::sync::Mutex::new(ws))))
     }

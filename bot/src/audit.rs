@@ -170,6 +170,21 @@ fn columns(r: &AuditRow) -> [String; 9] {
             (String::new(), grant.clone())
         }
         AuditKind::AutoApproveSession { source } => (source.clone(), String::new()),
+        AuditKind::BudgetChanged {
+            scope,
+            subject,
+            subject_name,
+            unit,
+            old,
+            new,
+        } => (
+            json_word(scope),
+            format!(
+                "{}: {}",
+                without_controls(subject_name.as_deref().unwrap_or(subject)),
+                sandpiper_agent::budget::old_to_new(*unit, *old, *new)
+            ),
+        ),
     };
     [
         time(e.at),

@@ -15,7 +15,8 @@ use sandpiper_agent::Config;
 use sandpiper_agent::config::{ProcessEnv, ToolSearchMode};
 use sandpiper_channels::console::editor::TerminalLines;
 use sandpiper_channels::console::oneshot::{Ending, OneShot};
-use sandpiper_channels::console::{Console, ConsoleOptions, Output, command_names};
+use sandpiper_channels::console::workstreams;
+use sandpiper_channels::console::{Console, ConsoleOptions, Interrupter, Output, command_names};
 
 use crate::{commands, defaults, wiring};
 
@@ -25,9 +26,16 @@ pub struct ChatArgs {
     /// Approve every tool call without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Continue (or create) a named workstream.
-    #[arg(long, default_value = "default", value_name = "NAME")]
-    pub workstream: String,
+    /// Continue (or create) a named workstream (default: the working directory's,
+    /// `<dir name>-<short hash of its path>`).
+    #[arg(long, value_name = "NAME", conflicts_with = "resume")]
+    pub workstream: Option<String>,
+    /// List the console's workstreams (last active, directory, last message) and exit.
+    #[arg(long, conflicts_with_all = ["print", "resume", "workstream"])]
+    pub list: bool,
+    /// Continue a listed workstream: NAME, or the last used one.
+    #[arg(long, value_name = "NAME", num_args = 0..=1)]
+    pub resume: Option<Option<String>>,
     /// The directory tools work in (default: `[tools] workdir`, else the current
     /// directory).
     #[arg(long, value_name = "DIR")]
@@ -42,7 +50,7 @@ pub struct ChatArgs {
     #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub tool_search_max_results: Option<usize>,
     /// Run this one message as one turn and exit (for scripts): 0 when it was answered, 1
-    /// when the turn failed, 3 when a call was denied. Approvals follow `--yes` or a grant;
+    /// when the turn failed, 3 when a call was denied, 130 when Ctrl-C stopped it. Approvals follow `--yes` or a grant;
     /// any other call that asks is denied, never asked on stdin.
     #[arg(long, short = 'p', value_name = "MESSAGE")]
     pub print: Option<String>,
@@ -76,6 +84,9 @@ pub async fn run(
     } else {
         "[approval] auto_approve"
     });
+    if args.list {
+        return list(&config).await;
+    }
     apply_flags(&mut config, &args);
     if let Some(hint) = commands::missing_api_key(&config) {
         anyhow::bail!(hint);
@@ -85,41 +96,53 @@ pub async fn run(
     }
     let auto_approve = config.approval.auto_approve;
     let agent = wiring::build_agent_in(config, wiring::protected_host(protected)).await?;
-    let key = format!("console:{}", args.workstream);
+    let workstream = workstream_name(&args, &agent).await?;
+    let key = format!("console:{workstream}");
     wiring::announce_session(&agent, &key, auto_source).await?;
     if let Some(text) = args.print {
         let one_shot = OneShot {
-            workstream: args.workstream,
+            workstream,
             user: defaults::os_user(&ProcessEnv),
             auto_approve,
             json: args.json,
             styled: std::io::stdout().is_terminal(),
         };
         let out: Output = Arc::new(Mutex::new(std::io::stdout()));
-        let ending = one_shot.run(&agent, text, out).await;
+        // Ctrl-C stops the turn (its tools too) and the process says so in its exit status.
+        let stop = tokio_util::sync::CancellationToken::new();
+        let on_signal = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_signal.cancel();
+            }
+        });
+        let ending = one_shot.run(&agent, text, out, stop).await;
         agent.mcp().shutdown().await;
         return match ending {
             Ending::Answered => Ok(()),
             Ending::Failed => Err(OneShotEnded("failed", ending.exit_code()).into()),
             Ending::Refused => Err(OneShotEnded("was refused", ending.exit_code()).into()),
+            Ending::Stopped => Err(OneShotEnded("was stopped", ending.exit_code()).into()),
         };
     }
     let interactive = std::io::stdin().is_terminal();
     let user = defaults::os_user(&ProcessEnv);
     let options = ConsoleOptions {
-        workstream: args.workstream,
+        workstream,
         user: user.clone(),
         auto_approve,
         interactive,
         styled: std::io::stdout().is_terminal(),
     };
-    let out: Output = Arc::new(Mutex::new(std::io::stdout()));
     let console = if interactive {
         let history = defaults::history_file(&ProcessEnv, &user);
-        let lines = TerminalLines::start(history, command_names())
+        let interrupter = Interrupter::default();
+        let lines = TerminalLines::start(history, command_names(), interrupter.clone())
             .context("cannot start the line editor")?;
-        Console::with_lines(agent.clone(), options, Arc::new(lines), out)
+        let out = lines.output();
+        Console::with_lines(agent.clone(), options, Arc::new(lines), out, interrupter)
     } else {
+        let out: Output = Arc::new(Mutex::new(std::io::stdout()));
         Console::new(agent.clone(), options, stdin_lines(), out)
     };
     // This workstream's watches, while the console is open.
@@ -149,6 +172,40 @@ pub async fn run(
         );
     }
     Ok(())
+}
+
+/// `--list`: the console's workstreams (never creates the database).
+async fn list(config: &Config) -> anyhow::Result<()> {
+    if defaults::no_database_yet(config).is_some() {
+        print!("{}", workstreams::list(&[], None));
+        return Ok(());
+    }
+    let store = wiring::open_existing_store(config).await?;
+    print!(
+        "{}",
+        workstreams::list(&store.console_workstreams().await?, None)
+    );
+    Ok(())
+}
+
+/// The workstream this session continues: `--workstream`, `--resume`'s, or the working
+/// directory's.
+async fn workstream_name(
+    args: &ChatArgs,
+    agent: &sandpiper_agent::Agent,
+) -> anyhow::Result<String> {
+    if let Some(name) = &args.workstream {
+        return Ok(name.clone());
+    }
+    if let Some(wanted) = &args.resume {
+        let all = agent.console_workstreams().await?;
+        return workstreams::pick(&all, wanted.as_deref()).map_err(anyhow::Error::msg);
+    }
+    let dir = match &agent.config().tools.workdir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    Ok(workstreams::name_for_dir(&dir))
 }
 
 /// `--yes` and the tool search flags over the configuration.

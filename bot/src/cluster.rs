@@ -20,7 +20,7 @@ use std::time::Duration;
 use sandpiper_agent::Agent;
 use sandpiper_agent::cluster::bus::{Heard, Listener};
 use sandpiper_agent::cluster::{INTERRUPTED, RESUMED_AFTER_TAKEOVER, Signal, Takeover};
-use sandpiper_channels::thread::{OutsideTurn, Starters, Work};
+use sandpiper_channels::thread::{OutsideTurn, Starters, Work, handed_over, take_left};
 use tokio_util::sync::CancellationToken;
 
 /// Orphans adopted per heartbeat at most, so one beat stays short after a large node died.
@@ -99,7 +99,7 @@ impl Duties {
         match signal {
             // Left in the table: whoever owns the workstream next takes it.
             Signal::Handoff(_) if self.draining.is_cancelled() => {}
-            Signal::Handoff(id) => self.take_handoff(id).await,
+            Signal::Handoff(id) => self.wake_for(id).await,
             Signal::Decided(request) => match self.agent.deliver_stored(&request).await {
                 Ok(true) => tracing::info!(request, "decision from another node delivered"),
                 Ok(false) => tracing::debug!(request, "no turn here waits for this decision"),
@@ -112,24 +112,73 @@ impl Duties {
         }
     }
 
-    /// Takes handoff `id` and starts it in its thread.
-    async fn take_handoff(&self, id: i64) {
-        let handoff = match self.agent.store().take_handoff(id).await {
-            Ok(Some(h)) => h,
-            Ok(None) => return, // another taker was first
+    /// Handoff `id` was left for this node. When a turn here is taking its workstream on
+    /// ([`Agent::taking_on`](sandpiper_agent::Agent::taking_on)), the handoff is taken a
+    /// settle window later: that turn takes what was handed over, in place order with its own
+    /// message, once its window ends; taken now, the handoff would wait in the lane behind
+    /// that message. Otherwise it is taken at once, and the lane puts it in place order with
+    /// what else waits.
+    async fn wake_for(&self, id: i64) {
+        let workstream = match self.agent.store().handoff_workstream(id).await {
+            Ok(Some(workstream)) => workstream,
+            Ok(None) => return, // already taken
             Err(e) => {
                 // It stays in the table; the next beat sweeps it.
-                tracing::warn!(handoff = id, error = %e, "could not take a handoff");
+                tracing::warn!(handoff = id, error = %e, "could not look at a handoff");
                 return;
             }
         };
-        match serde_json::from_str::<OutsideTurn>(&handoff.payload) {
-            Ok(turn) if turn.workstream == handoff.workstream => self.start(turn),
-            Ok(_) | Err(_) => tracing::error!(
-                handoff = id,
-                workstream = %handoff.workstream,
-                "a handoff this node cannot read; dropped"
-            ),
+        if !self.agent.is_taking_on(&workstream) {
+            return self.take_handoff(id).await;
+        }
+        // Later, beside the signals and beats that come meanwhile.
+        let later = Duties {
+            agent: self.agent.clone(),
+            starters: self.starters.clone(),
+            draining: self.draining.clone(),
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(later.agent.config().agent.settle()).await;
+            later.take_handoff(id).await;
+        });
+    }
+
+    /// Takes handoff `id` and starts it in its thread.
+    async fn take_handoff(&self, id: i64) {
+        if let Some(turn) = self.taken(id).await {
+            self.start(turn);
+        }
+    }
+
+    /// Handoff `id`, taken from the database; `None` when another taker was first or it
+    /// cannot be read (logged).
+    async fn taken(&self, id: i64) -> Option<OutsideTurn> {
+        match self.agent.store().take_handoff(id).await {
+            Ok(Some(h)) => handed_over(&h.workstream, &h.payload),
+            Ok(None) => None, // another taker was first
+            Err(e) => {
+                // It stays in the table; the next beat sweeps it.
+                tracing::warn!(handoff = id, error = %e, "could not take a handoff");
+                None
+            }
+        }
+    }
+
+    /// Takes every handoff waiting for `workstream` and starts them in its thread in place
+    /// order, all at once: started one by one as taken, the first could begin before a
+    /// message sent ahead of it (left later, so stored after it) reached the lane.
+    async fn take_left_for(&self, workstream: &str) {
+        match take_left(&self.agent, workstream).await {
+            Ok(works) => {
+                for work in works {
+                    self.start(OutsideTurn {
+                        workstream: workstream.to_owned(),
+                        work,
+                    });
+                }
+            }
+            // They stay in the table; a later beat sweeps them.
+            Err(e) => tracing::warn!(workstream, error = %e, "could not take the work left here"),
         }
     }
 
@@ -140,7 +189,11 @@ impl Duties {
         }
     }
 
-    /// Handoffs for workstreams this node holds whose wake-up never came.
+    /// Handoffs for workstreams this node holds that no turn here took within a lease: their
+    /// wake-up never came, or they were left for the next owner and no message followed. A
+    /// younger one is the next turn's to take, in place order with its own message
+    /// ([`sandpiper_channels::thread::run`]): taken here, it would reach the thread's lane
+    /// after that turn started, out of order.
     async fn sweep_handoffs(&self) {
         if self.draining.is_cancelled() {
             return;
@@ -148,13 +201,27 @@ impl Duties {
         let Some(cluster) = self.agent.cluster() else {
             return;
         };
-        match self.agent.store().handoffs_held_by(cluster.node()).await {
-            Ok(ids) => {
-                for id in ids {
-                    self.take_handoff(id).await;
-                }
+        let lease_ms = i64::try_from(cluster.lease().as_millis()).unwrap_or(i64::MAX);
+        let left_before = sandpiper_agent::store::now_ms().saturating_sub(lease_ms);
+        let held = self
+            .agent
+            .store()
+            .handoffs_held_by(cluster.node(), left_before);
+        let ids = match held.await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look for waiting handoffs");
+                return;
             }
-            Err(e) => tracing::warn!(error = %e, "could not look for waiting handoffs"),
+        };
+        // All taken before any starts, then in place order (see `take_left_for`).
+        let mut turns = Vec::with_capacity(ids.len());
+        for id in ids {
+            turns.extend(self.taken(id).await);
+        }
+        turns.sort_by_key(|turn| turn.work.place());
+        for turn in turns {
+            self.start(turn);
         }
     }
 
@@ -173,19 +240,24 @@ impl Duties {
             Ok(adopted) => {
                 for (workstream, left) in adopted {
                     tracing::info!(workstream, left = ?left, "took over a workstream of a dead node");
-                    let work = match left {
-                        Takeover::Idle => continue,
-                        Takeover::Interrupted => Work::Notice(INTERRUPTED.to_owned()),
-                        Takeover::Resumable => {
-                            // One lane, in order: the notice, then the turn goes on.
-                            self.start(OutsideTurn {
-                                workstream: workstream.clone(),
-                                work: Work::Notice(RESUMED_AFTER_TAKEOVER.to_owned()),
-                            });
-                            Work::Resume { author: None }
-                        }
+                    // One lane, in order: what the dead node's turn left (the notice, then the
+                    // turn goes on), then the messages left waiting for it.
+                    let left: &[Work] = match left {
+                        Takeover::Idle => &[],
+                        Takeover::Interrupted => &[Work::Notice(INTERRUPTED.to_owned())],
+                        Takeover::Resumable => &[
+                            Work::Notice(RESUMED_AFTER_TAKEOVER.to_owned()),
+                            Work::Resume { author: None },
+                        ],
                     };
-                    self.start(OutsideTurn { workstream, work });
+                    for work in left {
+                        self.start(OutsideTurn {
+                            workstream: workstream.clone(),
+                            work: work.clone(),
+                        });
+                    }
+                    // Taken at once, they reach the lane before a message sent after them can.
+                    self.take_left_for(&workstream).await;
                 }
             }
             Err(e) => tracing::warn!(error = %e, "could not adopt orphaned workstreams"),

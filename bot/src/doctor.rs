@@ -27,11 +27,13 @@ const MESSAGE_CONTENT_FLAGS: u64 = (1 << 19) | (1 << 18);
 pub const DISCORD_PERMISSIONS: u64 = 326_417_632_256;
 
 /// The bot scopes of the README's Slack app manifest.
-pub const SLACK_MANIFEST_SCOPES: [&str; 11] = [
+pub const SLACK_MANIFEST_SCOPES: [&str; 13] = [
     "app_mentions:read",
     "chat:write",
     "channels:history",
+    "channels:read",
     "groups:history",
+    "groups:read",
     "im:history",
     "im:write",
     "files:write",

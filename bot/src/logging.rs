@@ -315,6 +315,59 @@ mod tests {
     }
 
     #[test]
+    fn audit_events_are_logged_by_what_they_are_about() {
+        use sandpiper_agent::store::audit::{AuditEvent, AuditKind};
+        use sandpiper_agent::store::usage::{BudgetScope, BudgetUnit};
+        let settings = LogSettings {
+            filter: ("info".to_owned(), None),
+            format: LogFormat::Json,
+        };
+        let event = |kind| AuditEvent {
+            at: 1,
+            workstream: "slack:T1:C1".into(),
+            request: None,
+            call_id: None,
+            tool: None,
+            actor: Some("admin".into()),
+            actor_id: Some("u1".into()),
+            kind,
+        };
+        let budget = event(AuditKind::BudgetChanged {
+            scope: BudgetScope::Channel,
+            subject: "slack:T1:C1".into(),
+            subject_name: None,
+            unit: BudgetUnit::Tokens,
+            old: None,
+            new: Some(1000),
+        });
+        let text = capture(&settings, || {
+            budget.log();
+            event(AuditKind::TimedOut).log();
+        });
+        let lines: Vec<(String, String, String)> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|l| {
+                let field = |name: &str| l["fields"][name].as_str().unwrap_or_default().to_owned();
+                (
+                    l["target"].as_str().unwrap_or_default().to_owned(),
+                    field("kind"),
+                    field("message"),
+                )
+            })
+            .collect();
+        let line =
+            |kind: &str, message: &str| ("audit".to_owned(), kind.to_owned(), message.to_owned());
+        assert_eq!(
+            lines,
+            vec![
+                line("budget_changed", "budget change"),
+                line("timed_out", "approval event"),
+            ]
+        );
+    }
+
+    #[test]
     fn text_lines_keep_the_plain_startup_shape() {
         let settings = LogSettings {
             filter: ("warn".to_owned(), None),

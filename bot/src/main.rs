@@ -112,9 +112,10 @@ enum Command {
     Memory {
         #[command(subcommand)]
         command: Option<MemoryCommand>,
-        /// Workstream whose memories are included.
-        #[arg(long, default_value = "default", value_name = "NAME", global = true)]
-        workstream: String,
+        /// Console workstream whose memories are included (default: the current directory's,
+        /// as `sandpiper chat` picks it).
+        #[arg(long, value_name = "NAME", global = true)]
+        workstream: Option<String>,
     },
 }
 
@@ -295,7 +296,13 @@ async fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             command,
             workstream,
         } => {
-            let setup = Setup::load(loaded, &flags)?.for_platforms();
+            let setup = Setup::load(loaded, &flags)?;
+            // Where `chat` here would work: `[tools] workdir`, else this directory.
+            let workstream = workstream.unwrap_or_else(|| {
+                let dir = setup.config.tools.workdir.as_deref().unwrap_or(&setup.cwd);
+                sandpiper_channels::console::workstreams::name_for_dir(dir)
+            });
+            let setup = setup.for_platforms();
             console_account::memory(&setup.config, command, &workstream).await
         }
     }

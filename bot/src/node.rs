@@ -12,6 +12,7 @@ use sandpiper_channels::config::ChannelsConfig;
 use sandpiper_channels::discord::DiscordChannel;
 use sandpiper_channels::notify::Notifier;
 use sandpiper_channels::slack::SlackChannel;
+use sandpiper_channels::web::WebChannel;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -51,6 +52,8 @@ pub struct Node {
     pub service_id: Option<String>,
     discord: Option<DiscordChannel>,
     slack: Option<SlackChannel>,
+    /// The lanes of the status page's own conversations.
+    web: WebChannel,
     shutdown: CancellationToken,
     /// Stops the HTTP server alone (see [`Node::stop_http`]).
     http_stop: CancellationToken,
@@ -102,8 +105,9 @@ impl Node {
     /// cluster's leases, the watch runner's claims and the log's `node` span.
     ///
     /// The steps, in this order: bind the HTTP sockets (a taken port fails before anything
-    /// connects), join the cluster, probe the model, start the platforms, gather the routes,
-    /// let the platforms start turns, start the cluster duties and the watch runner, serve
+    /// connects), join the cluster, probe the model, start the platforms, let them start turns
+    /// (the status page writes through them), gather the routes, start the cluster duties and
+    /// the watch runner, serve
     /// notifications, serve HTTP on the sockets, register. Each step says on stderr what it
     /// left off.
     pub async fn start_as(
@@ -120,17 +124,17 @@ impl Node {
         let http_requests = HttpRequests::default();
         let (router, ops) = health_and_ops_routes(&agent, &platforms, model, &http_requests);
         let router = with_admin_api(router, &agent, key.as_ref());
+        let (starters, notify_platforms) = platforms.start_turns();
         let router = with_status_page(
             router,
             &agent,
             &node_id,
-            &platforms,
+            (&platforms, &starters),
             key.as_ref(),
             &shutdown,
         )
         .await;
         let router = with_slack_events(router, platforms.slack.as_ref());
-        let (starters, notify_platforms) = platforms.start_turns();
         let release = CancellationToken::new();
         let cluster = start_cluster(&agent, starters.clone(), listen_url, &shutdown, &release);
         let watches = crate::wiring::start_watches(&agent, starters, shutdown.clone());
@@ -155,7 +159,12 @@ impl Node {
             serves_notify,
             &shutdown,
         );
-        let Platforms { discord, slack, .. } = platforms;
+        let Platforms {
+            discord,
+            slack,
+            web,
+            ..
+        } = platforms;
         Ok(Self {
             agent,
             addr: http.addr,
@@ -163,6 +172,7 @@ impl Node {
             service_id: serves_notify.then_some(node_id),
             discord,
             slack,
+            web,
             shutdown,
             http_stop: http.stop,
             server: http.server,
@@ -228,7 +238,8 @@ impl Node {
         };
         let discord = self.discord;
         let slack = self.slack;
-        let (served, discord_left, slack_left) = tokio::join!(
+        let web = self.web;
+        let (served, discord_left, slack_left, web_left) = tokio::join!(
             served,
             async move {
                 match discord {
@@ -242,6 +253,7 @@ impl Node {
                     None => 0,
                 }
             },
+            async move { web.join(grace).await.left },
         );
         if tokio::time::timeout(grace, self.watches).await.is_err() {
             tracing::warn!(
@@ -260,7 +272,7 @@ impl Node {
         }
         let served = served.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
         NodeExit {
-            left: discord_left + slack_left,
+            left: discord_left + slack_left + web_left,
             served,
         }
     }

@@ -56,7 +56,7 @@ pub async fn run(store: Store, record: ServiceRecord, shutdown: CancellationToke
     if let Err(e) = store.register_service(&record).await {
         tracing::warn!(node = %record.id, error = %e, "cannot register in the services registry; retrying at the next heartbeat");
     } else {
-        tracing::info!(node = %record.id, url = %record.url, role = %record.role, "registered in the services registry");
+        tracing::info!(node = %record.id, url = %sandpiper_agent::config::redact_url(&record.url), role = %record.role, "registered in the services registry");
     }
     let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
     beat.tick().await;

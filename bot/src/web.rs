@@ -11,24 +11,34 @@
 //! - `pages`: the HTML; `style.css` and `app.js` beside it, compiled in.
 //! - `events`: the event streams that keep the page current, and their budget.
 //! - `decide`: deciding from the page, by the thread's rules for that person.
+//! - `markdown`: the transcript's Markdown, rendered safely on the server.
+//! - `search`: finding workstreams by text (the recall index) and filtering them.
+//! - `usage_panel`: tokens per day, and an admin's budget changes.
+//! - `chat`: writing into a workstream from the page, and starting a conversation there.
 //!
 //! Routes: `/` (the cluster), `/w/{key}` (one workstream), `/events` and `/w/{key}/events`
 //! (their live parts), `/api/status` (the cluster as JSON), `/sign-in/{token}` (a page whose
 //! button, `POST /sign-in/{token}`, spends the link), `POST /sign-in` (operator token, to
 //! view), `POST /sign-out`, `POST /approvals/{id}` and
-//! `POST /approvals/{id}/decide` (deciding from the page: `decide`), and `/assets/*` (the
+//! `POST /approvals/{id}/decide` (deciding from the page: `decide`), `POST /budget` (an
+//! admin's budget change: `usage_panel`), `POST /w/{key}/say` and `POST /conversations`
+//! (talking from the page: `chat`), and `/assets/*` (the
 //! stylesheet and script, the only things served without a session: they hold no data).
 
 mod auth;
+mod chat;
 mod decide;
 mod events;
+mod markdown;
 mod pages;
 mod read_model;
+mod search;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+mod usage_panel;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -41,11 +51,13 @@ use sandpiper_agent::Agent;
 use sandpiper_agent::service_jwt::ServiceKey;
 use sandpiper_agent::store::StoreError;
 use sandpiper_channels::membership::Membership;
+use sandpiper_channels::thread::Starters;
+use sandpiper_channels::web::PageDesk;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::serve::PlatformProbe;
-use read_model::{ClusterView, Sources, Viewer};
+use read_model::{Asked, ClusterView, Sources, Viewer};
 use snapshot::LocalStatus;
 
 /// What the page is built from.
@@ -63,6 +75,9 @@ pub struct WebSource {
     /// This node's chat platforms, asked about a person's roles when they decide from the
     /// page.
     pub memberships: Vec<Arc<dyn Membership>>,
+    /// Every platform's lanes on this node, the page's own among them: where messages
+    /// written on the page go.
+    pub starters: Starters,
 }
 
 /// What the handlers share.
@@ -77,9 +92,10 @@ struct WebState {
     failures: auth::FailureLimit,
     /// `[server] trusted_proxies`.
     proxies: Vec<IpNet>,
-    memberships: Vec<Arc<dyn Membership>>,
     streams: events::StreamSlots,
     marker: events::MarkerWatch,
+    /// Where messages written on the page go.
+    desk: PageDesk,
 }
 
 /// The status page's routes, and the task that writes this node's status until `shutdown`.
@@ -104,13 +120,18 @@ pub async fn router(source: WebSource, shutdown: CancellationToken) -> Result<Ro
         key: auth::key_from(&secret),
         failures: auth::FailureLimit::default(),
         proxies: config.server.trusted_proxy_nets(),
-        memberships: source.memberships,
+        desk: PageDesk {
+            agent: source.agent.clone(),
+            starters: source.starters,
+            platforms: source.memberships.clone(),
+        },
         streams: events::StreamSlots::for_connections(config.server.max_connections),
         marker: events::MarkerWatch::start(source.agent.clone(), shutdown),
         sources: Sources {
             local,
             node_id: source.node_id,
             discord_guild: source.discord_guild,
+            memberships: source.memberships,
         },
     };
     Ok(routes(state))
@@ -125,6 +146,9 @@ fn routes(state: WebState) -> Router {
         .route("/w/{key}/events", get(events::workstream))
         .route("/approvals/{id}", post(decide::confirm))
         .route("/approvals/{id}/decide", post(decide::decide))
+        .route("/budget", post(usage_panel::set))
+        .route("/w/{key}/say", post(chat::say))
+        .route(pages::NEW_PATH, post(chat::start))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
@@ -191,10 +215,20 @@ fn unavailable(e: StoreError) -> Response {
         .into_response()
 }
 
-async fn index(State(state): State<WebState>, Extension(viewer): Extension<Viewer>) -> Response {
-    match read_model::cluster(&state.sources, &viewer).await {
-        Ok(view) => Html(pages::index(&viewer, &view)).into_response(),
-        Err(e) => unavailable(e),
+/// `/`, with the search and filters of its query string ([`search::Filter`]).
+async fn index(
+    State(state): State<WebState>,
+    Extension(viewer): Extension<Viewer>,
+    Query(filter): Query<search::Filter>,
+) -> Response {
+    let view = read_model::cluster(&state.sources, &viewer, &filter, &Asked::default()).await;
+    let usage = usage_panel::read(&state.sources, &viewer).await;
+    match (view, usage) {
+        (Ok(view), Ok(usage)) => {
+            let panel = usage_panel::render(&viewer, &usage);
+            Html(pages::index(&viewer, &view, panel)).into_response()
+        }
+        (Err(e), _) | (_, Err(e)) => unavailable(e),
     }
 }
 
@@ -330,7 +364,8 @@ async fn status_json(
     State(state): State<WebState>,
     Extension(viewer): Extension<Viewer>,
 ) -> Response {
-    match read_model::cluster(&state.sources, &viewer).await {
+    let filter = search::Filter::default();
+    match read_model::cluster(&state.sources, &viewer, &filter, &Asked::default()).await {
         Ok(view) => Json(status_of(&viewer, view)).into_response(),
         Err(e) => unavailable(e),
     }

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sandpiper_agent::config::{Env, ProcessEnv, Provider};
+use sandpiper_agent::config::{Env, ProcessEnv};
 use sandpiper_agent::mcp::{McpManager, McpOptions};
-use sandpiper_agent::model::{AnthropicModel, ChatModel, OpenAiModel};
+use sandpiper_agent::model::ChatModel;
 use sandpiper_agent::process::env::ChildEnv;
 use sandpiper_agent::store::prompt_templates::McpPromptSpec;
 use sandpiper_agent::store::{Store, redact_url};
@@ -39,10 +39,7 @@ pub fn install_crypto_provider() {
 /// The configured model provider.
 pub fn build_model(config: &Config) -> Result<Arc<dyn ChatModel>, WiringError> {
     install_crypto_provider();
-    Ok(match config.model.provider {
-        Provider::Openai => Arc::new(OpenAiModel::new(&config.model)?),
-        Provider::Anthropic => Arc::new(AnthropicModel::new(&config.model)?),
-    })
+    Ok(sandpiper_agent::turn::agent::models::client(&config.model)?)
 }
 
 /// Opens the configured database (running migrations).

@@ -242,7 +242,9 @@ async fn a_model_url_with_credentials_is_never_shown_whole() {
         !thread.contains("127.0.0.1"),
         "no endpoint in the thread: {thread}"
     );
-    let shown = format!("http://<redacted>@127.0.0.1:{port}/v1?api-key=<redacted>");
+    // The request's path goes before the base URL's query.
+    let shown =
+        format!("http://<redacted>@127.0.0.1:{port}/v1/chat/completions?api-key=<redacted>");
     assert!(
         log.contains("cannot reach the model provider, retrying")
             && log.contains("giving up")

@@ -258,8 +258,9 @@ async fn piped_commands_are_answered_here_and_never_reach_the_model() {
         stdout.contains("Commands (never sent to the model):"),
         "{stdout}"
     );
+    // The workstream is opened for the person at the terminal before anything is sent.
     assert!(
-        stdout.contains("No workstream `console:cmds` yet."),
+        stdout.contains("Workstream `console:cmds`\nOwner: @") && stdout.contains("Messages: 0"),
         "{stdout}"
     );
     assert!(

@@ -13,7 +13,7 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sandpiper_tests::fake_llm::{FakeLlm, said, text};
+use sandpiper_tests::fake_llm::{FakeLlm, said, text, tool_call};
 
 const WAIT: Duration = Duration::from_secs(30);
 const UP: &str = "\x1b[A";
@@ -325,5 +325,140 @@ async fn the_console_edits_lines_keeps_history_and_never_sends_commands() {
         std::fs::metadata(&history).unwrap().permissions().mode() & 0o777,
         0o600
     );
+    llm.verify();
+}
+
+/// The distinct user messages the model was sent, in order (a tool result's request repeats
+/// the message that started the turn).
+fn messages_sent(llm: &FakeLlm) -> Vec<String> {
+    let mut sent = user_messages(llm);
+    sent.dedup();
+    sent
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_typed_or_pasted_during_a_turn_is_the_next_message_and_in_history() {
+    let slow = |id: &str| {
+        tool_call(
+            id,
+            "bash",
+            serde_json::json!({ "command": "sleep 3; echo slept" }),
+        )
+    };
+    let llm = FakeLlm::start(vec![
+        slow("c1"),
+        text("Slept once."),
+        slow("c2"),
+        text("Slept twice."),
+        text("Read the log."),
+        text("Read it again."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = chat(home.path(), &llm);
+    cmd.arg("--yes");
+    let mut term = Terminal::spawn(cmd);
+    term.wait_for("> ");
+
+    // A line typed while the tool sleeps stays in the editor, is kept when entered, and is
+    // the next message once the turn ends.
+    term.keys("sleep please\r");
+    term.wait_for("▸ bash");
+    term.keys("typed during the turn");
+    term.keys("\r");
+    term.wait_for("(kept: sent when this turn ends");
+    term.wait_for("Slept once.");
+    // It started the next turn; a 13-line paste during that one is one message, not 13.
+    let log: Vec<String> = (1..=13).map(|n| format!("log line {n}")).collect();
+    term.wait_for_count("▸ bash", 2);
+    term.keys(&format!("{PASTE_START}{}{PASTE_END}", log.join("\r\n")));
+    term.keys("\r");
+    term.wait_for_count("(kept: sent when this turn ends", 2);
+    term.answered("Read the log.");
+    let screen = term.screen();
+    // Nothing typed went into the tool's output.
+    for line in screen.lines().filter(|l| l.contains('│')) {
+        assert!(
+            !line.contains("typed during") && !line.contains("log line"),
+            "{screen:?}"
+        );
+    }
+    term.keys(CTRL_D);
+    assert!(term.exit_status().success());
+
+    let pasted = log.join("\n");
+    assert_eq!(
+        messages_sent(&llm),
+        ["sleep please", "typed during the turn", pasted.as_str()]
+    );
+    // Both are in the history: Up brings back the paste whole.
+    let mut term = Terminal::spawn(chat(home.path(), &llm));
+    term.wait_for("(continuing workstream console:pty");
+    term.keys(UP);
+    term.keys("\r");
+    term.answered("Read it again.");
+    term.keys(CTRL_D);
+    assert!(term.exit_status().success());
+    assert_eq!(messages_sent(&llm).last(), Some(&pasted));
+    llm.verify();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_answered_at_the_prompt_and_ctrl_c_stops_the_turn_keeping_the_draft() {
+    let llm = FakeLlm::start(vec![
+        tool_call("c1", "bash", serde_json::json!({ "command": "echo hi" })),
+        text("Done."),
+        tool_call(
+            "c2",
+            "bash",
+            serde_json::json!({ "command": "echo started; sleep 30" }),
+        ),
+        text("Got the draft."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    // Nothing listens where the status page would be.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = free.local_addr().unwrap().to_string();
+    drop(free);
+    let mut cmd = chat(home.path(), &llm);
+    cmd.env("SANDPIPER_LISTEN", &listen);
+    let mut term = Terminal::spawn(cmd);
+    term.wait_for("> ");
+    term.keys("go\r");
+    // The question names the card's two Always allows; the answer is typed at the prompt.
+    term.wait_for("approve bash? [y]es / [n]o / [a]lways allow bash / [p] always allow `echo hi`:");
+    term.keys("y\r");
+    term.answered("Done.");
+    term.keys("again\r");
+    term.wait_for_count("approve bash?", 2);
+    term.keys("y\r");
+    term.wait_for("│ started");
+    // Ctrl-C stops the turn and keeps what is being typed; Enter then sends it.
+    term.keys("my draft");
+    term.keys(CTRL_C);
+    term.wait_for("(turn cancelled)");
+    term.keys("\r");
+    term.answered("Got the draft.");
+    // The workstream is the person's at the terminal, and the status page is not served by
+    // `chat`: /console says how to start it rather than hand out a dead link.
+    term.keys("/status\r");
+    term.answered("Messages:");
+    assert!(
+        term.screen().contains("Owner: @dana\r\n"),
+        "{:?}",
+        term.screen()
+    );
+    term.keys("/console\r");
+    term.answered("sign-in link.");
+    let screen = term.screen();
+    assert!(
+        screen.contains("The status page is not running"),
+        "{screen:?}"
+    );
+    assert!(!screen.contains("http://"), "{screen:?}");
+    term.keys(CTRL_D);
+    assert!(term.exit_status().success());
+    assert_eq!(messages_sent(&llm), ["go", "again", "my draft"]);
     llm.verify();
 }

@@ -70,6 +70,11 @@ pub enum Command {
     Close,
     /// Summarise the older part of this thread's conversation now (owner or approver).
     Compact,
+    /// The model this thread answers with; with a name, switch it (owner or approver).
+    Model {
+        /// One of the models offered (`[model] model` and `choices`).
+        name: Option<String>,
+    },
     /// Join identities across platforms: without a code, get one; with one, redeem it.
     Link {
         /// A code from another platform.
@@ -238,6 +243,21 @@ pub const COMMANDS: &[CommandSpec] = &[
         description: "Summarise the older part of this thread so it fits the model (owner or approver)",
         options: &[],
         parse: |_| Ok(Command::Compact),
+    },
+    CommandSpec {
+        name: "model",
+        description: "Show this thread's model, or switch it to another one offered (owner or approver)",
+        options: &[OptionSpec {
+            name: "name",
+            description: "The model to answer with from now on",
+            required: false,
+            choices: &[],
+        }],
+        parse: |args| {
+            Ok(Command::Model {
+                name: args.get("name").map(str::to_owned),
+            })
+        },
     },
     CommandSpec {
         name: "close",
@@ -432,22 +452,22 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "budget",
-        description: "The daily token budgets here; admins set one: budget <thread|username> <tokens|off>",
+        description: "The daily budgets here; admins set one: budget <thread|channel|username> <tokens|$|off>",
         options: &[
             OptionSpec {
                 name: "target",
-                description: "thread, or a person's sandpiper username (admins only)",
+                description: "thread, channel, or a person's sandpiper username (admins only)",
                 required: false,
                 choices: &[],
             },
             OptionSpec {
-                name: "tokens",
-                description: "tokens per day, or off to lift the cap",
+                name: "cap",
+                description: "tokens per day, dollars per day ($5), or off to lift the caps",
                 required: false,
                 choices: &[],
             },
         ],
-        parse: |a| crate::commands::usage::parse_budget(a.get("target"), a.get("tokens")),
+        parse: |a| crate::commands::usage::parse_budget(a.get("target"), a.get("cap")),
     },
     CommandSpec {
         name: "console",

@@ -7,6 +7,7 @@
 //! - `approval`: approval and review questions and their answers.
 //! - [`oneshot`]: one turn for a script (`chat -p`, `exec`), text or JSON lines.
 //! - `sink` and `markdown`: turn events and the model's text as the terminal shows them.
+//! - [`workstreams`]: a workstream per project directory, listed and resumed.
 //!
 //! Answers stream as they arrive; each tool call shows its header and preview; approvals are
 //! `approve? [y]es / [n]o / [a]lways`, where text after a comma is feedback for the model
@@ -20,6 +21,7 @@ pub mod input;
 mod markdown;
 pub mod oneshot;
 mod sink;
+pub mod workstreams;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -146,15 +148,17 @@ impl Console {
         out: Output,
     ) -> Self {
         let lines = Arc::new(PipedLines::new(input, out.clone()));
-        Self::with_lines(agent, options, lines, out)
+        Self::with_lines(agent, options, lines, out, Interrupter::default())
     }
 
-    /// A console reading from `lines` (the terminal's editor, [`editor::TerminalLines`]).
+    /// A console reading from `lines` (the terminal's editor, [`editor::TerminalLines`],
+    /// which stops a turn on Ctrl-C through the same `interrupter`).
     pub fn with_lines(
         agent: Agent,
         options: ConsoleOptions,
         lines: Arc<dyn LineSource>,
         out: Output,
+        interrupter: Interrupter,
     ) -> Self {
         let (outside, outside_rx) = mpsc::channel(crate::turns::MAX_QUEUED);
         Self {
@@ -162,7 +166,7 @@ impl Console {
             options,
             lines,
             out,
-            interrupter: Interrupter::default(),
+            interrupter,
             outside,
             outside_rx: tokio::sync::Mutex::new(outside_rx),
         }
@@ -221,6 +225,11 @@ impl Console {
                 return report;
             }
         };
+        if let Err(e) = open_workstream(&self.agent, &key, &user.id).await {
+            say(&self.out, &format!("error: cannot open {key}: {e}\n"));
+            report.failed += 1;
+            return report;
+        }
         let sink = sink::ConsoleSink::new(self.out.clone(), self.options.styled);
         let approver = approval::ConsoleApprover {
             lines: self.lines.clone(),
@@ -240,11 +249,17 @@ impl Console {
             os_user: &self.options.user,
             progress: &sink,
         };
+        // What was entered during the last turn: the next message.
+        let mut ahead: Option<String> = None;
         loop {
             if self.options.interactive {
                 say(&self.out, "\n");
             }
-            let work = match self.next().await {
+            let next = match ahead.take() {
+                Some(text) => Next::Typed(Typed::Line(text)),
+                None => self.next().await,
+            };
+            let work = match next {
                 Next::Typed(Typed::End) => {
                     if self.options.interactive {
                         say(&self.out, "\n");
@@ -279,9 +294,11 @@ impl Console {
             } else {
                 &approver
             };
+            self.lines.turn_started();
             let result =
                 crate::thread::run_work(&self.agent, &key, work, &sink, approver, cancel).await;
             self.interrupter.set(None);
+            ahead = self.lines.turn_ended();
             report.turns += 1;
             // Errors were already shown through the sink; here they are only counted.
             if let Err(e) = result {
@@ -304,6 +321,22 @@ impl Console {
         };
         say(&self.out, &text);
     }
+}
+
+/// Opens console workstream `key` for the person at the terminal (`user_id`), recording the
+/// directory its tools work in ([`Agent::open_console_workstream`]).
+async fn open_workstream(
+    agent: &Agent,
+    key: &str,
+    user_id: &str,
+) -> Result<(), sandpiper_agent::store::StoreError> {
+    let dir = agent.config().tools.workdir.as_ref().map(|dir| {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        dir.display().to_string()
+    });
+    agent
+        .open_console_workstream(key, user_id, dir.as_deref())
+        .await
 }
 
 /// [`TurnStarter`] for the console's one workstream.

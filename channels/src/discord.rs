@@ -75,6 +75,8 @@ pub struct Bot {
     tasks: Tasks,
     /// (thread, user) pairs already told the thread is closed or not theirs.
     told: crate::permissions::TellOnce<(u64, u64)>,
+    /// Channels whose name this process has recorded (once each, not per thread).
+    named: crate::permissions::TellOnce<ChannelId>,
     /// Where a reply to a notification is continued (set once the node's platforms run).
     starters: OnceLock<thread::Starters>,
     /// The gateway connection's stage (`/ready`), as serenity last reported it.
@@ -165,7 +167,7 @@ impl Bot {
         channel: ChannelId,
         key: &str,
         job: crate::turns::Job,
-        at: Option<u64>,
+        at: Option<crate::turns::Place>,
         handover: Option<String>,
     ) -> Result<Queued, QueueFull> {
         let bot = self.clone();
@@ -261,6 +263,7 @@ impl DiscordChannel {
             turns: crate::turns::settling(&agent, tasks.clone()),
             tasks: tasks.clone(),
             told: Default::default(),
+            named: Default::default(),
             starters: OnceLock::new(),
             stage: Mutex::new(serenity::gateway::ConnectionStage::Connecting),
             http: OnceLock::new(),

@@ -33,6 +33,8 @@
 //! - [`intake`]: which ways in are open (`channels`, `dms`), the same rule on every platform.
 //! - [`permissions`]: who may stop, close and talk in a thread, what a closed thread and an
 //!   empty mention answer, and the one wording of a refusal.
+//! - [`web`]: talking from the status page: a person's message into a workstream by its
+//!   thread's rules, and the page's own conversations (`web:<id>`) and their lanes.
 //! - [`status`]: a platform connection's state, for `/ready`.
 //! - [`split`]: cutting long answers at a platform's message limit without breaking code blocks.
 //! - [`visible`]: model-written text as an approver may safely see it (escapes, cut notes).
@@ -63,3 +65,4 @@ pub mod tasks;
 pub mod thread;
 pub mod turns;
 pub mod visible;
+pub mod web;

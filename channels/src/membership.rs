@@ -24,6 +24,12 @@ pub trait Membership: Send + Sync {
     fn platform(&self) -> KeyPlatform;
     /// `approver_roles` / `approver_usergroups` as this node is configured.
     fn approver_roles(&self) -> &[String];
+    /// `thread_access` as this node is configured: who may talk in the platform's threads,
+    /// from the page too ([`crate::web`]). Open to anyone unless the platform says otherwise,
+    /// as the setting's default is.
+    fn thread_access(&self) -> crate::config::ThreadAccess {
+        crate::config::ThreadAccess::Anyone
+    }
     /// Which roles (Discord role ids, Slack user group ids) the platform user `user` holds now
     /// where `workstream` lives, among `candidates` (Discord answers with all of the member's
     /// roles, as a click's payload carries them). `Err` (shown) when the platform cannot tell.
@@ -79,17 +85,14 @@ pub async fn decide_away(
     else {
         return Ok(ClickOutcome::Unknown);
     };
-    let key: Option<WorkstreamKey> = request.workstream.parse().ok();
-    let platform = key
-        .as_ref()
-        .and_then(|k| platforms.iter().find(|p| p.platform() == k.platform()));
-    let (roles, approver_roles) = match (key.as_ref(), platform) {
-        (Some(key), Some(platform)) => {
-            let roles = roles_there(agent, platform.as_ref(), key, &click).await?;
-            (roles, platform.approver_roles().to_vec())
-        }
-        _ => (Vec::new(), Vec::new()),
-    };
+    let (roles, approver_roles) = roles_now(
+        agent,
+        platforms,
+        &request.workstream,
+        click.request_id,
+        click.user_id,
+    )
+    .await?;
     tracing::info!(
         request = click.request_id,
         user = click.user_id,
@@ -113,25 +116,74 @@ pub async fn decide_away(
         .map_err(|e| e.to_string())
 }
 
+/// Whether `user_id` may decide request `request_id` (of `workstream`) from the page: the
+/// rules of a click ([`Agent::may_decide`]) with the roles the thread's platform says they
+/// hold now, asked as [`decide_away`] asks. What the status page lists for them; `Err`
+/// (logged) when the store or the platform fails.
+pub async fn may_decide_away(
+    agent: &Agent,
+    platforms: &[Arc<dyn Membership>],
+    workstream: &str,
+    request_id: &str,
+    user_id: &str,
+) -> Result<bool, String> {
+    let (roles, approver_roles) =
+        roles_now(agent, platforms, workstream, request_id, user_id).await?;
+    let who = approvals::Clicker {
+        user_id,
+        roles: &roles,
+        approver_roles: &approver_roles,
+    };
+    agent
+        .may_decide(request_id, &who)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The roles `user_id` holds now where `workstream` lives, and the approver roles its
+/// platform is configured with on this node; none when this node has no connection to that
+/// platform.
+async fn roles_now(
+    agent: &Agent,
+    platforms: &[Arc<dyn Membership>],
+    workstream: &str,
+    request_id: &str,
+    user_id: &str,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let key: Option<WorkstreamKey> = workstream.parse().ok();
+    let platform = key
+        .as_ref()
+        .and_then(|k| platforms.iter().find(|p| p.platform() == k.platform()));
+    let (Some(key), Some(platform)) = (key, platform) else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let roles = roles_there(agent, platform.as_ref(), &key, request_id, user_id).await?;
+    Ok((roles, platform.approver_roles().to_vec()))
+}
+
 /// The roles the person holds on `platform` now, through their identity there (none without
-/// one).
+/// one, and none asked for when no role could matter).
 async fn roles_there(
     agent: &Agent,
     platform: &dyn Membership,
     key: &WorkstreamKey,
-    click: &AwayClick<'_>,
+    request_id: &str,
+    user_id: &str,
 ) -> Result<Vec<String>, String> {
     let name = platform.platform().prefix().trim_end_matches(':');
     let identities = agent
         .people()
-        .identities(click.user_id)
+        .identities(user_id)
         .await
         .map_err(|e| e.to_string())?;
     let Some(identity) = identities.into_iter().find(|i| i.platform == name) else {
         return Ok(Vec::new());
     };
-    let requests = [click.request_id.to_owned()];
+    let requests = [request_id.to_owned()];
     let candidates = candidate_roles(agent, platform.approver_roles(), &requests).await;
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
     platform
         .roles_of(&identity.platform_user_id, key, &candidates)
         .await

@@ -14,8 +14,8 @@ use sandpiper_agent::notify::{
     ChannelType, Ledger, NotifyInputError, NotifyRequest, RECIPIENT_WINDOW_MS, Target,
     TargetStatus, attribution, within_limits,
 };
-use sandpiper_agent::people::People;
 use sandpiper_agent::people::User;
+use sandpiper_agent::people::{NotOnePerson, People};
 use sandpiper_agent::store::now_ms;
 
 use crate::thread::{OutsideTurn, Starters, Work};
@@ -185,13 +185,17 @@ impl Notifier {
     }
 
     /// The user a notification to `name` is for: the one the tool resolved (by id, so a
-    /// rename in between cannot redirect it), or the one with exactly that username.
+    /// rename in between cannot redirect it), or the one person the name names.
     async fn recipient(&self, name: &str, request: &NotifyRequest) -> Result<User, DeliverError> {
-        let found = match &request.user_id {
-            Some(id) => self.people.user(id).await?,
-            None => self.people.by_username(name).await?,
-        };
-        found.ok_or_else(|| DeliverError::NotFound(format!("there is no user `{name}`")))
+        let nobody = || DeliverError::NotFound(format!("there is no user `{name}`"));
+        match &request.user_id {
+            Some(id) => self.people.user(id).await?.ok_or_else(nobody),
+            None => match self.people.one_named(name).await? {
+                Ok(user) => Ok(user),
+                Err(NotOnePerson::Nobody(_)) => Err(nobody()),
+                Err(several) => Err(DeliverError::NotFound(several.to_string())),
+            },
+        }
     }
 
     /// Why `channel` is not the sender's to post in: it is the thread of another workstream
@@ -260,6 +264,7 @@ impl Notifier {
                 recipient: to.as_ref().map(|t| t.user.to_owned()),
                 recipient_account: to.as_ref().map(|t| t.account.to_owned()),
                 requester: out.request.requested_by.clone(),
+                charged_to: out.request.charged_to.clone(),
             };
             if let Err(e) = self.ledger.record(&sent).await {
                 tracing::warn!(target = %label, error = %e, "a delivered notification was not recorded; a reply to it will not continue its thread");
@@ -358,7 +363,8 @@ pub fn may_answer(sent: &SentNotification, account: &str, text: &str) -> Result<
 /// the person was notified from that workstream. Only the account the notification was sent
 /// to may answer ([`may_answer`]); and the turn has no author, so answering never widens
 /// what its writer's `recall` or `user` memories reach: the thread does not become one they
-/// took part in, and their memories do not enter it.
+/// took part in, and their memories do not enter it. It is charged to whoever the turn that
+/// asked for the notification was charged to.
 pub async fn continue_from_reply(
     ledger: &Ledger,
     starters: &Starters,
@@ -393,6 +399,7 @@ pub async fn continue_from_reply(
                 crate::visible::cut(text, 5, 300)
             )),
             place: None,
+            charged_to: sent.charged_to.clone(),
         },
     };
     match starters.start(turn) {
@@ -426,6 +433,7 @@ mod tests {
             recipient: account.map(|_| "user-1".to_owned()),
             recipient_account: account.map(str::to_owned),
             requester: None,
+            charged_to: None,
         };
         let cases = [
             (sent(Some("42")), "42", "on it", Ok(())),

@@ -1,6 +1,7 @@
-//! Who may stop, close and talk in a workstream, what a closed thread and an empty mention
-//! answer, and the one wording of a refusal: pure rules every platform (Discord, Slack, the
-//! console) asks, so the platforms cannot drift apart. A platform only looks up the facts
+//! Who may stop, steer, close and talk in a workstream (in its thread, or from the status
+//! page), what a closed thread and an empty mention answer, and the one wording of a refusal:
+//! pure rules every platform (Discord, Slack, the console) asks, so the platforms cannot drift
+//! apart. A platform only looks up the facts
 //! ([`Standing`]); the rule decides, and the text the person sees is the error's.
 
 use std::collections::HashSet;
@@ -29,6 +30,9 @@ pub enum Refusal {
     /// Stop pressed (or `stop` typed) by someone who may not stop this thread's turn.
     #[error("🚫 Only the person who started this thread, or an approver, can stop its turn.")]
     Stop,
+    /// `compact` or `model NAME` typed by someone who may not steer this thread.
+    #[error("🚫 Only the person who started this thread, or an approver, can {0}.")]
+    Steer(Steering),
     /// `close` typed by someone who may not close this thread.
     #[error("🚫 Only the person who started this thread, or an admin, can close it.")]
     Close,
@@ -40,6 +44,12 @@ pub enum Refusal {
         /// The owner's shown name.
         owner: String,
     },
+    /// A message written on the status page into a workstream the person takes no part in.
+    #[error(
+        "🚫 Only the people in this thread can write to it from the status page. Write in the \
+         thread itself to join it."
+    )]
+    NotInThread,
     /// A message in a thread whose workstream was closed.
     #[error("🔒 This thread is closed. Mention me in a channel to start a new one.")]
     ThreadClosed,
@@ -67,6 +77,44 @@ pub fn may_stop(access: ThreadAccess, who: Standing) -> Result<(), Refusal> {
     }
 }
 
+/// What steering a thread changes for everyone in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steering {
+    /// `compact`: its older part is summarised.
+    Compact,
+    /// `model NAME`: another model answers it.
+    Model,
+}
+
+impl Steering {
+    /// The command that steers so.
+    pub fn command(self) -> &'static str {
+        match self {
+            Steering::Compact => "compact",
+            Steering::Model => "model",
+        }
+    }
+}
+
+impl std::fmt::Display for Steering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Steering::Compact => "compact it",
+            Steering::Model => "switch its model",
+        })
+    }
+}
+
+/// Who may steer a thread (compact it, switch its model): its owner, an approver or an
+/// admin.
+pub fn may_steer(what: Steering, who: Standing) -> Result<(), Refusal> {
+    if who.owner || who.approver || who.admin {
+        Ok(())
+    } else {
+        Err(Refusal::Steer(what))
+    }
+}
+
 /// Who may close a thread: its owner or an admin (not merely an approver: closing ends the
 /// workstream for everyone in it).
 pub fn may_close(who: Standing) -> Result<(), Refusal> {
@@ -86,6 +134,25 @@ pub fn may_talk(access: ThreadAccess, who: Standing, owner: Option<&str>) -> Res
             owner: owner.to_owned(),
         }),
         _ => Ok(()),
+    }
+}
+
+/// Who may write into a workstream from away from its thread (the status page): whoever may
+/// talk in the thread ([`may_talk`]) and takes part in it already (`takes_part`: its owner,
+/// or someone who wrote there). Away from the thread nobody can tell who sees its channel, so
+/// taking part stands in for being there; an approver role decides approvals, it does not
+/// make its holder part of a conversation.
+pub fn may_talk_away(
+    access: ThreadAccess,
+    who: Standing,
+    takes_part: bool,
+    owner: Option<&str>,
+) -> Result<(), Refusal> {
+    may_talk(access, who, owner)?;
+    if who.owner || takes_part {
+        Ok(())
+    } else {
+        Err(Refusal::NotInThread)
     }
 }
 
@@ -194,6 +261,30 @@ mod tests {
     }
 
     #[test]
+    fn the_owner_an_approver_or_an_admin_steers() {
+        assert_eq!(
+            table(|s| may_steer(Steering::Model, s)),
+            vec![
+                ("owner", true),
+                ("approver", true),
+                ("participant", false),
+                ("stranger", false)
+            ]
+        );
+        let admin = Standing {
+            admin: true,
+            ..Standing::default()
+        };
+        assert_eq!(may_steer(Steering::Compact, admin), Ok(()));
+        assert_eq!(
+            may_steer(Steering::Compact, Standing::default())
+                .unwrap_err()
+                .to_string(),
+            "🚫 Only the person who started this thread, or an approver, can compact it."
+        );
+    }
+
+    #[test]
     fn the_owner_or_an_admin_closes_not_an_approver() {
         assert_eq!(
             table(may_close),
@@ -241,6 +332,43 @@ mod tests {
                  your own."
                     .into()
             )
+        );
+    }
+
+    #[test]
+    fn from_the_page_the_owner_and_participants_write_and_nobody_else() {
+        // Who takes part in alice's thread: alice and the participant.
+        let away = |access| {
+            four()
+                .into_iter()
+                .map(|(who, s)| {
+                    let takes_part = matches!(who, "owner" | "participant");
+                    (who, may_talk_away(access, s, takes_part, Some("alice")))
+                })
+                .collect::<Vec<_>>()
+        };
+        let not_yours = || {
+            Err(Refusal::NotYourThread {
+                owner: "alice".into(),
+            })
+        };
+        assert_eq!(
+            away(ThreadAccess::Anyone),
+            vec![
+                ("owner", Ok(())),
+                ("approver", Err(Refusal::NotInThread)),
+                ("participant", Ok(())),
+                ("stranger", Err(Refusal::NotInThread)),
+            ]
+        );
+        assert_eq!(
+            away(ThreadAccess::Owner),
+            vec![
+                ("owner", Ok(())),
+                ("approver", not_yours()),
+                ("participant", not_yours()),
+                ("stranger", not_yours()),
+            ]
         );
     }
 

@@ -74,6 +74,8 @@ pub(crate) struct Ctx {
     tasks: Tasks,
     /// `(workstream, user)` pairs told the thread is closed or not theirs.
     told: crate::permissions::TellOnce<(String, String)>,
+    /// Channels whose name this process has recorded (once each, not per thread).
+    named: crate::permissions::TellOnce<String>,
     /// Where a reply to a notification is continued (set once the node's platforms run).
     starters: std::sync::OnceLock<crate::thread::Starters>,
 }
@@ -154,6 +156,26 @@ pub(crate) fn spawn(ctx: &Arc<Ctx>, fut: impl std::future::Future<Output = ()> +
     ctx.tasks.spawn(fut);
 }
 
+/// Takes on the work of a delivery Slack is about to be told was received (an event, a
+/// click, a command): once acknowledged, Slack never sends it again, so the work runs to its
+/// end, shutdown or not (until the drain halts what is left). A stopping node takes on
+/// nothing: the delivery is left unacknowledged, and Slack sends it to another connection.
+pub(crate) fn take_on(
+    ctx: &Arc<Ctx>,
+    fut: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Stopping> {
+    if ctx.tasks.shutdown().is_cancelled() {
+        return Err(Stopping);
+    }
+    ctx.tasks.spawn_turn(fut);
+    Ok(())
+}
+
+/// Why a stopping node leaves a delivery unacknowledged ([`take_on`]).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("this node is stopping: the delivery is left for another node")]
+pub(crate) struct Stopping;
+
 /// Forgets delivered event ids after a day, hourly: Slack redelivers within minutes, and the
 /// table must not grow without bound.
 fn prune_delivered_events(ctx: &Arc<Ctx>) {
@@ -167,6 +189,36 @@ fn prune_delivered_events(ctx: &Arc<Ctx>) {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(pruned = n, "forgot old Slack event ids"),
                 Err(e) => tracing::warn!(error = %e, "pruning Slack event ids failed"),
+            }
+        }
+    });
+}
+
+/// Records what the approver user groups are called (`usergroups.list`), so the page says
+/// who may decide a card by the group's handle: at start, then hourly (a group renamed or
+/// made later). A failure costs only the names.
+fn name_approver_groups(ctx: &Arc<Ctx>) {
+    if ctx.config.approver_usergroups.is_empty() {
+        return;
+    }
+    let ctx2 = ctx.clone();
+    spawn(ctx, async move {
+        let mut every = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            every.tick().await;
+            let groups = match ctx2.api.group_handles().await {
+                Ok(groups) => groups,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the user groups' names");
+                    continue;
+                }
+            };
+            let approvers: Vec<(String, String)> = groups
+                .into_iter()
+                .filter(|(id, _)| ctx2.config.approver_usergroups.contains(id))
+                .collect();
+            if let Err(e) = ctx2.agent.name_roles(&approvers).await {
+                tracing::warn!(error = %e, "cannot record the user groups' names");
             }
         }
     });
@@ -209,6 +261,7 @@ impl SlackChannel {
             queue: crate::turns::settling(&agent, tasks.clone()),
             tasks,
             told: Default::default(),
+            named: Default::default(),
             starters: Default::default(),
             agent,
             api,
@@ -242,6 +295,7 @@ impl SlackChannel {
             }
         }
         prune_delivered_events(&ctx);
+        name_approver_groups(&ctx);
         Ok(Some(channel))
     }
 

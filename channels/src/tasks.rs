@@ -65,8 +65,9 @@ impl Tasks {
         })
     }
 
-    /// Runs a turn's work (its lane, its renderer) in the background until it ends or the
-    /// drain halts it ([`Tasks::halt`]): shutdown alone lets it finish.
+    /// Runs a turn's work (its lane, its renderer), or the handling of a delivery the platform
+    /// was told was received, in the background until it ends or the drain halts it
+    /// ([`Tasks::halt`]): shutdown alone lets it finish.
     pub fn spawn_turn(&self, fut: impl Future<Output = ()> + Send + 'static) -> JoinHandle<()> {
         let halt = self.halt.clone();
         self.tracker.spawn(async move {

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approver::{CardApprover, CardSurface};
 use crate::stream::{self, StreamSink, Surface};
 use crate::tasks::{Drained, Tasks};
-use crate::turns::{QueueFull, Queued, Start};
+use crate::turns::{Place, QueueFull, Queued, Start};
 
 /// A platform thread as a turn needs it: where the answer streams and where cards go.
 pub trait Thread: Surface + CardSurface {}
@@ -41,11 +41,14 @@ pub enum Work {
         /// Shown in the thread before the turn starts (a synthetic message says where it
         /// came from); `None` for a message the thread already shows.
         shown: Option<String>,
-        /// Its place in the thread, in the platform's order (Slack's `ts` in microseconds,
-        /// Discord's snowflake id): the lane takes messages in this order whichever node
-        /// received them. `None` for work no person sent.
+        /// Its place in the thread, in the platform's order (see [`Place`]): the lane takes
+        /// messages in this order whichever node received them. `None` for work no person sent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        place: Option<u64>,
+        place: Option<Place>,
+        /// Who a turn with no author is charged to (usage and budgets): the person who set
+        /// up the watch that fired, or who asked for the notification answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        charged_to: Option<String>,
     },
     /// Resume a turn a restart interrupted (every dangling call is now decided).
     Resume {
@@ -65,11 +68,12 @@ impl Work {
             text,
             shown: None,
             place: None,
+            charged_to: None,
         }
     }
 
     /// This work at `place` in its thread (see [`Work::Message::place`]).
-    pub fn at(mut self, at: u64) -> Self {
+    pub fn at(mut self, at: Place) -> Self {
         if let Work::Message { place, .. } = &mut self {
             *place = Some(at);
         }
@@ -77,7 +81,7 @@ impl Work {
     }
 
     /// Its place in its thread, when a person sent it.
-    pub fn place(&self) -> Option<u64> {
+    pub fn place(&self) -> Option<Place> {
         match self {
             Work::Message { place, .. } => *place,
             Work::Resume { .. } | Work::Notice(_) => None,
@@ -87,7 +91,8 @@ impl Work {
 
 /// What a thread is told, before the answer, about a message that reached the bot after a
 /// later one was already being answered.
-pub const LATE: &str = "↩️ This message reached me after the one you sent next, which I had                         already started on; it is answered now, and the conversation keeps the                         order you sent them in.";
+pub const LATE: &str = "↩️ This message reached me after the one you sent next, which I had \
+     already started on; it is answered now, after that one.";
 
 /// Where a thread's turn runs. Cheap to clone.
 #[derive(Clone)]
@@ -150,8 +155,12 @@ pub fn open<T: Thread>(place: &TurnPlace, thread: Arc<T>) -> OpenThread {
 /// In a cluster the workstream's lease comes first: when another live node owns the
 /// workstream, the work is handed to it (it shows in the same thread from there); when this
 /// node takes it over from a node that died mid-turn, the thread is told before the work runs.
+/// A node that has just claimed the workstream first runs, in place order with `work`, what
+/// other nodes left waiting for it ([`Agent::take_handoffs`]): a message a stopping node
+/// accepted is answered before the one sent after it, whichever node that reached.
 /// A job that starts late ([`Start::late`]) says so in the thread first ([`LATE`]).
 pub async fn run<T: Thread>(place: &TurnPlace, thread: Arc<T>, work: Work, start: Start) -> bool {
+    let held = place.agent.holds_here(&place.workstream);
     let interrupted = match place.agent.ownership(&place.workstream).await {
         Ok(Ownership::Here { interrupted }) => interrupted,
         Ok(Ownership::Elsewhere(node)) => {
@@ -163,16 +172,100 @@ pub async fn run<T: Thread>(place: &TurnPlace, thread: Arc<T>, work: Work, start
             false
         }
     };
+    let works = if held {
+        vec![work]
+    } else {
+        with_handed_over(&place.agent, &place.workstream, work).await
+    };
+    let mut notices: Vec<&str> = Vec::new();
+    if interrupted {
+        notices.push(INTERRUPTED);
+    }
+    if start.late {
+        notices.push(LATE);
+    }
+    let mut ok = true;
+    for work in works {
+        let notices = std::mem::take(&mut notices);
+        ok &= run_here(place, thread.clone(), work, &notices, &start.cancel).await;
+    }
+    ok
+}
+
+/// `work` and the work other nodes left waiting for `key` before this node claimed it, in
+/// place order (work without a place, a notice, first, in the order it was left). Nobody ran
+/// the workstream, so the lane settled before it started `work`, and so did any other node
+/// that got a message sent with it: that node finds this one the owner as this one claims,
+/// and hands its message over within a moment. One more window is waited for it here (only
+/// when a node takes a workstream on, not on every turn).
+async fn with_handed_over(agent: &Agent, key: &str, work: Work) -> Vec<Work> {
+    let _taking_on = agent.taking_on(key);
+    let settle = agent.config().agent.settle();
+    if !settle.is_zero() {
+        tokio::time::sleep(settle).await;
+    }
+    let mut works = match take_left(agent, key).await {
+        Ok(works) => works,
+        Err(e) => {
+            // They stay in the table; a heartbeat sweeps them.
+            tracing::warn!(workstream = key, error = %e, "could not take the work left here");
+            return vec![work];
+        }
+    };
+    if !works.is_empty() {
+        tracing::info!(
+            workstream = key,
+            taken = works.len(),
+            "work left for this workstream runs first, in place order"
+        );
+    }
+    works.push(work);
+    works.sort_by_key(Work::place);
+    works
+}
+
+/// Takes every piece of work other nodes left waiting for `key`, in place order (work without
+/// a place, a notice, first, in the order it was left): what a node that starts running the
+/// workstream runs first, whether a message or a heartbeat made it take the workstream.
+pub async fn take_left(agent: &Agent, key: &str) -> Result<Vec<Work>, sandpiper_agent::StoreError> {
+    let mut works: Vec<Work> = agent
+        .take_handoffs(key)
+        .await?
+        .iter()
+        .filter_map(|payload| handed_over(key, payload))
+        .map(|turn| turn.work)
+        .collect();
+    works.sort_by_key(Work::place);
+    Ok(works)
+}
+
+/// The work a handoff for `key` carries; `None`, logged, when this node cannot read it or it
+/// names another workstream.
+pub fn handed_over(key: &str, payload: &str) -> Option<OutsideTurn> {
+    match serde_json::from_str::<OutsideTurn>(payload) {
+        Ok(turn) if turn.workstream == key => Some(turn),
+        Ok(_) | Err(_) => {
+            tracing::error!(workstream = key, "a handoff this node cannot read; dropped");
+            None
+        }
+    }
+}
+
+/// Runs `work` here, after `notices`, and waits until the thread shows how it ended.
+async fn run_here<T: Thread>(
+    place: &TurnPlace,
+    thread: Arc<T>,
+    work: Work,
+    notices: &[&str],
+    cancel: &CancellationToken,
+) -> bool {
     let OpenThread {
         sink,
         approver,
         renderer,
     } = open(place, thread);
-    if interrupted {
-        sink.event(TurnEvent::Notice(INTERRUPTED.to_owned()));
-    }
-    if start.late {
-        sink.event(TurnEvent::Notice(LATE.to_owned()));
+    for notice in notices {
+        sink.event(TurnEvent::Notice((*notice).to_owned()));
     }
     let result = run_work(
         &place.agent,
@@ -180,7 +273,7 @@ pub async fn run<T: Thread>(place: &TurnPlace, thread: Arc<T>, work: Work, start
         work,
         &sink,
         &approver,
-        start.cancel,
+        cancel.clone(),
     )
     .await;
     if let Err(e) = &result {
@@ -279,20 +372,22 @@ pub async fn run_work(
             author,
             text,
             shown,
+            charged_to,
             ..
         } => {
             if let Some(shown) = shown {
                 sink.event(TurnEvent::Notice(shown));
             }
+            let req = TurnRequest {
+                workstream: key,
+                author: author.as_deref(),
+                text,
+                sink,
+                approver,
+                cancel,
+            };
             agent
-                .run_turn(TurnRequest {
-                    workstream: key,
-                    author: author.as_deref(),
-                    text,
-                    sink,
-                    approver,
-                    cancel,
-                })
+                .run_turn_charged_to(req, charged_to.as_deref())
                 .await
                 .map(|_| ())
         }
@@ -338,7 +433,9 @@ pub async fn leave_waiting(agent: &Agent, queue: &crate::turns::TurnQueue) {
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 
 /// Stops a channel's turns after its shutdown began (it no longer listens): work waiting in
-/// `queue` is left for the next owner ([`leave_waiting`]); a running turn goes on until it
+/// `queue`, or reaching it meanwhile, is left for the next owner at once ([`leave_waiting`]),
+/// and every workstream where no turn runs here is released (again each time a turn ends),
+/// so its next owner starts without waiting the lease out; a running turn goes on until it
 /// ends, or until it waits for a person's decision (it stays pending in the store, and a
 /// click after the restart resumes it), for at most `grace`; then what is left is halted
 /// where it is and `tasks` are drained within what remains of `grace`. One rule for every
@@ -354,8 +451,18 @@ pub async fn drain(
     leave_waiting(agent, queue).await;
     let crashed = agent.cluster().is_some_and(|c| c.crashed());
     if !crashed {
+        let mut released_at = None;
         loop {
             let running = queue.running();
+            // Work that reached this node since (a retried event, a connection that still
+            // delivered) is the next owner's at once, not after the drain.
+            leave_waiting(agent, queue).await;
+            // A workstream whose turn is done here (or never ran) is handed on now: its
+            // waiting work is in the table, so whoever claims it next runs that first.
+            if released_at != Some(running.len()) {
+                release_idle(agent).await;
+                released_at = Some(running.len());
+            }
             let busy: Vec<&String> = running
                 .iter()
                 .filter(|key| !agent.live().waits_in(key))
@@ -380,6 +487,14 @@ pub async fn drain(
     tasks
         .drain(deadline.saturating_duration_since(tokio::time::Instant::now()))
         .await
+}
+
+/// Drops this node's leases of workstreams where no turn of it runs (see
+/// [`Cluster::release_idle`](sandpiper_agent::cluster::Cluster::release_idle)).
+async fn release_idle(agent: &Agent) {
+    if let Some(cluster) = agent.cluster() {
+        cluster.release_idle().await;
+    }
 }
 
 /// A turn to start from outside a chat message (also what one node hands another).

@@ -14,11 +14,18 @@
 //! waits a short settle window before it starts, so messages sent together are taken
 //! together. One that comes after a later one already started is still run, marked late
 //! ([`Start::late`]), so the thread can say so.
+//!
+//! Places are one ordering space for every way in ([`Place`]): the time the message was sent,
+//! in microseconds since the Unix epoch, by the platform's clock when it has one (Slack's
+//! `ts`, the time in a Discord snowflake), else by the clock of the node that received it
+//! ([`Place::now`]). The settle window counts from that time ([`settle_left`]), so a message
+//! that was a moment on its way waits only what remains of it; one that came after the
+//! window had passed waits the whole window from its arrival, for what was held up with it.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
@@ -42,20 +49,107 @@ pub struct Start {
     pub late: bool,
 }
 
+/// A message's place in its thread: when it was sent, in microseconds since the Unix epoch.
+/// Slack's `ts` is exactly that; a Discord snowflake carries milliseconds, and the place
+/// keeps its increment below them so two messages of one millisecond stay in order; a
+/// message without a platform order (the console, the page) takes the receiving node's
+/// clock ([`Place::now`]). Serialized as the bare number (handoffs carry it).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct Place(pub u64);
+
+/// The Discord epoch (2015-01-01) in Unix milliseconds, the base of every snowflake.
+const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
+
+impl Place {
+    /// A place for a message received now without a platform order (typed on the console or
+    /// the page): this node's clock, in the same space as the platforms' places, so it sorts
+    /// among a thread's messages by when it was written (as far as the clocks agree).
+    pub fn now() -> Self {
+        Self::at(SystemTime::now())
+    }
+
+    /// The place of a message sent at `time`.
+    pub fn at(time: SystemTime) -> Self {
+        let micros = time
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
+        Self(u64::try_from(micros).unwrap_or(u64::MAX))
+    }
+
+    /// A Slack message's place from its `ts` (`<seconds>.<microseconds>`, Slack's own order
+    /// within a channel); `None` when it is not in that form.
+    pub fn from_slack_ts(ts: &str) -> Option<Self> {
+        let (secs, micros) = ts.split_once('.')?;
+        if micros.len() != 6 || !micros.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let secs: u64 = secs.parse().ok()?;
+        let micros: u64 = micros.parse().ok()?;
+        secs.checked_mul(1_000_000)?.checked_add(micros).map(Self)
+    }
+
+    /// A Discord message's place from its snowflake id: the milliseconds in its top bits, and
+    /// its increment (the low 12 bits, capped below a millisecond) to order messages of one
+    /// millisecond.
+    pub fn from_snowflake(id: u64) -> Self {
+        let millis = (id >> 22) + DISCORD_EPOCH_MS;
+        let increment = (id & 0xfff).min(999);
+        Self(millis.saturating_mul(1000).saturating_add(increment))
+    }
+
+    /// When the message was sent, by the clock that placed it.
+    pub fn sent(self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_micros(self.0)
+    }
+}
+
+/// How long a quiet lane still waits, at `now`, before it starts work at `place`, with a
+/// settle window of `settle`: what remains of the window since the message was sent, when it
+/// arrived within it (a message sent with it was sent no later, so it arrives within the
+/// window too, or is late anyway). The whole window, counted from now, when it arrived after
+/// the window had passed (a connection that delivered late, a replay after a reconnect, work
+/// handed over or left by another node): what was sent with it was held up with it and comes
+/// along in a moment, so the window counts from its arrival. The same when the send time is
+/// ahead of this node's clock. Nothing for work no person sent (no place), which has no
+/// message to wait for.
+/// The one rule of the settle window.
+pub fn settle_left(settle: Duration, place: Option<Place>, now: SystemTime) -> Duration {
+    let Some(place) = place else {
+        return Duration::ZERO;
+    };
+    match now.duration_since(place.sent()) {
+        Ok(age) if age < settle => settle - age,
+        Ok(_) | Err(_) => settle,
+    }
+}
+
 /// How long a turn runs, or a message waits in its lane, before the thread is shown so (the
 /// working indicator; the "queued" notice). An answer that comes sooner is its own signal:
 /// showing one anyway costs Web API calls (Slack's reaction is two) for a flicker nobody
 /// reads. Every platform follows this one rule.
 pub const SHOW_PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
-/// A platform's lanes over `tasks`: quiet threads this node runs settle for
-/// `[agent] settle_ms`; work this node hands to another passes on at once.
+/// A platform's lanes over `tasks`: quiet threads settle for `[agent] settle_ms` unless
+/// another live node runs them (work for those passes on at once, so it reaches the owner
+/// within the owner's window). A thread nobody runs settles too: this node is about to, and
+/// what reached it together (two events of one connection are handled side by side) is put
+/// in order first.
 pub fn settling(agent: &sandpiper_agent::Agent, tasks: Tasks) -> TurnQueue {
     let here = agent.clone();
     TurnQueue::new(tasks)
         .settling(agent.config().agent.settle())
-        .settling_where(move |key| here.holds_here(key))
+        .settling_where(move |key| {
+            let (agent, key) = (here.clone(), key.to_owned());
+            Box::pin(async move { agent.holds_here(&key) || !agent.owned_elsewhere(&key).await })
+        })
 }
+
+/// Whether a workstream's quiet lane settles ([`TurnQueue::settling_where`]).
+type Settles = Arc<dyn Fn(&str) -> BoxFuture<'static, bool> + Send + Sync>;
 
 /// Runs `work`, and `show` beside it once `work` has run for [`SHOW_PROGRESS_AFTER`]; once
 /// both are done, what `work` and `show` gave (`None`: `work` was done sooner and nothing
@@ -119,7 +213,7 @@ struct Lane {
     /// Its first job has not started yet (the lane waits out the settle window).
     settling: bool,
     /// The highest place a job of this lane started with.
-    started: Option<u64>,
+    started: Option<Place>,
 }
 
 impl Lane {
@@ -167,7 +261,7 @@ impl Lane {
 /// stops first.
 struct Waiting {
     job: Job,
-    place: Option<u64>,
+    place: Option<Place>,
     handover: Option<String>,
 }
 
@@ -177,7 +271,7 @@ pub struct TurnQueue {
     lanes: Arc<Mutex<HashMap<String, Lane>>>,
     tasks: Tasks,
     settle: Duration,
-    settles: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+    settles: Settles,
 }
 
 impl std::fmt::Debug for TurnQueue {
@@ -194,22 +288,24 @@ impl TurnQueue {
             lanes: Arc::default(),
             tasks,
             settle: Duration::ZERO,
-            settles: Arc::new(|_: &str| true),
+            settles: Arc::new(|_: &str| Box::pin(async { true })),
         }
     }
 
-    /// An idle lane waits `settle` before it starts its first job, so a message sent with it
-    /// but delivered a moment later (another connection, another node) is taken in its place.
+    /// An idle lane waits what remains of `settle` since its first job's message was sent
+    /// ([`settle_left`]) before it starts it, so a message sent with it but delivered a moment
+    /// later (another connection, another node) is taken in its place.
     pub fn settling(mut self, settle: Duration) -> Self {
         self.settle = settle;
         self
     }
 
-    /// Only lanes whose workstream `settles` settle: where the turn runs (a lane on a node that
-    /// hands its work to the owner passes it on at once, so the owner's window still covers it).
+    /// Only lanes whose workstream `settles` settle: asked once the lane's first job is in,
+    /// within its window (a lane on a node that hands its work to the owner passes it on at
+    /// once, so the owner's window still covers it).
     pub fn settling_where(
         mut self,
-        settles: impl Fn(&str) -> bool + Send + Sync + 'static,
+        settles: impl Fn(&str) -> BoxFuture<'static, bool> + Send + Sync + 'static,
     ) -> Self {
         self.settles = Arc::new(settles);
         self
@@ -231,7 +327,7 @@ impl TurnQueue {
         &self,
         key: &str,
         job: Job,
-        place: Option<u64>,
+        place: Option<Place>,
         handover: Option<String>,
     ) -> Result<Queued, QueueFull> {
         let mut lanes = self.lanes();
@@ -273,7 +369,8 @@ impl TurnQueue {
         lane.running = Some(CancellationToken::new());
         lane.settling = true;
         drop(lanes);
-        self.spawn_worker(key.to_owned());
+        let settle = settle_left(self.settle, place, SystemTime::now());
+        self.spawn_worker(key.to_owned(), settle);
         Ok(Queued::Now)
     }
 
@@ -285,7 +382,7 @@ impl TurnQueue {
         &self,
         key: &str,
         job: Job,
-        place: Option<u64>,
+        place: Option<Place>,
         handover: Option<String>,
         tell: F,
     ) -> Result<Queued, QueueFull>
@@ -326,13 +423,15 @@ impl TurnQueue {
         out
     }
 
-    fn spawn_worker(&self, key: String) {
+    /// Runs `key`'s lane after waiting `settle` (see [`settle_left`]) if it settles.
+    fn spawn_worker(&self, key: String, settle: Duration) {
         let this = self.clone();
+        let until = tokio::time::Instant::now() + settle;
         // A running job outlives shutdown until the drain halts it (`Tasks::spawn_turn`);
         // then the worker is dropped with the job it runs.
         self.tasks.spawn_turn(async move {
-            if !this.settle.is_zero() && (this.settles)(&key) {
-                tokio::time::sleep(this.settle).await;
+            if !settle.is_zero() && (this.settles)(&key).await {
+                tokio::time::sleep_until(until).await;
             }
             let mut first = true;
             while let Some((job, start)) = this.next(&key, first) {
@@ -551,7 +650,7 @@ mod tests {
         let q = TurnQueue::new(Tasks::new(CancellationToken::new()))
             .settling(Duration::from_millis(40));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let placed = |name, place| (job(tx.clone(), name, 1), Some(place));
+        let placed = |name, place| (job(tx.clone(), name, 1), Some(Place(place)));
         for (name, place) in [("third", 30), ("first", 10), ("second", 20)] {
             let (job, place) = placed(name, place);
             q.submit_handing_over("w", job, place, None).unwrap();
@@ -574,14 +673,19 @@ mod tests {
     async fn waiting_work_is_taken_by_place_and_unplaced_work_keeps_its_arrival() {
         let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        q.submit_handing_over("w", job(tx.clone(), "running", 10_000), Some(1), None)
-            .unwrap();
+        q.submit_handing_over(
+            "w",
+            job(tx.clone(), "running", 10_000),
+            Some(Place(1)),
+            None,
+        )
+        .unwrap();
         assert_eq!(rx.recv().await.unwrap(), "start running");
         let submit =
             |name, place| q.submit_handing_over("w", job(tx.clone(), name, 1), place, None);
-        assert_eq!(submit("at 5", Some(5)), Ok(Queued::Behind(1)));
+        assert_eq!(submit("at 5", Some(Place(5))), Ok(Queued::Behind(1)));
         assert_eq!(submit("notice", None), Ok(Queued::Behind(2)));
-        assert_eq!(submit("at 3", Some(3)), Ok(Queued::Behind(1)));
+        assert_eq!(submit("at 3", Some(Place(3))), Ok(Queued::Behind(1)));
         q.stop("w");
         assert_eq!(
             seen(&mut rx, 7).await,
@@ -601,12 +705,12 @@ mod tests {
     async fn work_placed_before_one_already_started_runs_next_marked_late() {
         let q = TurnQueue::new(Tasks::new(CancellationToken::new()));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        q.submit_handing_over("w", job(tx.clone(), "second", 100), Some(20), None)
+        q.submit_handing_over("w", job(tx.clone(), "second", 100), Some(Place(20)), None)
             .unwrap();
         assert_eq!(rx.recv().await.unwrap(), "start second");
-        q.submit_handing_over("w", job(tx.clone(), "third", 1), Some(30), None)
+        q.submit_handing_over("w", job(tx.clone(), "third", 1), Some(Place(30)), None)
             .unwrap();
-        q.submit_handing_over("w", job(tx.clone(), "first", 1), Some(10), None)
+        q.submit_handing_over("w", job(tx.clone(), "first", 1), Some(Place(10)), None)
             .unwrap();
         assert_eq!(
             seen(&mut rx, 5).await,
@@ -624,7 +728,10 @@ mod tests {
     async fn a_lane_that_does_not_settle_starts_at_once() {
         let q = TurnQueue::new(Tasks::new(CancellationToken::new()))
             .settling(Duration::from_secs(60))
-            .settling_where(|key| key != "elsewhere");
+            .settling_where(|key| {
+                let here = key != "elsewhere";
+                Box::pin(async move { here })
+            });
         let (tx, mut rx) = mpsc::unbounded_channel();
         q.submit("elsewhere", job(tx.clone(), "handed on", 1))
             .unwrap();
@@ -652,5 +759,69 @@ mod tests {
             q.submit("w", job(tx.clone(), "wait", 1)).unwrap();
         }
         assert_eq!(q.submit("w", job(tx, "one too many", 1)), Err(QueueFull));
+    }
+
+    #[test]
+    fn a_quiet_lane_waits_what_remains_of_the_window_or_all_of_it_for_a_late_message() {
+        let settle = Duration::from_millis(40);
+        // A whole microsecond, as places are.
+        let now = Place::now().sent();
+        let sent = |ago_ms: u64| Some(Place::at(now - Duration::from_millis(ago_ms)));
+        assert_eq!(settle_left(settle, sent(0), now), settle);
+        assert_eq!(
+            settle_left(settle, sent(15), now),
+            Duration::from_millis(25)
+        );
+        assert_eq!(settle_left(settle, sent(39), now), Duration::from_millis(1));
+        assert_eq!(
+            settle_left(settle, sent(900), now),
+            settle,
+            "arrived late: what was sent with it comes along, counted from now"
+        );
+        assert_eq!(
+            settle_left(settle, None, now),
+            Duration::ZERO,
+            "no person's message"
+        );
+        // A clock that does not compare with ours: counted from now, when it was received.
+        let ahead = Some(Place::at(now + Duration::from_millis(5)));
+        assert_eq!(settle_left(settle, ahead, now), settle);
+        assert_eq!(settle_left(settle, sent(3_600_000), now), settle);
+        assert_eq!(
+            settle_left(Duration::ZERO, sent(0), now),
+            Duration::ZERO,
+            "off"
+        );
+    }
+
+    #[test]
+    fn places_of_every_way_in_are_one_time_ordered_space() {
+        let slack = Place::from_slack_ts("1700000000.000100").unwrap();
+        assert_eq!(slack, Place(1_700_000_000_000_100));
+        assert!(
+            Place::from_slack_ts("1699999999.999999") < Place::from_slack_ts("1700000000.000000")
+        );
+        for bad in [
+            "1700000000.1",
+            "abc.123456",
+            "1700000000",
+            "1700000000.+12345",
+        ] {
+            assert_eq!(Place::from_slack_ts(bad), None, "{bad}");
+        }
+        // A snowflake of 2023-11-14T22:13:20.001Z, increment 7, and the next in that millisecond.
+        let millis = 1_700_000_000_001 - DISCORD_EPOCH_MS;
+        let discord = Place::from_snowflake((millis << 22) | 7);
+        assert_eq!(discord, Place(1_700_000_000_001_007));
+        assert!(Place::from_snowflake((millis << 22) | 8) > discord);
+        assert!(
+            slack < discord,
+            "one space: Slack's 0.1 ms is before Discord's 1.007 ms"
+        );
+        let before = Place::now();
+        let now = Place::now();
+        assert!(before <= now);
+        let ago = SystemTime::now().duration_since(now.sent()).unwrap();
+        assert!(ago < Duration::from_secs(1), "the node's clock: {ago:?}");
     }
 }

@@ -361,6 +361,12 @@ impl FakeDiscord {
         }
     }
 
+    /// Gives the guilds role `id` (named `role-<id>`), held by nobody yet: as a server has the
+    /// roles its configuration names before anyone is given them.
+    pub fn add_role(&self, id: u64) {
+        self.lock().roles.push(id);
+    }
+
     /// The `shard: [id, total]` of every IDENTIFY so far, in order.
     pub fn identified_shards(&self) -> Vec<(u32, u32)> {
         self.lock().gateway.identified.clone()

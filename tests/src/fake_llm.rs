@@ -140,6 +140,12 @@ impl FakeLlm {
         self.shared.ledger().limit = Some(limit);
     }
 
+    /// Answers `GET /props` as a llama.cpp server with `slots` parallel slots does (its
+    /// `total_slots`), from now on.
+    pub fn set_slots(&self, slots: u32) {
+        self.shared.ledger().slots = Some(slots);
+    }
+
     /// The requests refused for their size or history: `(request index, HTTP status, body)`.
     pub fn refusals(&self) -> Vec<(usize, u16, Value)> {
         self.shared.ledger().refused.clone()
@@ -314,6 +320,8 @@ struct Ledger {
     errors: Vec<String>,
     limit: Option<ContextLimit>,
     refused: Vec<(usize, u16, Value)>,
+    /// The slots `GET /props` says, as a llama.cpp server with `--parallel N` does.
+    slots: Option<u32>,
 }
 
 impl std::fmt::Debug for Ledger {

@@ -44,11 +44,13 @@ use state::{Failure, Shared};
 pub const TEAM_ID: &str = "T0FAKE";
 /// The bot scopes of the README's app manifest: what the fake's token has unless a test
 /// grants fewer ([`FakeSlack::grant_scopes`]).
-pub const MANIFEST_SCOPES: [&str; 11] = [
+pub const MANIFEST_SCOPES: [&str; 13] = [
     "app_mentions:read",
     "chat:write",
     "channels:history",
+    "channels:read",
     "groups:history",
+    "groups:read",
     "im:history",
     "im:write",
     "files:write",

@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //!
+//! - [`browser`]: the status page in a real headless chromium, and a person's steps there.
 //! - [`discord_harness`]: the real Discord channel against the fake Discord.
 //! - [`fake_discord`]: a fake Discord (REST + gateway) that a real serenity client connects to.
 //! - [`fake_llm`]: a scripted OpenAI-compatible and Anthropic streaming server on 127.0.0.1.
@@ -13,6 +14,7 @@
 //! - [`proc_stat`]: CPU figures of a process and of the tool processes it started.
 //! - [`slack_harness`]: the real Slack channel against the fake Slack.
 
+pub mod browser;
 pub mod db;
 pub mod db_proxy;
 pub mod discord_harness;

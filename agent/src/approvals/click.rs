@@ -94,6 +94,31 @@ impl Agent {
         decide(self, click).await
     }
 
+    /// Whether `who` may press any of the buttons of pending request `request_id` by the rules
+    /// of a click ([`rule_on_click`]): which approvals a place away from the thread (the
+    /// status page) offers them. A decision is judged again when it is made.
+    pub async fn may_decide(
+        &self,
+        request_id: &str,
+        who: &Clicker<'_>,
+    ) -> Result<bool, AgentError> {
+        let Some(request) = self.store().get_approval(request_id).await? else {
+            return Ok(false);
+        };
+        let buttons = ClickAction::for_kind(request.kind);
+        let ruling = judge(self, &request, who, |ctx, who| {
+            let any = buttons
+                .iter()
+                .any(|a| rule_on_click(ctx, who, *a) == Ruling::Allow);
+            match any {
+                true => Ruling::Allow,
+                false => Ruling::Deny(Refusal::NotOwnerOrApprover),
+            }
+        })
+        .await?;
+        Ok(ruling == Ruling::Allow)
+    }
+
     /// Approve all / Deny all: each pending request of a card judged on its own.
     pub async fn decide_all(&self, batch: BatchClick<'_>) -> BatchOutcome {
         decide_all(self, batch).await

@@ -428,6 +428,7 @@ mod tests {
             header: "bash: ls".into(),
             preview: "ls".into(),
             requested_by: Some("alice".into()),
+            charged_to: Some("alice".into()),
             status,
             decided_by: None,
             feedback: None,

@@ -160,6 +160,7 @@ mod tests {
             header: "bash".into(),
             preview: String::new(),
             requested_by: None,
+            charged_to: None,
             status: ApprovalStatus::Pending,
             decided_by: None,
             feedback: None,

@@ -282,3 +282,18 @@ fn redaction_covers_tool_variables_and_mcp_url_credentials() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_request_path_goes_before_the_base_urls_query() {
+    assert_eq!(
+        super::with_path(
+            "https://gw.example/openai/d/x?api-version=2024-10-21",
+            "/chat/completions"
+        ),
+        "https://gw.example/openai/d/x/chat/completions?api-version=2024-10-21"
+    );
+    assert_eq!(
+        super::with_path("http://127.0.0.1:8080/v1/", "/models"),
+        "http://127.0.0.1:8080/v1/models"
+    );
+}

@@ -40,7 +40,7 @@ impl Endpoint {
         secret: impl FnOnce(&str) -> (HeaderName, String),
     ) -> Result<Self, ModelError> {
         let client = retry::http_client(config)?;
-        let url = format!("{}{path}", config.effective_base_url());
+        let url = config.url_of(path);
         let shown_url = redact_url(&url);
         let secret = config
             .api_key

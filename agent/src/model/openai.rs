@@ -5,6 +5,7 @@
 //! body and [`decode`] for the tolerant chunk decoder.
 
 mod decode;
+mod slots;
 mod window;
 mod wire;
 
@@ -34,6 +35,9 @@ pub struct OpenAiModel {
     limit_field: OutputLimitField,
     /// `{base_url}` without `/chat/completions`, for `/models` and llama.cpp's `/props`.
     base_url: String,
+    /// llama.cpp's `/props` (its window and slots), asked once: `None` inside when the server
+    /// answered without it (not llama.cpp); asked again while the server cannot be reached.
+    props: tokio::sync::OnceCell<Option<serde_json::Value>>,
 }
 
 impl OpenAiModel {
@@ -49,6 +53,7 @@ impl OpenAiModel {
             native_web_search: config.capabilities.native_web_search,
             limit_field: config.effective_output_limit_field(),
             base_url: config.effective_base_url(),
+            props: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -62,12 +67,14 @@ impl OpenAiModel {
 #[async_trait::async_trait]
 impl ChatModel for OpenAiModel {
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ModelStream, ModelError> {
+        let llama_slots = self.llama_props().await.and_then(slots::total_slots);
         let body = wire::request_body(
             &self.model,
             self.temperature,
             self.native_web_search,
             self.limit_field,
             &request,
+            llama_slots,
         );
         self.endpoint
             .stream(&body, decode::ChunkDecoder::default())
@@ -83,8 +90,7 @@ impl ChatModel for OpenAiModel {
     /// [`window`]). `None` when none says.
     async fn server_context_window(&self) -> Option<(u64, &'static str)> {
         let root = self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url);
-        let props = self.get_json(&format!("{root}/props")).await;
-        if let Some(n) = props.as_ref().and_then(window::llama_props) {
+        if let Some(n) = self.llama_props().await.and_then(window::llama_props) {
             return Some((n, "/props n_ctx"));
         }
         let listing = self.get_json(&format!("{}/models", self.base_url)).await;
@@ -108,6 +114,18 @@ impl ChatModel for OpenAiModel {
 }
 
 impl OpenAiModel {
+    /// llama.cpp's `/props`, asked on the first call and kept; `None` from a server that
+    /// answers without it. A server that cannot be reached yet is asked again next time.
+    async fn llama_props(&self) -> Option<&serde_json::Value> {
+        let root = self.base_url.strip_suffix("/v1").unwrap_or(&self.base_url);
+        let url = format!("{root}/props");
+        self.props
+            .get_or_try_init(|| self.answer(self.endpoint.client.get(&url)))
+            .await
+            .ok()?
+            .as_ref()
+    }
+
     /// GETs `url` as JSON with a short timeout; `None` on any failure (the server does not
     /// have the endpoint, or is not up yet).
     async fn get_json(&self, url: &str) -> Option<serde_json::Value> {
@@ -122,18 +140,27 @@ impl OpenAiModel {
 
     /// Sends a discovery request with the key and a short timeout; `None` on any failure.
     async fn discover(&self, request: reqwest::RequestBuilder) -> Option<serde_json::Value> {
+        self.answer(request).await.ok().flatten()
+    }
+
+    /// What a discovery request answered: `Ok(None)` when the server answered without the
+    /// endpoint (an error status, or not JSON), an error when it could not be asked.
+    async fn answer(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Option<serde_json::Value>, reqwest::Error> {
         let mut request = request.timeout(DISCOVERY_TIMEOUT);
         if let Some((name, value)) = &self.endpoint.secret {
             request = request.header(name, value.clone());
         }
-        let response = request.send().await.ok()?;
+        let response = request.send().await?;
         if !response.status().is_success() {
-            return None;
+            return Ok(None);
         }
-        let bytes = response.bytes().await.ok()?;
-        serde_json::from_slice(&bytes).ok()
+        let bytes = response.bytes().await?;
+        Ok(serde_json::from_slice(&bytes).ok())
     }
 }
 
-/// How long asking a server for its window may take.
+/// How long asking a server for its window or slots may take.
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);

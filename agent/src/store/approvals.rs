@@ -38,6 +38,9 @@ pub struct ApprovalRecord {
     pub(crate) preview: String,
     /// Who started the turn.
     pub(crate) requested_by: Option<String>,
+    /// Who the turn is charged to (usage and budgets): `requested_by`, or the person who set
+    /// up a turn no person started (a watch's creator); a resumed turn is charged to them too.
+    pub(crate) charged_to: Option<String>,
     /// Where the request stands.
     pub(crate) status: ApprovalStatus,
     /// Who decided.
@@ -124,32 +127,35 @@ pub struct GrantRow {
     pub created_at: i64,
 }
 
-type Row = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
+/// A `tool_approvals` row as [`COLUMNS`] reads it.
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: String,
+    kind: String,
+    workstream: String,
+    call_id: String,
+    tool: String,
+    header: String,
+    preview: String,
+    requested_by: Option<String>,
+    status: String,
+    decided_by: Option<String>,
+    feedback: Option<String>,
+    decided_at: Option<i64>,
+    created_at: i64,
+    fingerprint: Option<String>,
+    approvers: Option<String>,
+    decided_via: Option<String>,
+    charged_to: Option<String>,
+}
 
 const COLUMNS: &str = "id, kind, workstream, call_id, tool, header, preview, requested_by, status, \
                        decided_by, feedback, decided_at, created_at, fingerprint, approvers, \
-                       decided_via";
+                       decided_via, charged_to";
 
 /// A row as a record; an unknown status is [`StoreError::Corrupt`], never a guess.
 fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
-    let (
+    let Row {
         id,
         kind,
         workstream,
@@ -166,7 +172,8 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
         fingerprint,
         approvers,
         decided_via,
-    ) = row;
+        charged_to,
+    } = row;
     let status = status.parse().map_err(|e: UnknownApprovalStatus| {
         tracing::error!(request = %id, status = %e.0, "approval row with an unknown status");
         StoreError::Corrupt {
@@ -200,6 +207,7 @@ fn record(row: Row) -> Result<ApprovalRecord, StoreError> {
         header,
         preview,
         requested_by,
+        charged_to,
         status,
         decided_by,
         feedback,
@@ -226,8 +234,8 @@ impl Store {
             })?;
         sqlx::query(
             "INSERT INTO tool_approvals (id, workstream, call_id, tool, header, preview, \
-             requested_by, status, created_at, kind, fingerprint, approvers) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             requested_by, status, created_at, kind, fingerprint, approvers, charged_to) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         )
         .bind(&r.id)
         .bind(&r.workstream)
@@ -241,6 +249,7 @@ impl Store {
         .bind(r.kind.as_str())
         .bind(r.fingerprint.as_deref())
         .bind(approvers)
+        .bind(r.charged_to.as_deref())
         .execute(self.pool())
         .await?;
         Ok(())
@@ -477,7 +486,9 @@ mod tests {
             tool: "bash".into(),
             header: "bash: ls".into(),
             preview: "ls".into(),
-            requested_by: Some("alice".into()),
+            requested_by: None,
+            // A watch's turn: nobody's message, charged to who set the watch up.
+            charged_to: Some("carol".into()),
             status: ApprovalStatus::Pending,
             decided_by: None,
             feedback: None,
@@ -557,6 +568,7 @@ mod tests {
             header: "bash: ls".into(),
             preview: "ls".into(),
             requested_by: Some("u2".into()),
+            charged_to: Some("u2".into()),
             status: ApprovalStatus::Denied,
             decided_by: Some("alice".into()),
             feedback: Some("no".into()),
@@ -644,6 +656,7 @@ mod tests {
             header: "bash: ls".into(),
             preview: "ls".into(),
             requested_by: Some("alice".into()),
+            charged_to: Some("alice".into()),
             status: ApprovalStatus::Pending,
             decided_by: None,
             feedback: None,

@@ -93,6 +93,22 @@ pub enum AuditKind {
         /// Where it was set.
         source: String,
     },
+    /// An admin changed a daily budget (`/budget`, the status page).
+    BudgetChanged {
+        /// A person's, a thread's or a channel's.
+        scope: super::budget_kinds::BudgetScope,
+        /// The person's user id, the thread's or the channel's key.
+        subject: String,
+        /// The person as records name them (a person's budget only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject_name: Option<String>,
+        /// Tokens or money.
+        unit: super::budget_kinds::BudgetUnit,
+        /// The cap in force before (tokens or micro-dollars; `None`: none).
+        old: Option<u64>,
+        /// The cap from now on.
+        new: Option<u64>,
+    },
 }
 
 impl AuditKind {
@@ -107,6 +123,22 @@ impl AuditKind {
             AuditKind::GrantCreated { .. } => "grant_created",
             AuditKind::GrantRevoked { .. } => "grant_revoked",
             AuditKind::AutoApproveSession { .. } => "auto_approve_session",
+            AuditKind::BudgetChanged { .. } => "budget_changed",
+        }
+    }
+
+    /// The message of the event's log line: what a reader of the logs searches for.
+    pub fn log_message(&self) -> &'static str {
+        match self {
+            AuditKind::Requested { .. }
+            | AuditKind::Decided { .. }
+            | AuditKind::AutoApproved { .. }
+            | AuditKind::TimedOut
+            | AuditKind::Cancelled { .. }
+            | AuditKind::GrantCreated { .. }
+            | AuditKind::GrantRevoked { .. }
+            | AuditKind::AutoApproveSession { .. } => "approval event",
+            AuditKind::BudgetChanged { .. } => "budget change",
         }
     }
 }
@@ -204,7 +236,8 @@ impl AuditEvent {
             actor = self.actor.as_deref(),
             actor_id = self.actor_id.as_deref(),
             detail = %detail,
-            "approval event"
+            "{}",
+            self.kind.log_message()
         );
     }
 }
@@ -264,7 +297,10 @@ impl Store {
     }
 
     /// One `INSERT` of every event in `events` (at most [`AUDIT_ROWS_PER_STATEMENT`]).
-    async fn insert_audits<'c, E>(conn: E, events: &[AuditEvent]) -> Result<(), StoreError>
+    pub(super) async fn insert_audits<'c, E>(
+        conn: E,
+        events: &[AuditEvent],
+    ) -> Result<(), StoreError>
     where
         E: sqlx::Executor<'c, Database = sqlx::Any>,
     {

@@ -204,6 +204,19 @@ impl Store {
         )
     }
 
+    /// The node whose lease on `workstream` is alive by the database's clock, running a turn
+    /// or not; `None` when nobody's is.
+    pub async fn live_lease_owner(&self, workstream: &str) -> Result<Option<String>, StoreError> {
+        let sql = format!(
+            "SELECT node FROM workstream_leases WHERE workstream = $1 AND expires_at >= {}",
+            db_now(self.backend())
+        );
+        Ok(sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(workstream)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
     /// The node running a turn in `workstream` now: its lease is alive by the database's
     /// clock and a turn is marked. `None` when no live node runs one (a lease whose turn died
     /// with its node was taken over with the mark cleared).
@@ -229,14 +242,20 @@ impl Store {
         )
     }
 
-    /// Handoffs waiting for workstreams `node` holds (a wake-up lost while the bus
-    /// reconnected), oldest first.
-    pub async fn handoffs_held_by(&self, node: &str) -> Result<Vec<i64>, StoreError> {
+    /// Handoffs waiting for workstreams `node` holds that were left before `left_before`
+    /// (unix ms): a wake-up lost while the bus reconnected, or work left for whoever owned the
+    /// workstream next that no turn of its owner took. Oldest first.
+    pub async fn handoffs_held_by(
+        &self,
+        node: &str,
+        left_before: i64,
+    ) -> Result<Vec<i64>, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT h.id FROM handoffs h JOIN workstream_leases l ON l.workstream = h.workstream \
-             WHERE l.node = $1 ORDER BY h.id",
+             WHERE l.node = $1 AND h.created_at < $2 ORDER BY h.id",
         )
         .bind(node)
+        .bind(left_before)
         .fetch_all(&self.pool)
         .await?)
     }
@@ -288,6 +307,18 @@ impl Store {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// Drops every lease of `node` with no turn marked running (a stopping node that will
+    /// start no more turns), so other nodes take those workstreams at once. Returns how many.
+    pub async fn release_idle_leases(&self, node: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM workstream_leases WHERE node = $1 AND turn_started_at IS NULL",
+        )
+        .bind(node)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Workstreams that a dead node left something in: a lease that expired (as
@@ -342,6 +373,16 @@ impl Store {
     pub async fn take_handoff(&self, id: i64) -> Result<Option<Handoff>, StoreError> {
         Ok(
             sqlx::query_as("DELETE FROM handoffs WHERE id = $1 RETURNING id, workstream, payload")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// The workstream handoff `id` waits in; `None` once it was taken.
+    pub async fn handoff_workstream(&self, id: i64) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT workstream FROM handoffs WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await?,

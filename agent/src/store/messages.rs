@@ -1,10 +1,12 @@
-//! The `messages` table: a workstream's history, one row per message, ordered by `seq`.
+//! The `messages` table: a workstream's history, one row per message, ordered by `seq`, each
+//! with the context note it was first sent to the model with ([`crate::turn::request`]).
 
 use super::usage::{ModelCall, count};
 use super::{Backend, RECONNECTS, Store, StoreError, connection_lost, now_ms};
 use crate::model::{ImagePart, Message, Role, ToolCall, Usage};
+use crate::turn::request::Note;
 
-/// A `messages` row as it is read back: the message, without its place.
+/// A `messages` row as it is read back: the message, without its place, and its note.
 #[derive(sqlx::FromRow)]
 struct Row {
     role: String,
@@ -13,6 +15,16 @@ struct Row {
     tool_call_id: Option<String>,
     name: Option<String>,
     images: Option<String>,
+    note: Option<String>,
+}
+
+/// A workstream's history as stored.
+#[derive(Debug, Default, PartialEq)]
+pub struct History {
+    /// Every message, oldest first.
+    pub messages: Vec<Message>,
+    /// The context notes messages were first sent with, by their index in `messages`.
+    pub notes: Vec<(usize, Note)>,
 }
 
 // Macros rather than constants, so that `concat!` can join them at compile time.
@@ -177,14 +189,38 @@ impl Store {
     /// The message at `seq`, if any.
     async fn message_at(&self, workstream: &str, seq: i64) -> Result<Option<Message>, StoreError> {
         let row: Option<Row> = sqlx::query_as(
-            "SELECT role, content, tool_calls, tool_call_id, name, images FROM messages \
+            "SELECT role, content, tool_calls, tool_call_id, name, images, note FROM messages \
              WHERE workstream = $1 AND seq = $2",
         )
         .bind(workstream)
         .bind(seq)
         .fetch_optional(self.pool())
         .await?;
-        row.map(decode).transpose()
+        row.map(|row| decode(row).map(|(message, _)| message))
+            .transpose()
+    }
+
+    /// Stores the context notes `notes` (by seq) with their messages: a history loaded again
+    /// sends each message with the note it was first sent with. Writing a note again
+    /// replaces it (one that grew before its request was sent).
+    pub async fn store_notes(
+        &self,
+        workstream: &str,
+        notes: &[(usize, &Note)],
+    ) -> Result<(), StoreError> {
+        for (index, note) in notes {
+            let note = serde_json::to_string(note).map_err(|e| StoreError::Corrupt {
+                table: "messages",
+                message: e.to_string(),
+            })?;
+            sqlx::query("UPDATE messages SET note = $3 WHERE workstream = $1 AND seq = $2")
+                .bind(workstream)
+                .bind(i64::try_from(*index).unwrap_or(i64::MAX))
+                .bind(note)
+                .execute(self.pool())
+                .await?;
+        }
+        Ok(())
     }
 
     /// Rewinds a workstream to its first `len` messages (later ones are deleted).
@@ -211,14 +247,25 @@ impl Store {
 
     /// The whole history of a workstream, oldest first.
     pub async fn load_messages(&self, workstream: &str) -> Result<Vec<Message>, StoreError> {
+        Ok(self.load_history(workstream).await?.messages)
+    }
+
+    /// The whole history of a workstream with the notes its messages were sent with.
+    pub async fn load_history(&self, workstream: &str) -> Result<History, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT role, content, tool_calls, tool_call_id, name, images FROM messages \
+            "SELECT role, content, tool_calls, tool_call_id, name, images, note FROM messages \
              WHERE workstream = $1 ORDER BY seq",
         )
         .bind(workstream)
         .fetch_all(self.pool())
         .await?;
-        rows.into_iter().map(decode).collect()
+        let mut history = History::default();
+        for (index, row) in rows.into_iter().enumerate() {
+            let (message, note) = decode(row)?;
+            history.messages.push(message);
+            history.notes.extend(note.map(|note| (index, note)));
+        }
+        Ok(history)
     }
 }
 
@@ -234,7 +281,7 @@ fn non_empty_json<T: serde::Serialize>(items: &[T]) -> Result<Option<String>, St
         })
 }
 
-fn decode(row: Row) -> Result<Message, StoreError> {
+fn decode(row: Row) -> Result<(Message, Option<Note>), StoreError> {
     let corrupt = |message: String| StoreError::Corrupt {
         table: "messages",
         message,
@@ -249,14 +296,19 @@ fn decode(row: Row) -> Result<Message, StoreError> {
         Some(t) => serde_json::from_str(&t).map_err(|e| corrupt(e.to_string()))?,
         None => Vec::new(),
     };
-    Ok(Message {
+    let note: Option<Note> = match row.note {
+        Some(t) => Some(serde_json::from_str(&t).map_err(|e| corrupt(e.to_string()))?),
+        None => None,
+    };
+    let message = Message {
         role,
         content: row.content,
         tool_calls,
         tool_call_id: row.tool_call_id,
         name: row.name,
         images,
-    })
+    };
+    Ok((message, note))
 }
 
 #[cfg(test)]
@@ -289,6 +341,50 @@ mod tests {
         }
         assert_eq!(store.load_messages("w").await.unwrap(), msgs);
         assert_eq!(store.load_messages("other").await.unwrap(), vec![]);
+    }
+
+    #[tokio::test]
+    async fn notes_are_read_back_with_the_history() {
+        let store = Store::memory().await.unwrap();
+        store.ensure_workstream("w", Some("alice")).await.unwrap();
+        let msgs = vec![
+            Message::user("hi"),
+            Message::assistant("hello"),
+            Message::user("and?"),
+        ];
+        for (seq, m) in msgs.iter().enumerate() {
+            store
+                .append_message("w", seq as i64, m, Some("alice"))
+                .await
+                .unwrap();
+        }
+        let first = Note {
+            text: "\n\n<context>\nIt is noon.\n</context>".into(),
+            memories: vec!["deploy".into()],
+            personal: Some(crate::turn::request::PersonalNote {
+                user: "alice".into(),
+                text: "\n\n<context>\ntabs\n</context>".into(),
+                memories: vec!["editor".into()],
+            }),
+        };
+        let newest = Note {
+            text: "x".into(),
+            ..Note::default()
+        };
+        store
+            .store_notes("w", &[(0, &first), (2, &Note::default())])
+            .await
+            .unwrap();
+        // Stored again, a note is replaced.
+        store.store_notes("w", &[(2, &newest)]).await.unwrap();
+        assert_eq!(
+            store.load_history("w").await.unwrap(),
+            History {
+                messages: msgs.clone(),
+                notes: vec![(0, first), (2, newest)],
+            }
+        );
+        assert_eq!(store.load_messages("w").await.unwrap(), msgs);
     }
 
     #[tokio::test]

@@ -24,6 +24,9 @@ pub struct SentNotification {
     /// The username of the person whose turn asked for it (`None`: no person, a watch's
     /// turn); their notifications count together, from whichever thread.
     pub requester: Option<String>,
+    /// Who a reply's turn is charged to (a sandpiper user id): whoever the turn that asked
+    /// for it was charged to.
+    pub charged_to: Option<String>,
 }
 
 impl Store {
@@ -32,7 +35,7 @@ impl Store {
         sqlx::query(
             "INSERT INTO notifications \
              (platform, channel, message_id, workstream, recipient, recipient_account, \
-             requester, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             requester, charged_to, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
              ON CONFLICT (platform, channel, message_id) DO NOTHING",
         )
         .bind(&sent.platform)
@@ -42,6 +45,7 @@ impl Store {
         .bind(sent.recipient.as_deref())
         .bind(sent.recipient_account.as_deref())
         .bind(sent.requester.as_deref())
+        .bind(sent.charged_to.as_deref())
         .bind(now_ms())
         .execute(self.pool())
         .await?;
@@ -62,9 +66,11 @@ impl Store {
             recipient: Option<String>,
             recipient_account: Option<String>,
             requester: Option<String>,
+            charged_to: Option<String>,
         }
         let row: Option<Row> = sqlx::query_as(
-            "SELECT workstream, recipient, recipient_account, requester FROM notifications \
+            "SELECT workstream, recipient, recipient_account, requester, charged_to \
+             FROM notifications \
              WHERE platform = $1 AND channel = $2 AND message_id = $3",
         )
         .bind(platform)
@@ -80,6 +86,7 @@ impl Store {
             recipient: row.recipient,
             recipient_account: row.recipient_account,
             requester: row.requester,
+            charged_to: row.charged_to,
         }))
     }
 
@@ -153,6 +160,7 @@ mod tests {
             recipient: Some("u1".into()),
             recipient_account: Some("U1".into()),
             requester: Some("bob".into()),
+            charged_to: None,
         };
         store.record_notification(&sent).await.unwrap();
         store.record_notification(&sent).await.unwrap();
@@ -169,6 +177,7 @@ mod tests {
             message_id: "90".into(),
             workstream: "slack:T1:C1:2.0".into(),
             requester: None,
+            charged_to: None,
             ..sent
         };
         store.record_notification(&other_thread).await.unwrap();

@@ -119,6 +119,40 @@ impl Store {
     }
 }
 
+/// The workstreams with a message matching every term, for the status page's search
+/// ([`Store::search_workstreams`]).
+const SQLITE_WORKSTREAMS: &str = "SELECT DISTINCT m.workstream FROM messages_fts \
+     JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH $1 LIMIT $2";
+
+const POSTGRES_WORKSTREAMS: &str = "SELECT DISTINCT m.workstream FROM messages m \
+     WHERE m.search @@ to_tsquery('simple', $1) LIMIT $2";
+
+impl Store {
+    /// The keys of up to `limit` workstreams one of whose messages (text, tool calls, tool
+    /// results) holds every term of `query`, in no order. Everyone's workstreams: the caller
+    /// keeps those its reader may see. Terms are read as [`Store::recall`] reads them; a query
+    /// with no letters or digits is [`StoreError::EmptyQuery`].
+    pub async fn search_workstreams(
+        &self,
+        query: &str,
+        limit: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let terms = search_terms(query)?;
+        if let Err(e) = self.index_recall().await {
+            tracing::warn!(error = %e, "indexing messages before a workstream search failed");
+        }
+        let (sql, text) = match self.backend() {
+            Backend::Sqlite => (SQLITE_WORKSTREAMS, fts5_query(&terms, false)),
+            Backend::Postgres => (POSTGRES_WORKSTREAMS, tsquery(&terms, false)),
+        };
+        Ok(sqlx::query_scalar(sql)
+            .bind(text)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?)
+    }
+}
+
 impl Store {
     /// Adds the messages stored since the last time to SQLite's full-text index; returns how
     /// many. A no-op on PostgreSQL, whose search column is indexed with its row.

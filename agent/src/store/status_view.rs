@@ -48,6 +48,12 @@ pub struct WorkstreamOverview {
     pub last_activity: i64,
     /// A turn was running there when its node died, and nobody took it over yet.
     pub interrupted: bool,
+    /// The channel it was opened in (`discord:<channel>`, `slack:<team>:<channel>`), when
+    /// recorded.
+    pub channel: Option<String>,
+    /// The start of its first person's message (at most 200 characters): what the page
+    /// names it by.
+    pub first_message: Option<String>,
 }
 
 /// A request waiting for a person's decision.
@@ -122,6 +128,8 @@ struct OverviewRow {
     tokens_out: i64,
     closed_at: Option<i64>,
     active: i64,
+    channel: Option<String>,
+    first_message: Option<String>,
 }
 
 /// A pending `tool_approvals` row, as [`Store::pending_approvals`] selects it.
@@ -151,7 +159,10 @@ impl Store {
             "SELECT w.key AS key, w.owner AS owner, w.tokens_in AS tokens_in, \
              w.tokens_out AS tokens_out, w.closed_at AS closed_at, \
              COALESCE((SELECT MAX(m.created_at) FROM messages m WHERE m.workstream = w.key), \
-             w.created_at) AS active \
+             w.created_at) AS active, w.channel AS channel, \
+             (SELECT SUBSTR(m.content, 1, 200) FROM messages m \
+              WHERE m.workstream = w.key AND m.role = 'user' ORDER BY m.seq LIMIT 1) \
+             AS first_message \
              FROM workstreams w ORDER BY active DESC, w.key LIMIT $1",
         )
         .bind(limit)
@@ -179,6 +190,8 @@ impl Store {
                      tokens_out,
                      closed_at,
                      active,
+                     channel,
+                     first_message,
                  }| {
                     let mut participants: Vec<String> = people
                         .iter()
@@ -197,6 +210,8 @@ impl Store {
                         tokens_out: u64::try_from(tokens_out).unwrap_or(0),
                         closed_at,
                         last_activity: active,
+                        channel,
+                        first_message,
                     }
                 },
             )
@@ -241,6 +256,20 @@ impl Store {
         .bind(now_ms() - FINISHED_WATCHES_SHOWN_MS)
         .fetch_all(self.pool())
         .await?)
+    }
+
+    /// Who wrote each message of `workstream` (sandpiper user ids; `None` for the agent's
+    /// and tools' messages), in the order of [`Store::load_messages`].
+    pub async fn message_authors(
+        &self,
+        workstream: &str,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT author FROM messages WHERE workstream = $1 ORDER BY seq")
+                .bind(workstream)
+                .fetch_all(self.pool())
+                .await?,
+        )
     }
 
     /// Messages people sent since `since` (unix ms): each starts a turn.

@@ -1,7 +1,8 @@
 //! The `workstreams` table: one row per conversation, keyed by the platform's thread key.
 
 use super::{Store, StoreError, now_ms};
-use crate::protocol::WorkstreamView;
+use crate::protocol::{ConsoleWorkstream, WorkstreamView};
+use crate::workstream::WorkstreamKey;
 
 /// A stored workstream. Outside the crate a workstream is a [`WorkstreamView`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub(crate) struct WorkstreamInfo {
     pub(crate) tokens_out: u64,
     /// When it was closed (unix ms), if it was.
     pub(crate) closed_at: Option<i64>,
+    /// The model it was switched to with `/model` (`None`: the configured one).
+    pub(crate) model: Option<String>,
 }
 
 impl From<WorkstreamInfo> for WorkstreamView {
@@ -37,8 +40,16 @@ impl From<WorkstreamInfo> for WorkstreamView {
     }
 }
 
-/// `key, owner, created_at, tokens_in, tokens_out, closed_at` as selected.
-type InfoRow = (String, Option<String>, i64, i64, i64, Option<i64>);
+/// `key, owner, created_at, tokens_in, tokens_out, closed_at, model` as selected.
+type InfoRow = (
+    String,
+    Option<String>,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
 
 impl Store {
     /// Returns the workstream, creating it (owned by `owner`) if it does not exist.
@@ -88,14 +99,14 @@ impl Store {
     /// A workstream's row, or `None` when there is no such workstream.
     pub(crate) async fn workstream(&self, key: &str) -> Result<Option<WorkstreamInfo>, StoreError> {
         let row: Option<InfoRow> = sqlx::query_as(
-            "SELECT key, owner, created_at, tokens_in, tokens_out, closed_at FROM workstreams \
-             WHERE key = $1",
+            "SELECT key, owner, created_at, tokens_in, tokens_out, closed_at, model \
+             FROM workstreams WHERE key = $1",
         )
         .bind(key)
         .fetch_optional(self.pool())
         .await?;
         Ok(row.map(
-            |(key, owner, created_at, tokens_in, tokens_out, closed_at)| WorkstreamInfo {
+            |(key, owner, created_at, tokens_in, tokens_out, closed_at, model)| WorkstreamInfo {
                 row: WorkstreamRow {
                     key,
                     owner,
@@ -104,8 +115,34 @@ impl Store {
                 tokens_in: u64::try_from(tokens_in).unwrap_or(0),
                 tokens_out: u64::try_from(tokens_out).unwrap_or(0),
                 closed_at,
+                model,
             },
         ))
+    }
+
+    /// The model a workstream was switched to with `/model`, if any.
+    pub(crate) async fn chosen_model(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let model: Option<Option<String>> =
+            sqlx::query_scalar("SELECT model FROM workstreams WHERE key = $1")
+                .bind(key)
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(model.flatten())
+    }
+
+    /// Switches a workstream to `model` (`None`: back to the configured one). Every node
+    /// reads it when a turn starts.
+    pub(crate) async fn choose_model(
+        &self,
+        key: &str,
+        model: Option<&str>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE workstreams SET model = $1 WHERE key = $2")
+            .bind(model)
+            .bind(key)
+            .execute(self.pool())
+            .await?;
+        Ok(())
     }
 
     /// Adds a model call's token counts to the workstream's totals.
@@ -148,6 +185,58 @@ impl Store {
             .workstream(key)
             .await?
             .is_some_and(|w| w.closed_at.is_some()))
+    }
+
+    /// The console's workstreams (not their sub-agents'), most recently active first.
+    pub async fn console_workstreams(&self) -> Result<Vec<ConsoleWorkstream>, StoreError> {
+        type Row = (String, Option<String>, i64, Option<i64>, Option<String>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT w.key, w.workdir, w.updated_at, w.closed_at, \
+             (SELECT m.content FROM messages m WHERE m.workstream = w.key AND m.role = 'user' \
+              ORDER BY m.seq DESC LIMIT 1) \
+             FROM workstreams w WHERE w.key LIKE $1 ORDER BY w.updated_at DESC, w.key",
+        )
+        .bind("console:%")
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(key, workdir, updated_at, closed_at, last_message)| {
+                let WorkstreamKey::Console { name } = key.parse().ok()? else {
+                    return None;
+                };
+                Some(ConsoleWorkstream {
+                    name,
+                    workdir,
+                    last_active_ms: updated_at,
+                    last_message,
+                    closed: closed_at.is_some(),
+                })
+            })
+            .collect())
+    }
+
+    /// Records the directory a console workstream's tools work in this session, and that it
+    /// was used now (so it is the one `--resume` picks next).
+    pub async fn set_workdir(&self, key: &str, workdir: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE workstreams SET workdir = $1, updated_at = $2 WHERE key = $3")
+            .bind(workdir)
+            .bind(now_ms())
+            .bind(key)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Makes `owner` the owner of a workstream that has none (a console workstream from
+    /// before the console recorded its person).
+    pub async fn claim_owner(&self, key: &str, owner: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE workstreams SET owner = $1 WHERE key = $2 AND owner IS NULL")
+            .bind(owner)
+            .bind(key)
+            .execute(self.pool())
+            .await?;
+        Ok(())
     }
 
     /// Keys of every workstream, most recently active first.

@@ -55,6 +55,7 @@ impl Args {
             workstream: Some(workstream.to_owned()),
             user_id: None,
             requested_by: None,
+            charged_to: None,
         }
     }
 }
@@ -171,6 +172,7 @@ impl Tool for Notify {
         let platforms = resolved.platforms;
         request.user_id = resolved.user_id;
         request.requested_by = requester(store, ctx.user_id.as_deref()).await?;
+        request.charged_to = ctx.charged_to.clone();
         if !ctx.notify_budget.reserve() {
             return Err(ToolError::model(format!(
                 "not sent: at most {MAX_PER_TURN} notifications per turn, and this turn has \

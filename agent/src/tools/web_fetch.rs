@@ -126,7 +126,7 @@ impl Tool for WebFetch {
         })?;
         let answer = tokio::select! {
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            answer = ask(model, fetched.final_url.as_str(), question, page) => answer?,
+            answer = ask(model, &ctx.workstream, fetched.final_url.as_str(), question, page) => answer?,
         };
         let (answer, usage) = answer;
         count_reading(ctx, model.model_name(), usage).await;
@@ -205,7 +205,7 @@ async fn count_reading(ctx: &ToolContext, model: &str, usage: crate::model::Usag
     let Some(store) = ctx.store.as_ref().filter(|_| usage != Default::default()) else {
         return;
     };
-    let call = ModelCall::new(&ctx.workstream, ctx.user_id.as_deref(), model, usage);
+    let call = ModelCall::new(&ctx.workstream, ctx.charged_to.as_deref(), model, usage);
     if let Err(e) = store.record_usage(&call).await {
         tracing::warn!(workstream = %ctx.workstream, error = %e, "the tokens of a page reading could not be counted");
     }
@@ -214,6 +214,7 @@ async fn count_reading(ctx: &ToolContext, model: &str, usage: crate::model::Usag
 /// The extra model call: the question answered from the page, and its token usage.
 async fn ask(
     model: &dyn ChatModel,
+    workstream: &str,
     url: &str,
     question: &str,
     page: &str,
@@ -231,7 +232,8 @@ async fn ask(
         messages: &messages,
         tools: &[],
         max_tokens: None,
-        cache_key: None,
+        // Off the thread's cache (a llama.cpp slot of its own): the page shares nothing with it.
+        cache_key: Some(crate::model::CacheKey::Aside(workstream)),
     };
     let mut stream = model.stream(request).await.map_err(failed)?;
     let mut answer = String::new();

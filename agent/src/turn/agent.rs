@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::connectors::{ConnectorScope, ConnectorView};
 use crate::mcp::McpManager;
 use crate::metrics::TurnEnd;
-use crate::model::{ChatModel, Message, ModelError, ToolSchema};
+use crate::model::{ChatModel, Message, ModelError, ToolCall, ToolSchema};
 use crate::process::env::ChildEnv;
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::{Store, StoreError};
@@ -31,6 +31,7 @@ use crate::workstream::{WorkdirLayout, Workstream, Workstreams};
 
 mod facts;
 mod fit;
+pub mod models;
 mod run;
 mod subagent;
 
@@ -103,6 +104,9 @@ pub enum AgentError {
         /// The server's words.
         message: String,
     },
+    /// `/model NAME` named a model this sandpiper does not offer.
+    #[error(transparent)]
+    NotAChoice(#[from] models::NotAChoice),
     /// A sub-agent was asked for in a workstream whose key names nothing sandpiper makes (its
     /// child could not be named); the parent's model is told, nothing else changes.
     #[error("a sub-agent cannot run here: {0}")]
@@ -235,7 +239,8 @@ pub struct Agent {
 struct Inner {
     config: Config,
     tools_config: Arc<crate::config::ToolsConfig>,
-    model: Arc<dyn ChatModel>,
+    /// The configured model and the ones threads switched to.
+    models: models::Models,
     registry: ToolRegistry,
     /// Built-in and external tools; swapped whole by [`Agent::set_external_tools`].
     catalog: RwLock<Arc<ToolCatalog>>,
@@ -261,10 +266,6 @@ struct Inner {
     activity: crate::activity::Activity,
     /// Membership of a cluster of nodes, once `serve` joined one (see [`crate::cluster`]).
     cluster: std::sync::OnceLock<crate::cluster::Cluster>,
-    /// The model's context window, found on first use (see [`Agent::context_window`]).
-    window: tokio::sync::OnceCell<crate::turn::context::ContextWindow>,
-    /// A smaller window a server's context error showed (0: none).
-    learned_window: std::sync::atomic::AtomicU64,
     /// The wall clock of the context notes.
     clock: crate::turn::clock::Clock,
     /// The bytes-per-token ratio of this model's requests.
@@ -303,7 +304,7 @@ fn mcp_tool_schemas(mcp: &McpManager) -> Vec<ToolSchema> {
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
-            .field("model", &self.inner.model.model_name())
+            .field("model", &self.inner.models.default().name())
             .finish_non_exhaustive()
     }
 }
@@ -378,8 +379,8 @@ impl Agent {
                     service_key,
                     gateways: Default::default(),
                 }),
+                models: models::Models::new(&config.model, model),
                 config,
-                model,
                 registry,
                 catalog: RwLock::new(Arc::new(catalog)),
                 store,
@@ -393,8 +394,6 @@ impl Agent {
                 metrics: crate::metrics::Metrics::default(),
                 activity: crate::activity::Activity::default(),
                 cluster: std::sync::OnceLock::new(),
-                window: tokio::sync::OnceCell::new(),
-                learned_window: std::sync::atomic::AtomicU64::new(0),
                 clock: Default::default(),
                 gauge: crate::turn::context::TokenGauge::default(),
             }),
@@ -529,6 +528,7 @@ impl Agent {
             cancel,
             workstream: key.to_owned(),
             user_id: None,
+            charged_to: None,
             thread_owner: None,
             store: Some(inner.store.clone()),
             mcp: Some(inner.mcp.clone()),
@@ -558,6 +558,30 @@ impl Agent {
         Ok(ws.history.clone())
     }
 
+    /// The models a thread may answer with (`/model`), the configured one first.
+    pub fn models_offered(&self) -> Vec<String> {
+        let offered = self.inner.models.offered();
+        offered.into_iter().map(str::to_owned).collect()
+    }
+
+    /// The model `workstream` answers with (the configured one unless `/model` switched it).
+    pub async fn model_of(&self, workstream: &str) -> Result<String, AgentError> {
+        let chosen = self.inner.store.chosen_model(workstream).await?;
+        Ok(self.inner.models.of(chosen.as_deref()).name().to_owned())
+    }
+
+    /// `/model NAME`: `workstream` answers with `name` from its next turn on, on every node;
+    /// the configured model's name switches it back. A name not offered changes nothing.
+    /// Who may switch is the caller's to check.
+    pub async fn choose_model(&self, workstream: &str, name: &str) -> Result<(), AgentError> {
+        let models = &self.inner.models;
+        models.check(name)?;
+        let chosen = Some(name).filter(|n| *n != models.default_name());
+        self.inner.store.choose_model(workstream, chosen).await?;
+        tracing::info!(workstream, model = name, "the thread's model was switched");
+        Ok(())
+    }
+
     /// What `/status` shows, or `None` for an unknown workstream.
     pub async fn status(&self, workstream: &str) -> Result<Option<WorkstreamStatus>, AgentError> {
         let store = &self.inner.store;
@@ -582,11 +606,12 @@ impl Agent {
             .store
             .usage(crate::store::usage::UsageOf::Thread(&thread), 0)
             .await?;
-        let context_window = self.context_window().await;
+        let model = self.inner.models.of(info.model.as_deref());
+        let context_window = self.window_of(&model).await;
         Ok(Some(WorkstreamStatus {
             key: info.row.key,
             owner: info.row.owner,
-            model: self.inner.model.model_name().to_owned(),
+            model: model.name().to_owned(),
             tokens_in: info.tokens_in,
             tokens_out: info.tokens_out,
             always_allowed,
@@ -636,6 +661,8 @@ impl Agent {
         if dangling.is_empty() {
             return Ok(None);
         }
+        let charged_before = self.charged_before(req.workstream, &dangling).await?;
+        ws.charged_to = charged_before.or_else(|| req.author.map(str::to_owned));
         let stored = crate::approvals::resume::StoredDecisions::new(
             self.inner.store.clone(),
             req.workstream,
@@ -656,6 +683,27 @@ impl Agent {
         self.report(&turn, result, ws).map(Some)
     }
 
+    /// Who the interrupted turn whose calls `dangling` are was charged to, as its approval
+    /// requests recorded it: a watch's turn stays its setter's when it resumes, whoever
+    /// pressed Resume and whichever node took the thread over.
+    async fn charged_before(
+        &self,
+        workstream: &str,
+        dangling: &[ToolCall],
+    ) -> Result<Option<String>, StoreError> {
+        for call in dangling {
+            if let Some(asked) = self
+                .inner
+                .store
+                .approval_for_call(workstream, &call.id)
+                .await?
+            {
+                return Ok(asked.charged_to.or(asked.requested_by));
+            }
+        }
+        Ok(None)
+    }
+
     /// Answers one user message. Turns in one workstream run one at a time, in arrival order.
     /// Every message is committed before it is shown; on cancellation or error what was done
     /// stays recorded.
@@ -671,7 +719,28 @@ impl Agent {
         req: TurnRequest<'_>,
         task_connectors: Option<Vec<String>>,
     ) -> Result<TurnOutcome, AgentError> {
+        self.run_charged(req, task_connectors, None).await
+    }
+
+    /// [`Agent::run_turn`] for a turn no person's message started (a watch that fired, a
+    /// reply to a notification): its model calls count against the budgets of `charged_to`
+    /// (the person who set it up), and are their usage, though the turn has no author.
+    pub async fn run_turn_charged_to(
+        &self,
+        req: TurnRequest<'_>,
+        charged_to: Option<&str>,
+    ) -> Result<TurnOutcome, AgentError> {
+        self.run_charged(req, None, charged_to).await
+    }
+
+    async fn run_charged(
+        &self,
+        req: TurnRequest<'_>,
+        task_connectors: Option<Vec<String>>,
+        charged_to: Option<&str>,
+    ) -> Result<TurnOutcome, AgentError> {
         let inner = &self.inner;
+        let payer = charged_to.or(req.author);
         let observed = inner.activity.observe(req.workstream, req.sink);
         let req = TurnRequest {
             sink: &observed,
@@ -686,7 +755,7 @@ impl Agent {
             req.sink.event(TurnEvent::Error(e.to_string()));
             return Err(e);
         }
-        let budgets = match self.starting_budgets(req.workstream, req.author).await {
+        let budgets = match self.starting_budgets(req.workstream, payer).await {
             Ok(budgets) => budgets,
             Err(e) => {
                 req.sink.event(TurnEvent::Error(e.to_string()));
@@ -709,6 +778,7 @@ impl Agent {
             .await
             .inspect_err(|e| req.sink.event(TurnEvent::Error(e.to_string())))?;
         let mut ws = handle.lock().await;
+        ws.charged_to = payer.map(str::to_owned);
         self.mark_turn(req.workstream, true).await;
         // Every line the turn logs names it: the workstream and the turn's first message.
         let span = tracing::info_span!("turn", workstream = %req.workstream, turn = ws.next_seq());
@@ -716,7 +786,7 @@ impl Agent {
             tracing::Instrument::instrument(self.turn(&mut ws, &req, None, task_connectors), span)
                 .await;
         self.mark_turn(req.workstream, false).await;
-        self.warn_budgets(&req, &budgets).await;
+        self.warn_budgets(&req, payer, &budgets).await;
         self.report(&req, result, ws)
     }
 
@@ -731,7 +801,7 @@ impl Agent {
         let standings = self.budgets(workstream, author, now).await?;
         match crate::budget::refusal(&standings, now) {
             Some(refusal) => {
-                tracing::info!(workstream, author, budget = ?refusal.scope, used = refusal.used, cap = refusal.cap, "turn refused: budget used up");
+                tracing::info!(workstream, author, budget = ?refusal.scope, unit = ?refusal.unit, used = refusal.used, cap = refusal.cap, "turn refused: budget used up");
                 Err(refusal.into())
             }
             None => Ok(standings),
@@ -746,9 +816,13 @@ impl Agent {
         now: i64,
     ) -> Result<Vec<crate::budget::Standing>, StoreError> {
         let thread = crate::store::usage::thread_of(workstream);
+        let rules = crate::budget::Rules {
+            config: &self.inner.config.budgets,
+            prices: &self.inner.config.usage.prices,
+        };
         crate::budget::standings(
             &self.inner.store,
-            &self.inner.config.budgets,
+            rules,
             &thread,
             person,
             crate::budget::Day::of(now),
@@ -757,12 +831,17 @@ impl Agent {
     }
 
     /// Tells the thread when the turn took a budget past [`crate::budget::WARN_PERCENT`].
-    async fn warn_budgets(&self, req: &TurnRequest<'_>, before: &[crate::budget::Standing]) {
+    async fn warn_budgets(
+        &self,
+        req: &TurnRequest<'_>,
+        payer: Option<&str>,
+        before: &[crate::budget::Standing],
+    ) {
         if before.iter().all(|s| s.cap.is_none()) {
             return;
         }
         let after = match self
-            .budgets(req.workstream, req.author, crate::store::now_ms())
+            .budgets(req.workstream, payer, crate::store::now_ms())
             .await
         {
             Ok(after) => after,

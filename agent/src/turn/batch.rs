@@ -535,20 +535,21 @@ impl Batch<'_> {
                 ),
                 None => (item.call.id.clone(), prepared.header.clone()),
             };
-            requests.push(
-                NewRequest {
-                    kind: ApprovalKind::ToolCall,
-                    workstream: self.thread(),
-                    call_id,
-                    tool: &item.call.name,
-                    header,
-                    preview: prepared.preview.clone(),
-                    requested_by: self.requested_by,
-                    fingerprint: approvals::fingerprint_raw(&item.call.name, &item.call.arguments),
-                    approvers: approvers.clone(),
-                }
-                .build(),
-            );
+            let mut request = NewRequest {
+                kind: ApprovalKind::ToolCall,
+                workstream: self.thread(),
+                call_id,
+                tool: &item.call.name,
+                header,
+                preview: prepared.preview.clone(),
+                requested_by: self.requested_by,
+                fingerprint: approvals::fingerprint_raw(&item.call.name, &item.call.arguments),
+                approvers: approvers.clone(),
+            }
+            .build();
+            // A turn resumed after a restart is charged to whoever this one is.
+            request.charged_to = self.tool_ctx.charged_to.clone();
+            requests.push(request);
         }
         let cx = AskContext {
             store: self.store,

@@ -14,30 +14,41 @@
 //! - The system message holds only what changes rarely ([`crate::turn::prompt`]).
 //! - What changes per call goes into a [`Note`] attached to the newest message of the history
 //!   when a call first sends it, and kept with that message: later calls, and later turns,
-//!   send the same bytes for it. The notes live with the workstream in memory; a workstream
-//!   loaded again from the store starts without them (one uncached request).
+//!   send the same bytes for it. Each note is stored with its message when a call first
+//!   sends it ([`Notes::unsaved`]), so a workstream loaded again from the store (after a
+//!   restart, on another node) sends every past message as it was sent before.
 //! - A person's own memories (scope `user`) go in the note's personal part, sent only while
 //!   that person is speaking: in a shared thread nobody else's request carries them.
 //! - The checkpoint opens the kept history as a user-role note, so compaction changes the
 //!   prompt once and a participant's words are never part of the system message.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::model::{Message, Role};
 
 /// What was added to one message of the history when it was first sent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Note {
     /// The text appended to the message's content.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub text: String,
     /// The memories it shows, so later notes do not repeat them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memories: Vec<String>,
     /// What only its person may see: appended after `text` while they speak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub personal: Option<PersonalNote>,
 }
 
+impl Note {
+    /// Whether it adds nothing to its message (then a message without a note is the same).
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.memories.is_empty() && self.personal.is_none()
+    }
+}
+
 /// The part of a [`Note`] that shows one person's own memories.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PersonalNote {
     /// Whose memories they are (a sandpiper user id).
     pub user: String,
@@ -52,10 +63,20 @@ pub struct PersonalNote {
 #[derive(Debug, Clone, Default)]
 pub struct Notes {
     by_index: BTreeMap<usize, Note>,
+    /// Indexes whose note changed since it was last stored.
+    unsaved: BTreeSet<usize>,
     speaker: Option<String>,
 }
 
 impl Notes {
+    /// The notes stored with a history, by the index of their message.
+    pub fn restored(stored: impl IntoIterator<Item = (usize, Note)>) -> Self {
+        Self {
+            by_index: stored.into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
     /// Who speaks in the turn now: their personal notes are sent, nobody else's.
     pub fn speak(&mut self, speaker: Option<&str>) {
         self.speaker = speaker.map(str::to_owned);
@@ -75,13 +96,33 @@ impl Notes {
 
     /// Attaches `note` to the message at `index`, unless it already has one.
     pub fn attach(&mut self, index: usize, note: Note) {
-        self.by_index.entry(index).or_insert(note);
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.by_index.entry(index) {
+            if !note.is_empty() {
+                self.unsaved.insert(index);
+            }
+            slot.insert(note);
+        }
     }
 
     /// Adds `text` to the note of the message at `index` (a nudge that became due while the
     /// request was fitted, before it was sent).
     pub fn append(&mut self, index: usize, text: &str) {
         self.by_index.entry(index).or_default().text.push_str(text);
+        self.unsaved.insert(index);
+    }
+
+    /// The notes that changed since they were last stored, by index: a request about to be
+    /// sent stores them first ([`Notes::saved`] once they are).
+    pub fn unsaved(&self) -> Vec<(usize, &Note)> {
+        self.unsaved
+            .iter()
+            .filter_map(|&i| self.by_index.get(&i).map(|note| (i, note)))
+            .collect()
+    }
+
+    /// Marks the notes [`Notes::unsaved`] returned as stored.
+    pub fn saved(&mut self) {
+        self.unsaved.clear();
     }
 
     /// The memories that notes of messages from `start` on (those still sent) show the
@@ -202,6 +243,39 @@ mod tests {
         assert_eq!(second[4].content, "three\n<context>one</context>");
         assert_eq!(notes.shown_memories(0), HashSet::from(["m1"]));
         assert!(notes.shown_memories(3).is_empty());
+    }
+
+    #[test]
+    fn notes_are_stored_once_when_they_say_something_and_again_when_they_grow() {
+        let mut notes = Notes::default();
+        notes.attach(1, Note::default());
+        assert!(
+            notes.unsaved().is_empty(),
+            "an empty note changes no message"
+        );
+        let noon = Note {
+            text: "\n<context>noon</context>".into(),
+            memories: vec!["m1".into()],
+            personal: None,
+        };
+        notes.attach(2, noon.clone());
+        assert_eq!(notes.unsaved(), vec![(2, &noon)]);
+        notes.saved();
+        assert!(notes.unsaved().is_empty());
+        notes.append(2, "\n<nudges/>");
+        let grown = Note {
+            text: "\n<context>noon</context>\n<nudges/>".into(),
+            ..noon
+        };
+        assert_eq!(notes.unsaved(), vec![(2, &grown)]);
+        // Loaded again from the store: the same requests, nothing to store.
+        let restored = Notes::restored([(2, grown.clone())]);
+        assert!(restored.unsaved().is_empty());
+        assert_eq!(
+            messages(&history(), 0, None, &restored),
+            messages(&history(), 0, None, &notes)
+        );
+        assert_eq!(restored.shown_memories(0), HashSet::from(["m1"]));
     }
 
     #[test]

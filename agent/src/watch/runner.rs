@@ -50,6 +50,8 @@ pub enum Delivery {
         text: String,
         /// Shown in the thread before the answer.
         shown: String,
+        /// Who set the watch up (a sandpiper user id): the turn is charged to them.
+        charged_to: Option<String>,
     },
     /// A notice in the thread, no turn (a failed condition, a paused watch).
     Notice(String),
@@ -351,7 +353,15 @@ impl WatchRunner {
             );
         }
         let (text, shown) = verdict::message(watch, why, polls, poll);
-        (why.state(), Delivery::Turn { text, shown })
+        let charged_to = watch.watch.created_by.clone();
+        (
+            why.state(),
+            Delivery::Turn {
+                text,
+                shown,
+                charged_to,
+            },
+        )
     }
 
     /// Hands `delivery` to the thread, retrying a full lane for a while.

@@ -1,5 +1,6 @@
 //! What a workstream key names, typed: a Discord thread (or channel), a Slack thread (or
-//! channel), a console session, or a sub-agent's child of another workstream. The stored
+//! channel), a console session, a conversation started on the status page, or a sub-agent's
+//! child of another workstream. The stored
 //! string format is the one keys have always had, so every existing row still parses;
 //! [`WorkstreamKey`] is written with `Display` and read with `FromStr`, and nothing else
 //! builds or splits a key by hand.
@@ -36,6 +37,11 @@ pub enum WorkstreamKey {
         /// The session's name (`default` unless chosen).
         name: String,
     },
+    /// `web:<id>`: a conversation started on the status page; it shows only there.
+    Web {
+        /// Its id (random, chosen when the page started it).
+        id: String,
+    },
     /// `<parent>/<tool>:<call id>`: the workstream of a sub-agent a tool call started.
     Child {
         /// The workstream whose call started it.
@@ -56,6 +62,8 @@ pub enum KeyPlatform {
     Slack,
     /// `console:…`
     Console,
+    /// `web:…`
+    Web,
 }
 
 impl KeyPlatform {
@@ -65,6 +73,7 @@ impl KeyPlatform {
             KeyPlatform::Discord => "discord:",
             KeyPlatform::Slack => "slack:",
             KeyPlatform::Console => "console:",
+            KeyPlatform::Web => "web:",
         }
     }
 }
@@ -111,6 +120,13 @@ impl WorkstreamKey {
         }
     }
 
+    /// A new conversation for the status page, with a random id.
+    pub fn new_web() -> Self {
+        WorkstreamKey::Web {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+        }
+    }
+
     /// The child workstream of the sub-agent that `tool`'s call `call_id` starts here.
     pub fn child(&self, tool: &str, call_id: &str) -> Self {
         WorkstreamKey::Child {
@@ -140,6 +156,7 @@ impl WorkstreamKey {
             WorkstreamKey::Discord { .. } => KeyPlatform::Discord,
             WorkstreamKey::Slack { .. } | WorkstreamKey::SlackChannel { .. } => KeyPlatform::Slack,
             WorkstreamKey::Console { .. } => KeyPlatform::Console,
+            WorkstreamKey::Web { .. } => KeyPlatform::Web,
             WorkstreamKey::Child { parent, .. } => parent.platform(),
         }
     }
@@ -164,6 +181,7 @@ impl fmt::Display for WorkstreamKey {
             } => write!(f, "slack:{team}:{channel}:{thread_ts}"),
             WorkstreamKey::SlackChannel { team, channel } => write!(f, "slack:{team}:{channel}"),
             WorkstreamKey::Console { name } => write!(f, "console:{name}"),
+            WorkstreamKey::Web { id } => write!(f, "web:{id}"),
             WorkstreamKey::Child {
                 parent,
                 tool,
@@ -225,6 +243,9 @@ impl FromStr for WorkstreamKey {
                 }
             }
             "console" if !rest.is_empty() => Ok(WorkstreamKey::console(rest)),
+            "web" => Ok(WorkstreamKey::Web {
+                id: part(rest).ok_or_else(bad)?,
+            }),
             _ => Err(bad()),
         }
     }
@@ -242,6 +263,7 @@ mod tests {
             "slack:T1:C2:1.5",
             "slack:T1:C2",
             "console:default",
+            "web:3f2a",
             "discord:1/task:c",
             "slack:T1:C2:1.5/plan:p/task:c",
         ] {
@@ -260,6 +282,8 @@ mod tests {
             "slack:T1:C2",
             "console:default",
             "console:alice laptop",
+            "web:0c1d2e3f",
+            "web:0c1d/task:c1",
             "discord:1/task:call_7",
             "slack:T1:C2:1.5/plan:toolu_01/task:c2",
         ];
@@ -309,7 +333,8 @@ mod tests {
             "slack:T1::1.5",
             "slack:T1:C2:1.5:extra",
             "console:",
-            "web:alice",
+            "web:",
+            "web:a:b",
             "nowhere",
         ] {
             assert_eq!(

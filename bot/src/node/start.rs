@@ -18,6 +18,7 @@ use sandpiper_channels::discord::DiscordChannel;
 use sandpiper_channels::notify::{Notifier, NotifyPlatform};
 use sandpiper_channels::slack::SlackChannel;
 use sandpiper_channels::thread::Starters;
+use sandpiper_channels::web::WebChannel;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +43,8 @@ pub(super) fn join_cluster(agent: &Agent, node: &str) -> Option<String> {
 pub(super) struct Platforms {
     pub(super) discord: Option<DiscordChannel>,
     pub(super) slack: Option<SlackChannel>,
+    /// The lanes of the status page's own conversations (`web:<id>`).
+    pub(super) web: WebChannel,
     /// `[discord] guild`, for the status page's links into threads.
     discord_guild: Option<u64>,
 }
@@ -66,6 +69,7 @@ impl Platforms {
         Ok(Self {
             discord,
             slack,
+            web: WebChannel::start(agent.clone(), shutdown.clone()),
             discord_guild,
         })
     }
@@ -100,10 +104,12 @@ impl Platforms {
     }
 
     /// Lets turns start from outside a chat message (a watch firing, a reply to a
-    /// notification): they go to the platform that shows the workstream. Returns the
-    /// starters, and the platforms notifications are delivered on.
+    /// notification, a message written on the status page): they go to the platform that
+    /// shows the workstream. Returns the starters, and the platforms notifications are
+    /// delivered on.
     pub(super) fn start_turns(&self) -> (Starters, Vec<Arc<dyn NotifyPlatform>>) {
         let mut starters = Starters::default();
+        starters.add(self.web.starter());
         let mut platforms: Vec<Arc<dyn NotifyPlatform>> = Vec::new();
         if let Some(d) = &self.discord {
             starters.add(d.starter());
@@ -164,12 +170,13 @@ pub(super) fn with_admin_api(router: Router, agent: &Agent, key: Option<&Service
     }
 }
 
-/// The status page (`/`), unless its store cannot give it a cookie secret.
+/// The status page (`/`), unless its store cannot give it a cookie secret; messages written
+/// there go through `starters`.
 pub(super) async fn with_status_page(
     router: Router,
     agent: &Agent,
     node_id: &str,
-    platforms: &Platforms,
+    (platforms, starters): (&Platforms, &Starters),
     key: Option<&ServiceKey>,
     shutdown: &CancellationToken,
 ) -> Router {
@@ -180,6 +187,7 @@ pub(super) async fn with_status_page(
         service_key: key.cloned(),
         discord_guild: platforms.discord_guild,
         memberships: platforms.memberships(),
+        starters: starters.clone(),
     };
     match crate::web::router(web, shutdown.clone()).await {
         Ok(web) => router.merge(web),

@@ -207,7 +207,7 @@ pub(super) async fn decide(
         user_id: viewer.user_id.as_deref().unwrap_or_default(),
         note: press.note,
     };
-    let outcome = match decide_away(agent, &state.memberships, click).await {
+    let outcome = match decide_away(agent, &state.sources.memberships, click).await {
         Ok(o) => o,
         Err(e) => return unavailable(e),
     };

@@ -5,7 +5,9 @@
 //! again when a turn on this node moves (debounced), when the database's change marker moves
 //! (other nodes, approvals, watches; one reader per node asks the store once a second while a
 //! stream is open, [`MarkerWatch`]), and at least every [`REREAD_EVERY`] (ages, a node going
-//! stale); it sends only what changed.
+//! stale); it sends only what changed. Which pending approvals its viewer may decide it asks
+//! the rules and the platform once per request and keeps for 30 seconds ([`Asked`]), so a
+//! role given or taken away in chat shows within that, and at once on a reload.
 //!
 //! A stream holds one of the server's connections, so streams are budgeted
 //! ([`StreamSlots`]): at most [`STREAMS_PER_HOLDER`] per session and per person (the operator
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Extension;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -33,7 +35,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::read_model::{self, Viewer};
+use super::read_model::{self, Asked, Viewer};
+use super::search::Filter;
 use super::{WebState, pages};
 
 /// How often the node's marker reader asks the store, while a stream is open.
@@ -50,7 +53,8 @@ pub(super) const STREAMS_PER_HOLDER: usize = 4;
 /// Which page's live part a stream renders.
 #[derive(Debug, Clone)]
 enum Target {
-    Cluster,
+    /// The cluster page, its workstreams cut to a search.
+    Cluster(Filter),
     Workstream(String),
 }
 
@@ -191,13 +195,14 @@ impl MarkerWatch {
     }
 }
 
-/// `GET /events`: the cluster page's live part.
+/// `GET /events`: the cluster page's live part, cut to the page's search (its query string).
 pub(super) async fn cluster(
     State(state): State<WebState>,
     Extension(viewer): Extension<Viewer>,
     Extension(session): Extension<WebSession>,
+    Query(filter): Query<Filter>,
 ) -> Response {
-    follow(state, viewer, session, Target::Cluster)
+    follow(state, viewer, session, Target::Cluster(filter))
 }
 
 /// `GET /w/{key}/events`: one workstream's conversation.
@@ -218,6 +223,8 @@ struct Follow {
     changes: tokio::sync::broadcast::Receiver<String>,
     marker: watch::Receiver<PageMarker>,
     last: Option<String>,
+    /// Which approvals the viewer may decide, as last asked.
+    asked: Asked,
     first: bool,
     ends_at: Instant,
     _slot: StreamSlot,
@@ -249,9 +256,11 @@ impl Follow {
     async fn render(&self) -> Option<String> {
         let sources = &self.state.sources;
         let rendered = match &self.target {
-            Target::Cluster => read_model::cluster(sources, &self.viewer)
-                .await
-                .map(|v| Some(pages::cluster_live(&self.viewer, &v).into_string())),
+            Target::Cluster(filter) => {
+                read_model::cluster(sources, &self.viewer, filter, &self.asked)
+                    .await
+                    .map(|v| Some(pages::cluster_live(&self.viewer, &v).into_string()))
+            }
             Target::Workstream(key) => read_model::workstream(sources, &self.viewer, key)
                 .await
                 .map(|d| d.map(|d| pages::detail_live(&d).into_string())),
@@ -311,6 +320,7 @@ fn follow(state: WebState, viewer: Viewer, session: WebSession, target: Target) 
         changes,
         marker,
         last: None,
+        asked: Asked::default(),
         first: true,
         ends_at: Instant::now() + STREAM_LIFETIME,
         _slot: slot,

@@ -10,9 +10,11 @@ use sandpiper_agent::model::Role;
 use sandpiper_agent::protocol;
 use sandpiper_agent::protocol::ApprovalKind;
 
+use super::markdown;
 use super::read_model::{
     ApprovalView, ClusterView, NodeView, Viewer, WorkstreamDetail, WorkstreamView,
 };
+use super::search;
 
 /// Longest note accepted, in characters.
 pub(super) const MAX_NOTE: usize = 2000;
@@ -34,7 +36,7 @@ pub(super) const STYLE: &str = include_str!("style.css");
 /// The script: follows `/events`, and keeps ages current.
 pub(super) const SCRIPT: &str = include_str!("app.js");
 
-fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -154,6 +156,23 @@ pub(super) fn decided(
     .into_string()
 }
 
+/// What a change made from the page did (a budget set): one line under `title`, in the
+/// element `id`.
+pub(super) fn outcome(viewer: &Viewer, title: &str, id: &str, line: &str) -> String {
+    layout(
+        title,
+        Some(viewer),
+        html! {
+            section.card {
+                h1 { (title) }
+                p id=(id) { (line) }
+                p { a href="/" { "Back to the status page" } }
+            }
+        },
+    )
+    .into_string()
+}
+
 /// The sign-in page: how to get a link, and the operator token form. `problem` says why the
 /// last attempt failed.
 pub(super) fn sign_in(problem: Option<&str>) -> String {
@@ -202,35 +221,97 @@ pub(super) fn sign_in_link(token: &str, form: &str) -> String {
     .into_string()
 }
 
-/// The cluster page.
-pub(super) fn index(viewer: &Viewer, view: &ClusterView) -> String {
+/// The cluster page: the search form (outside the live part, so an update never sweeps away
+/// what is typed), the live part, whose stream carries the same search, and `extra` (the
+/// usage panel) below it.
+pub(super) fn index(viewer: &Viewer, view: &ClusterView, extra: Markup) -> String {
+    let query = view.filter.query_string();
+    let events = match query.is_empty() {
+        true => "/events".to_owned(),
+        false => format!("/events?{query}"),
+    };
     layout(
         "Status",
         Some(viewer),
-        html! { div #live data-events="/events" { (cluster_live(viewer, view)) } },
+        html! {
+            (search_form(view))
+            div #live data-events=(events) { (cluster_live(viewer, view)) }
+            (extra)
+            (new_conversation(viewer))
+        },
     )
     .into_string()
+}
+
+/// Search workstreams by text, and filter them by channel, person and state.
+fn search_form(view: &ClusterView) -> Markup {
+    let f = &view.filter;
+    html! {
+        form.card.search #search method="get" action="/" role="search" {
+            input #search-q type="search" name="q" value=(f.q) maxlength=(search::MAX_QUERY)
+                placeholder="search workstreams" aria-label="search workstreams";
+            select #search-channel name="channel" aria-label="channel" {
+                option value="" { "any channel" }
+                @for (key, label) in &view.facets.channels {
+                    option value=(key) selected[f.channel == *key] { (label) }
+                }
+            }
+            select #search-person name="person" aria-label="person" {
+                option value="" { "anyone" }
+                @for (id, name) in &view.facets.people {
+                    option value=(id) selected[f.person == *id] { (name) }
+                }
+            }
+            select #search-state name="state" aria-label="state" {
+                option value="" { "any state" }
+                @for (code, label) in search::STATES {
+                    option value=(code) selected[f.state == *code] { (label) }
+                }
+            }
+            button #search-go type="submit" { "Search" }
+            @if !f.is_empty() { " " a #search-clear href="/" { "clear" } }
+            @if let Some(problem) = &view.search_problem { p.problem #search-problem { (problem) } }
+        }
+    }
+}
+
+/// `n thing` or `n things`: the page's one plural rule.
+pub(super) fn plural(n: u64, thing: &str) -> String {
+    format!("{n} {}", noun(n, thing))
+}
+
+/// `thing` or `things`, after a count of `n` shown on its own.
+pub(super) fn noun(n: u64, thing: &str) -> String {
+    match n {
+        1 => thing.to_owned(),
+        _ => format!("{thing}s"),
+    }
+}
+
+/// A count as [`noun`] takes it.
+fn count(n: impl TryInto<u64>) -> u64 {
+    n.try_into().unwrap_or(0)
 }
 
 /// The live part of the cluster page.
 pub(super) fn cluster_live(viewer: &Viewer, view: &ClusterView) -> Markup {
     html! {
         section.bar #cluster-bar {
-            span.metric { span.led.ok {} b #nodes-count { (view.nodes.len()) } " nodes" }
+            span.metric { span.led.ok {} b #nodes-count { (view.nodes.len()) } " " (noun(count(view.nodes.len()), "node")) }
             span.metric { b #live-count { (view.live_workstreams) } " live" }
-            span.metric { b #stored-count { (view.stored_workstreams) } " stored workstreams" }
-            span.metric { b #turns-count { (view.turns_last_hour) } " turns in the last hour" }
+            span.metric { b #stored-count { (view.stored_workstreams) } " stored " (noun(count(view.stored_workstreams), "workstream")) }
+            span.metric { b #turns-count { (view.turns_last_hour) } " " (noun(count(view.turns_last_hour), "turn")) " in the last hour" }
             span.divider {}
             span.metric.mcp title={ (view.mcp.resources) " resources, " (view.mcp.prompts) " prompts" } {
                 span.led.mcp {}
-                "MCP " b #mcp-servers { (view.mcp.servers) } " servers · "
-                b #mcp-resources { (view.mcp.resources) } " resources · "
-                b #mcp-prompts { (view.mcp.prompts) } " prompts"
+                "MCP " b #mcp-servers { (view.mcp.servers) } " " (noun(count(view.mcp.servers), "server")) " · "
+                b #mcp-resources { (view.mcp.resources) } " " (noun(count(view.mcp.resources), "resource")) " · "
+                b #mcp-prompts { (view.mcp.prompts) } " " (noun(count(view.mcp.prompts), "prompt"))
             }
         }
         section.card #nodes {
             h2 { "Nodes" }
-            @for node in &view.nodes { (node_card(node, view.at)) }
+            @for node in &view.nodes { (node_card(node, view)) }
         }
         section.card #approvals {
             h2 { "Pending approvals" }
@@ -243,10 +324,11 @@ pub(super) fn cluster_live(viewer: &Viewer, view: &ClusterView) -> Markup {
                     }
                     pre.preview { (a.preview) }
                     div.meta {
-                        "asked by " (a.requester) " · decided by " (a.deciders) " · "
-                        @match &a.thread_url {
-                            Some(url) => a href=(url) target="_blank" rel="noopener" { "open the card's thread" },
-                            None => code { (a.workstream) },
+                        "asked by " span.requester { (a.requester) } " · may be decided by "
+                        span.deciders { (a.deciders) } " · in "
+                        a.thread href=(detail_href(&a.workstream)) title=(a.workstream) { (a.thread) }
+                        @if let Some(url) = &a.thread_url {
+                            " · " a href=(url) target="_blank" rel="noopener noreferrer" { "open the card's thread ↗" }
                         }
                     }
                     (decide_form(viewer, a))
@@ -255,10 +337,13 @@ pub(super) fn cluster_live(viewer: &Viewer, view: &ClusterView) -> Markup {
         }
         section.card #workstreams {
             h2 { "Workstreams" }
-            @if view.workstreams.is_empty() { p.empty { "No workstreams you take part in yet." } }
+            @if view.workstreams.is_empty() {
+                @if view.filter.is_empty() { p.empty { "No workstreams you take part in yet." } }
+                @else { p.empty #no-match { "No workstream you take part in matches." } }
+            }
             div.table {
                 table {
-                    thead { tr { th { "thread" } th { "platform" } th { "owner" } th { "state" } th { "last activity" } th { "tokens" } } }
+                    thead { tr { th { "thread" } th { "channel" } th { "owner" } th { "state" } th { "last activity" } th { "tokens" } } }
                     tbody {
                         @for w in &view.workstreams { (workstream_row(w, view.at)) }
                     }
@@ -297,7 +382,7 @@ pub(super) fn cluster_live(viewer: &Viewer, view: &ClusterView) -> Markup {
                         @for w in &view.watches {
                             tr.watch {
                                 td { (w.name) br; span.state { (w.state) } }
-                                td { a href=(detail_href(&w.workstream)) { code { (w.workstream) } } }
+                                td { a href=(detail_href(&w.workstream)) title=(w.workstream) { (title_in(view, &w.workstream)) } }
                                 td { code { (w.command) } }
                                 td { (age(w.poll_every_ms)) }
                                 td { (w.polls) " / " (w.max_polls) }
@@ -316,7 +401,13 @@ pub(super) fn cluster_live(viewer: &Viewer, view: &ClusterView) -> Markup {
     }
 }
 
-fn node_card(node: &NodeView, now: i64) -> Markup {
+/// What the page calls workstream `key` in `view`: its title, or its key when not listed.
+fn title_in<'a>(view: &'a ClusterView, key: &'a str) -> &'a str {
+    view.titles.get(key).map_or(key, String::as_str)
+}
+
+fn node_card(node: &NodeView, view: &ClusterView) -> Markup {
+    let now = view.at;
     html! {
         div.node data-node=(node.id) {
             div.row {
@@ -352,7 +443,7 @@ fn node_card(node: &NodeView, now: i64) -> Markup {
                             h3 { "Running turns" }
                             @if s.live.is_empty() { p.empty { "none" } }
                             ul { @for l in &s.live {
-                                li { a href=(detail_href(&l.workstream)) { code { (l.workstream) } } " " (l.state) @if let Some(t) = &l.tool { " " code { (t) } } }
+                                li { a href=(detail_href(&l.workstream)) title=(l.workstream) { (title_in(view, &l.workstream)) } " " (l.state) @if let Some(t) = &l.tool { " " code { (t) } } }
                             } }
                         }
                         div.mcp-detail {
@@ -361,7 +452,7 @@ fn node_card(node: &NodeView, now: i64) -> Markup {
                             ul { @for m in &s.mcp {
                                 li.mcp-server {
                                     b { (m.name) } " " span class={ "state " (m.state.replace(' ', "-")) } { (m.state) }
-                                    " · " (m.tools) " tools · " (m.resources) " resources · " (m.prompts) " prompts"
+                                    " · " (plural(count(m.tools), "tool")) " · " (plural(count(m.resources), "resource")) " · " (plural(count(m.prompts), "prompt"))
                                     @if let Some(e) = &m.error { div.bad { (e) } }
                                 }
                             } }
@@ -375,16 +466,16 @@ fn node_card(node: &NodeView, now: i64) -> Markup {
 
 fn workstream_row(w: &WorkstreamView, now: i64) -> Markup {
     html! {
-        tr.workstream data-key=(w.key) {
+        tr.workstream data-key=(w.key) data-platform=(w.platform) {
             td {
-                a href=(detail_href(&w.key)) { code { (w.key) } }
-                @if let Some(url) = &w.thread_url { " " a.open href=(url) target="_blank" rel="noopener" { "open ↗" } }
+                a.title href=(detail_href(&w.key)) title=(w.key) { (w.title) }
+                @if let Some(url) = &w.thread_url { " " a.open href=(url) target="_blank" rel="noopener noreferrer" { "open ↗" } }
             }
-            td { (w.platform) }
+            td.channel { (w.channel) }
             td { (w.owner) }
             td { span class={ "state " (w.state.replace(' ', "-")) } { (w.state) } @if let Some(t) = &w.tool { " " code { (t) } } }
             td { span.age data-ts=(w.last_activity) { (age(now - w.last_activity)) } }
-            td { (w.tokens) }
+            td { (plural(w.tokens, "token")) }
         }
     }
 }
@@ -393,11 +484,12 @@ fn workstream_row(w: &WorkstreamView, now: i64) -> Markup {
 pub(super) fn detail(viewer: &Viewer, d: &WorkstreamDetail) -> String {
     let events = format!("{}/events", detail_href(&d.key));
     layout(
-        &d.key,
+        &d.title,
         Some(viewer),
         html! {
             p { a href="/" { "← all workstreams" } }
             div #live data-events=(events) { (detail_live(d)) }
+            (under_conversation(viewer, d))
         },
     )
     .into_string()
@@ -407,20 +499,23 @@ pub(super) fn detail(viewer: &Viewer, d: &WorkstreamDetail) -> String {
 pub(super) fn detail_live(d: &WorkstreamDetail) -> Markup {
     html! {
         section.card {
-            h1 { code { (d.key) } }
+            h1 #title title=(d.key) { (d.title) }
             p.meta {
-                "owner " (d.owner) " · " (d.tokens) " tokens"
+                span #channel { (d.channel) } " · owner " span #owner { (d.owner) } " · " (plural(d.tokens, "token"))
                 @if d.closed { " · closed" }
-                @if let Some(url) = &d.thread_url { " · " a href=(url) target="_blank" rel="noopener" { "open the thread ↗" } }
+                @if let Some(url) = &d.thread_url { " · " a href=(url) target="_blank" rel="noopener noreferrer" { "open the thread ↗" } }
             }
         }
         section.card.conversation #conversation {
-            @for m in &d.messages {
+            @for (i, m) in d.messages.iter().enumerate() {
                 @match m.role {
-                    Role::User => div.msg.user { div.role { "person" } pre { (m.content) } },
+                    Role::User => div.msg.user {
+                        div.role.author { (d.authors.get(i).cloned().flatten().unwrap_or_else(|| "someone".into())) }
+                        div.md { (markdown::render(&m.content)) }
+                    },
                     Role::Assistant => div.msg.assistant {
-                        div.role { "sandpiper" }
-                        @if !m.content.is_empty() { pre { (m.content) } }
+                        div.role.author { "sandpiper" }
+                        @if !m.content.is_empty() { div.md { (markdown::render(&m.content)) } }
                         @for c in &m.tool_calls {
                             div.call { b { (c.name) } pre.args { (clip(&c.arguments, 4000)) } }
                         }
@@ -442,7 +537,7 @@ pub(super) fn detail_live(d: &WorkstreamDetail) -> Markup {
                             @if !c.output.is_empty() { pre.tool-output { (c.output) } }
                         }
                     }
-                    @if !t.text.is_empty() { pre { (t.text) } }
+                    @if !t.text.is_empty() { div.md { (markdown::render(&t.text)) } }
                 }
             }
         }
@@ -507,6 +602,62 @@ fn until(ms: i64) -> String {
         return "due".into();
     }
     format!("in {}", age(ms))
+}
+
+// --- Talking from the page (`chat` answers the posts) -----------------------------------------
+
+/// The path that starts a conversation on the page.
+pub(super) const NEW_PATH: &str = "/conversations";
+
+pub(super) fn say_href(key: &str) -> String {
+    format!("{}/say", detail_href(key))
+}
+
+/// A message box posting to `action`, holding `text`.
+pub(super) fn say_box(viewer: &Viewer, action: &str, text: &str, button: &str) -> Markup {
+    html! {
+        form.say method="post" action=(action) {
+            input type="hidden" name="csrf" value=(viewer.csrf);
+            textarea #say-text name="text" rows="3" required
+                placeholder="Write to sandpiper…" aria-label="message" { (text) }
+            button #say type="submit" { (button) }
+        }
+    }
+}
+
+/// What goes under a workstream's conversation: the box, or why there is none.
+pub(super) fn under_conversation(viewer: &Viewer, d: &WorkstreamDetail) -> Markup {
+    html! {
+        section.card.talk #talk {
+            @if d.closed {
+                p.muted { "This workstream is closed: nothing more runs in it." }
+            } @else if viewer.user_id.is_none() {
+                p.muted { "The operator token views only; sign in as yourself to write." }
+            } @else {
+                (say_box(viewer, &say_href(&d.key), "", "Send"))
+                p.meta { "Sent as you, under the thread's rules; a Discord or Slack thread shows it too." }
+            }
+        }
+    }
+}
+
+/// The box that starts a conversation on the page (for a person, not the operator token).
+pub(super) fn new_conversation(viewer: &Viewer) -> Markup {
+    if viewer.user_id.is_none() {
+        return html! {};
+    }
+    html! {
+        section.card.talk #new-conversation {
+            h2 { "New conversation" }
+            form.say method="post" action=(NEW_PATH) {
+                input type="hidden" name="csrf" value=(viewer.csrf);
+                textarea #new-text name="text" rows="2" required
+                    placeholder="Ask sandpiper something; the answer shows here only"
+                    aria-label="first message" {}
+                button #start type="submit" { "Start" }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

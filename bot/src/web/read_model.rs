@@ -2,18 +2,28 @@
 //! every node writes about itself, and cut to what the viewer may see: an admin sees
 //! everything; a person the workstreams they own or wrote in, the approvals they may decide
 //! and the watches of their workstreams. Nodes' URLs and the errors of their MCP servers and
-//! model are an admin's alone, and shown redacted ([`shown_url`]): an error may quote a URL
-//! with a password or a key in it.
+//! model are an admin's alone, and shown redacted (the configuration's own [`redact_url`]): an
+//! error may quote a URL with a password or a key in it. People are named by their public
+//! name ([`Store::public_name`]: `Display (@handle)`), threads by their first message and
+//! their channel; a workstream's key stays in links and tooltips.
+//!
+//! [`Store::public_name`]: sandpiper_agent::store::Store::public_name
 //!
 //! The one place the page reads the agent: the templates get plain values from here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
+use sandpiper_agent::config::redact_url;
+use sandpiper_agent::store::platform_names::Named;
 use sandpiper_agent::store::prompt_templates::PromptTemplate;
 use sandpiper_agent::store::services::STALE_AFTER;
 use sandpiper_agent::store::status_view::{PendingApproval, WatchOverview, WorkstreamOverview};
 use sandpiper_agent::store::{StoreError, now_ms};
+use sandpiper_channels::membership::{Membership, may_decide_away};
 
+use super::search::{Facets, Filter, Searched};
 use super::snapshot::{FRESH_FOR, LiveEntry, LocalStatus, McpServerState, NodeStatus};
 
 /// Most workstreams listed.
@@ -41,21 +51,64 @@ impl Viewer {
                 .as_ref()
                 .is_some_and(|u| w.participants.contains(u))
     }
+}
 
-    /// Whether they may decide approval `a` (of a workstream owned by `owner`): what the page
-    /// lists. Deciding is the engine's rule alone ([`Agent::decide_from_web`]).
-    ///
-    /// [`Agent::decide_from_web`]: sandpiper_agent::Agent::decide_from_web
-    pub(super) fn decides(&self, a: &PendingApproval, owner: Option<&str>) -> bool {
-        if self.admin {
-            return true;
+/// How long a page's event stream keeps an answer of [`may_decide_away`].
+const ASKED_FOR: Duration = Duration::from_secs(30);
+
+/// Which pending requests one viewer may decide, as last asked ([`may_decide_away`]), each
+/// kept [`ASKED_FOR`]: an event stream renders again at every move of a turn, and an answer
+/// may cost the platform a request (Discord's member roles, shared with the bot's own rate
+/// limit). A page loaded asks afresh; a decision is judged again when it is made.
+#[derive(Debug, Default)]
+pub(super) struct Asked(Mutex<HashMap<String, (Instant, bool)>>);
+
+impl Asked {
+    fn get(&self, request: &str) -> Option<bool> {
+        let asked = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        asked
+            .get(request)
+            .filter(|(at, _)| at.elapsed() < ASKED_FOR)
+            .map(|(_, may)| *may)
+    }
+
+    /// Keeps `may` for `request`, and forgets requests no longer `pending`.
+    fn put(&self, request: &str, may: bool, pending: &[PendingApproval]) {
+        let mut asked = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        asked.retain(|id, _| pending.iter().any(|a| a.id == *id));
+        asked.insert(request.to_owned(), (Instant::now(), may));
+    }
+}
+
+/// Whether the page offers `viewer` approval `a`: an admin (the operator token too) sees every
+/// one, deciding being the thread's rules' alone; a person those they may decide by the rules
+/// of a click on its card, with the roles the thread's platform says they hold now
+/// ([`may_decide_away`]; `asked` keeps the answers a while).
+async fn offered(
+    src: &Sources,
+    viewer: &Viewer,
+    a: &PendingApproval,
+    pending: &[PendingApproval],
+    asked: &Asked,
+) -> bool {
+    if viewer.admin {
+        return true;
+    }
+    let Some(me) = viewer.user_id.as_deref() else {
+        return false;
+    };
+    if let Some(may) = asked.get(&a.id) {
+        return may;
+    }
+    let agent = src.local.agent();
+    match may_decide_away(agent, &src.memberships, &a.workstream, &a.id, me).await {
+        Ok(may) => {
+            asked.put(&a.id, may, pending);
+            may
         }
-        let Some(me) = self.user_id.as_deref() else {
-            return false;
-        };
-        match &a.approvers {
-            Some(allowed) => allowed.owner.as_deref() == Some(me),
-            None => owner == Some(me),
+        Err(e) => {
+            tracing::debug!(error = %e, request = %a.id, "status page: cannot tell now who may decide; not listed");
+            false
         }
     }
 }
@@ -109,6 +162,14 @@ pub(super) struct NodeView {
 pub(super) struct WorkstreamView {
     /// Key.
     pub key: String,
+    /// What it is called: the start of its first message.
+    pub title: String,
+    /// Where it lives: `#C1 on Slack`.
+    pub channel: String,
+    /// Its channel's key ([`channel_of`]), for the channel filter.
+    pub channel_key: String,
+    /// Everyone who wrote in it (sandpiper user ids), for the person filter.
+    pub participants: Vec<String>,
     /// `discord`, `slack`, `console`, ….
     pub platform: String,
     /// A link that opens the thread in its app.
@@ -123,6 +184,38 @@ pub(super) struct WorkstreamView {
     pub last_activity: i64,
     /// Tokens used (prompt + completion).
     pub tokens: u64,
+}
+
+impl Searched for WorkstreamView {
+    fn key(&self) -> &str {
+        &self.key
+    }
+    fn channel_key(&self) -> &str {
+        &self.channel_key
+    }
+    fn participants(&self) -> &[String] {
+        &self.participants
+    }
+    fn state(&self) -> &str {
+        &self.state
+    }
+}
+
+/// What the filters offer for `visible`: its channels and the people who wrote in it.
+async fn facets_of(visible: &[WorkstreamView], names: &mut Names, src: &Sources) -> Facets {
+    let mut channels: Vec<(String, String)> = visible
+        .iter()
+        .map(|w| (w.channel_key.clone(), w.channel.clone()))
+        .collect();
+    channels.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+    channels.dedup();
+    let ids: HashSet<&String> = visible.iter().flat_map(|w| &w.participants).collect();
+    let mut people = Vec::with_capacity(ids.len());
+    for id in ids {
+        people.push((id.clone(), names.of(src, Some(id.as_str())).await));
+    }
+    people.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+    Facets { channels, people }
 }
 
 /// One pending approval.
@@ -146,6 +239,8 @@ pub(super) struct ApprovalView {
     pub created_at: i64,
     /// Its workstream.
     pub workstream: String,
+    /// Its workstream's title and channel, as the page names it.
+    pub thread: String,
     /// Where the card is.
     pub thread_url: Option<String>,
 }
@@ -171,6 +266,15 @@ pub(super) struct ClusterView {
     pub watches: Vec<WatchOverview>,
     /// Prompt templates under governance, by name, with their origin.
     pub templates: Vec<PromptTemplate>,
+    /// The title of each workstream the viewer may see, by key (watches and running turns
+    /// name theirs by it).
+    pub titles: HashMap<String, String>,
+    /// The search and filters the workstreams were cut to.
+    pub filter: Filter,
+    /// What the filters offer (from every workstream the viewer may see).
+    pub facets: Facets,
+    /// Why the search text was not used, when it was not.
+    pub search_problem: Option<String>,
     /// When this was read (unix ms).
     pub at: i64,
 }
@@ -184,6 +288,8 @@ pub(super) struct Sources {
     pub node_id: String,
     /// The Discord server threads live in, for thread links.
     pub discord_guild: Option<u64>,
+    /// The chat platforms, asked which roles a person holds (who may decide what).
+    pub memberships: Vec<Arc<dyn Membership>>,
 }
 
 /// What `viewer` may see of `node`: an admin all of it, its URL and errors redacted; a person
@@ -205,38 +311,16 @@ fn cut_node(viewer: &Viewer, node: &mut NodeView, visible: &[&str]) {
     }
 }
 
-/// What replaces what the page does not show of a URL.
-const HIDDEN: &str = "…";
-
-/// `raw` as the page shows a URL: without user info, every query value replaced by
-/// [`HIDDEN`], no fragment; something that does not parse as a URL is not shown at all.
-pub(super) fn shown_url(raw: &str) -> String {
-    let Ok(mut url) = url::Url::parse(raw) else {
-        return HIDDEN.to_owned();
-    };
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.set_fragment(None);
-    let keys: Vec<String> = url.query_pairs().map(|(k, _)| k.into_owned()).collect();
-    if keys.is_empty() {
-        url.set_query(None);
-    } else {
-        url.query_pairs_mut()
-            .clear()
-            .extend_pairs(keys.iter().map(|k| (k.as_str(), HIDDEN)));
-    }
-    url.to_string()
-}
-
-/// `text` (an error) with every URL in it shown as [`shown_url`] shows it.
+/// `text` (an error) with every URL in it redacted as the configuration redacts one
+/// ([`redact_url`]).
 fn redacted_text(text: &str) -> String {
     text.split_inclusive(char::is_whitespace)
         .map(redacted_word)
         .collect()
 }
 
-/// One word of an error with its URL, if it has one, as [`shown_url`] shows it; the
-/// punctuation around the URL stays.
+/// One word of an error with its URL, if it has one, redacted; the punctuation around the
+/// URL stays.
 fn redacted_word(word: &str) -> String {
     let Some(at) = word.find("://") else {
         return word.to_owned();
@@ -248,13 +332,19 @@ fn redacted_word(word: &str) -> String {
     format!(
         "{}{}{}",
         &word[..start],
-        shown_url(&word[start..end]),
+        redact_url(&word[start..end]),
         &word[end..]
     )
 }
 
-/// Reads the page for `viewer`.
-pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterView, StoreError> {
+/// Reads the page for `viewer`, its workstreams cut to `filter`; `asked` keeps which
+/// approvals they may decide between readings of one stream.
+pub(super) async fn cluster(
+    src: &Sources,
+    viewer: &Viewer,
+    filter: &Filter,
+    asked: &Asked,
+) -> Result<ClusterView, StoreError> {
     let store = src.local.agent().store();
     let now = now_ms();
     let here = src.local.now();
@@ -317,9 +407,13 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
             live.insert(entry.workstream.clone(), entry.clone());
         }
     }
-    let all = store.workstream_overview(LISTED).await?;
+    // A search looks past the most recent: an old thread is what one searches for.
+    let listed = if filter.is_empty() { LISTED } else { i64::MAX };
+    let all = store.workstream_overview(listed).await?;
     let stored_workstreams = store.stored_counts().await?.workstreams;
     let pending = store.pending_approvals().await?;
+    let channel_names = store.names(Named::Channel).await?;
+    let role_names = store.names(Named::Role).await?;
     let mut names = Names::default();
     let mut workstreams = Vec::new();
     for w in all.iter().filter(|w| viewer.sees(w)) {
@@ -336,6 +430,10 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
             (None, None, None) => ("idle".to_owned(), None),
         };
         workstreams.push(WorkstreamView {
+            title: title_of(w),
+            channel: channel_label(w, &channel_names),
+            channel_key: channel_of(w),
+            participants: w.participants.clone(),
             platform: platform_of(&w.key).to_owned(),
             thread_url: thread_url(&w.key, src.discord_guild),
             owner: names.of(src, w.owner.as_deref()).await,
@@ -346,20 +444,30 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
             tokens: w.tokens_in.saturating_add(w.tokens_out),
         });
     }
+    let titles: HashMap<String, String> = workstreams
+        .iter()
+        .map(|w| (w.key.clone(), w.title.clone()))
+        .collect();
+    let facets = facets_of(&workstreams, &mut names, src).await;
+    let (workstreams, search_problem) = filter.apply(store, workstreams).await?;
     let mut approvals = Vec::new();
     for a in &pending {
         let owner = all
             .iter()
             .find(|w| w.key == a.workstream)
             .and_then(|w| w.owner.clone());
-        if !viewer.decides(a, owner.as_deref()) {
+        if !offered(src, viewer, a, &pending, asked).await {
             continue;
         }
         let deciders = match &a.approvers {
             Some(allowed) => {
                 let mut who = vec![names.of(src, allowed.owner.as_deref()).await];
                 if !allowed.roles.is_empty() {
-                    who.push(format!("roles {}", allowed.roles.join(", ")));
+                    who.push(roles_named(
+                        platform_of(&a.workstream),
+                        &allowed.roles,
+                        &role_names,
+                    ));
                 }
                 who.join(" or ")
             }
@@ -375,6 +483,10 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
             deciders,
             created_at: a.created_at,
             thread_url: thread_url(&a.workstream, src.discord_guild),
+            thread: all.iter().find(|w| w.key == a.workstream).map_or_else(
+                || a.workstream.clone(),
+                |w| format!("{} · {}", title_of(w), channel_label(w, &channel_names)),
+            ),
             workstream: a.workstream.clone(),
         });
     }
@@ -402,16 +514,22 @@ pub(super) async fn cluster(src: &Sources, viewer: &Viewer) -> Result<ClusterVie
         approvals,
         watches,
         templates: store.prompt_templates().await?,
+        titles,
+        filter: filter.clone(),
+        facets,
+        search_problem,
         at: now,
     })
 }
 
 /// People's public names ([`Store::public_name`]) by user id, looked up once per page.
+///
+/// [`Store::public_name`]: sandpiper_agent::store::Store::public_name
 #[derive(Default)]
-struct Names(HashMap<String, String>);
+pub(super) struct Names(HashMap<String, String>);
 
 impl Names {
-    async fn of(&mut self, src: &Sources, id: Option<&str>) -> String {
+    pub(super) async fn of(&mut self, src: &Sources, id: Option<&str>) -> String {
         let Some(id) = id else {
             return "nobody".into();
         };
@@ -424,6 +542,83 @@ impl Names {
         };
         self.0.insert(id.to_owned(), name.clone());
         name
+    }
+}
+
+/// Most characters of a title.
+const TITLE_CHARS: usize = 60;
+
+/// What the page calls workstream `w`: the start of its first message, on one line, without
+/// the mentions that started it; its key when nobody wrote in it yet.
+pub(super) fn title_of(w: &WorkstreamOverview) -> String {
+    let words: Vec<&str> = w
+        .first_message
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter(|word| !(word.starts_with("<@") && word.ends_with('>')))
+        .collect();
+    let line = words.join(" ");
+    if line.is_empty() {
+        return w.key.clone();
+    }
+    match line.char_indices().nth(TITLE_CHARS) {
+        Some((cut, _)) => format!("{}…", line[..cut].trim_end()),
+        None => line,
+    }
+}
+
+/// Where workstream `w` lives, as people say it: `#general on Slack` (`channels`: recorded
+/// channel names by channel key), `#C1 on Slack` while its name is not known, `a direct
+/// message on Slack`, `the console`. The channel recorded when it was opened, else what its
+/// key says.
+pub(super) fn channel_label(w: &WorkstreamOverview, channels: &HashMap<String, String>) -> String {
+    let channel = channel_of(w);
+    let platform = channel.split(':').next().unwrap_or_default();
+    let id = channel.rsplit_once(':').map(|(_, id)| id);
+    let on = match platform {
+        "discord" => "Discord",
+        "slack" => "Slack",
+        "console" => return "the console".into(),
+        "web" => return "the page".into(),
+        other => other,
+    };
+    match (channels.get(&channel), id) {
+        (Some(name), _) => format!("#{name} on {on}"),
+        (None, Some(id)) if platform == "slack" && id.starts_with('D') => {
+            format!("a direct message on {on}")
+        }
+        (None, Some(id)) => format!("#{id} on {on}"),
+        (None, None) => format!("a thread on {on}"),
+    }
+}
+
+/// Approver roles as people read them: `roles deployers, sre` on Discord, `user groups
+/// @oncall` on Slack (`names`: recorded names by id; an id whose name is not known is shown
+/// as it is).
+fn roles_named(platform: &str, ids: &[String], names: &HashMap<String, String>) -> String {
+    let (kind, at) = match platform {
+        "slack" => ("user groups", "@"),
+        _ => ("roles", ""),
+    };
+    let named: Vec<String> = ids
+        .iter()
+        .map(|id| format!("{at}{}", names.get(id).unwrap_or(id)))
+        .collect();
+    format!("{kind} {}", named.join(", "))
+}
+
+/// The channel key of workstream `w` (`slack:T1:C1`, `discord:10`, `console`): what the
+/// channel filter matches.
+pub(super) fn channel_of(w: &WorkstreamOverview) -> String {
+    if let Some(channel) = &w.channel {
+        return channel.clone();
+    }
+    let parts: Vec<&str> = w.key.split(':').collect();
+    match parts.as_slice() {
+        ["slack", team, channel, _] => format!("slack:{team}:{channel}"),
+        [platform, ..] => (*platform).to_owned(),
+        [] => String::new(),
     }
 }
 
@@ -467,10 +662,20 @@ pub(super) async fn workstream(
         return Ok(None);
     };
     let messages = store.load_messages(key).await?;
-    let live = src.local.agent().activity().live().remove(key);
     let mut names = Names::default();
+    let mut authors = Vec::with_capacity(messages.len());
+    for author in store.message_authors(key).await? {
+        authors.push(match author {
+            Some(id) => Some(names.of(src, Some(&id)).await),
+            None => None,
+        });
+    }
+    let live = src.local.agent().activity().live().remove(key);
     Ok(Some(WorkstreamDetail {
         key: key.to_owned(),
+        title: title_of(&overview),
+        channel: channel_label(&overview, &store.names(Named::Channel).await?),
+        authors,
         owner: names.of(src, info.owner.as_deref()).await,
         thread_url: thread_url(key, src.discord_guild),
         closed: info.closed,
@@ -485,6 +690,13 @@ pub(super) async fn workstream(
 pub(super) struct WorkstreamDetail {
     /// Key.
     pub key: String,
+    /// What it is called ([`title_of`]).
+    pub title: String,
+    /// Where it lives ([`channel_label`]).
+    pub channel: String,
+    /// Who wrote each message (public names), in the order of `messages`; `None` for the
+    /// agent's and tools' messages, or when not known.
+    pub authors: Vec<Option<String>>,
     /// The owner's username.
     pub owner: String,
     /// A link to the thread.
@@ -529,6 +741,8 @@ mod tests {
             closed_at: None,
             last_activity: 0,
             interrupted: false,
+            channel: None,
+            first_message: None,
         }
     }
 
@@ -542,24 +756,62 @@ mod tests {
     }
 
     #[test]
-    fn urls_lose_user_info_and_query_values() {
-        for (raw, shown) in [
-            ("http://gw-1.internal:8090", "http://gw-1.internal:8090/"),
-            (
-                "https://svc:hunter2@mcp.example/v1?api-key=s3cret&mode=fast#frag",
-                "https://mcp.example/v1?api-key=%E2%80%A6&mode=%E2%80%A6",
-            ),
-            ("https://token@mcp.example/", "https://mcp.example/"),
-            ("not a url", "…"),
-        ] {
-            assert_eq!(shown_url(raw), shown, "{raw}");
-        }
+    fn urls_in_errors_are_redacted_as_the_configuration_redacts_them() {
         assert_eq!(
             redacted_text(
                 "cannot reach (https://u:p@h.example/x?key=k1), retrying\nthen http://h2/?t=2."
             ),
-            "cannot reach (https://h.example/x?key=%E2%80%A6), retrying\nthen http://h2/?t=%E2%80%A6."
+            "cannot reach (https://<redacted>@h.example/x?key=<redacted>), retrying\nthen http://h2/?t=<redacted>."
         );
+    }
+
+    #[test]
+    fn threads_are_named_by_their_first_message_and_their_channel() {
+        let mut w = overview("owner", &["owner"]);
+        w.key = "slack:T1:C1:1796412752.507005".into();
+        assert_eq!(
+            title_of(&w),
+            "slack:T1:C1:1796412752.507005",
+            "nothing said yet"
+        );
+        let mut names = HashMap::new();
+        assert_eq!(
+            channel_label(&w, &names),
+            "#C1 on Slack",
+            "its name not known yet"
+        );
+        names.insert("slack:T1:C1".to_owned(), "general".to_owned());
+        assert_eq!(channel_label(&w, &names), "#general on Slack");
+        w.key = "slack:T1:D7:1796412752.507005".into();
+        assert_eq!(channel_label(&w, &names), "a direct message on Slack");
+        w.key = "slack:T1:C1:1796412752.507005".into();
+        w.first_message = Some("<@U0BOT>  deploy\nthe   web tier to staging, then run the smoke tests and tell me what broke".into());
+        assert_eq!(
+            title_of(&w),
+            "deploy the web tier to staging, then run the smoke tests and…"
+        );
+        w.key = "discord:42".into();
+        assert_eq!(channel_label(&w, &names), "a thread on Discord");
+        w.channel = Some("discord:10".into());
+        assert_eq!(
+            (channel_label(&w, &names), channel_of(&w)),
+            ("#10 on Discord".into(), "discord:10".into())
+        );
+        names.insert("discord:10".to_owned(), "ops".to_owned());
+        assert_eq!(channel_label(&w, &names), "#ops on Discord");
+        w.channel = None;
+        w.key = "console:app-1f2e".into();
+        assert_eq!(channel_label(&w, &names), "the console");
+    }
+
+    #[test]
+    fn approver_roles_are_named_as_their_platform_names_them() {
+        let ids = ["42".to_owned(), "43".to_owned()];
+        let names = HashMap::from([("42".to_owned(), "deployers".to_owned())]);
+        assert_eq!(roles_named("discord", &ids, &names), "roles deployers, 43");
+        let ids = ["S0ONCALL".to_owned()];
+        let names = HashMap::from([("S0ONCALL".to_owned(), "oncall".to_owned())]);
+        assert_eq!(roles_named("slack", &ids, &names), "user groups @oncall");
     }
 
     #[test]
@@ -594,14 +846,14 @@ mod tests {
         let mut seen = node();
         cut_node(&viewer("root", true), &mut seen, &[]);
         let status = seen.status.as_ref().unwrap();
-        assert_eq!(seen.url, "http://gw-1:8090/?token=%E2%80%A6");
+        assert_eq!(seen.url, "http://<redacted>@gw-1:8090/?token=<redacted>");
         assert_eq!(
             status.mcp[0].error.as_deref(),
-            Some("connect https://db.example/?password=%E2%80%A6 failed")
+            Some("connect https://<redacted>@db.example/?password=<redacted> failed")
         );
         assert_eq!(
             status.model.error.as_deref(),
-            Some("cannot reach http://model/v1?api-key=%E2%80%A6")
+            Some("cannot reach http://<redacted>@model/v1?api-key=<redacted>")
         );
         let mut seen = node();
         cut_node(&viewer("alice", false), &mut seen, &[]);
@@ -619,23 +871,28 @@ mod tests {
         assert!(viewer("participant", false).sees(&w));
         assert!(viewer("approver", true).sees(&w));
         assert!(!viewer("stranger", false).sees(&w));
-        let approval = PendingApproval {
-            id: "a".into(),
+    }
+
+    #[test]
+    fn a_stream_keeps_who_may_decide_only_for_pending_requests() {
+        let pending = |id: &str| PendingApproval {
+            id: id.into(),
             workstream: "discord:1".into(),
             tool: "bash".into(),
             header: String::new(),
             preview: String::new(),
-            requested_by: Some("participant".into()),
-            approvers: Some(sandpiper_agent::store::approvals::AllowedApprovers {
-                owner: Some("owner".into()),
-                roles: vec![],
-            }),
+            requested_by: None,
+            approvers: None,
             created_at: 0,
             kind: sandpiper_agent::protocol::ApprovalKind::ToolCall,
         };
-        assert!(viewer("owner", false).decides(&approval, Some("owner")));
-        assert!(!viewer("participant", false).decides(&approval, Some("owner")));
-        assert!(!viewer("stranger", false).decides(&approval, Some("owner")));
-        assert!(viewer("approver", true).decides(&approval, Some("owner")));
+        let asked = Asked::default();
+        assert_eq!(asked.get("a"), None, "not asked yet");
+        asked.put("a", true, &[pending("a")]);
+        asked.put("b", false, &[pending("a"), pending("b")]);
+        assert_eq!((asked.get("a"), asked.get("b")), (Some(true), Some(false)));
+        asked.put("c", true, &[pending("b"), pending("c")]);
+        assert_eq!(asked.get("a"), None, "decided: forgotten");
+        assert_eq!(asked.get("b"), Some(false));
     }
 }

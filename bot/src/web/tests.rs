@@ -98,6 +98,7 @@ async fn page() -> Page {
             service_key: Some(ServiceKey::new(JWT_SECRET).unwrap()),
             discord_guild: Some(5),
             memberships: vec![roles.clone()],
+            starters: Default::default(),
         },
         stop.clone(),
     )
@@ -682,9 +683,10 @@ impl Page {
     }
 }
 
-/// Owner, approver, participant and stranger deciding from the page: the engine's rules
-/// (owner or approver; Always allow the owner's), a confirmation first, and the form token on
-/// every POST.
+/// Owner, approver, participant and stranger deciding from the page: each is offered the
+/// requests they may decide (the owner and the approver, while they hold the role), by the
+/// engine's rules (owner or approver; Always allow the owner's), a confirmation first, and
+/// the form token on every POST.
 #[tokio::test]
 async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
     use sandpiper_agent::protocol::ApprovalStatus;
@@ -743,8 +745,20 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
     ] {
         assert!(body.contains(label), "{label}: {body}");
     }
-    let (_, body) = page.get("/", Some(&participant_cookie)).await;
-    assert!(!body.contains("/approvals/ap_one"), "{body}");
+    // The approver's page lists them too, with the buttons (the role, as Discord says now);
+    // the participant's and the stranger's list nothing to decide.
+    let (_, body) = page.get("/", Some(&approver_cookie)).await;
+    for request in [
+        "action=\"/approvals/ap_one\"",
+        "action=\"/approvals/ap_two\"",
+    ] {
+        assert!(body.contains(request), "{request}: {body}");
+    }
+    for cookie in [&participant_cookie, &stranger_cookie] {
+        let (_, body) = page.get("/", Some(cookie)).await;
+        assert!(!body.contains("/approvals/ap_"), "{body}");
+        assert!(!body.contains("bash: ls"), "{body}");
+    }
 
     // No token, another session's token, a token in another cookie: 403, nothing changes.
     for (cookie, token) in [
@@ -875,8 +889,10 @@ async fn deciding_from_the_page_follows_the_thread_rules_for_four_people() {
         ApprovalStatus::Denied
     );
 
-    // The role taken away in chat: the approver's page decides nothing more.
+    // The role taken away in chat: the approver's page lists and decides nothing more.
     page.roles.set("approver", &[]);
+    let (_, body) = page.get("/", Some(&approver_cookie)).await;
+    assert!(!body.contains("/approvals/ap_two"), "{body}");
     let (status, body) = page
         .post(
             "/approvals/ap_two/decide",

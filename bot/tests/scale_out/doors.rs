@@ -72,6 +72,7 @@ pub(crate) enum Via {
 }
 
 /// The fake platform behind a door, and the person who talks to the bot there.
+#[derive(Clone)]
 pub(crate) enum Front {
     Slack {
         slack: FakeSlack,

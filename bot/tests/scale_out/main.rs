@@ -6,7 +6,10 @@
 //! is killed with SIGKILL mid-stream, mid-tool and while its card waits for approval; then
 //! all three nodes are restarted one after another under a steady stream.
 //!
-//! What is checked: every message is answered exactly once (a message whose turn died with
+//! What is checked: every message is answered exactly once, bursts of two and three and the
+//! messages of a rolling restart in the order they were sent (after a kill the order is
+//! printed and counted: two messages sent together to a thread its dead node held can reach
+//! two nodes that race to take it on, issue 43; a message whose turn died with
 //! its node gets the "interrupted" notice instead, once), no two turns ran in one workstream
 //! at once (the stored history alternates question and answer), a decision clicked on another
 //! node reaches the turn (through the stored decision and Resume after the takeover), nothing
@@ -14,6 +17,8 @@
 //!
 //! The "random" choices (which node gets a message, which thread, when to kill) come from a
 //! seeded generator; the seed is printed, and `SANDPIPER_SCALE_OUT_SEED` replays a run.
+//! `SANDPIPER_SCALE_OUT_LOG` sets the nodes' log filter (default `info`), and
+//! `SANDPIPER_SCALE_OUT_LOGS=DIR` keeps each node's log in `DIR/node-N.log`.
 //! Without PostgreSQL (`SANDPIPER_TEST_POSTGRES_URL`) the tests are skipped with a notice
 //! (and fail under `SANDPIPER_REQUIRE_POSTGRES=1`, as in CI).
 
@@ -24,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use sandpiper_tests::db::TestDb;
 
-use cluster::{Cluster, LEASE, THREADS, seed};
+use cluster::{AnswerClock, Cluster, LEASE, Order, SETTLE_MS, THREADS, seed};
 use doors::{Door, Thread, Via};
 
 /// Three nodes and `THREADS` threads, each opened with a message and answered; returns the
@@ -166,9 +171,12 @@ async fn sigkill_mid_stream_mid_tool_and_at_a_card(door: Door) {
     }
 
     c.wait_all_answered(&threads, &sent).await;
-    c.check_all(&threads, &sent, &killed).await;
+    // Reported, not asserted: two messages sent together to a thread a dead node held can
+    // reach two nodes that both find it free and race to take it on (issue 43).
+    let reordered = c.check_all(&threads, &sent, &killed, Order::Reported).await;
     eprintln!(
-        "{door:?} scale-out kills: {} messages answered once each, takeovers {takeovers:?}, {:?}",
+        "{door:?} scale-out kills: {} messages answered once each, {reordered} of {THREADS} \
+         threads out of send order, takeovers {takeovers:?}, {:?}",
         sent.len(),
         begun.elapsed()
     );
@@ -177,14 +185,21 @@ async fn sigkill_mid_stream_mid_tool_and_at_a_card(door: Door) {
 }
 
 /// A rolling restart: SIGTERM drains a node (its running turns finish, holding their leases;
-/// what waits in its lanes is left for the next owner), so nothing is interrupted. Messages
-/// keep arriving meanwhile, to threads that can reach a live node (on Discord a stopped
-/// node's shard takes its guild offline until it is back).
+/// what waits in its lanes is left for the next owner and the leases of its idle threads are
+/// released at once), so nothing is interrupted. Messages keep arriving meanwhile, to threads
+/// that can reach a live node (on Discord a stopped node's shard takes its guild offline until
+/// it is back). Every message is answered once, and the longest a person waited for an
+/// answer in each thread (the pause the restarts cost it) stays under twice the lease (the
+/// turns here end at once, so their drain adds nothing), measured from each message to when
+/// its answer was first shown ([`AnswerClock`]), whatever the test waits on meanwhile, and
+/// every thread's messages are answered in the order they were sent.
 async fn rolling_restart_under_load(door: Door) {
     let Some((mut c, threads, mut sent)) = started(door).await else {
         return;
     };
     let begun = Instant::now();
+    let clock = AnswerClock::start(&c.front, &threads);
+    let mut timed = Vec::new();
     let mut n = 0;
     for i in 0..3 {
         for step in 0..6 {
@@ -197,20 +212,80 @@ async fn rolling_restart_under_load(door: Door) {
             let t = reachable_thread(&mut c, &threads);
             let token = format!("msg-{t}-r{n}");
             n += 1;
+            let at = Instant::now();
             c.say(&threads[t], &token).await;
-            sent.push((t, token));
+            sent.push((t, token.clone()));
+            timed.push((t, token, at));
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    let pauses = c.longest_waits(&clock, &threads, &timed).await;
     c.wait_all_answered(&threads, &sent).await;
-    c.check_all(&threads, &sent, &[]).await;
+    c.check_all(&threads, &sent, &[], Order::Sent).await;
+    let longest = pauses.iter().max().copied().unwrap_or_default();
     eprintln!(
-        "{door:?} scale-out rolling restart: {} messages answered once each, {:?}",
+        "{door:?} scale-out rolling restart: {} messages answered once each and in send order, \
+         {:?}; longest pause per thread {pauses:?} (longest {longest:?}, lease {LEASE:?})",
         sent.len(),
+        begun.elapsed()
+    );
+    assert!(
+        longest < LEASE * 2,
+        "a thread waited {longest:?} for an answer during the restarts (lease {LEASE:?})"
+    );
+    c.llm.verify();
+    c.stop().await;
+}
+
+/// How many bursts a burst test sends.
+const BURSTS: usize = 16;
+
+/// Bursts of two and three messages to one thread, sent a few milliseconds apart, each to a
+/// random node (Events API), over random connections of the nodes (Socket Mode) or through
+/// the shard of the thread's guild (Discord), many times over: each is answered in the order
+/// it was sent, whichever node or connection it reached first.
+async fn bursts_are_answered_in_send_order(door: Door) {
+    let Some((mut c, threads, mut sent)) = started(door).await else {
+        return;
+    };
+    let begun = Instant::now();
+    let mut messages = 0;
+    for b in 0..BURSTS {
+        let t = c.rng.below(THREADS);
+        let size = 2 + c.rng.below(2);
+        for k in 0..size {
+            let token = format!("msg-{t}-b{b}x{k}");
+            c.say(&threads[t], &token).await;
+            sent.push((t, token));
+            messages += 1;
+        }
+        // The next burst a moment later, often while this one is answered.
+        tokio::time::sleep(Duration::from_millis(c.rng.below(150) as u64)).await;
+    }
+    c.wait_all_answered(&threads, &sent).await;
+    c.check_all(&threads, &sent, &[], Order::Sent).await;
+    eprintln!(
+        "{door:?} scale-out bursts: {BURSTS} bursts ({messages} messages) answered in send order, \
+         settle {SETTLE_MS} ms, {:?}",
         begun.elapsed()
     );
     c.llm.verify();
     c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_to_random_nodes_are_answered_in_send_order() {
+    bursts_are_answered_in_send_order(Door::SlackEvents).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_over_several_socket_mode_connections_are_answered_in_send_order() {
+    bursts_are_answered_in_send_order(Door::SlackSocket).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bursts_through_discord_shards_are_answered_in_send_order() {
+    bursts_are_answered_in_send_order(Door::Discord).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,6 +353,6 @@ async fn a_decision_clicked_while_the_owner_is_dead_reaches_the_turn_after_the_t
     c.say(&thread, &z).await;
     sent.push((0, z));
     c.wait_all_answered(&threads, &sent).await;
-    c.check_all(&threads, &sent, &[]).await;
+    c.check_all(&threads, &sent, &[], Order::Sent).await;
     c.stop().await;
 }

@@ -8,6 +8,7 @@ use sandpiper_agent::Agent;
 
 use crate::commands::account::{self, Person};
 use crate::commands::{Command, McpAction, MemoryAction, help};
+use crate::permissions::{self, Standing, Steering};
 
 pub use super::Where;
 
@@ -46,6 +47,10 @@ pub async fn answer(
         Command::Compact => match at.workstream {
             None => format!("Use {}compact inside a thread I answer in.", at.prefix),
             Some(ws) => compact(agent, who, ws, at).await,
+        },
+        Command::Model { name } => match at.workstream {
+            None => format!("Use {}model inside a thread I answer in.", at.prefix),
+            Some(ws) => model(agent, who, ws, at, name.as_deref()).await,
         },
         Command::Status => match at.workstream {
             None => format!("Use {}status inside a thread I answer in.", at.prefix),
@@ -151,39 +156,86 @@ fn cache_share(status: &sandpiper_agent::turn::agent::WorkstreamStatus) -> Strin
     }
 }
 
-/// Who may compact a thread: its owner, an approver or an admin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum CompactRefusal {
-    /// Someone else's thread.
-    #[error("only the person who started this thread or an approver can compact it")]
-    NotYours,
-}
-
-/// The rule for `compact`, the same on every platform.
-pub fn may_compact(is_owner: bool, at: Where<'_>) -> Result<(), CompactRefusal> {
-    if is_owner || at.approver || at.admin {
-        Ok(())
-    } else {
-        Err(CompactRefusal::NotYours)
-    }
-}
-
-async fn compact(agent: &Agent, who: Person<'_>, workstream: &str, at: Where<'_>) -> String {
+/// Why `who` may not steer `workstream` ([`permissions::may_steer`]), as the answer to give;
+/// `None` when they may.
+async fn steering_refused(
+    agent: &Agent,
+    who: Person<'_>,
+    workstream: &str,
+    at: Where<'_>,
+    what: Steering,
+) -> Option<String> {
     let user = match account::user_id(&agent.people(), who).await {
         Ok(id) => id,
-        Err(e) => return format!("compact: {e}"),
+        Err(e) => return Some(format!("{}: {e}", what.command())),
     };
     let owner = match agent.workstream(workstream).await {
         Ok(Some(info)) => info.owner,
-        Ok(None) => return format!("No workstream `{workstream}` yet."),
-        Err(e) => return format!("compact failed: {e}"),
+        Ok(None) => return Some(format!("No workstream `{workstream}` yet.")),
+        Err(e) => return Some(format!("{} failed: {e}", what.command())),
     };
-    if let Err(refusal) = may_compact(owner.as_deref() == Some(user.as_str()), at) {
-        return format!("🚫 {refusal}");
+    let standing = Standing {
+        owner: owner.as_deref() == Some(user.as_str()),
+        approver: at.approver,
+        admin: at.admin,
+    };
+    permissions::may_steer(what, standing)
+        .err()
+        .map(|refusal| refusal.to_string())
+}
+
+async fn compact(agent: &Agent, who: Person<'_>, workstream: &str, at: Where<'_>) -> String {
+    if let Some(refused) = steering_refused(agent, who, workstream, at, Steering::Compact).await {
+        return refused;
     }
     // Answered when done: a command's answer is one reply, and Discord shows its deferred
     // response as "thinking…" meanwhile.
     compact_now(agent, workstream, &sandpiper_agent::protocol::NullSink).await
+}
+
+/// `model`: the model this thread answers with and the ones it may switch to; `model NAME`
+/// switches it (its owner, an approver or an admin).
+async fn model(
+    agent: &Agent,
+    who: Person<'_>,
+    workstream: &str,
+    at: Where<'_>,
+    name: Option<&str>,
+) -> String {
+    let Some(name) = name else {
+        let current = match agent.model_of(workstream).await {
+            Ok(model) => model,
+            Err(e) => return format!("model failed: {e}"),
+        };
+        return models_shown(&current, &agent.models_offered(), at.prefix);
+    };
+    if let Some(refused) = steering_refused(agent, who, workstream, at, Steering::Model).await {
+        return refused;
+    }
+    match agent.choose_model(workstream, name).await {
+        Ok(()) => format!("This thread answers with `{name}` from its next message on."),
+        Err(sandpiper_agent::AgentError::NotAChoice(e)) => format!("🚫 {e}."),
+        Err(e) => format!("model failed: {e}"),
+    }
+}
+
+/// The answer to `model` without a name.
+fn models_shown(current: &str, offered: &[String], prefix: &str) -> String {
+    let others: Vec<String> = offered
+        .iter()
+        .filter(|m| *m != current)
+        .map(|m| format!("`{m}`"))
+        .collect();
+    if others.is_empty() {
+        return format!(
+            "This thread answers with `{current}`, the only model offered here (an operator \
+             offers more with `[model] choices`)."
+        );
+    }
+    format!(
+        "This thread answers with `{current}`. Switch with {prefix}model NAME: {}.",
+        others.join(", ")
+    )
 }
 
 /// Compacts `workstream` now and says what came of it (the permission is the caller's);

@@ -1,6 +1,7 @@
-//! `/usage` (the tokens the model used: yours, this thread's, this channel's, for today, 7
-//! days, 30 days or this month) and `/budget` (the daily budgets here; an admin raises, lowers
-//! or lifts a person's or this thread's) — the same text and the same rules on every platform.
+//! `/usage` (the tokens the model used, and with `[usage.prices]` what they cost: yours, this
+//! thread's, this channel's, for today, 7 days, 30 days or this month) and `/budget` (the
+//! daily budgets here; an admin raises, lowers or lifts a person's, this thread's or this
+//! channel's, in tokens or money) — the same text and the same rules on every platform.
 //!
 //! Who sees what: your own usage, anyone; a thread's, its owner, an approver, an admin, or
 //! someone who wrote in it (a stranger to the thread is refused); a
@@ -9,7 +10,8 @@
 use std::fmt::Write as _;
 
 use sandpiper_agent::Agent;
-use sandpiper_agent::budget::{CapSource, Standing};
+use sandpiper_agent::budget::{self as budgets, BudgetOf, CapSource, NewCap, Standing};
+use sandpiper_agent::price::{Bill, Money};
 use sandpiper_agent::store::usage::{BudgetScope, UsageOf, UsageTotals};
 
 use super::account::{self, Person};
@@ -108,10 +110,10 @@ pub enum BudgetAction {
     Show,
     /// Set (or lift) a budget: admins only.
     Set {
-        /// `thread`, or a person's sandpiper username.
+        /// `thread`, `channel`, or a person's sandpiper username.
         target: BudgetTarget,
-        /// Tokens per day; `None` lifts the cap.
-        daily_tokens: Option<u64>,
+        /// Tokens or dollars per day, or no cap.
+        cap: NewCap,
     },
 }
 
@@ -120,11 +122,13 @@ pub enum BudgetAction {
 pub enum BudgetTarget {
     /// This thread's.
     Thread,
+    /// This thread's channel's.
+    Channel,
     /// The person with this sandpiper username.
     Person(String),
 }
 
-/// `budget`, or `budget <thread|username> <tokens|off>`.
+/// `budget`, or `budget <thread|channel|username> <tokens|$dollars|off>`.
 pub fn parse_budget(
     target: Option<&str>,
     amount: Option<&str>,
@@ -132,16 +136,20 @@ pub fn parse_budget(
     let usage = || {
         CommandError::Usage(
             "budget: `budget` shows the budgets here; an admin sets one with \
-             `budget thread <tokens per day|off>` or `budget <username> <tokens per day|off>`"
+             `budget <thread|channel|username> <tokens per day|$ per day|off>` \
+             (e.g. `budget thread 500000`, `budget channel $20`, `budget alice off`)"
                 .into(),
         )
     };
     let action = match (target, amount) {
         (None, None) => BudgetAction::Show,
         (Some(target), Some(amount)) => {
-            let daily_tokens = match amount.trim().to_ascii_lowercase().as_str() {
-                "off" | "none" | "unlimited" => None,
-                n => Some(
+            let cap = match amount.trim().to_ascii_lowercase().as_str() {
+                "off" | "none" | "unlimited" => NewCap::Lift,
+                dollars if dollars.starts_with('$') => {
+                    NewCap::Cost(Money::parse(dollars).ok_or_else(usage)?)
+                }
+                n => NewCap::Tokens(
                     n.replace(['_', ','], "")
                         .parse::<u64>()
                         .map_err(|_| usage())?,
@@ -149,12 +157,10 @@ pub fn parse_budget(
             };
             let target = match target.trim() {
                 t if t.eq_ignore_ascii_case("thread") => BudgetTarget::Thread,
+                t if t.eq_ignore_ascii_case("channel") => BudgetTarget::Channel,
                 t => BudgetTarget::Person(t.trim_start_matches('@').to_owned()),
             };
-            BudgetAction::Set {
-                target,
-                daily_tokens,
-            }
+            BudgetAction::Set { target, cap }
         }
         _ => return Err(usage()),
     };
@@ -217,13 +223,13 @@ pub async fn usage(
     let now = sandpiper_agent::store::now_ms();
     let since = period.since(now);
     match usage_text(agent, who, at, scope, since).await {
-        Ok(Ok((whose, totals))) => describe(&whose, period, &totals),
+        Ok(Ok((whose, (totals, bill)))) => describe(&whose, period, &totals, bill.as_ref()),
         Ok(Err(refusal)) => format!("🚫 {refusal}"),
         Err(e) => format!("usage failed: {e}"),
     }
 }
 
-type Answer = Result<Result<(String, UsageTotals), UsageRefusal>, String>;
+type Answer = Result<Result<(String, (UsageTotals, Option<Bill>)), UsageRefusal>, String>;
 
 async fn usage_text(
     agent: &Agent,
@@ -261,13 +267,16 @@ async fn usage_text(
                 return Err("this thread's channel is not known".into());
             };
             let totals = agent
-                .usage(UsageOf::Channel(&channel), since)
+                .usage_priced(UsageOf::Channel(&channel), since)
                 .await
                 .map_err(|e| e.to_string())?;
             return Ok(Ok((format!("This channel (`{channel}`)"), totals)));
         }
     };
-    let totals = agent.usage(of, since).await.map_err(|e| e.to_string())?;
+    let totals = agent
+        .usage_priced(of, since)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(Ok((whose, totals)))
 }
 
@@ -295,7 +304,7 @@ async fn channel_of(agent: &Agent, workstream: &str) -> Result<Option<String>, S
         .channel)
 }
 
-fn describe(whose: &str, period: Period, t: &UsageTotals) -> String {
+fn describe(whose: &str, period: Period, t: &UsageTotals, bill: Option<&Bill>) -> String {
     let mut out = format!(
         "{whose} used {} tokens {}: {} prompt ({} from the cache{}), {} answer, in {} model call{}.",
         t.tokens(),
@@ -316,6 +325,9 @@ fn describe(whose: &str, period: Period, t: &UsageTotals) -> String {
             t.cache_write_tokens
         );
     }
+    if let Some(bill) = bill.filter(|_| t.calls > 0) {
+        let _ = write!(out, " Cost: {bill}.");
+    }
     out
 }
 
@@ -332,10 +344,7 @@ pub async fn budget(
     };
     match action {
         BudgetAction::Show => show_budgets(agent, &user, at).await,
-        BudgetAction::Set {
-            target,
-            daily_tokens,
-        } => set_budget(agent, &user, at, target, *daily_tokens).await,
+        BudgetAction::Set { target, cap } => set_budget(agent, &user, at, target, *cap).await,
     }
 }
 
@@ -349,25 +358,42 @@ async fn show_budgets(agent: &Agent, user: &str, at: Where<'_>) -> String {
     let lines: Vec<String> = standings
         .iter()
         .filter(|s| at.workstream.is_some() || s.scope == BudgetScope::Person)
+        .filter(|s| s.cap.is_some() || s.source != CapSource::Config)
         .map(standing_line)
         .collect();
-    lines.join("\n")
+    match lines.is_empty() {
+        true => "No daily budget applies to you here.".to_owned(),
+        false => lines.join("\n"),
+    }
+}
+
+fn whose(scope: BudgetScope) -> &'static str {
+    match scope {
+        BudgetScope::Person => "Your",
+        BudgetScope::Thread => "This thread's",
+        BudgetScope::Channel => "This channel's",
+    }
 }
 
 fn standing_line(s: &Standing) -> String {
-    let whose = match s.scope {
-        BudgetScope::Person => "Your daily budget",
-        BudgetScope::Thread => "This thread's daily budget",
+    let whose = whose(s.scope);
+    let kind = match s.unit {
+        sandpiper_agent::store::usage::BudgetUnit::Tokens => "daily budget",
+        sandpiper_agent::store::usage::BudgetUnit::Cost => "daily money budget",
     };
     let source = match &s.source {
         CapSource::Config => "from [budgets]".to_owned(),
         CapSource::Chat { by } => format!("set with /budget by {by}"),
     };
     match s.cap {
-        None => format!("{whose}: no cap ({source})."),
+        None => format!("{whose} {kind}: no cap ({source})."),
         Some(cap) => format!(
-            "{whose}: {cap} tokens ({source}); {} used today ({}%). It resets at 00:00 UTC.",
-            s.used,
+            "{whose} {kind}: {} ({source}); {} used today ({}%). It resets at 00:00 UTC.",
+            budgets::amount(s.unit, cap),
+            match s.unit {
+                sandpiper_agent::store::usage::BudgetUnit::Tokens => s.used.to_string(),
+                sandpiper_agent::store::usage::BudgetUnit::Cost => Money(s.used).to_string(),
+            },
             s.percent().unwrap_or(0)
         ),
     }
@@ -378,41 +404,65 @@ async fn set_budget(
     user: &str,
     at: Where<'_>,
     target: &BudgetTarget,
-    daily_tokens: Option<u64>,
+    cap: NewCap,
 ) -> String {
     if let Err(refusal) = may_set_budget(at) {
         return format!("🚫 {refusal}");
     }
-    let (scope, subject, named) = match target {
-        BudgetTarget::Thread => match at.workstream {
-            Some(ws) => (BudgetScope::Thread, ws.to_owned(), "this thread".to_owned()),
-            None => {
-                return format!(
-                    "Use {}budget thread … inside a thread I answer in.",
-                    at.prefix
-                );
-            }
-        },
-        BudgetTarget::Person(name) => match agent.people().by_username(name).await {
-            Ok(Some(person)) => (
-                BudgetScope::Person,
-                person.id.clone(),
-                person.username.clone(),
-            ),
-            Ok(None) => {
-                return format!(
-                    "budget: nobody is called `{name}` (their sandpiper username; see /whoami)"
-                );
-            }
-            Err(e) => return format!("budget failed: {e}"),
-        },
+    let (of, named) = match budget_of(agent, at, target).await {
+        Ok(found) => found,
+        Err(answer) => return answer,
     };
-    if let Err(e) = agent.set_budget(scope, &subject, daily_tokens, user).await {
-        return format!("budget failed: {e}");
+    let changed = match agent.change_budget(&of, cap, user).await {
+        Ok(changed) => changed,
+        Err(e) => return format!("budget failed: {e}"),
+    };
+    match cap {
+        NewCap::Tokens(n) => format!("💰 The daily budget of {named} is now {n} tokens."),
+        NewCap::Cost(m) => format!("💰 The daily money budget of {named} is now {m}."),
+        NewCap::Lift if changed.is_empty() => {
+            format!("💰 The daily budget of {named} had no cap; nothing changed.")
+        }
+        NewCap::Lift => format!("💰 The daily budget of {named} is lifted: no cap."),
     }
-    match daily_tokens {
-        Some(n) => format!("💰 The daily budget of {named} is now {n} tokens."),
-        None => format!("💰 The daily budget of {named} is lifted: no cap."),
+}
+
+/// Whose budget `target` names here, and how the answer names it; or the answer when it
+/// names nothing.
+async fn budget_of(
+    agent: &Agent,
+    at: Where<'_>,
+    target: &BudgetTarget,
+) -> Result<(BudgetOf, String), String> {
+    let outside = |what: &str| {
+        format!(
+            "Use {}budget {what} … inside a thread I answer in.",
+            at.prefix
+        )
+    };
+    match target {
+        BudgetTarget::Thread => match at.workstream {
+            Some(ws) => Ok((BudgetOf::Thread(ws.to_owned()), "this thread".to_owned())),
+            None => Err(outside("thread")),
+        },
+        BudgetTarget::Channel => {
+            let Some(ws) = at.workstream else {
+                return Err(outside("channel"));
+            };
+            match channel_of(agent, ws).await {
+                Ok(Some(channel)) => Ok((
+                    BudgetOf::Channel(channel.clone()),
+                    format!("this channel (`{channel}`)"),
+                )),
+                Ok(None) => Err("budget: this thread's channel is not known".to_owned()),
+                Err(e) => Err(format!("budget failed: {e}")),
+            }
+        }
+        BudgetTarget::Person(name) => match agent.people().one_named(name).await {
+            Ok(Ok(person)) => Ok((BudgetOf::Person(person.id.clone()), person.username.clone())),
+            Ok(Err(refusal)) => Err(format!("budget: {refusal}")),
+            Err(e) => Err(format!("budget failed: {e}")),
+        },
     }
 }
 
@@ -504,7 +554,7 @@ mod tests {
             Command::Budget {
                 action: BudgetAction::Set {
                     target: BudgetTarget::Person("alice".into()),
-                    daily_tokens: Some(200_000)
+                    cap: NewCap::Tokens(200_000)
                 }
             }
         );
@@ -513,17 +563,30 @@ mod tests {
                 "budget",
                 &[
                     ("target".into(), "thread".into()),
-                    ("tokens".into(), "off".into())
+                    ("cap".into(), "off".into())
                 ]
             )
             .unwrap(),
             Command::Budget {
                 action: BudgetAction::Set {
                     target: BudgetTarget::Thread,
-                    daily_tokens: None
+                    cap: NewCap::Lift
                 }
             }
         );
+        assert_eq!(
+            Command::from_text("budget channel $12.50").unwrap(),
+            Command::Budget {
+                action: BudgetAction::Set {
+                    target: BudgetTarget::Channel,
+                    cap: NewCap::Cost(Money(12_500_000))
+                }
+            }
+        );
+        assert!(matches!(
+            Command::from_text("budget channel $12.5.0"),
+            Err(CommandError::Usage(_))
+        ));
         assert!(matches!(
             Command::from_text("budget thread"),
             Err(CommandError::Usage(_))

@@ -22,12 +22,18 @@ impl Dispatch for Starters {
 
     fn deliver(&self, workstream: &str, delivery: Delivery) -> Result<(), DispatchError> {
         let work = match delivery {
-            // No author: the depth guard counts these, and no person's turn limits apply.
-            Delivery::Turn { text, shown } => Work::Message {
+            // No author: the depth guard counts these, and no person's turn limits apply; the
+            // person who set the watch up pays for it.
+            Delivery::Turn {
+                text,
+                shown,
+                charged_to,
+            } => Work::Message {
                 author: None,
                 text,
                 shown: Some(shown),
                 place: None,
+                charged_to,
             },
             Delivery::Notice(text) => Work::Notice(text),
         };

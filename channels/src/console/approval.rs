@@ -1,8 +1,11 @@
-//! Approval questions at the console. A tool call is `[y]es / [n]o / [a]lways`; a plan review
-//! is `[y]es, accept / [n]o, reject / [c]hange, <note>` — `y` and `n` mean the same on both,
-//! and no key means one thing on a tool call and another on a review (`a` is only *always*,
-//! `c` only *change*). Text after a comma is feedback for the model (`n, use the staging
-//! db`). A bad answer is asked again; `/stop` or Ctrl-C stops the turn.
+//! Approval questions at the console. A tool call is `[y]es / [n]o / [a]lways`, and where a
+//! card offers a narrower Always allow beside the whole tool (a bash command's pattern such
+//! as `git status`, an MCP tool's server: [`CardButton::always_allow_pattern`]) the console
+//! offers it too, as `[p]`. A plan review is `[y]es, accept / [n]o, reject / [c]hange,
+//! <note>` — `y` and `n` mean the same on both, and no key means one thing on a tool call and
+//! another on a review (`a` and `p` are only *always*, `c` only *change*). Text after a comma
+//! is feedback for the model (`n, use the staging db`). A bad answer is asked again; `/stop`
+//! or Ctrl-C stops the turn.
 
 use std::sync::Arc;
 
@@ -13,8 +16,9 @@ use sandpiper_agent::protocol::{
 use super::input::{Asking, LineSource, Typed};
 use super::sink::{Headed, locked};
 use super::{Interrupter, Output, say};
+use crate::button::CardButton;
 use crate::card::header;
-use crate::visible::cut;
+use crate::visible::{cut, escape_invisible};
 
 /// Asks the person at the terminal about each item.
 pub(super) struct ConsoleApprover {
@@ -39,12 +43,33 @@ fn question(item: &ApprovalItem, index: usize, count: usize, headed: bool) -> St
         (1, false) => header(&item.header),
         _ => format!("{} ({} of {count})", header(&item.header), index + 1),
     };
-    match item.kind {
-        ApprovalKind::Review => {
+    match (item.kind, narrower(item)) {
+        (ApprovalKind::Review, _) => {
             format!("review {what}: [y]es, accept / [n]o, reject / [c]hange, <note>: ")
         }
-        _ => format!("approve {what}? [y]es / [n]o / [a]lways: "),
+        (_, None) => format!("approve {what}? [y]es / [n]o / [a]lways: "),
+        (_, Some(label)) => format!(
+            "approve {what}? [y]es / [n]o / [a]lways allow {} / [p] {}: ",
+            escape_invisible(&item.name),
+            lowercase_first(&label)
+        ),
     }
+}
+
+/// The narrower Always allow a card offers for `item`, as its button's label (`Always allow
+/// `git status``).
+fn narrower(item: &ApprovalItem) -> Option<String> {
+    CardButton::always_allow_pattern(&item.request_id, &item.name, &item.preview)
+        .map(|(_, label)| label)
+}
+
+/// `Always allow …` as the rest of a sentence.
+fn lowercase_first(label: &str) -> String {
+    let mut chars = label.chars();
+    chars
+        .next()
+        .map(|c| c.to_lowercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 #[async_trait::async_trait]
@@ -80,7 +105,7 @@ impl Approver for ConsoleApprover {
                 let answer = if review {
                     parse_review(&line)
                 } else {
-                    parse_answer(&line)
+                    parse_answer(&line, narrower(item).is_some())
                 };
                 match answer {
                     Ok(d) => {
@@ -90,6 +115,10 @@ impl Approver for ConsoleApprover {
                         );
                         break;
                     }
+                    Err(hint) if !line.trim().is_empty() && self.lines.keep(&line) => say(
+                        &self.out,
+                        &format!("(not an answer: kept, sent when this turn ends) {hint}\n"),
+                    ),
                     Err(hint) => say(&self.out, &format!("{hint}\n")),
                 }
             }
@@ -107,14 +136,22 @@ fn split(line: &str) -> (String, Option<String>) {
     (word.trim().to_ascii_lowercase(), feedback)
 }
 
-/// Parses `y`, `n`, `a` (or `yes`, `no`, `always`), with optional `, feedback`; the error is
-/// what to tell the person.
-pub fn parse_answer(line: &str) -> Result<Decision, &'static str> {
+/// Parses `y`, `n`, `a` (or `yes`, `no`, `always`), and `p` (`pattern`) where a narrower
+/// Always allow is `offered`, with optional `, feedback`; the error is what to tell the
+/// person.
+pub fn parse_answer(line: &str, offered: bool) -> Result<Decision, &'static str> {
     let (word, feedback) = split(line);
     let verdict = match word.as_str() {
         "y" | "yes" => Verdict::Approve,
         "n" | "no" => Verdict::Deny,
         "a" | "always" => Verdict::AlwaysAllow,
+        "p" | "pattern" if offered => return Ok(Decision::always_narrower(feedback)),
+        "p" | "pattern" => {
+            return Err(
+                "nothing narrower than the whole tool is offered for this call; answer \
+                        y, n or a",
+            );
+        }
         "c" | "change" => {
             return Err(
                 "`c` (change) is for plan reviews; answer y, n or a (text after a comma \
@@ -142,9 +179,9 @@ pub fn parse_review(line: &str) -> Result<Decision, &'static str> {
         "c" | "change" | "annotate" | "note" => {
             return Err("a change needs its note after a comma: c, do step 2 first");
         }
-        "a" | "always" => {
+        "a" | "always" | "p" | "pattern" => {
             return Err(
-                "`a` (always) is for tool calls; a review takes y (accept), n (reject) \
+                "`a` and `p` (always) are for tool calls; a review takes y (accept), n (reject) \
                         or c, <note> (change)",
             );
         }
@@ -160,22 +197,31 @@ mod tests {
 
     #[test]
     fn answers_parse_with_feedback() {
-        assert_eq!(parse_answer("y"), Ok(Decision::approve()));
+        assert_eq!(parse_answer("y", false), Ok(Decision::approve()));
         assert_eq!(
-            parse_answer("n, use the staging db"),
+            parse_answer("n, use the staging db", false),
             Ok(Decision::deny(Some("use the staging db".into())))
         );
         assert_eq!(
-            parse_answer(" Always ").map(|d| d.verdict),
-            Ok(Verdict::AlwaysAllow)
+            parse_answer(" Always ", true),
+            Ok(Decision::new(Verdict::AlwaysAllow, None))
         );
-        assert!(parse_answer("maybe").is_err());
+        assert_eq!(
+            parse_answer("p, fine", true),
+            Ok(Decision::always_narrower(Some("fine".into())))
+        );
         assert!(
-            parse_answer("c, later")
+            parse_answer("p", false)
+                .unwrap_err()
+                .contains("nothing narrower")
+        );
+        assert!(parse_answer("maybe", false).is_err());
+        assert!(
+            parse_answer("c, later", false)
                 .unwrap_err()
                 .contains("plan reviews")
         );
-        assert_eq!(parse_answer("yes,").map(|d| d.feedback), Ok(None));
+        assert_eq!(parse_answer("yes,", false).map(|d| d.feedback), Ok(None));
     }
 
     #[test]
@@ -195,6 +241,7 @@ mod tests {
         );
         assert!(parse_review("c").unwrap_err().contains("needs its note"));
         assert!(parse_review("a").unwrap_err().contains("for tool calls"));
+        assert!(parse_review("p").unwrap_err().contains("for tool calls"));
     }
 
     #[test]
@@ -218,6 +265,22 @@ mod tests {
         assert_eq!(
             question(&item("bash: ls"), 1, 2, true),
             "approve bash: ls (2 of 2)? [y]es / [n]o / [a]lways: "
+        );
+    }
+
+    #[test]
+    fn a_command_offers_its_pattern_beside_the_whole_tool_as_the_card_does() {
+        let item = ApprovalItem {
+            request_id: "ap_1".into(),
+            kind: ApprovalKind::ToolCall,
+            call_id: "c".into(),
+            name: "bash".into(),
+            header: "bash: git status --short".into(),
+            preview: "git status --short".into(),
+        };
+        assert_eq!(
+            question(&item, 0, 1, true),
+            "approve bash? [y]es / [n]o / [a]lways allow bash / [p] always allow `git status`: "
         );
     }
 }

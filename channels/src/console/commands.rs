@@ -14,7 +14,16 @@ use crate::commands::{COMMANDS, Command, CommandError};
 const PREFIX: &str = "/";
 
 /// Commands of the console's own, beside the shared table.
-const LEAVE: &[(&str, &str)] = &[("quit", "Leave the console (also Ctrl-D)")];
+const LEAVE: &[(&str, &str)] = &[
+    (
+        "workstreams",
+        "List the console's workstreams (`sandpiper chat --resume NAME` continues one)",
+    ),
+    ("quit", "Leave the console (also Ctrl-D)"),
+];
+
+/// How long `/console` waits to learn whether the status page is served.
+const PAGE_PROBE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Shared commands that mean nothing at a terminal of one workstream.
 const NOT_HERE: &[&str] = &["ask"];
@@ -88,8 +97,10 @@ impl ConsoleCommands<'_> {
     /// Runs the command typed as `/text`.
     pub(super) async fn run(&self, text: &str) -> Done {
         let name = text.split(char::is_whitespace).next().unwrap_or_default();
-        if matches!(name.to_ascii_lowercase().as_str(), "quit" | "exit") {
-            return Done::Leave(None);
+        match name.to_ascii_lowercase().as_str() {
+            "quit" | "exit" => return Done::Leave(None),
+            "workstreams" => return Done::Answer(self.workstreams().await),
+            _ => {}
         }
         let cmd = match Command::from_text(text) {
             Ok(cmd) => cmd,
@@ -114,6 +125,7 @@ impl ConsoleCommands<'_> {
                     .into(),
             ),
             Command::Close => self.close().await,
+            Command::Console => Done::Answer(self.page_link(person).await),
             // The person at the terminal may compact (see `at`); it shows while it works, as
             // in a turn.
             Command::Compact => Done::Answer(
@@ -138,6 +150,35 @@ impl ConsoleCommands<'_> {
         }
     }
 
+    /// `/console`: a sign-in link only when the status page is served (`sandpiper serve`
+    /// on `[server] listen`: `chat` does not serve it); otherwise how to start it.
+    async fn page_link(&self, person: Person<'_>) -> String {
+        let mut addr = self.agent.config().server.listen;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let probe = tokio::net::TcpStream::connect(addr);
+        let serving = tokio::time::timeout(PAGE_PROBE, probe)
+            .await
+            .is_ok_and(|c| c.is_ok());
+        if serving {
+            return crate::commands::console_link::answer(self.agent, person, true).await;
+        }
+        format!(
+            "The status page is not running: nothing answers on {addr}, and `sandpiper chat` \
+             does not serve it. Start it with `sandpiper serve` (same config), then type \
+             /console again, or run `sandpiper console-link` for a sign-in link."
+        )
+    }
+
+    /// `/workstreams`: the console's workstreams, this one marked.
+    async fn workstreams(&self) -> String {
+        match self.agent.console_workstreams().await {
+            Ok(all) => super::workstreams::list(&all, self.key.strip_prefix("console:")),
+            Err(e) => format!("Could not list them: {e}"),
+        }
+    }
+
     /// `/close`: the workstream ends, and so does the console.
     async fn close(&self) -> Done {
         if let Err(e) = self.agent.close_workstream(self.key).await {
@@ -150,7 +191,7 @@ impl ConsoleCommands<'_> {
         );
         Done::Leave(Some(format!(
             "🔒 Closed `{}`. This workstream has ended; `sandpiper chat --workstream NAME` \
-             starts another.",
+             starts another (`--list` lists them).",
             self.key
         )))
     }
@@ -216,9 +257,10 @@ fn help() -> String {
     out.push_str(
         "\nA message that starts with a slash: begin it with `//`. Tab completes a command.\n\
          Keys: Enter sends; Alt-Enter or a trailing `\\` adds a line; a paste is one message; \
-         Up/Down and Ctrl-R search earlier messages; Ctrl-C clears the line or stops a running \
-         turn; Ctrl-D leaves.\n\
-         Approvals: y (yes), n (no), a (always, for this tool in this workstream); plan \
+         Up/Down and Ctrl-R search earlier messages; what is typed during a turn is sent when it \
+         ends; Ctrl-C clears the line or stops a running turn; Ctrl-D leaves.\n\
+         Approvals: y (yes), n (no), a (always, for this tool in this workstream), p (always, \
+         for what the card's narrower button offers: the command's pattern, the MCP server); plan \
          reviews: y (accept), n (reject), c, <note> (change). Text after a comma is passed to \
          the model.\n",
     );

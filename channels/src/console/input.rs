@@ -32,6 +32,20 @@ pub trait LineSource: Send + Sync {
     /// The next line typed after `prompt` is shown. May be dropped before it finishes (an
     /// outside turn came first); the line typed meanwhile is the answer to the next call.
     async fn read(&self, prompt: &str, asking: Asking) -> Typed;
+
+    /// A turn starts. A terminal keeps reading while it runs, so nothing typed is lost.
+    fn turn_started(&self) {}
+
+    /// The turn ended: the lines entered meanwhile, as one message to send next.
+    fn turn_ended(&self) -> Option<String> {
+        None
+    }
+
+    /// Keeps `line`, entered as an approval answer but not one, to send when the turn ends
+    /// (a message typed just as the question came). False when this source cannot.
+    fn keep(&self, _line: &str) -> bool {
+        false
+    }
 }
 
 /// Piped input: one line a message. A message is echoed with the prompt once it arrived

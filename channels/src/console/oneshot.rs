@@ -19,6 +19,7 @@ use sandpiper_agent::protocol::{
     ApprovalItem, ApprovalOutcome, Approver, Decision, DecisionPath, TurnEvent, TurnSink,
 };
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::sink::{ConsoleSink, locked};
 use super::{Output, identity, say};
@@ -32,11 +33,14 @@ pub const NO_APPROVER: &str = "nobody can approve calls in a one-shot session (-
 pub enum Ending {
     /// The model answered and no call was denied: exit 0.
     Answered,
-    /// The turn failed (the model, the database, a budget) or was stopped: exit 1.
+    /// The turn failed (the model, the database, a budget): exit 1.
     Failed,
     /// A call was denied (no `--yes` and no grant, or not decided in time), or the
     /// workstream is closed: exit 3 (2 is a command-line error).
     Refused,
+    /// Stopped by Ctrl-C (SIGINT) before it ended: exit 130, as a shell reports a command
+    /// interrupted by it.
+    Stopped,
 }
 
 impl Ending {
@@ -46,6 +50,7 @@ impl Ending {
             Self::Answered => 0,
             Self::Failed => 1,
             Self::Refused => 3,
+            Self::Stopped => 130,
         }
     }
 
@@ -54,6 +59,7 @@ impl Ending {
             Self::Answered => "answered",
             Self::Failed => "failed",
             Self::Refused => "refused",
+            Self::Stopped => "stopped",
         }
     }
 }
@@ -231,8 +237,15 @@ impl Approver for OneShotApprover<'_> {
 }
 
 impl OneShot {
-    /// Runs `text` as one turn of the workstream, writing to `out`; says how it ended.
-    pub async fn run(&self, agent: &Agent, text: String, out: Output) -> Ending {
+    /// Runs `text` as one turn of the workstream, writing to `out`, until it ends or `stop`
+    /// is cancelled (Ctrl-C); says how it ended.
+    pub async fn run(
+        &self,
+        agent: &Agent,
+        text: String,
+        out: Output,
+        stop: CancellationToken,
+    ) -> Ending {
         let sink = OneShotSink {
             shown: if self.json {
                 Shown::Json(out.clone())
@@ -242,7 +255,7 @@ impl OneShot {
             refused: Mutex::new(false),
         };
         let key = sandpiper_agent::workstream::WorkstreamKey::console(&self.workstream).to_string();
-        let (ending, answer, usage) = self.turn(agent, &key, text, &sink).await;
+        let (ending, answer, usage) = self.turn(agent, &key, text, &sink, stop).await;
         let usage = json!({
             "input_tokens": usage.input_tokens,
             "output_tokens": usage.output_tokens,
@@ -267,6 +280,7 @@ impl OneShot {
         key: &str,
         text: String,
         sink: &OneShotSink,
+        stop: CancellationToken,
     ) -> (Ending, String, sandpiper_agent::model::Usage) {
         let none = sandpiper_agent::model::Usage::default();
         let user = match agent.person(identity(&self.user)).await {
@@ -276,6 +290,10 @@ impl OneShot {
                 return (Ending::Failed, String::new(), none);
             }
         };
+        if let Err(e) = super::open_workstream(agent, key, &user.id).await {
+            sink.event(TurnEvent::Error(e.to_string()));
+            return (Ending::Failed, String::new(), none);
+        }
         match agent.is_closed(key).await {
             Ok(false) => {}
             Ok(true) => {
@@ -298,7 +316,7 @@ impl OneShot {
                 text,
                 sink,
                 approver: &approver,
-                cancel: tokio_util::sync::CancellationToken::new(),
+                cancel: stop,
             })
             .await;
         match result {
@@ -306,7 +324,7 @@ impl OneShot {
                 tracing::debug!(workstream = %key, error = %e, "one-shot turn failed");
                 (Ending::Failed, String::new(), none)
             }
-            Ok(outcome) if outcome.cancelled => (Ending::Failed, outcome.text, outcome.usage),
+            Ok(outcome) if outcome.cancelled => (Ending::Stopped, outcome.text, outcome.usage),
             Ok(outcome) if *locked(&sink.refused) => (Ending::Refused, outcome.text, outcome.usage),
             Ok(outcome) => (Ending::Answered, outcome.text, outcome.usage),
         }

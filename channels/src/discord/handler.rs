@@ -5,7 +5,9 @@ use crate::thread::Work;
 use std::sync::Arc;
 
 use crate::config::ThreadAccess;
-use serenity::all::{ChannelId, Context, CreateThread, EventHandler, Interaction, Message, Ready};
+use serenity::all::{
+    ChannelId, Context, CreateThread, EventHandler, GuildId, Interaction, Message, Ready,
+};
 
 use super::render::Body;
 use super::surface::ThreadSurface;
@@ -27,6 +29,8 @@ impl EventHandler for Handler {
             serenity::gateway::ConnectionStage::Connected;
         tracing::info!(target: "sandpiper", user = %ready.user.name, guilds = ready.guilds.len(), "Discord: connected");
         super::commands::register(&self.bot, &ctx).await;
+        let guilds = ready.guilds.iter().map(|g| g.id).collect();
+        name_approver_roles(&self.bot, guilds);
     }
 
     async fn shard_stage_update(
@@ -47,6 +51,32 @@ impl EventHandler for Handler {
         let dispatch = super::interactions::dispatch(&self.bot, interaction);
         self.bot.tasks.track(dispatch).await;
     }
+}
+
+/// Records, in the background, what the approver roles are called in `guilds`, so the page
+/// says who may decide a card by role name. A failure costs only the names.
+fn name_approver_roles(bot: &Arc<Bot>, guilds: Vec<GuildId>) {
+    if bot.config.approver_roles.is_empty() {
+        return;
+    }
+    let bot2 = bot.clone();
+    bot.tasks.spawn(async move {
+        let mut names = Vec::new();
+        for guild in guilds {
+            match bot2.http().get_guild_roles(guild).await {
+                Ok(roles) => names.extend(
+                    roles
+                        .into_iter()
+                        .map(|r| (r.id.to_string(), r.name))
+                        .filter(|(id, _)| bot2.config.approver_roles.contains(id)),
+                ),
+                Err(e) => tracing::warn!(error = %e, %guild, "cannot read the guild's roles"),
+            }
+        }
+        if let Err(e) = bot2.agent.name_roles(&names).await {
+            tracing::warn!(error = %e, "cannot record the approver roles' names");
+        }
+    });
 }
 
 /// A message from the gateway: taken into a workstream, or said why not.
@@ -156,7 +186,10 @@ async fn on_message(bot: &Arc<Bot>, msg: Message) -> Result<(), sandpiper_agent:
     let parent = (!direct).then_some(msg.channel_id);
     start_workstream(bot, channel, &author.id, parent).await?;
     tracing::info!(workstream = %workstream_key(channel), owner = %author.username, "new workstream");
-    let _ = bot.submit(channel, Work::message(&author.id, prompt).at(msg.id.get()));
+    let _ = bot.submit(
+        channel,
+        Work::message(&author.id, prompt).at(crate::turns::Place::from_snowflake(msg.id.get())),
+    );
     Ok(())
 }
 
@@ -209,7 +242,7 @@ async fn in_thread(
     };
     let _ = bot.submit(
         msg.channel_id,
-        Work::message(&author.id, text).at(msg.id.get()),
+        Work::message(&author.id, text).at(crate::turns::Place::from_snowflake(msg.id.get())),
     );
     Ok(())
 }

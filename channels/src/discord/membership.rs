@@ -48,6 +48,10 @@ impl Membership for DiscordMembership {
         &self.0.config.approver_roles
     }
 
+    fn thread_access(&self) -> crate::config::ThreadAccess {
+        self.0.config.thread_access
+    }
+
     async fn roles_of(
         &self,
         user: &str,

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use serenity::all::{ChannelId, Member, Permissions, User};
+use serenity::all::{Channel, ChannelId, Member, Permissions, User};
 
 use super::respond::Error;
 use super::{Bot, workstream_key};
@@ -41,11 +41,36 @@ pub(super) async fn start_workstream(
     owner: &str,
     parent: Option<ChannelId>,
 ) -> Result<(), sandpiper_agent::StoreError> {
+    if let Some(parent) = parent {
+        name_channel(bot, parent);
+    }
     let parent = parent.map(workstream_key);
     bot.agent
         .open_workstream(&workstream_key(channel), Some(owner), parent.as_deref())
         .await
         .map(|_| ())
+}
+
+/// Records, in the background, what `channel` (a new thread's parent) is called, so the page
+/// says `#general on Discord`: once per channel in this process. A failure costs only the name.
+fn name_channel(bot: &Bot, channel: ChannelId) {
+    if !bot.named.first(channel) {
+        return;
+    }
+    let (http, agent) = (bot.http(), bot.agent.clone());
+    bot.tasks.spawn(async move {
+        let name = match http.get_channel(channel).await {
+            Ok(Channel::Guild(c)) => c.name,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, %channel, "cannot read the channel's name");
+                return;
+            }
+        };
+        if let Err(e) = agent.name_channel(&workstream_key(channel), &name).await {
+            tracing::debug!(error = %e, %channel, "cannot record the channel's name");
+        }
+    });
 }
 
 /// An administrator of the bot here: Discord's Administrator permission or a role in

@@ -202,6 +202,34 @@ impl Api {
         Ok(opened.channel.id.0)
     }
 
+    /// What channel `channel` is called (`conversations.info`); `None` for a DM, which has
+    /// no name.
+    pub(super) async fn channel_name(&self, channel: &str) -> Result<Option<String>, ApiError> {
+        let req = SlackApiConversationsInfoRequest::new(channel.into());
+        let info = retrying!(
+            self,
+            "conversations.info",
+            self.session().conversations_info(&req)
+        )?;
+        Ok(info.channel.name)
+    }
+
+    /// The workspace's user groups as `(id, handle)` (`usergroups.list`): what approver
+    /// groups are called where people read them.
+    pub(super) async fn group_handles(&self) -> Result<Vec<(String, String)>, ApiError> {
+        let req = SlackApiUserGroupsListRequest::new();
+        let list = retrying!(
+            self,
+            "usergroups.list",
+            self.session().usergroups_list(&req)
+        )?;
+        Ok(list
+            .usergroups
+            .into_iter()
+            .map(|g| (g.id.0, g.handle))
+            .collect())
+    }
+
     /// Replaces a message's content.
     pub(super) async fn update(
         &self,

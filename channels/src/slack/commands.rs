@@ -15,7 +15,7 @@ use slack_morphism::prelude::*;
 use super::events::converse;
 use super::mrkdwn::{escape, from_markdown, unescape};
 use super::turn::Thread;
-use super::{Ctx, spawn};
+use super::{Ctx, take_on};
 use crate::commands::account::Person;
 use crate::commands::answers::{self, Where};
 use crate::commands::{Command, ConnectorsAction, MemoryAction, PolicyScope, WatchAction, help};
@@ -35,8 +35,10 @@ pub(crate) fn ack(ctx: &Arc<Ctx>, event: SlackCommandEvent) -> Option<String> {
         Err(e) => return Some(escape(&e.to_string())),
     };
     let job_ctx = ctx.clone();
-    spawn(ctx, async move { run(&job_ctx, event, command).await });
-    None
+    match take_on(ctx, async move { run(&job_ctx, event, command).await }) {
+        Ok(()) => None,
+        Err(stopping) => Some(escape(&format!("⏳ {stopping}: send the command again."))),
+    }
 }
 
 async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
@@ -69,11 +71,14 @@ async fn run(ctx: &Arc<Ctx>, event: SlackCommandEvent, command: Command) {
                 }
             );
             // Group memberships are asked only of the commands whose answer depends on them:
-            // `mcp` shows servers' errors and stderr to admins only; usage, budgets and
-            // compaction go by role.
+            // `mcp` shows servers' errors and stderr to admins only; usage, budgets,
+            // compaction and switching the model go by role.
             let by_role = matches!(
                 other,
-                Command::Compact | Command::Usage { .. } | Command::Budget { .. }
+                Command::Compact
+                    | Command::Model { name: Some(_) }
+                    | Command::Usage { .. }
+                    | Command::Budget { .. }
             );
             let admin = (deleting || by_role || matches!(other, Command::Mcp { .. }))
                 && !ctx

@@ -134,6 +134,9 @@ pub(crate) async fn converse(
     if info.is_none() && !may_start {
         return;
     }
+    if info.is_none() {
+        name_channel(ctx, &thread);
+    }
     let Some(user) = ctx.person(slack_user).await else {
         not_taken(ctx, &thread, slack_user, "my database did not answer").await;
         return;
@@ -171,26 +174,40 @@ pub(crate) async fn converse(
         }
     };
     let work = Work::message(&user.id, text);
-    let work = match ts_place(ts) {
+    let work = match crate::turns::Place::from_slack_ts(ts) {
         Some(place) => work.at(place),
         None => work,
     };
     submit(ctx, thread, work, Some(ts.to_owned()), Some(slack_user));
 }
 
-/// A message's place in its thread from its `ts` (`<seconds>.<microseconds>`, Slack's own
-/// order within a channel): microseconds since the epoch.
-fn ts_place(ts: &str) -> Option<u64> {
-    let (secs, micros) = ts.split_once('.')?;
-    if micros.len() != 6 {
-        return None;
+/// Tells `slack_user` their message was dropped because of `why`.
+/// Records, in the background, what the channel of a thread being opened is called (the
+/// page says `#general on Slack`), once per channel in this process; a DM has no name. A
+/// failure costs only the name.
+fn name_channel(ctx: &Arc<Ctx>, thread: &Thread) {
+    let Some(channel_key) = sandpiper_agent::connectors::channel_from_key(&thread.key()) else {
+        return;
+    };
+    if super::is_dm_channel(&thread.channel) || !ctx.named.first(thread.channel.clone()) {
+        return;
     }
-    let secs: u64 = secs.parse().ok()?;
-    let micros: u64 = micros.parse().ok()?;
-    secs.checked_mul(1_000_000)?.checked_add(micros)
+    let (ctx2, channel) = (ctx.clone(), thread.channel.clone());
+    super::spawn(ctx, async move {
+        let named = match ctx2.api.channel_name(&channel).await {
+            Ok(Some(name)) => ctx2.agent.name_channel(&channel_key, &name).await,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, %channel, "cannot read the channel's name");
+                return;
+            }
+        };
+        if let Err(e) = named {
+            tracing::debug!(error = %e, %channel, "cannot record the channel's name");
+        }
+    });
 }
 
-/// Tells `slack_user` their message was dropped because of `why`.
 async fn not_taken(ctx: &Ctx, thread: &Thread, slack_user: &str, why: &str) {
     let text = format!(
         ":warning: I could not take that message ({why}). Nothing was done with it; please send it again in a moment."
@@ -223,15 +240,5 @@ mod tests {
     #[test]
     fn the_bots_mention_is_removed() {
         assert_eq!(strip_mention("<@U0BOT> why <@U1>?", "U0BOT"), "why <@U1>?");
-    }
-
-    #[test]
-    fn a_messages_place_follows_its_ts() {
-        assert_eq!(ts_place("1700000000.000100"), Some(1_700_000_000_000_100));
-        assert!(ts_place("1700000000.000099") < ts_place("1700000000.000100"));
-        assert!(ts_place("1699999999.999999") < ts_place("1700000000.000000"));
-        assert_eq!(ts_place("1700000000.1"), None, "not Slack's form");
-        assert_eq!(ts_place("abc.123456"), None);
-        assert_eq!(ts_place("1700000000"), None);
     }
 }

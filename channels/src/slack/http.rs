@@ -25,7 +25,7 @@ use slack_morphism::signature_verifier::SlackEventSignatureVerifier;
 
 use super::delivery::{self, Delivery};
 use super::socket::command_response;
-use super::{Ctx, commands, events, spawn};
+use super::{Ctx, Stopping, commands, events, take_on};
 
 #[derive(Clone)]
 struct Http {
@@ -42,6 +42,9 @@ enum HttpError {
     /// Signed but not something we understand.
     #[error("malformed request: {0}")]
     Malformed(String),
+    /// This node is stopping; Slack retries the request, and the balancer sends it elsewhere.
+    #[error(transparent)]
+    Stopping(#[from] Stopping),
 }
 
 impl IntoResponse for HttpError {
@@ -49,6 +52,7 @@ impl IntoResponse for HttpError {
         let status = match self {
             HttpError::Unsigned => StatusCode::UNAUTHORIZED,
             HttpError::Malformed(_) => StatusCode::BAD_REQUEST,
+            HttpError::Stopping(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         (status, self.to_string()).into_response()
     }
@@ -158,7 +162,7 @@ async fn on_events(
     match serde_json::from_value::<SlackPushEvent>(value) {
         Ok(SlackPushEvent::EventCallback(event)) => {
             let ctx = http.ctx.clone();
-            spawn(&http.ctx, events::handle(ctx, event));
+            take_on(&http.ctx, events::handle(ctx, event))?;
         }
         Ok(other) => tracing::debug!(?other, "ignored a Slack push event"),
         Err(e) => return Err(HttpError::Malformed(e.to_string())),
@@ -178,7 +182,7 @@ async fn on_interactions(
     let event: SlackInteractionEvent =
         serde_json::from_str(&payload).map_err(|e| HttpError::Malformed(e.to_string()))?;
     let ctx = http.ctx.clone();
-    spawn(&http.ctx, delivery::handle_interaction(ctx, event));
+    take_on(&http.ctx, delivery::handle_interaction(ctx, event))?;
     Ok(StatusCode::OK.into_response())
 }
 

@@ -21,6 +21,10 @@ impl Membership for SlackMembership {
         &self.0.config.approver_usergroups
     }
 
+    fn thread_access(&self) -> crate::config::ThreadAccess {
+        self.0.config.thread_access
+    }
+
     async fn roles_of(
         &self,
         user: &str,

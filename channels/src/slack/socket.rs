@@ -2,7 +2,8 @@
 //! are plain `fn`s (slack-morphism refuses closures), so the shared [`Ctx`] travels as the
 //! listener's user state. Each callback hands its work to a task and returns at once, so the
 //! envelope is acknowledged within Slack's 3 seconds; a slash command first checks (briefly)
-//! that no node took it before, since its acknowledgement may carry the answer.
+//! that no node took it before, since its acknowledgement may carry the answer. A stopping
+//! node acknowledges nothing more, so Slack sends what comes later to another connection.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use slack_morphism::prelude::*;
 
 use super::client::{Client, Connector, token};
 use super::delivery::{self, Delivery};
-use super::{Ctx, SlackError, commands, events, spawn};
+use super::{Ctx, SlackError, Stopping, commands, events, take_on};
 
 /// The running listener.
 pub(crate) type Listener = SlackClientSocketModeListener<Connector>;
@@ -54,7 +55,7 @@ async fn on_push(
 ) -> UserCallbackResult<()> {
     if let Some(ctx) = ctx_of(&states).await {
         let job = ctx.clone();
-        spawn(&ctx, events::handle(job, event));
+        take_on(&ctx, events::handle(job, event))?;
     }
     Ok(())
 }
@@ -66,7 +67,7 @@ async fn on_interaction(
 ) -> UserCallbackResult<()> {
     if let Some(ctx) = ctx_of(&states).await {
         let job = ctx.clone();
-        spawn(&ctx, delivery::handle_interaction(job, event));
+        take_on(&ctx, delivery::handle_interaction(job, event))?;
     }
     Ok(())
 }
@@ -79,6 +80,9 @@ async fn on_command(
     let Some(ctx) = ctx_of(&states).await else {
         return Ok(command_response(None));
     };
+    if ctx.tasks.shutdown().is_cancelled() {
+        return Err(Stopping.into());
+    }
     // A command delivered before was answered then: this copy is acknowledged empty.
     let first = delivery::first_delivery(&ctx, Delivery::Trigger(&event.trigger_id.0)).await;
     let reply = if first {
@@ -103,6 +107,11 @@ fn on_error(
     _client: Arc<Client>,
     _states: SlackClientEventsUserState,
 ) -> HttpStatusCode {
+    // Not a success: slack-morphism then sends no acknowledgement.
+    if err.is::<Stopping>() {
+        tracing::debug!("left a Socket Mode envelope unacknowledged: this node is stopping");
+        return HttpStatusCode::SERVICE_UNAVAILABLE;
+    }
     tracing::warn!(error = %err, "slack socket mode error");
     HttpStatusCode::OK
 }

@@ -140,6 +140,8 @@ pub(super) struct State {
     pub application_flags: u64,
     /// Told of every message the bot creates or edits (see `FakeDiscord::on_bot_text`).
     pub bot_text_hook: Option<BotTextHook>,
+    /// Roles the guilds have whether or not anyone holds them (`FakeDiscord::add_role`).
+    pub roles: Vec<u64>,
 }
 
 /// A watcher of the bot's messages: called with the channel (or thread) and the content,
@@ -176,6 +178,7 @@ impl State {
             guilds: BTreeMap::from([(GUILD_ID, CHANNEL_ID)]),
             application_flags: super::GATEWAY_MESSAGE_CONTENT,
             bot_text_hook: None,
+            roles: Vec::new(),
         }
     }
 
@@ -198,12 +201,14 @@ impl State {
             .unwrap_or_else(|| FakeUser::new(id, &format!("user-{id}")))
     }
 
-    /// Every role any known member holds, plus `guild`'s @everyone (whose id is the guild's).
+    /// Every role any known member holds or [`State::roles`] names, plus `guild`'s @everyone
+    /// (whose id is the guild's).
     pub(super) fn roles_in(&self, guild: u64) -> Vec<Value> {
         let mut ids: Vec<u64> = self
             .users
             .values()
             .flat_map(|u| u.roles.iter().copied())
+            .chain(self.roles.iter().copied())
             .collect();
         ids.sort_unstable();
         ids.dedup();

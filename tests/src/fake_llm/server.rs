@@ -76,10 +76,18 @@ async fn models_endpoint(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(super::window::models(limit.as_ref())).into_response()
 }
 
-/// `GET /props`: llama.cpp's server properties, only when a llama.cpp window is enforced.
+/// `GET /props`: llama.cpp's server properties, only when a llama.cpp window is enforced or
+/// slots are set.
 async fn props_endpoint(State(shared): State<Arc<Shared>>) -> Response {
-    let limit = shared.ledger().limit;
-    found_or_404(limit.as_ref().and_then(super::window::props))
+    let (limit, slots) = {
+        let ledger = shared.ledger();
+        (ledger.limit, ledger.slots)
+    };
+    let props = limit.as_ref().and_then(super::window::props);
+    found_or_404(match slots {
+        Some(slots) => Some(super::window::with_slots(props, slots)),
+        None => props,
+    })
 }
 
 /// `POST /api/show`: Ollama's model details, only when an Ollama window is enforced.

@@ -195,6 +195,15 @@ pub fn props(limit: &ContextLimit) -> Option<Value> {
     })
 }
 
+/// llama.cpp's `/props` (of the enforced window, else a 4096-token one) with `slots` slots.
+pub fn with_slots(enforced: Option<Value>, slots: u32) -> Value {
+    let mut answer = enforced
+        .or_else(|| props(&ContextLimit::new(4096, Flavor::LlamaCpp)))
+        .unwrap_or_else(|| json!({}));
+    answer["total_slots"] = json!(slots);
+    answer
+}
+
 /// `GET /v1/models` with this window where the flavor says it.
 pub fn models(limit: Option<&ContextLimit>) -> Value {
     let mut entry = json!({"id": "fake-model", "object": "model", "owned_by": "fake"});

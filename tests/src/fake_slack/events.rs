@@ -369,3 +369,28 @@ pub(super) fn user_json(id: &str, name: &str, display: &str) -> Value {
         "updated": EPOCH,
     })
 }
+
+/// A user group for `usergroups.list`: its handle is its id in lower case (`S0ONCALL` is
+/// `@s0oncall`).
+pub(super) fn usergroup_json(id: &str) -> Value {
+    let handle = id.to_lowercase();
+    json!({
+        "id": id,
+        "team_id": TEAM_ID,
+        "is_usergroup": true,
+        "is_subteam": true,
+        "name": id,
+        "description": "",
+        "handle": handle,
+        "is_external": false,
+        "date_create": EPOCH,
+        "date_update": EPOCH,
+        "date_delete": 0,
+        "auto_type": null,
+        "created_by": BOT_USER_ID,
+        "updated_by": BOT_USER_ID,
+        "deleted_by": null,
+        "prefs": {"channels": [], "groups": []},
+        "user_count": 0,
+    })
+}

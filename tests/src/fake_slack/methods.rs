@@ -80,6 +80,15 @@ pub(super) fn answer(ledger: &mut Ledger, base_url: &str, method: &str, args: &V
             let display = ledger.display_names.get(&id).unwrap_or(name);
             Ok(json!({"user": events::user_json(&id, name, display)}))
         }
+        "usergroups.list" => {
+            let mut ids: Vec<&String> = ledger.usergroups.keys().collect();
+            ids.sort();
+            let groups: Vec<Value> = ids
+                .into_iter()
+                .map(|id| events::usergroup_json(id))
+                .collect();
+            Ok(json!({"usergroups": groups}))
+        }
         "usergroups.users.list" => {
             let group = text(args, "usergroup");
             let users = ledger.usergroups.get(&group).ok_or("no_such_subteam")?;

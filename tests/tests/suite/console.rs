@@ -12,6 +12,31 @@ use serde_json::json;
 use super::{WAIT, contents_with_role, setup};
 
 both_backends! {
+    async fn the_consoles_workstreams_are_listed_with_their_directory_and_last_message(db) {
+        let s = setup(&db, vec![text("one"), text("two")]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        for (name, message) in [("old", "first words"), ("app-1f3a9c2e", "second words")] {
+            let console = ConsoleRun::start(agent.clone(), name, "alice", false);
+            console.send(message).await;
+            console.finish().await;
+        }
+        // Not the console's: a thread, and a sub-agent's child of a console workstream.
+        agent.open_workstream("discord:1", None, None).await.unwrap();
+        agent.open_workstream("console:old/task:c1", None, None).await.unwrap();
+        let listed = agent.console_workstreams().await.unwrap();
+        let summary: Vec<(&str, Option<&str>, bool)> = listed
+            .iter()
+            .map(|w| (w.name.as_str(), w.last_message.as_deref(), w.workdir.is_some()))
+            .collect();
+        assert_eq!(
+            summary,
+            [("app-1f3a9c2e", Some("second words"), true), ("old", Some("first words"), true)]
+        );
+        // Whoever runs the console owns its workstream.
+        let view = agent.workstream("console:old").await.unwrap().unwrap();
+        assert!(view.owner.is_some(), "{view:?}");
+    }
+
     async fn bash_call_is_approved_and_its_output_streamed(db) {
         let s = setup(&db, vec![
             tool_call("c1", "bash", json!({"command": "echo one; echo two"})),

@@ -188,6 +188,38 @@ both_backends! {
     }
 }
 
+/// The four people, in a thread alice started and bob asked in (each answered): alice, bob,
+/// carol (holding the approver role) and dave.
+async fn four_in_a_thread(rig: &DiscordRig) -> ([FakeUser; 4], u64) {
+    let (owner, participant) = (alice(), bob());
+    let approver = FakeUser::new(900_000_000_000_000_003, "carol").with_roles(&[ONCALL]);
+    let stranger = FakeUser::new(900_000_000_000_000_004, "dave");
+    let thread = rig.mention(&owner, "first question").await;
+    rig.wait_text(thread, "first answer").await;
+    rig.fake
+        .user_message(thread, &participant, "second question")
+        .await;
+    rig.wait_text(thread, "second answer").await;
+    ([owner, participant, approver, stranger], thread)
+}
+
+/// What `who` is told after `/command` with `options` in `thread`: its text and its flags.
+async fn slash_answer(
+    rig: &DiscordRig,
+    thread: u64,
+    who: &FakeUser,
+    command: &str,
+    options: serde_json::Value,
+) -> (String, serde_json::Value) {
+    let id = rig.fake.slash(thread, who, command, options).await;
+    let reply = rig
+        .fake
+        .wait_until(WAIT, command, |f| f.interaction_responses(id).pop())
+        .await;
+    let text = reply["data"]["content"].as_str().unwrap_or_default();
+    (text.to_owned(), reply["data"]["flags"].clone())
+}
+
 both_backends! {
     async fn compact_is_for_the_owner_and_approvers_and_status_shows_the_context(db) {
         let mut s = setup(&db, vec![
@@ -198,27 +230,16 @@ both_backends! {
         ]).await;
         s.config.discord.approver_roles = vec![ONCALL.to_string()];
         let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
-        let owner = alice();
-        let participant = bob();
-        let approver = FakeUser::new(900_000_000_000_000_003, "carol").with_roles(&[ONCALL]);
-        let stranger = FakeUser::new(900_000_000_000_000_004, "dave");
-        let thread = rig.mention(&owner, "first question").await;
-        rig.wait_text(thread, "first answer").await;
         // bob takes part: he writes in alice's thread.
-        rig.fake.user_message(thread, &participant, "second question").await;
-        rig.wait_text(thread, "second answer").await;
+        let ([owner, participant, approver, stranger], thread) = four_in_a_thread(&rig).await;
         let ask = |who: FakeUser, command: &'static str| {
             let rig = &rig;
-            async move {
-                let id = rig.fake.slash(thread, &who, command, json!([])).await;
-                let reply = rig.fake.wait_until(WAIT, command, |f| f.interaction_responses(id).pop()).await;
-                (reply["data"]["content"].as_str().unwrap_or_default().to_owned(), reply["data"]["flags"].clone())
-            }
+            async move { slash_answer(rig, thread, &who, command, json!([])).await }
         };
         for who in [participant.clone(), stranger] {
             let (text, flags) = ask(who, "compact").await;
             assert_eq!(flags, json!(64), "refused privately: {text}");
-            assert_eq!(text, "🚫 only the person who started this thread or an approver can compact it");
+            assert_eq!(text, "🚫 Only the person who started this thread, or an approver, can compact it.");
         }
         let (text, _) = ask(approver, "compact").await;
         assert!(text.starts_with("🗜 Compacted this conversation to fit the model's context window: 2 older messages summarised"), "{text}");
@@ -229,6 +250,55 @@ both_backends! {
         assert!(status.contains("older messages compacted"), "{status}");
         let checkpoint = rig.agent.store().latest_checkpoint(&format!("discord:{thread}")).await.unwrap();
         assert!(checkpoint.is_some_and(|c| c.summary.contains("alice asked twice")));
+    }
+}
+
+both_backends! {
+    async fn the_owner_and_approvers_switch_the_model_and_the_next_request_asks_for_it(db) {
+        let mut s = setup(&db, vec![
+            text("first answer"),
+            text("second answer"),
+            text("third answer"),
+            text("fourth answer"),
+        ]).await;
+        s.config.discord.approver_roles = vec![ONCALL.to_string()];
+        s.config.model.choices = vec!["large-model".into()];
+        let rig = DiscordRig::start(FakeDiscord::start().await, s.config.clone()).await;
+        let ([owner, participant, approver, stranger], thread) = four_in_a_thread(&rig).await;
+        let ask = |who: FakeUser, name: Option<&'static str>| {
+            let rig = &rig;
+            let options = match name {
+                Some(name) => json!([{"name": "name", "type": 3, "value": name}]),
+                None => json!([]),
+            };
+            async move { slash_answer(rig, thread, &who, "model", options).await.0 }
+        };
+        // Anyone may see which model answers and what may be chosen.
+        let shown = ask(stranger.clone(), None).await;
+        assert_eq!(shown, "This thread answers with `fake-model`. Switch with /model NAME: `large-model`.");
+        for who in [participant.clone(), stranger.clone()] {
+            let refused = ask(who, Some("large-model")).await;
+            assert_eq!(refused, "🚫 Only the person who started this thread, or an approver, can switch its model.");
+        }
+        let unknown = ask(owner.clone(), Some("huge-model")).await;
+        assert_eq!(unknown, "🚫 `huge-model` is not one of the models this sandpiper offers (fake-model, large-model).");
+        let switched = ask(approver.clone(), Some("large-model")).await;
+        assert_eq!(switched, "This thread answers with `large-model` from its next message on.");
+        rig.fake.user_message(thread, &owner, "third question").await;
+        rig.wait_text(thread, "third answer").await;
+        let (status, _) = slash_answer(&rig, thread, &participant, "status", json!([])).await;
+        assert!(status.contains("Model: large-model"), "{status}");
+        let back = ask(owner.clone(), Some("fake-model")).await;
+        assert_eq!(back, "This thread answers with `fake-model` from its next message on.");
+        rig.fake.user_message(thread, &owner, "fourth question").await;
+        rig.wait_text(thread, "fourth answer").await;
+        let models: Vec<String> = s.llm.requests().iter().map(|r| r["model"].as_str().unwrap_or_default().to_owned()).collect();
+        assert_eq!(models, ["fake-model", "fake-model", "large-model", "fake-model"]);
+        // The switched turn's tokens are counted under the model that answered.
+        let key = format!("discord:{thread}");
+        let of = sandpiper_agent::store::usage::UsageOf::Thread(&key);
+        let by_model = rig.agent.store().usage_per_model(of, 0).await.unwrap();
+        assert!(by_model.iter().any(|(model, totals)| model == "large-model" && totals.calls == 1), "{by_model:?}");
     }
 }
 

@@ -161,7 +161,8 @@ async fn each_broken_party_fails_its_check_with_what_to_do() {
     config.server.listen = taken.local_addr().unwrap();
     // Discord: the Message Content intent is off.
     w.discord.set_application_flags(0);
-    // Slack: installed without two of the manifest's scopes, and no app token.
+    // Slack: installed without four of the manifest's scopes (two of them new since the app
+    // was made, as for an app installed from an older manifest), and no app token.
     w.slack.grant_scopes(&[
         "app_mentions:read",
         "chat:write",
@@ -189,8 +190,9 @@ async fn each_broken_party_fails_its_check_with_what_to_do() {
     );
     assert_eq!(
         fail_text(&checks, "slack"),
-        "bot sandpiper in Fake Team: the token lacks the manifest's scopes users:read, \
-         usergroups:read: add them under OAuth & Permissions and reinstall the app"
+        "bot sandpiper in Fake Team: the token lacks the manifest's scopes channels:read, \
+         groups:read, users:read, usergroups:read: add them under OAuth & Permissions and \
+         reinstall the app"
     );
     let mcp = fail_text(&checks, "mcp test");
     assert!(mcp.contains("its stderr: fatal: no token"), "{mcp}");

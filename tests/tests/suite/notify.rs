@@ -494,6 +494,7 @@ both_backends! {
                 platform: "discord".into(), channel: dm.to_string(), message_id: format!("flood{i}"),
                 workstream: key.clone(), recipient: Some(real.id.clone()), recipient_account: Some(ALICE_DISCORD.to_string()),
                 requester: None,
+                charged_to: None,
             }).await.unwrap();
         }
         slack.thread_message(CHANNEL_ID, &root, &bob, "tell her again").await;

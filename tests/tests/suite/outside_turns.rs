@@ -45,6 +45,7 @@ fn fired(workstream: &str) -> OutsideTurn {
             text: SYNTHETIC.into(),
             shown: Some(SHOWN.into()),
             place: None,
+            charged_to: None,
         },
     }
 }

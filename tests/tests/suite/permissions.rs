@@ -185,8 +185,16 @@ both_backends! {
         let said = discord_answer(&rig, typed).await;
         assert!(said.starts_with("🔒 Closed by "), "the admin closed it: {said}");
         assert!(rig.agent.workstream(&key).await.unwrap().unwrap().closed);
-        // Moderators reopen the archived thread; the workstream stays closed, and each of
-        // the four is told so once however often they write.
+        // Moderators reopen the archived thread (once the close has archived and locked it:
+        // the answer comes first); the workstream stays closed, and each of the four is told
+        // so once however often they write.
+        rig.fake
+            .wait_until(WAIT, "the thread archived and locked", |f| {
+                f.threads()
+                    .into_iter()
+                    .find(|t| t.id == thread && t.archived && t.locked)
+            })
+            .await;
         rig.fake.unlock_thread(thread);
         for who in [alice(), carol(), bob(), dave()] {
             rig.fake.user_message(thread, &who, "anyone?").await;

@@ -78,3 +78,116 @@ both_backends! {
         assert!(history.iter().all(|m| !m.content.contains("<context>")));
     }
 }
+
+both_backends! {
+    async fn after_a_restart_the_history_goes_with_the_notes_it_was_first_sent_with(db) {
+        let s = setup(&db, vec![
+            tool_call("m1", "memory", json!({"action": "save", "name": "deploy_command",
+                "description": "how to deploy the payments service", "content": "make deploy-payments"})),
+            text("Saved."),
+            text("Use make deploy-payments."),
+        ]).await;
+        let agent = harness::agent(s.config.clone()).await;
+        let console = ConsoleRun::start(agent.clone(), "reload", "alice", true);
+        console.send("remember how we deploy the payments service").await;
+        console.finish().await;
+        agent.store().close().await;
+        drop(agent);
+
+        // Another process on the same database, minutes later.
+        let agent = harness::agent(s.config.clone()).await;
+        agent.clock().advance(Duration::from_secs(7 * 60));
+        let console = ConsoleRun::start(agent.clone(), "reload", "alice", true);
+        console.send("how do we deploy the payments service?").await;
+        console.finish().await;
+        s.llm.verify();
+        let requests = s.llm.requests();
+        assert_eq!(requests.len(), 3);
+        assert_each_extends_the_last(&requests);
+        let first = messages(&requests[2])[1]["content"].as_str().unwrap_or_default();
+        assert!(first.contains("\n\n<context>\nIt is "), "{first}");
+        // The memory is shown once: a note the first process sent keeps showing it.
+        let shown = messages(&requests[2]).iter()
+            .filter_map(|m| m["content"].as_str())
+            .filter(|c| c.matches("<memories>").count() == 1 && c.contains("- deploy_command"))
+            .count();
+        assert_eq!(shown, 1, "{:#}", requests[2]);
+    }
+}
+
+/// The `id_slot` of each request, and whether it asked llama.cpp to keep its prompt.
+fn slots_sent(requests: &[Value]) -> Vec<(Option<u64>, Option<bool>)> {
+    requests
+        .iter()
+        .map(|r| (r["id_slot"].as_u64(), r["cache_prompt"].as_bool()))
+        .collect()
+}
+
+/// Two turns of a workstream (the first hands a job to a sub-agent), then `/compact`.
+async fn turns_with_a_subagent_and_a_compaction(s: &crate::suite::Setup) -> Vec<Value> {
+    let agent = harness::agent(s.config.clone()).await;
+    for (minutes, line) in [(0, "check the build"), (3, "and now?")] {
+        agent.clock().advance(Duration::from_secs(minutes * 60));
+        let console = ConsoleRun::start(agent.clone(), "slots", "alice", true);
+        console.send(line).await;
+        console.finish().await;
+    }
+    let sink = harness::RecordingSink::default();
+    let compacted = agent
+        .compact_now("console:slots", &sink)
+        .await
+        .expect("compacts");
+    assert!(compacted.is_some(), "compacted");
+    s.llm.verify();
+    s.llm.requests()
+}
+
+fn slots_script() -> Vec<sandpiper_tests::fake_llm::Reply> {
+    vec![
+        tool_call(
+            "t1",
+            "task",
+            json!({"prompt": "Check the build and say if it passes."}),
+        ),
+        text("It passes."),
+        text("The build passes."),
+        text("Still passing."),
+        text("Earlier: alice asked about the build; it passes."),
+    ]
+}
+
+both_backends! {
+    async fn on_a_two_slot_llama_server_a_workstream_keeps_its_slot_and_side_calls_use_another(db) {
+        let s = setup(&db, slots_script()).await;
+        s.llm.set_slots(2);
+        let requests = turns_with_a_subagent_and_a_compaction(&s).await;
+        assert_eq!(requests.len(), 5);
+        // Which request is which: the sub-agent's carries its own key, the summary none.
+        let keys: Vec<Option<&str>> = requests.iter().map(|r| r["prompt_cache_key"].as_str()).collect();
+        assert_eq!(keys, [
+            Some("console:slots"),
+            Some("console:slots/task:t1"),
+            Some("console:slots"),
+            Some("console:slots"),
+            None,
+        ]);
+        let sent = slots_sent(&requests);
+        let home = sent[0].0.expect("the conversation names its slot");
+        let other = 1 - home;
+        assert_eq!(sent, [
+            (Some(home), Some(true)),
+            (Some(other), Some(true)),
+            (Some(home), Some(true)),
+            (Some(home), Some(true)),
+            (Some(other), Some(true)),
+        ]);
+    }
+}
+
+both_backends! {
+    async fn a_server_without_props_is_sent_no_slot(db) {
+        let s = setup(&db, slots_script()).await;
+        let requests = turns_with_a_subagent_and_a_compaction(&s).await;
+        assert_eq!(slots_sent(&requests), vec![(None, None); 5]);
+    }
+}

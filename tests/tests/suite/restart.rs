@@ -34,7 +34,11 @@ both_backends! {
         let last = requests[2]["messages"].as_array().unwrap();
         let roles: Vec<&str> = last.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "user"]);
-        assert_eq!(last[1]["content"], "compute the answer");
+        // Every message the first process sent goes again with the note it was sent with.
+        let before_restart = requests[1]["messages"].as_array().unwrap();
+        assert_eq!(last[..before_restart.len()], before_restart[..]);
+        let first = last[1]["content"].as_str().unwrap_or_default();
+        assert!(first.starts_with("compute the answer\n\n<context>\nIt is "), "{first}");
         assert_eq!(last[2]["tool_calls"][0]["id"], "c1");
         // The newest message carries the turn's context note (the time, the resume nudge).
         let newest = last[5]["content"].as_str().unwrap_or_default();

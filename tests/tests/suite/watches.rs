@@ -197,7 +197,7 @@ both_backends! {
         let texts: Vec<&str> = got.iter().map(|(_, d)| turn_text(d)).collect();
         assert!(texts.iter().any(|t| t.starts_with("[watch green fired after 1 poll(s)] its condition held: data.get(\"ok\") is True.")), "{texts:?}");
         assert!(texts.iter().any(|t| t.starts_with("[watch once ended after its last poll (1 of 1)] its condition never held: exit_code != 0.")), "{texts:?}");
-        let Delivery::Turn { shown, text } = &got.iter().find(|(_, d)| turn_text(d).contains("green")).unwrap().1 else { unreachable!() };
+        let Delivery::Turn { shown, text, .. } = &got.iter().find(|(_, d)| turn_text(d).contains("green")).unwrap().1 else { unreachable!() };
         assert_eq!(shown, "⏰ watch `green` fired after 1 poll(s): its condition held: data.get(\"ok\") is True");
         assert!(text.contains("exit code: 0\noutput:\n{\"ok\": true}"), "{text}");
         wait_state(&agent, &green.id, WatchState::Fired).await;
@@ -365,8 +365,8 @@ both_backends! {
         // A fired watch's turn, a notification reply and a resumed approval queued before the
         // close: none runs a turn; each says once that the thread is closed.
         for work in [
-            Work::Message { author: None, text: "[watch ci fired after 1 poll(s)] done".into(), shown: Some("⏰ watch `ci` fired".into()), place: None },
-            Work::Message { author: Some("bob".into()), text: "a reply to a notification".into(), shown: Some("↩️ reply from bob".into()), place: None },
+            Work::Message { author: None, text: "[watch ci fired after 1 poll(s)] done".into(), shown: Some("⏰ watch `ci` fired".into()), place: None, charged_to: None },
+            Work::Message { author: Some("bob".into()), text: "a reply to a notification".into(), shown: Some("↩️ reply from bob".into()), place: None, charged_to: None },
             Work::Resume { author: Some("alice".into()) },
         ] {
             let sink = RecordingSink::default();

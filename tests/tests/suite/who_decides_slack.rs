@@ -56,6 +56,47 @@ async fn refused(run: &SlackRun, card: &FakeSlackMessage, who: &SlackUser, label
     assert_eq!(now.edits, card.edits, "nothing changed");
 }
 
+/// The four people, in a thread alice started and bob asked in (each answered): alice, bob,
+/// carol (in the approver group) and dave.
+async fn four_in_a_thread(s: &super::Setup) -> (SlackRun, [SlackUser; 4], String) {
+    let run = socket_run(s).await;
+    run.slack.set_usergroup(APPROVERS, &["U0CAROL"]);
+    let alice = run.slack.user("U0ALICE", "alice");
+    let bob = run.slack.user("U0BOB", "bob");
+    let carol = run.slack.user("U0CAROL", "carol");
+    let dave = run.slack.user("U0DAVE", "dave");
+    let root = run
+        .slack
+        .app_mention(CHANNEL_ID, &alice, "first question")
+        .await;
+    run.wait_message(CHANNEL_ID, &root, "the first answer", |m| {
+        m.text == "first answer"
+    })
+    .await;
+    run.slack
+        .thread_message(CHANNEL_ID, &root, &bob, "a question from bob")
+        .await;
+    run.wait_message(CHANNEL_ID, &root, "bob's answer", |m| {
+        m.text == "answer to bob"
+    })
+    .await;
+    (run, [alice, bob, carol, dave], root)
+}
+
+/// What `who` is told privately after typing `/sandpiper <words>`.
+async fn slash_answer(run: &SlackRun, who: &SlackUser, words: &str) -> String {
+    let before = ephemerals(run, &who.id).len();
+    run.slack
+        .slash_command(CHANNEL_ID, who, "/sandpiper", words)
+        .await;
+    run.slack
+        .wait_until(WAIT, "the command's answer", |_| {
+            ephemerals(run, &who.id).get(before).cloned()
+        })
+        .await
+        .text
+}
+
 /// The newest card in the thread with buttons on it.
 async fn open_card(run: &SlackRun, root: &str, n: usize) -> FakeSlackMessage {
     run.card(CHANNEL_ID, root, n).await
@@ -222,39 +263,46 @@ both_backends! {
             text("- alice and bob asked; both answered"),
         ]).await;
         s.config.slack.approver_usergroups = vec![APPROVERS.into()];
-        let run = socket_run(&s).await;
-        run.slack.set_usergroup(APPROVERS, &["U0CAROL"]);
-        let alice = run.slack.user("U0ALICE", "alice");
-        let bob = run.slack.user("U0BOB", "bob");
-        let carol = run.slack.user("U0CAROL", "carol");
-        let dave = run.slack.user("U0DAVE", "dave");
-        let root = run.slack.app_mention(CHANNEL_ID, &alice, "first question").await;
-        run.wait_message(CHANNEL_ID, &root, "the first answer", |m| m.text == "first answer").await;
-        run.slack.thread_message(CHANNEL_ID, &root, &bob, "a question from bob").await;
-        run.wait_message(CHANNEL_ID, &root, "bob's answer", |m| m.text == "answer to bob").await;
-        let compact = |who: SlackUser| {
-            let run = &run;
-            async move {
-                let before = ephemerals(run, &who.id).len();
-                run.slack.slash_command(CHANNEL_ID, &who, "/sandpiper", "compact").await;
-                run.slack
-                    .wait_until(WAIT, "the compact answer", |_| ephemerals(run, &who.id).get(before).cloned())
-                    .await
-                    .text
-            }
-        };
-        for who in [bob.clone(), dave.clone()] {
-            let told = compact(who).await;
-            assert!(told.contains("only the person who started this thread or an approver can compact it"), "{told}");
+        let (run, [alice, bob, carol, dave], root) = four_in_a_thread(&s).await;
+        for who in [bob, dave] {
+            let told = slash_answer(&run, &who, "compact").await;
+            assert!(told.contains("Only the person who started this thread, or an approver, can compact it."), "{told}");
         }
         let key = format!("slack:{TEAM_ID}:{CHANNEL_ID}:{root}");
         assert_eq!(run.agent.store().latest_checkpoint(&key).await.unwrap(), None, "refusals change nothing");
-        let told = compact(carol).await;
+        let told = slash_answer(&run, &carol, "compact").await;
         assert!(told.contains("Compacted this conversation to fit the model's context window: 2 older messages summarised"), "{told}");
-        let told = compact(alice).await;
+        let told = slash_answer(&run, &alice, "compact").await;
         assert!(told.contains("Nothing to compact"), "{told}");
         let checkpoint = run.agent.store().latest_checkpoint(&key).await.unwrap().expect("stored");
         assert!(checkpoint.summary.contains("alice and bob asked"), "{checkpoint:?}");
+    }
+}
+
+both_backends! {
+    async fn the_model_is_switched_by_the_owner_and_approvers_on_slack_too(db) {
+        let mut s = setup(&db, vec![
+            text("first answer"),
+            text("answer to bob"),
+            text("third answer"),
+        ]).await;
+        s.config.slack.approver_usergroups = vec![APPROVERS.into()];
+        s.config.model.choices = vec!["large-model".into()];
+        let (run, [alice, bob, carol, dave], root) = four_in_a_thread(&s).await;
+        let shown = slash_answer(&run, &dave, "model").await;
+        assert!(shown.contains("answers with `fake-model`") && shown.contains("`large-model`"), "{shown}");
+        for who in [bob, dave] {
+            let told = slash_answer(&run, &who, "model large-model").await;
+            assert!(told.contains("Only the person who started this thread, or an approver, can switch its model."), "{told}");
+        }
+        let told = slash_answer(&run, &carol, "model large-model").await;
+        assert!(told.contains("answers with `large-model` from its next message on"), "{told}");
+        let told = slash_answer(&run, &alice, "model nonexistent").await;
+        assert!(told.contains("is not one of the models this sandpiper offers"), "{told}");
+        run.slack.thread_message(CHANNEL_ID, &root, &alice, "third question").await;
+        run.wait_message(CHANNEL_ID, &root, "the third answer", |m| m.text == "third answer").await;
+        let models: Vec<String> = s.llm.requests().iter().map(|r| r["model"].as_str().unwrap_or_default().to_owned()).collect();
+        assert_eq!(models, ["fake-model", "fake-model", "large-model"]);
     }
 }
 

@@ -122,8 +122,9 @@ fn line(rng: &mut Rng) -> String {
 
 fn stub_dir(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    // Each run appends its name and arguments, separated by \x1f and ended by \x1e.
-    let stub = "#!/bin/sh\n{ printf '%s' \"${0##*/}\"; for a in \"$@\"; do printf '\\037%s' \"$a\"; done; printf '\\036'; } >> \"$STUB_LOG\"\n";
+    // Each run appends its name and arguments, separated by \x1f and ended by \x1e, in one
+    // write: the stages of a pipeline run at once, and separate writes would interleave.
+    let stub = "#!/bin/sh\nr=\"${0##*/}\"; for a in \"$@\"; do r=\"$r$(printf '\\037')$a\"; done; printf '%s\\036' \"$r\" >> \"$STUB_LOG\"\n";
     for name in STUBS {
         let path = dir.join(name);
         std::fs::write(&path, stub).expect("write a stub");
@@ -161,7 +162,7 @@ fn every_line_the_matcher_accepts_runs_only_what_the_patterns_cover() {
     std::fs::write(work.join("in"), "x\n").expect("in");
     stub_dir(&bin);
     let log = root.path().join("log");
-    let not_found = "() { printf '?%s' \"$1\" >> \"$STUB_LOG\"; shift; for a in \"$@\"; do printf '\\037%s' \"$a\" >> \"$STUB_LOG\"; done; printf '\\036' >> \"$STUB_LOG\"; return 127; }";
+    let not_found = "() { r=\"?$1\"; shift; for a in \"$@\"; do r=\"$r$(printf '\\037')$a\"; done; printf '%s\\036' \"$r\" >> \"$STUB_LOG\"; return 127; }";
 
     // Found on the test's own PATH: the child's PATH holds only the stubs.
     let bash = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())

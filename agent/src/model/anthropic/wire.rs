@@ -257,7 +257,7 @@ fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
         match out.last_mut() {
             Some(last) if last.role == role => merge(&mut last.content, blocks),
             None if role == "assistant" => {
-                // A compacted conversation may start inside a turn; the API wants a user
+                // History cut inside a turn starts with the assistant; the API wants a user
                 // message first.
                 out.push(WireMessage {
                     role: "user",
@@ -278,7 +278,7 @@ fn messages(history: &[Message]) -> Vec<WireMessage<'_>> {
 }
 
 /// What opens a conversation that a compaction cut inside a turn.
-const CONTINUED: &str = "(continuing: the earlier part of this conversation is summarised in                          the system message)";
+const CONTINUED: &str = "(continuing an earlier conversation)";
 
 /// Appends `blocks`, keeping tool results ahead of the other blocks.
 fn merge<'a>(content: &mut Vec<Marked<Block<'a>>>, blocks: Vec<Marked<Block<'a>>>) {

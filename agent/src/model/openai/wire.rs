@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde::{Serialize, Serializer};
 
 use crate::config::OutputLimitField;
-use crate::model::{ChatRequest, ImagePart, Message, Role, ToolCall, ToolSchema};
+use crate::model::{CacheKey, ChatRequest, ImagePart, Message, Role, ToolCall, ToolSchema};
 
 /// `POST /chat/completions` body.
 #[derive(Debug, Serialize)]
@@ -30,6 +30,12 @@ pub(super) struct Body<'a> {
     /// Routes one workstream's requests to one cache (OpenAI); other servers ignore it.
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
+    /// llama.cpp: keep the prompt in the slot for the next request (its default, said).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_prompt: Option<bool>,
+    /// llama.cpp with several slots: the slot this request's prompt lives in ([`super::slots`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id_slot: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -138,13 +144,16 @@ fn tool(schema: &ToolSchema) -> WireTool<'_> {
 }
 
 /// Builds the request body for `request`. With `native_web_search` (OpenAI search models)
-/// the `web_search` function tool is replaced by `web_search_options`.
+/// the `web_search` function tool is replaced by `web_search_options`. `llama_slots` is the
+/// slot count a llama.cpp server's `/props` said, `None` for any other server: only llama.cpp
+/// is sent its own fields.
 pub(super) fn request_body<'a>(
     model: &'a str,
     temperature: Option<f32>,
     native_web_search: bool,
     limit_field: OutputLimitField,
     request: &ChatRequest<'a>,
+    llama_slots: Option<u32>,
 ) -> Body<'a> {
     let searches = native_web_search && request.tools.iter().any(|t| t.name == "web_search");
     Body {
@@ -169,7 +178,14 @@ pub(super) fn request_body<'a>(
         stream_options: StreamOptions {
             include_usage: true,
         },
-        prompt_cache_key: request.cache_key,
+        prompt_cache_key: match request.cache_key {
+            Some(CacheKey::Conversation(key)) => Some(key),
+            Some(CacheKey::Aside(_)) | None => None,
+        },
+        cache_prompt: llama_slots.map(|_| true),
+        id_slot: llama_slots
+            .zip(request.cache_key)
+            .and_then(|(slots, key)| super::slots::slot_for(key, slots)),
     }
 }
 
@@ -290,6 +306,7 @@ mod tests {
             false,
             OutputLimitField::MaxTokens,
             &request,
+            None,
         ))
         .expect("serializes")
     }
@@ -317,6 +334,7 @@ mod tests {
             true,
             OutputLimitField::MaxTokens,
             &request,
+            None,
         ))
         .expect("json");
         assert_eq!(native["web_search_options"], json!({}));
@@ -328,6 +346,7 @@ mod tests {
             false,
             OutputLimitField::MaxTokens,
             &request,
+            None,
         ))
         .expect("json");
         assert_eq!(tavily.get("web_search_options"), None);
@@ -456,6 +475,7 @@ mod tests {
             false,
             OutputLimitField::MaxTokens,
             &request,
+            None,
         ))
         .expect("json");
         assert_eq!(
@@ -468,6 +488,7 @@ mod tests {
             false,
             OutputLimitField::MaxCompletionTokens,
             &request,
+            None,
         ))
         .expect("json");
         assert_eq!(

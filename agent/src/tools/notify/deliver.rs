@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::notify::{ChannelType, NotifyRequest, NotifyResponse, Target, TargetStatus};
+use crate::people::{NamedPerson, People, describe_named};
 use crate::service_jwt::{CHANNEL_AUDIENCE, ServiceKey};
 use crate::store::Store;
 use crate::store::services::{ServiceRecord, ServiceRole};
@@ -73,13 +74,13 @@ pub(super) async fn resolve(store: &Store, target: &Target) -> Result<Resolved, 
         Target::User(name) => name,
     };
     let fail = |e| ToolError::store(&format!("cannot look up `{name}`"), e);
-    let named = people_named(store, name).await.map_err(fail)?;
+    let named = People::new(store.clone()).named(name).await.map_err(fail)?;
     let user = match named.as_slice() {
         [] => {
             let showing = store.users_showing_name(name).await.map_err(fail)?;
             return Err(ToolError::model(unknown_user(name, &showing)));
         }
-        [(_, user)] => user.clone(),
+        [one] => one.user.clone(),
         several => return Err(ToolError::model(ambiguous_handle(name, several))),
     };
     let identities = store.identities_of(&user.id).await.map_err(fail)?;
@@ -98,53 +99,13 @@ pub(super) async fn resolve(store: &Store, target: &Target) -> Result<Resolved, 
     })
 }
 
-/// Where a name named someone: their sandpiper username, or a platform's handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum NamedBy {
-    Username,
-    Handle(ChannelType),
-}
-
-/// The people `name` names, each once: the user with that username and the people with that
-/// handle on a platform (a Discord username, a Slack member's name). Display names never
-/// count. Linked identities are one person.
-async fn people_named(
-    store: &Store,
-    name: &str,
-) -> Result<Vec<(NamedBy, crate::store::users::User)>, crate::store::StoreError> {
-    let mut named: Vec<(NamedBy, crate::store::users::User)> = Vec::new();
-    if let Some(user) = store.user_by_username(name).await? {
-        named.push((NamedBy::Username, user));
-    }
-    for (platform, user) in store.users_with_handle(name).await? {
-        let Some(platform) = ChannelType::parse(&platform) else {
-            continue;
-        };
-        if !named.iter().any(|(_, known)| known.id == user.id) {
-            named.push((NamedBy::Handle(platform), user));
-        }
-    }
-    Ok(named)
-}
-
 /// What the model hears when a name is two people's: which, and that it must ask.
-fn ambiguous_handle(name: &str, several: &[(NamedBy, crate::store::users::User)]) -> String {
-    let whose: Vec<String> = several
-        .iter()
-        .map(|(by, user)| {
-            let what = match by {
-                NamedBy::Username => "the sandpiper username",
-                NamedBy::Handle(ChannelType::Discord) => "the Discord username",
-                NamedBy::Handle(ChannelType::Slack) => "the Slack handle",
-            };
-            format!("{what} of `{}`", user.username)
-        })
-        .collect();
+fn ambiguous_handle(name: &str, several: &[NamedPerson]) -> String {
     format!(
         "not sent: `{name}` is ambiguous: it is {}. These are different people, so I do not \
          pick one: ask the person who wants it sent which one is meant, and name them by their \
          sandpiper username.",
-        whose.join(" and ")
+        describe_named(several)
     )
 }
 

@@ -5,8 +5,9 @@
 use crate::Agent;
 use crate::notify::Ledger;
 use crate::people::People;
-use crate::protocol::{ApprovalView, WorkstreamView};
+use crate::protocol::{ApprovalView, ConsoleWorkstream, WorkstreamView};
 use crate::store::StoreError;
+use crate::store::platform_names::Named;
 use crate::store::users::User;
 use crate::store::watches::{WatchError, WatchRecord};
 
@@ -30,6 +31,42 @@ impl Agent {
             .ensure_workstream_in(key, owner, parent)
             .await
             .map(|_| ())
+    }
+
+    /// Records what channel `channel` (a channel key: `slack:T1:C1`, `discord:10`) is called,
+    /// so the page can say `#general on Slack`.
+    pub async fn name_channel(&self, channel: &str, name: &str) -> Result<(), StoreError> {
+        let names = [(channel.to_owned(), name.to_owned())];
+        self.inner.store.record_names(Named::Channel, &names).await
+    }
+
+    /// Records what approver roles (Discord role ids, Slack user group ids) are called, each
+    /// `(id, name)`, so the page can say who may decide by name.
+    pub async fn name_roles(&self, names: &[(String, String)]) -> Result<(), StoreError> {
+        self.inner.store.record_names(Named::Role, names).await
+    }
+
+    /// The console's workstreams, most recently active first (`sandpiper chat --list`).
+    pub async fn console_workstreams(&self) -> Result<Vec<ConsoleWorkstream>, StoreError> {
+        self.inner.store.console_workstreams().await
+    }
+
+    /// Opens console workstream `key` for the person at the terminal (`owner`): theirs (one
+    /// from before the console recorded its person becomes theirs too, so `/status` names
+    /// them), with the directory its tools work in recorded for `--list`.
+    pub async fn open_console_workstream(
+        &self,
+        key: &str,
+        owner: &str,
+        workdir: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let store = &self.inner.store;
+        store.ensure_workstream_in(key, Some(owner), None).await?;
+        store.claim_owner(key, owner).await?;
+        if let Some(dir) = workdir {
+            store.set_workdir(key, dir).await?;
+        }
+        Ok(())
     }
 
     /// Ends a workstream for good (the caller stopped its turn first): nothing runs in it
@@ -147,19 +184,41 @@ impl Agent {
         self.inner.store.usage(of, since).await
     }
 
-    /// Sets the daily token budget of a person or a thread (`None` lifts it), as `by` (an
-    /// admin: the caller checked) asked in chat; the change stays on record.
-    pub async fn set_budget(
+    /// What `of` used since `since` (unix ms), and, when `[usage.prices]` is set, what it
+    /// cost: for `/usage`.
+    pub async fn usage_priced(
         &self,
-        scope: crate::store::usage::BudgetScope,
-        subject: &str,
-        daily_tokens: Option<u64>,
+        of: crate::store::usage::UsageOf<'_>,
+        since: i64,
+    ) -> Result<(crate::store::usage::UsageTotals, Option<crate::price::Bill>), StoreError> {
+        let per_model = self.inner.store.usage_per_model(of, since).await?;
+        let totals = per_model.iter().fold(
+            Default::default(),
+            |sum: crate::store::usage::UsageTotals, (_, t)| sum.plus(t),
+        );
+        let prices = &self.inner.config.usage.prices;
+        let bill = (!prices.is_empty()).then(|| {
+            crate::price::Bill::of(prices, per_model.iter().map(|(m, t)| (m.as_str(), t)))
+        });
+        Ok((totals, bill))
+    }
+
+    /// Changes the daily budget of a person, a thread or a channel, as `by` (a sandpiper user
+    /// id; the caller checked they are an admin) asked in chat or on the status page: a cap in
+    /// tokens or money, or every cap lifted. Each change is kept on record and is an audit
+    /// event. What changed (old → new).
+    pub async fn change_budget(
+        &self,
+        of: &crate::budget::BudgetOf,
+        cap: crate::budget::NewCap,
         by: &str,
-    ) -> Result<(), StoreError> {
-        tracing::info!(scope = ?scope, subject, daily_tokens, by, "budget changed");
-        self.inner
-            .store
-            .set_budget(scope, subject, daily_tokens, by)
-            .await
+    ) -> Result<Vec<crate::budget::Changed>, StoreError> {
+        let changed =
+            crate::budget::change(&self.inner.store, &self.inner.config.budgets, of, cap, by)
+                .await?;
+        for c in &changed {
+            tracing::info!(scope = ?c.key.scope, subject = %c.key.subject, unit = ?c.key.unit, old = c.old, new = c.new, by, "budget changed");
+        }
+        Ok(changed)
     }
 }

@@ -6,14 +6,17 @@
 //! `ws.context.start` on; compaction moves that start forward and writes a new checkpoint.
 //! The messages themselves stay in the store, where `recall` finds them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
 
+use super::models::ModelChoice;
 use super::{Agent, AgentError, TurnRequest};
-use crate::model::{AssembledResponse, ChatRequest, Message, ModelEvent, ToolSchema};
+use crate::model::{AssembledResponse, CacheKey, ChatRequest, Message, ModelEvent, ToolSchema};
 use crate::protocol::{Compacting, TurnEvent, TurnSink};
 use crate::store::checkpoints::Checkpoint;
+use crate::store::usage::ModelCall;
 use crate::turn::context::compact::{self, SUMMARY_INSTRUCTIONS};
 use crate::turn::context::estimate::{self, Observed};
 use crate::turn::context::overflow::{self, Refusal};
@@ -86,8 +89,9 @@ impl Compaction {
 struct Reach<'a> {
     sink: &'a dyn TurnSink,
     cancel: &'a CancellationToken,
-    /// Whose turn the summary's tokens count for (`None` for `/compact`).
-    person: Option<&'a str>,
+    /// Whether a turn compacts (its summary's tokens are charged to whom the turn is, see
+    /// `Workstream::charged_to`); not for `/compact`.
+    in_turn: bool,
 }
 
 impl<'a> From<&'a TurnRequest<'_>> for Reach<'a> {
@@ -95,7 +99,7 @@ impl<'a> From<&'a TurnRequest<'_>> for Reach<'a> {
         Self {
             sink: req.sink,
             cancel: &req.cancel,
-            person: req.author,
+            in_turn: true,
         }
     }
 }
@@ -109,42 +113,51 @@ struct Parts<'a> {
 }
 
 impl Agent {
-    /// The context window in force: `[model] context_window`, else what the server says
-    /// (asked once), else the known default for the model family; lowered when a server's
-    /// context error showed it smaller.
+    /// The configured model's context window (see [`Agent::window_of`]).
     pub async fn context_window(&self) -> ContextWindow {
-        let inner = &self.inner;
-        let found = inner
+        self.window_of(self.inner.models.default()).await
+    }
+
+    /// The context window of `model`: `[model] context_window` for the configured model,
+    /// else what the server says (asked once), else the known default for the model family;
+    /// lowered when a server's context error showed it smaller.
+    pub(super) async fn window_of(&self, model: &ModelChoice) -> ContextWindow {
+        let config = &self.inner.config.model;
+        let configured = config
+            .context_window
+            .filter(|_| model.name() == config.model);
+        let found = model
             .window
             .get_or_init(|| async {
-                let model = &inner.config.model;
-                let window = match model.context_window {
+                let window = match configured {
                     Some(tokens) => ContextWindow {
                         tokens,
                         source: WindowSource::Config,
                     },
-                    None => match inner.model.server_context_window().await {
+                    None => match model.client.server_context_window().await {
                         Some((tokens, what)) => ContextWindow {
                             tokens: tokens.max(MIN_WINDOW),
                             source: WindowSource::Server(what),
                         },
-                        None => window::known_default(model.provider, &model.model),
+                        None => window::known_default(config.provider, model.name()),
                     },
                 };
-                tracing::info!(model = %model.model, tokens = window.tokens, source = %window.source, "context window");
+                tracing::info!(model = model.name(), tokens = window.tokens, source = %window.source, "context window");
                 window
             })
             .await;
-        let learned = inner
-            .learned_window
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if learned > 0 && (learned < found.tokens || found.is_guess()) {
-            return ContextWindow {
+        match model.learned() {
+            Some(learned) if learned < found.tokens || found.is_guess() => ContextWindow {
                 tokens: learned,
                 source: WindowSource::Learned,
-            };
+            },
+            _ => found.clone(),
         }
-        found.clone()
+    }
+
+    /// The model `ws` answers with (see [`Workstream::model`]).
+    pub(super) fn model_for(&self, ws: &Workstream) -> Arc<ModelChoice> {
+        self.inner.models.of(ws.model.as_deref())
     }
 
     /// `/compact`: summarises all but the last turn of `workstream` now. `None` when a turn
@@ -158,7 +171,7 @@ impl Agent {
         let Ok(mut ws) = handle.try_lock() else {
             return Ok(None);
         };
-        let window = self.context_window().await;
+        let window = self.window_of(&self.model_for(&ws)).await;
         let budget = self.budget(&window);
         let parts = Parts {
             system: "",
@@ -169,7 +182,7 @@ impl Agent {
         let reach = Reach {
             sink,
             cancel: &cancel,
-            person: None,
+            in_turn: false,
         };
         // Its token is never cancelled, so the compaction always ends.
         let done = self
@@ -204,8 +217,9 @@ impl Agent {
             tools_bytes: estimate::tools_bytes(offered),
         };
         let mut retried = false;
+        let model = self.model_for(ws);
         loop {
-            let window = self.context_window().await;
+            let window = self.window_of(&model).await;
             let budget = self.budget(&window);
             let Some(prompt) = self.fit(ws, req, &parts, &window, &budget).await? else {
                 return Ok(None);
@@ -218,11 +232,12 @@ impl Agent {
                 return Err(self.too_large(ws, &parts, &window));
             };
             bake_nudge(ws);
+            ws.store_notes(&self.inner.store).await?;
             let bytes = request_bytes(ws, &parts);
             ws.context.last_prompt_tokens = prompt;
             ws.context.fixed_bytes = estimate::request_bytes(parts.system, &[], parts.tools_bytes);
             let error = match self
-                .stream(ws, req, parts.system, offered, Some(max_tokens))
+                .stream(&model, ws, req, parts.system, offered, Some(max_tokens))
                 .await
             {
                 Ok(Some(response)) => {
@@ -245,12 +260,12 @@ impl Agent {
                     },
                     false,
                 ) => {
-                    self.learn_window(&window, told, prompt);
+                    learn_window(&model, &window, told, prompt);
                     if let Some(tokens) = counted {
                         self.inner.gauge.observe(bytes, tokens);
                         ws.context.observed = Some(Observed { bytes, tokens });
                     }
-                    let window = self.context_window().await;
+                    let window = self.window_of(&model).await;
                     let budget = self.budget(&window);
                     let compacted = self
                         .compact(ws, req.into(), &parts, &window, &budget, Depth::Summarise)
@@ -451,10 +466,7 @@ impl Agent {
             return Ok(Some(done));
         };
         let older = ws.history[start..start + split].to_vec();
-        let Some(summary) = self
-            .summarise(&ws.key, ws.context.summary.as_deref(), &older, window, req)
-            .await
-        else {
+        let Some(summary) = self.summarise(ws, &older, window, req).await else {
             for (i, content) in long_outputs {
                 ws.history[i].content = content;
             }
@@ -507,12 +519,15 @@ impl Agent {
     /// stopped first. The thread shows that it compacts meanwhile ([`Compacting`]).
     async fn summarise(
         &self,
-        workstream: &str,
-        previous: Option<&str>,
+        ws: &Workstream,
         older: &[Message],
         window: &ContextWindow,
         req: Reach<'_>,
     ) -> Option<String> {
+        let model = self.model_for(ws);
+        let workstream = ws.key.as_str();
+        let previous = ws.context.summary.as_deref();
+        let charged_to = ws.charged_to.as_deref().filter(|_| req.in_turn);
         let per_token = self.inner.gauge.bytes_per_token();
         let cap = summary_tokens(window);
         let fixed = SUMMARY_INSTRUCTIONS.len() as u64 + 64;
@@ -526,23 +541,25 @@ impl Agent {
             messages: &messages,
             tools: &[],
             max_tokens: Some(u32::try_from(cap).unwrap_or(u32::MAX)),
-            cache_key: None,
+            // Off the conversation's cache: its prompt shares nothing with the conversation's.
+            cache_key: Some(CacheKey::Aside(workstream)),
         };
         let started = Instant::now();
         let shown = CompactingShown::start(req.sink);
         let written = tokio::select! {
-            text = collect_text(self.inner.model.as_ref(), request) => Some(text),
+            text = collect_text(model.client.as_ref(), request) => Some(text),
             () = req.cancel.cancelled() => None,
         };
         self.inner.metrics.model_call_ended(
-            &self.inner.config.model.model,
+            model.name(),
             written.as_ref().map(Result::is_ok),
             started.elapsed(),
         );
         let written = written?;
         shown.finish();
         if let Ok((_, usage)) = &written {
-            self.count_call(workstream, req.person, *usage).await;
+            let call = ModelCall::new(workstream, charged_to, model.name(), *usage);
+            self.count_call(call).await;
         }
         Some(match written.map(|(text, _)| text) {
             Ok(text) if !text.trim().is_empty() => text.trim().to_owned(),
@@ -570,22 +587,21 @@ impl Agent {
             first,
         }
     }
+}
 
-    /// Lowers the window after a context error: to the size the server named, else below the
-    /// request that did not fit.
-    fn learn_window(&self, window: &ContextWindow, told: Option<u64>, prompt: u64) {
-        let learned = told.unwrap_or_else(|| prompt.saturating_mul(9) / 10);
-        let learned = learned.max(MIN_WINDOW);
-        if learned < window.tokens || told.is_some() {
-            tracing::warn!(
-                was = window.tokens,
-                now = learned,
-                "context window learned from the server's error"
-            );
-            self.inner
-                .learned_window
-                .store(learned, std::sync::atomic::Ordering::Relaxed);
-        }
+/// Lowers `model`'s window after a context error: to the size the server named, else below
+/// the request that did not fit.
+fn learn_window(model: &ModelChoice, window: &ContextWindow, told: Option<u64>, prompt: u64) {
+    let learned = told.unwrap_or_else(|| prompt.saturating_mul(9) / 10);
+    let learned = learned.max(MIN_WINDOW);
+    if learned < window.tokens || told.is_some() {
+        tracing::warn!(
+            model = model.name(),
+            was = window.tokens,
+            now = learned,
+            "context window learned from the server's error"
+        );
+        model.learn(learned);
     }
 }
 

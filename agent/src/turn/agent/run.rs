@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use futures::StreamExt;
 
+use super::models::ModelChoice;
 use super::{Agent, AgentError, TurnOutcome, TurnRequest};
 use crate::connectors::{ConnectorScope, Effective};
 use crate::model::{
-    AssembledResponse, ChatModel, ChatRequest, Message, ModelError, ResponseAssembler, Role,
-    ToolCall, ToolSchema,
+    AssembledResponse, CacheKey, ChatModel, ChatRequest, Message, ModelError, ResponseAssembler,
+    Role, ToolCall, ToolSchema,
 };
 use crate::protocol::{Approver, TurnEvent, TurnSink};
 use crate::store::StoreError;
@@ -96,8 +97,9 @@ impl Agent {
                 break;
             };
             st.outcome.usage.add(response.usage);
+            let charged_to = ws.charged_to.clone();
             let calls = self
-                .commit(ws, req.author, response, &mut st.outcome)
+                .commit(ws, charged_to.as_deref(), response, &mut st.outcome)
                 .await?;
             if calls.is_empty() {
                 break;
@@ -137,11 +139,12 @@ impl Agent {
                 .last_turn_end
                 .is_some_and(|t| t.elapsed() >= crate::turn::nudge::LONG_PAUSE);
         self.await_mcp_startup(req).await;
+        ws.model = inner.store.chosen_model(&ws.key).await?;
         let policy = self.offer_policy(&scope, &ws.key).await;
         if !config.model.capabilities.supports_tools && policy.is_restricted() {
             // Honest, and never a silent switch to another model: the selection cannot apply.
             req.sink.event(TurnEvent::Notice(tool_support_notice(
-                &config.model.model,
+                self.model_for(ws).name(),
                 &policy,
             )));
         }
@@ -362,6 +365,7 @@ impl Agent {
     /// answer is an error. Either way the text shown so far is kept in the history.
     pub(super) async fn stream(
         &self,
+        model: &ModelChoice,
         ws: &mut Workstream,
         req: &TurnRequest<'_>,
         system: &str,
@@ -373,16 +377,16 @@ impl Agent {
             messages: &ws.request_messages(),
             tools: offered,
             max_tokens,
-            cache_key: Some(&ws.key),
+            cache_key: Some(CacheKey::Conversation(&ws.key)),
         };
         let mut assembler = ResponseAssembler::default();
         let started = Instant::now();
         let streamed = tokio::select! {
-            r = stream_into(self.inner.model.as_ref(), request, &mut assembler, req.sink) => Some(r),
+            r = stream_into(model.client.as_ref(), request, &mut assembler, req.sink) => Some(r),
             () = req.cancel.cancelled() => None,
         };
         self.inner.metrics.model_call_ended(
-            &self.inner.config.model.model,
+            model.name(),
             streamed.as_ref().map(Result::is_ok),
             started.elapsed(),
         );
@@ -412,16 +416,14 @@ impl Agent {
         let mut message = Message::assistant(response.text.clone());
         message.tool_calls = response.tool_calls;
         let calls = message.tool_calls.clone();
-        let model = &self.inner.config.model.model;
-        let call = ModelCall::new(&ws.key, person, model, response.usage);
+        let model = self.model_for(ws);
+        let call = ModelCall::new(&ws.key, person, model.name(), response.usage);
         // The answer and its token usage in one statement (one round trip per model call).
         self.inner
             .store
             .append_answer(&ws.key, ws.next_seq(), &message, &call)
             .await?;
-        self.inner
-            .metrics
-            .tokens(&self.inner.config.model.model, &response.usage);
+        self.inner.metrics.tokens(model.name(), &response.usage);
         ws.history.push(message);
         outcome.text = response.text;
         Ok(calls)
@@ -429,20 +431,13 @@ impl Agent {
 
     /// Counts a model call that appends no message (a compaction's summary): stored for
     /// `/usage` and budgets, and in the metrics. A store error is logged: the call was made.
-    pub(super) async fn count_call(
-        &self,
-        workstream: &str,
-        person: Option<&str>,
-        usage: crate::model::Usage,
-    ) {
-        let model = &self.inner.config.model.model;
-        self.inner.metrics.tokens(model, &usage);
-        if usage == crate::model::Usage::default() {
+    pub(super) async fn count_call(&self, call: ModelCall<'_>) {
+        self.inner.metrics.tokens(call.model, &call.usage);
+        if call.usage == crate::model::Usage::default() {
             return;
         }
-        let call = ModelCall::new(workstream, person, model, usage);
         if let Err(e) = self.inner.store.record_usage(&call).await {
-            tracing::warn!(workstream, error = %e, "the tokens of a model call could not be counted");
+            tracing::warn!(thread = %call.thread, error = %e, "the tokens of a model call could not be counted");
         }
     }
 
@@ -458,7 +453,7 @@ impl Agent {
     ) -> Result<bool, AgentError> {
         let inner = &self.inner;
         let config = &inner.config;
-        let max_output_bytes = self.output_bytes().await;
+        let max_output_bytes = self.output_bytes(ws).await;
         ensure_workdir(&ws.workdir).await;
         let batch = Batch {
             registry: &inner.registry,
@@ -472,6 +467,7 @@ impl Agent {
                 cancel: req.cancel.child_token(),
                 workstream: ws.key.clone(),
                 user_id: req.author.map(str::to_owned),
+                charged_to: ws.charged_to.clone(),
                 thread_owner: ws.owner.clone(),
                 store: Some(inner.store.clone()),
                 mcp: Some(inner.mcp.clone()),
@@ -507,9 +503,9 @@ impl Agent {
     }
 
     /// The most bytes of one tool's output the model sees: `[tools] max_output_bytes`, but
-    /// never more than half the context window.
-    pub(super) async fn output_bytes(&self) -> usize {
-        let window = self.context_window().await;
+    /// never more than half the context window of the model `ws` answers with.
+    pub(super) async fn output_bytes(&self, ws: &Workstream) -> usize {
+        let window = self.window_of(&self.model_for(ws)).await;
         let half = (window.tokens as f64 * self.inner.gauge.bytes_per_token() / 2.0) as usize;
         self.inner.config.tools.max_output_bytes.min(half.max(1024))
     }

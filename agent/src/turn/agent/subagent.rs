@@ -29,6 +29,9 @@ impl Agent {
         let mut ws = handle.lock().await;
         // It works on the parent's files, in the parent's directory.
         ws.workdir = job.ctx.workdir.clone();
+        ws.charged_to = job.ctx.charged_to.clone();
+        // It answers with the model its thread was switched to.
+        ws.model = inner.store.chosen_model(parent).await?;
         let names = job.kind.builtin_tools(&inner.registry);
         let label = format!("{}: {}", job.kind.tool(), job.title);
         let status = StatusSink::new(turn.sink, turn.call_id, job.kind, &job.title);
@@ -84,7 +87,12 @@ impl Agent {
             };
             tokens += response.usage.input_tokens + response.usage.output_tokens;
             let calls = self
-                .commit(&mut ws, turn.requested_by, response, &mut outcome)
+                .commit(
+                    &mut ws,
+                    job.ctx.charged_to.as_deref(),
+                    response,
+                    &mut outcome,
+                )
                 .await?;
             if calls.is_empty() {
                 break;
@@ -105,7 +113,7 @@ impl Agent {
                 auto_approve: config.approval.auto_approve,
                 approval_timeout: config.approval.timeout,
                 max_parallel: config.tools.max_parallel,
-                max_output_bytes: self.output_bytes().await,
+                max_output_bytes: self.output_bytes(&ws).await,
                 sink: &status,
                 approver: turn.approver,
                 tool_search: None,
