@@ -640,9 +640,10 @@ pub struct AgentConfig {
     /// (older turns summarised, old large tool outputs shortened); the answer's room is kept
     /// free as well. Between 0.1 and 0.95.
     pub compact_threshold: f64,
-    /// How long a quiet thread waits, in milliseconds, before it starts a turn, so messages
-    /// sent together but delivered a moment apart (another connection, another node) are
-    /// answered in the order they were sent. 0: start at once.
+    /// How long, in milliseconds, a message waits for ones sent with it before its turn
+    /// starts (what remains of it since the message was sent), so messages sent together but
+    /// delivered a moment apart (another connection, another node) are answered in the order
+    /// they were sent. 0: start at once.
     pub settle_ms: u64,
 }
 

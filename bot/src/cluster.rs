@@ -128,7 +128,9 @@ impl Duties {
                 return;
             }
         };
-        if !self.agent.is_taking_on(&workstream) {
+        let taking_on = self.agent.is_taking_on(&workstream);
+        tracing::debug!(handoff = id, workstream, taking_on, "handoff signalled");
+        if !taking_on {
             return self.take_handoff(id).await;
         }
         // Later, beside the signals and beats that come meanwhile.

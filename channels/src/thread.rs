@@ -164,6 +164,7 @@ pub async fn run<T: Thread>(place: &TurnPlace, thread: Arc<T>, work: Work, start
     let interrupted = match place.agent.ownership(&place.workstream).await {
         Ok(Ownership::Here { interrupted }) => interrupted,
         Ok(Ownership::Elsewhere(node)) => {
+            tracing::debug!(workstream = %place.workstream, owner = %node, place = work.place().map(|p| p.0), "handing the work to the owner");
             return hand_over(place, thread, &node, work).await;
         }
         Err(e) => {

@@ -10,10 +10,11 @@
 //!
 //! A lane keeps the order people sent their messages in, not the order they reached this
 //! node: each message carries its place in the thread (the platform's own order, see
-//! [`crate::thread::Work::place`]), waiting work is taken lowest place first, and an idle lane
-//! waits a short settle window before it starts, so messages sent together are taken
-//! together. One that comes after a later one already started is still run, marked late
-//! ([`Start::late`]), so the thread can say so.
+//! [`crate::thread::Work::place`]), waiting work is taken lowest place first, and no job
+//! starts before a short settle window since it arrived has passed (an idle lane's first job,
+//! and one that arrived just as the turn before it ended alike), so messages sent together
+//! are taken together. One that comes after a later one already started is still run, marked
+//! late ([`Start::late`]), so the thread can say so.
 //!
 //! Places are one ordering space for every way in ([`Place`]): the time the message was sent,
 //! in microseconds since the Unix epoch, by the platform's clock when it has one (Slack's
@@ -29,6 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::tasks::Tasks;
@@ -210,7 +212,8 @@ struct Lane {
     /// Lowest place first; work without a place keeps its arrival order.
     waiting: VecDeque<Waiting>,
     running: Option<CancellationToken>,
-    /// Its first job has not started yet (the lane waits out the settle window).
+    /// Nothing runs: the lane waits out the settle window of its next job, holding the token
+    /// that job starts with (a `/stop` meanwhile already counts).
     settling: bool,
     /// The highest place a job of this lane started with.
     started: Option<Place>,
@@ -237,9 +240,18 @@ impl Lane {
         }
     }
 
-    /// Takes the next job to run and how it starts; `first`: the lane's first job, which
-    /// keeps the token the lane held while it settled (a `/stop` then already counts).
-    fn next(&mut self, first: bool) -> Option<(Job, Start)> {
+    /// The next job to run and how it starts, or when it is due if the lane is `patient` and
+    /// that is after `now` (the lane settles until then: a message sent before it may still
+    /// be on its way, and whatever comes meanwhile is taken in place order).
+    fn next(&mut self, now: Instant, patient: bool) -> Option<Next> {
+        let due = self.waiting.front()?.due;
+        if patient && due > now {
+            if !self.settling {
+                self.settling = true;
+                self.running = Some(CancellationToken::new());
+            }
+            return Some(Next::Due(due));
+        }
         let next = self.waiting.pop_front()?;
         let late = next
             .place
@@ -247,21 +259,28 @@ impl Lane {
         if let Some(place) = next.place {
             self.started = Some(self.started.map_or(place, |s| s.max(place)));
         }
-        self.settling = false;
-        let cancel = match (first, &self.running) {
+        let cancel = match (std::mem::take(&mut self.settling), &self.running) {
             (true, Some(held)) => held.clone(),
             _ => CancellationToken::new(),
         };
         self.running = Some(cancel.clone());
-        Some((next.job, Start { cancel, late }))
+        Some(Next::Run(next.job, Start { cancel, late }))
     }
 }
 
-/// A job that waits, its place in the thread, and what to hand the next owner if this node
-/// stops first.
+/// What a lane does next.
+enum Next {
+    Run(Job, Start),
+    /// Settle until then, and ask again.
+    Due(Instant),
+}
+
+/// A job that waits, its place in the thread, when it may start ([`settle_left`] from its
+/// arrival), and what to hand the next owner if this node stops first.
 struct Waiting {
     job: Job,
     place: Option<Place>,
+    due: Instant,
     handover: Option<String>,
 }
 
@@ -339,6 +358,7 @@ impl TurnQueue {
                 lane.wait(Waiting {
                     job,
                     place,
+                    due: Instant::now(),
                     handover: Some(handover),
                 });
                 return Ok(Queued::Behind(lane.waiting.len()));
@@ -351,11 +371,20 @@ impl TurnQueue {
         if !idle && lane.waiting.len() - usize::from(lane.settling) >= MAX_QUEUED {
             return Err(QueueFull);
         }
+        let due = Instant::now() + settle_left(self.settle, place, SystemTime::now());
         let at = lane.wait(Waiting {
             job,
             place,
+            due,
             handover,
         });
+        tracing::debug!(
+            workstream = key,
+            place = place.map(|p| p.0),
+            idle,
+            at,
+            "work queued"
+        );
         if !idle {
             // Behind the jobs before it, and the one running unless the lane still settles.
             let ahead = at + usize::from(!lane.settling);
@@ -369,8 +398,7 @@ impl TurnQueue {
         lane.running = Some(CancellationToken::new());
         lane.settling = true;
         drop(lanes);
-        let settle = settle_left(self.settle, place, SystemTime::now());
-        self.spawn_worker(key.to_owned(), settle);
+        self.spawn_worker(key.to_owned());
         Ok(Queued::Now)
     }
 
@@ -423,37 +451,47 @@ impl TurnQueue {
         out
     }
 
-    /// Runs `key`'s lane after waiting `settle` (see [`settle_left`]) if it settles.
-    fn spawn_worker(&self, key: String, settle: Duration) {
+    /// Runs `key`'s lane: each job once it is due ([`settle_left`] from its arrival) when the
+    /// workstream settles here (asked once, when a job is first due later), else at once.
+    fn spawn_worker(&self, key: String) {
         let this = self.clone();
-        let until = tokio::time::Instant::now() + settle;
         // A running job outlives shutdown until the drain halts it (`Tasks::spawn_turn`);
         // then the worker is dropped with the job it runs.
         self.tasks.spawn_turn(async move {
-            if !settle.is_zero() && (this.settles)(&key).await {
-                tokio::time::sleep_until(until).await;
-            }
-            let mut first = true;
-            while let Some((job, start)) = this.next(&key, first) {
-                first = false;
-                if start.late {
-                    tracing::info!(workstream = %key, "a message arrived after a later one started");
+            let mut patient = None;
+            while let Some(next) = this.next(&key, patient != Some(false)) {
+                match next {
+                    Next::Due(until) => {
+                        if patient.is_none() {
+                            patient = Some((this.settles)(&key).await);
+                        }
+                        if patient == Some(true) {
+                            tokio::time::sleep_until(until).await;
+                        }
+                    }
+                    Next::Run(job, start) => {
+                        tracing::debug!(workstream = %key, late = start.late, "lane starts a job");
+                        if start.late {
+                            tracing::info!(workstream = %key, "a message arrived after a later one started");
+                        }
+                        job(start).await;
+                    }
                 }
-                job(start).await;
             }
         });
     }
 
-    /// The next job of `key`'s lane, or `None` when the lane is done (it is then removed) or
-    /// this node is stopping (what waits is handed to the next owner by `take_waiting`).
-    fn next(&self, key: &str, first: bool) -> Option<(Job, Start)> {
+    /// What `key`'s lane does next (see [`Lane::next`]), or `None` when the lane is done (it
+    /// is then removed) or this node is stopping (what waits is handed to the next owner by
+    /// `take_waiting`).
+    fn next(&self, key: &str, patient: bool) -> Option<Next> {
         let mut lanes = self.lanes();
         let lane = lanes.get_mut(key)?;
         if self.tasks.shutdown().is_cancelled() {
             lane.running = None;
             return None;
         }
-        if let Some(next) = lane.next(first) {
+        if let Some(next) = lane.next(Instant::now(), patient) {
             return Some(next);
         }
         lanes.remove(key);
@@ -718,6 +756,38 @@ mod tests {
                 "end second",
                 "start first late",
                 "end first",
+                "start third",
+                "end third"
+            ]
+        );
+    }
+
+    /// The owner of a thread ran a turn; a message reached it straight as that turn ended,
+    /// while the one sent before it was still being handed over by another node.
+    #[tokio::test(start_paused = true)]
+    async fn work_that_arrives_as_the_turn_before_it_ends_still_waits_its_window() {
+        let q = TurnQueue::new(Tasks::new(CancellationToken::new()))
+            .settling(Duration::from_millis(100));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let submit = |name, place, ms| {
+            q.submit_handing_over("w", job(tx.clone(), name, ms), Some(Place(place)), None)
+        };
+        submit("first", 10, 200).unwrap();
+        tokio::time::sleep(Duration::from_millis(290)).await;
+        assert_eq!(submit("third", 30, 1), Ok(Queued::Behind(1)));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert_eq!(
+            submit("second", 20, 1),
+            Ok(Queued::Now),
+            "nothing runs while the lane waits out third's window: second is next"
+        );
+        assert_eq!(
+            seen(&mut rx, 6).await,
+            [
+                "start first",
+                "end first",
+                "start second",
+                "end second",
                 "start third",
                 "end third"
             ]
