@@ -634,17 +634,14 @@ lease = "{lease}s"
     }
 
     /// Exactly once in every thread and in every stored history, one turn at a time, in the
-    /// order they were sent (the stored questions and the answers shown; with
-    /// [`Order::Reported`], a thread out of order is printed and counted instead); a turn cut
-    /// off by a kill got the interrupted notice. Returns the threads out of order.
+    /// order they were sent (the stored questions and the answers shown); a turn cut off by a
+    /// kill got the interrupted notice.
     pub(crate) async fn check_all(
         &self,
         threads: &[Thread],
         sent: &[(usize, String)],
         killed: &[String],
-        order: Order,
-    ) -> usize {
-        let mut reordered = 0;
+    ) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         for (t, token) in sent {
             let answer = format!("answer to {token}");
@@ -677,24 +674,16 @@ lease = "{lease}s"
                 .filter_map(|m| m.text.strip_prefix("answer to ").map(str::to_owned))
                 .collect();
             let shown = first_seen(&shown, &in_order);
-            if order == Order::Reported && (stored != in_order || shown != in_order) {
-                eprintln!(
-                    "{}: sent {in_order:?}, stored {stored:?}, answered {shown:?}",
-                    thread.key
-                );
-                reordered += 1;
-            } else {
-                assert_eq!(
-                    stored, in_order,
-                    "the questions of {} are stored out of the order they were sent",
-                    thread.key
-                );
-                assert_eq!(
-                    shown, in_order,
-                    "the answers in {} are shown out of the order the questions were sent",
-                    thread.key
-                );
-            }
+            assert_eq!(
+                stored, in_order,
+                "the questions of {} are stored out of the order they were sent",
+                thread.key
+            );
+            assert_eq!(
+                shown, in_order,
+                "the answers in {} are shown out of the order the questions were sent",
+                thread.key
+            );
             for (_, token) in sent.iter().filter(|(tt, _)| *tt == t) {
                 let times = answered.iter().filter(|a| *a == token).count();
                 assert_eq!(times, 1, "{token} answered {times} times in the history");
@@ -703,7 +692,6 @@ lease = "{lease}s"
                 assert!(self.notices(thread) >= 1, "{k}: the interrupted notice");
             }
         }
-        reordered
     }
 
     pub(crate) async fn stop(mut self) {
@@ -748,16 +736,6 @@ fn check_history(history: &[Message], killed: &[String]) -> Vec<String> {
 }
 
 /// `wanted`, in the order their first occurrences come in `seen` (each of them is in `seen`).
-/// Whether [`Cluster::check_all`] asserts the send order or only reports where it broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Order {
-    /// Every thread in send order.
-    Sent,
-    /// Threads out of order are printed and counted: a node killed or restarted mid-thread
-    /// can still leave one message answered after the next (issue 43).
-    Reported,
-}
-
 fn first_seen<'a>(seen: &[String], wanted: &[&'a str]) -> Vec<&'a str> {
     let mut order: Vec<(usize, &str)> = wanted
         .iter()
