@@ -193,36 +193,61 @@ pub async fn run<T: Thread>(place: &TurnPlace, thread: Arc<T>, work: Work, start
     ok
 }
 
-/// `work` and the work other nodes left waiting for `key` before this node claimed it, in
-/// place order (work without a place, a notice, first, in the order it was left). Nobody ran
-/// the workstream, so the lane settled before it started `work`, and so did any other node
-/// that got a message sent with it: that node finds this one the owner as this one claims,
-/// and hands its message over within a moment. One more window is waited for it here (only
-/// when a node takes a workstream on, not on every turn).
+/// `work` and the work other nodes left waiting for `key` before this node claimed it that
+/// was sent before `work`, in place order (work without a place, a notice, first, in the
+/// order it was left). Nobody ran the workstream, so the lane settled before it started
+/// `work`, and so did any other node that got a message sent with it: that node finds this
+/// one the owner as this one claims, and hands its message over within a moment. One more
+/// window is waited for it here (only when a node takes a workstream on, not on every turn).
+/// What was left that was sent after `work` goes back to this node's lane ([`pass_back`]):
+/// run here, it would go before a message of this lane sent ahead of it.
 async fn with_handed_over(agent: &Agent, key: &str, work: Work) -> Vec<Work> {
     let _taking_on = agent.taking_on(key);
     let settle = agent.config().agent.settle();
     if !settle.is_zero() {
         tokio::time::sleep(settle).await;
     }
-    let mut works = match take_left(agent, key).await {
-        Ok(works) => works,
+    let left = match take_left(agent, key).await {
+        Ok(left) => left,
         Err(e) => {
             // They stay in the table; a heartbeat sweeps them.
             tracing::warn!(workstream = key, error = %e, "could not take the work left here");
             return vec![work];
         }
     };
-    if !works.is_empty() {
+    let (mut works, later): (Vec<Work>, Vec<Work>) = left
+        .into_iter()
+        .partition(|left| left.place() <= work.place());
+    if !works.is_empty() || !later.is_empty() {
         tracing::info!(
             workstream = key,
-            taken = works.len(),
-            "work left for this workstream runs first, in place order"
+            first = works.len(),
+            later = later.len(),
+            "work left for this workstream runs in place order"
         );
     }
+    for left in later {
+        pass_back(agent, key, &left).await;
+    }
     works.push(work);
-    works.sort_by_key(Work::place);
     works
+}
+
+/// Hands `work` to this node's own lane for `key` through the handoff table, where the lane
+/// takes it in place order with what waits there (a failure is logged; the row, once in the
+/// table, is swept by the heartbeat).
+async fn pass_back(agent: &Agent, key: &str, work: &Work) {
+    let passed = match (agent.cluster(), handover(key, work)) {
+        (Some(cluster), Some(payload)) => cluster
+            .hand_over(key, cluster.node(), &payload)
+            .await
+            .map_err(|e| e.to_string()),
+        (None, _) => Err("this node is in no cluster".to_owned()),
+        (_, None) => Err("it could not be written down".to_owned()),
+    };
+    if let Err(e) = passed {
+        tracing::error!(workstream = key, error = %e, "work left here could not go back to the lane; it is lost");
+    }
 }
 
 /// Takes every piece of work other nodes left waiting for `key`, in place order (work without
