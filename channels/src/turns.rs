@@ -701,7 +701,10 @@ mod tests {
             q.submit_handing_over("w", job, place, None).unwrap();
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert_eq!(seen(&mut rx, 6).await, one_by_one(&["first", "second", "third"]));
+        assert_eq!(
+            seen(&mut rx, 6).await,
+            one_by_one(&["first", "second", "third"])
+        );
     }
 
     #[tokio::test]
@@ -778,7 +781,10 @@ mod tests {
             Ok(Queued::Now),
             "nothing runs while the lane waits out third's window: second is next"
         );
-        assert_eq!(seen(&mut rx, 6).await, one_by_one(&["first", "second", "third"]));
+        assert_eq!(
+            seen(&mut rx, 6).await,
+            one_by_one(&["first", "second", "third"])
+        );
     }
 
     #[tokio::test]
