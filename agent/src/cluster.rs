@@ -483,9 +483,15 @@ impl Agent {
         }
     }
 
-    /// Whether a turn here is taking `key` on ([`Agent::taking_on`]).
-    pub fn is_taking_on(&self, key: &str) -> bool {
-        self.cluster().is_some_and(|c| c.taking().contains(key))
+    /// How long a handoff for `key` that reached this node waits before it is taken: a settle
+    /// window while a turn here takes `key` on ([`Agent::taking_on`]), so that turn takes it
+    /// from the table in place order with its own message; else nothing (taken now, the lane
+    /// puts it in place order with what waits there).
+    pub fn handoff_wait(&self, key: &str) -> std::time::Duration {
+        match self.cluster() {
+            Some(c) if c.taking().contains(key) => self.config().agent.settle(),
+            _ => std::time::Duration::ZERO,
+        }
     }
 
     /// Whether another live node holds `key`'s lease, so work for it is handed there (a failed

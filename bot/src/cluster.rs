@@ -112,12 +112,8 @@ impl Duties {
         }
     }
 
-    /// Handoff `id` was left for this node. When a turn here is taking its workstream on
-    /// ([`Agent::taking_on`](sandpiper_agent::Agent::taking_on)), the handoff is taken a
-    /// settle window later: that turn takes what was handed over, in place order with its own
-    /// message, once its window ends; taken now, the handoff would wait in the lane behind
-    /// that message. Otherwise it is taken at once, and the lane puts it in place order with
-    /// what else waits.
+    /// Handoff `id` was left for this node: taken once its workstream's
+    /// [`Agent::handoff_wait`](sandpiper_agent::Agent::handoff_wait) has passed.
     async fn wake_for(&self, id: i64) {
         let workstream = match self.agent.store().handoff_workstream(id).await {
             Ok(Some(workstream)) => workstream,
@@ -128,9 +124,14 @@ impl Duties {
                 return;
             }
         };
-        let taking_on = self.agent.is_taking_on(&workstream);
-        tracing::debug!(handoff = id, workstream, taking_on, "handoff signalled");
-        if !taking_on {
+        let wait = self.agent.handoff_wait(&workstream);
+        tracing::debug!(
+            handoff = id,
+            workstream,
+            wait_ms = wait.as_millis() as u64,
+            "handoff signalled"
+        );
+        if wait.is_zero() {
             return self.take_handoff(id).await;
         }
         // Later, beside the signals and beats that come meanwhile.
@@ -140,7 +141,7 @@ impl Duties {
             draining: self.draining.clone(),
         };
         tokio::spawn(async move {
-            tokio::time::sleep(later.agent.config().agent.settle()).await;
+            tokio::time::sleep(wait).await;
             later.take_handoff(id).await;
         });
     }
