@@ -227,7 +227,7 @@ async fn with_handed_over(agent: &Agent, key: &str, work: Work) -> Vec<Work> {
         );
     }
     for left in later {
-        pass_back(agent, key, &left).await;
+        pass_back(agent, key, left).await;
     }
     works.push(work);
     works
@@ -236,17 +236,27 @@ async fn with_handed_over(agent: &Agent, key: &str, work: Work) -> Vec<Work> {
 /// Hands `work` to this node's own lane for `key` through the handoff table, where the lane
 /// takes it in place order with what waits there (a failure is logged; the row, once in the
 /// table, is swept by the heartbeat).
-async fn pass_back(agent: &Agent, key: &str, work: &Work) {
-    let passed = match (agent.cluster(), handover(key, work)) {
-        (Some(cluster), Some(payload)) => cluster
-            .hand_over(key, cluster.node(), &payload)
+async fn pass_back(agent: &Agent, key: &str, work: Work) {
+    let here = agent.cluster().map(|c| c.node().to_owned()).unwrap_or_default();
+    if let Err(e) = hand_to(agent, key, &here, work).await {
+        tracing::error!(workstream = key, error = %e, "work left here could not go back to the lane; it is lost");
+    }
+}
+
+/// Leaves `work` for `key` in the handoff table for `node` (the owner, or this node) and
+/// wakes it; why not, when it could not.
+async fn hand_to(agent: &Agent, key: &str, node: &str, work: Work) -> Result<(), String> {
+    let turn = OutsideTurn {
+        workstream: key.to_owned(),
+        work,
+    };
+    match (agent.cluster(), serde_json::to_string(&turn)) {
+        (Some(cluster), Ok(payload)) => cluster
+            .hand_over(key, node, &payload)
             .await
             .map_err(|e| e.to_string()),
         (None, _) => Err("this node is in no cluster".to_owned()),
-        (_, None) => Err("it could not be written down".to_owned()),
-    };
-    if let Err(e) = passed {
-        tracing::error!(workstream = key, error = %e, "work left here could not go back to the lane; it is lost");
+        (_, Err(e)) => Err(e.to_string()),
     }
 }
 
@@ -337,18 +347,7 @@ pub async fn stop_anywhere(agent: &Agent, key: &str, local: impl FnOnce(&str) ->
 /// Hands `work` to `node`, the owner of the workstream. If that fails the thread is told,
 /// so the person knows to send it again; nothing is silently dropped.
 async fn hand_over<T: Thread>(place: &TurnPlace, thread: Arc<T>, node: &str, work: Work) -> bool {
-    let turn = OutsideTurn {
-        workstream: place.workstream.clone(),
-        work,
-    };
-    let handed = match (place.agent.cluster(), serde_json::to_string(&turn)) {
-        (Some(cluster), Ok(payload)) => cluster
-            .hand_over(&place.workstream, node, &payload)
-            .await
-            .map_err(|e| e.to_string()),
-        (None, _) => Err("this node is in no cluster".to_owned()),
-        (_, Err(e)) => Err(e.to_string()),
-    };
+    let handed = hand_to(&place.agent, &place.workstream, node, work).await;
     let Err(e) = handed else {
         return true;
     };
