@@ -237,7 +237,10 @@ async fn with_handed_over(agent: &Agent, key: &str, work: Work) -> Vec<Work> {
 /// takes it in place order with what waits there (a failure is logged; the row, once in the
 /// table, is swept by the heartbeat).
 async fn pass_back(agent: &Agent, key: &str, work: Work) {
-    let here = agent.cluster().map(|c| c.node().to_owned()).unwrap_or_default();
+    let here = agent
+        .cluster()
+        .map(|c| c.node().to_owned())
+        .unwrap_or_default();
     if let Err(e) = hand_to(agent, key, &here, work).await {
         tracing::error!(workstream = key, error = %e, "work left here could not go back to the lane; it is lost");
     }
